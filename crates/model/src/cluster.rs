@@ -1,0 +1,46 @@
+//! A target: a Kubernetes cluster or any endpoint an applier can reach.
+
+use crate::document::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+/// A Cluster document (`kind: Cluster`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    pub metadata: ObjectMeta,
+    pub spec: ClusterSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// How to reach the cluster.
+    pub endpoint: Endpoint,
+}
+
+/// How a cluster is reached. Exactly one variant is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Endpoint {
+    /// The built-in simulated fleet (an in-process target; for demos, tests and
+    /// benchmarks).
+    Simulator {},
+    /// An HTTP endpoint speaking the Kubernetes API, e.g. `fleetsync sim`.
+    Http { url: String },
+    /// A kubeconfig stored in fleetsync, by the name of the secret that holds it.
+    Kubeconfig {
+        #[serde(rename = "secretRef")]
+        secret_ref: String,
+    },
+}
+
+impl Endpoint {
+    /// The variant's name as written in YAML, for messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Endpoint::Simulator {} => "simulator",
+            Endpoint::Http { .. } => "http",
+            Endpoint::Kubeconfig { .. } => "kubeconfig",
+        }
+    }
+}

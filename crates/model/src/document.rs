@@ -1,0 +1,382 @@
+//! Parsing and validating documents. A file holds several YAML documents separated by
+//! `---`; each is a Cluster or a SyncSet. Every error names the document (its position
+//! and, where known, its kind and name), the field, and the rule that was broken.
+
+use crate::cluster::{Cluster, Endpoint};
+use crate::manifest::Manifest;
+use crate::names::{check_dns1123_label, check_label};
+use crate::syncset::SyncSet;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+/// The one API version fleetsync documents carry.
+pub const API_VERSION: &str = "fleetsync.io/v1";
+/// The tenant of a document that names none.
+pub const DEFAULT_TENANT: &str = "default";
+/// The largest resource manifest, as compact JSON.
+pub const MAX_RESOURCE_BYTES: usize = 1024 * 1024;
+/// The largest SyncSet (all its resources together), as compact JSON.
+pub const MAX_SYNCSET_BYTES: usize = 8 * 1024 * 1024;
+
+/// Metadata shared by Clusters and SyncSets. `namespace` is the tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectMeta {
+    pub name: String,
+    #[serde(default = "default_tenant")]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Set by the store; bumped when the object's labels or spec change. Ignored on input.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: i64,
+}
+
+fn default_tenant() -> String {
+    DEFAULT_TENANT.to_string()
+}
+
+fn is_zero(g: &i64) -> bool {
+    *g == 0
+}
+
+impl ObjectMeta {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: name.into(), namespace: default_tenant(), labels: BTreeMap::new(), generation: 0 }
+    }
+
+    /// The tenant this object belongs to.
+    pub fn tenant(&self) -> &str {
+        &self.namespace
+    }
+}
+
+/// The kinds of document fleetsync accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    Cluster,
+    SyncSet,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Cluster => "Cluster",
+            Kind::SyncSet => "SyncSet",
+        }
+    }
+
+    /// Parses a kind as written in documents, or its plural/lowercase CLI forms.
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s.to_ascii_lowercase().as_str() {
+            "cluster" | "clusters" => Some(Kind::Cluster),
+            "syncset" | "syncsets" => Some(Kind::SyncSet),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One accepted document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Document {
+    Cluster(Cluster),
+    SyncSet(SyncSet),
+}
+
+impl Document {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Document::Cluster(_) => Kind::Cluster,
+            Document::SyncSet(_) => Kind::SyncSet,
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Document::Cluster(c) => &c.metadata,
+            Document::SyncSet(s) => &s.metadata,
+        }
+    }
+
+    /// The document as a JSON value with `apiVersion` and `kind`, as users write it.
+    pub fn to_value(&self) -> serde_json::Value {
+        let body = match self {
+            Document::Cluster(c) => serde_json::to_value(c),
+            Document::SyncSet(s) => serde_json::to_value(s),
+        };
+        let mut v = body.unwrap_or(serde_json::Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            let mut typed = serde_json::Map::new();
+            typed.insert("apiVersion".into(), API_VERSION.into());
+            typed.insert("kind".into(), self.kind().as_str().into());
+            typed.append(obj);
+            return serde_json::Value::Object(typed);
+        }
+        v
+    }
+
+    /// Checks every rule that does not need the store. Called by [`parse_documents`];
+    /// call it yourself for documents built in code.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        validate_meta(self.metadata())?;
+        match self {
+            Document::Cluster(c) => validate_cluster(c),
+            Document::SyncSet(s) => validate_syncset(s),
+        }
+    }
+}
+
+/// A document that was parsed but broke a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{document}: field `{field}`: {rule}")]
+pub struct ValidationError {
+    /// Which document, e.g. `document 2 (SyncSet default/base)`.
+    pub document: String,
+    /// The path of the offending field, e.g. `spec.resources[3].metadata.name`.
+    pub field: String,
+    /// What the rule is.
+    pub rule: String,
+}
+
+/// Why a file of documents was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("document {index}: malformed YAML: {message}")]
+    Yaml { index: usize, message: String },
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error("no documents found: expected at least one Cluster or SyncSet")]
+    Empty,
+}
+
+/// Parses every document of a YAML (or JSON) text, validating each. Empty documents
+/// (e.g. a leading `---`) are skipped. The first error is returned.
+pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
+    let mut docs = Vec::new();
+    for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let index = i + 1;
+        let value = serde_json::Value::deserialize(de)
+            .map_err(|e| ParseError::Yaml { index, message: e.to_string() })?;
+        if value.is_null() {
+            continue;
+        }
+        docs.push(parse_value(index, value)?);
+    }
+    if docs.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    Ok(docs)
+}
+
+/// Parses and validates one document given as a JSON value; `index` is its 1-based
+/// position in its file, for messages.
+pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Document, ValidationError> {
+    let label = describe(index, &value);
+    let err = |field: &str, rule: String| ValidationError { document: label.clone(), field: field.into(), rule };
+    let obj = value.as_object_mut().ok_or_else(|| err("", "a document must be a mapping".into()))?;
+    match obj.remove("apiVersion") {
+        Some(serde_json::Value::String(v)) if v == API_VERSION => {}
+        Some(other) => return Err(err("apiVersion", format!("must be {API_VERSION:?}, got {other}"))),
+        None => return Err(err("apiVersion", format!("is required (use {API_VERSION:?})"))),
+    }
+    let kind = match obj.remove("kind") {
+        Some(serde_json::Value::String(k)) => match k.as_str() {
+            "Cluster" => Kind::Cluster,
+            "SyncSet" => Kind::SyncSet,
+            other => return Err(err("kind", format!("unknown kind {other:?}: expected Cluster or SyncSet"))),
+        },
+        _ => return Err(err("kind", "is required: Cluster or SyncSet".into())),
+    };
+    let doc = match kind {
+        Kind::Cluster => typed(value).map(Document::Cluster),
+        Kind::SyncSet => typed(value).map(Document::SyncSet),
+    }
+    .map_err(|(field, rule)| err(&field, rule))?;
+    doc.validate().map_err(|(field, rule)| err(&field, rule))?;
+    Ok(doc)
+}
+
+fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        (if path == "." { String::new() } else { path }, e.into_inner().to_string())
+    })
+}
+
+/// `document N (Kind tenant/name)`, with as much as can be read from a raw value.
+fn describe(index: usize, v: &serde_json::Value) -> String {
+    let kind = v.get("kind").and_then(|k| k.as_str());
+    let meta = v.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str());
+    let ns = meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str()).unwrap_or(DEFAULT_TENANT);
+    match (kind, name) {
+        (Some(k), Some(n)) => format!("document {index} ({k} {ns}/{n})"),
+        (Some(k), None) => format!("document {index} ({k})"),
+        _ => format!("document {index}"),
+    }
+}
+
+fn validate_meta(m: &ObjectMeta) -> Result<(), (String, String)> {
+    check_dns1123_label(&m.name).map_err(|r| ("metadata.name".to_string(), r))?;
+    check_dns1123_label(&m.namespace).map_err(|r| ("metadata.namespace".to_string(), r))?;
+    for (k, v) in &m.labels {
+        check_label(k, v).map_err(|r| (format!("metadata.labels.{k}"), r))?;
+    }
+    Ok(())
+}
+
+fn validate_cluster(c: &Cluster) -> Result<(), (String, String)> {
+    match &c.spec.endpoint {
+        Endpoint::Http { url } if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            Err(("spec.endpoint.http.url".into(), format!("must be an http:// or https:// URL, got {url:?}")))
+        }
+        Endpoint::Kubeconfig { secret_ref } => check_dns1123_label(secret_ref)
+            .map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r)),
+        _ => Ok(()),
+    }
+}
+
+fn validate_syncset(s: &SyncSet) -> Result<(), (String, String)> {
+    match (&s.spec.cluster_selector, &s.spec.cluster_names) {
+        (Some(_), Some(_)) => {
+            return Err(("spec".into(), "set only one of clusterSelector and clusterNames".into()));
+        }
+        (None, None) => return Err(("spec".into(), "one of clusterSelector or clusterNames is required".into())),
+        (Some(sel), None) => {
+            for (k, v) in &sel.match_labels {
+                check_label(k, v).map_err(|r| (format!("spec.clusterSelector.matchLabels.{k}"), r))?;
+            }
+        }
+        (None, Some(names)) => {
+            for (i, n) in names.iter().enumerate() {
+                check_dns1123_label(n).map_err(|r| (format!("spec.clusterNames[{i}]"), r))?;
+            }
+        }
+    }
+    validate_resources(&s.spec.resources)
+}
+
+fn validate_resources(resources: &[Manifest]) -> Result<(), (String, String)> {
+    let mut seen = HashSet::new();
+    let mut total = 0usize;
+    for (i, m) in resources.iter().enumerate() {
+        let at = |f: &str| if f.is_empty() { format!("spec.resources[{i}]") } else { format!("spec.resources[{i}].{f}") };
+        let r = m.resource_ref().map_err(|(f, rule)| (at(&f), rule))?;
+        let len = m.encoded_len();
+        if len > MAX_RESOURCE_BYTES {
+            return Err((at(""), format!("resource {r} is {len} bytes; the limit is {MAX_RESOURCE_BYTES} bytes (1 MiB)")));
+        }
+        total += len;
+        if !seen.insert(r.clone()) {
+            return Err((at(""), format!("resource {r} is listed twice")));
+        }
+    }
+    if total > MAX_SYNCSET_BYTES {
+        return Err(("spec.resources".into(), format!("resources total {total} bytes; the limit is {MAX_SYNCSET_BYTES} bytes (8 MiB)")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+apiVersion: fleetsync.io/v1
+kind: Cluster
+metadata: {name: c1, labels: {env: prod}}
+spec: {endpoint: {simulator: {}}}
+---
+apiVersion: fleetsync.io/v1
+kind: SyncSet
+metadata: {name: base, namespace: team-a}
+spec:
+  clusterSelector: {matchLabels: {env: prod}}
+  resourceApplyMode: Sync
+  resources:
+    - {apiVersion: v1, kind: Namespace, metadata: {name: app}}
+    - {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg, namespace: app}, data: {k: v}}
+"#;
+
+    fn invalid(text: &str) -> ValidationError {
+        match parse_documents(text) {
+            Err(ParseError::Invalid(e)) => e,
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_several_documents() {
+        let docs = parse_documents(GOOD).expect("valid");
+        assert_eq!(docs.len(), 2);
+        let Document::SyncSet(s) = &docs[1] else { panic!("second is a SyncSet") };
+        assert_eq!(s.metadata.tenant(), "team-a");
+        assert_eq!(s.spec.resources.len(), 2);
+        assert_eq!(docs[0].metadata().tenant(), DEFAULT_TENANT);
+        assert_eq!(docs[1].to_value()["kind"], "SyncSet");
+    }
+
+    #[test]
+    fn malformed_yaml_names_the_document() {
+        let err = parse_documents(&format!("{GOOD}---\nfoo: [unclosed\n")).expect_err("bad yaml");
+        assert!(matches!(err, ParseError::Yaml { index: 3, .. }), "{err}");
+    }
+
+    #[test]
+    fn unknown_kind_is_rejected() {
+        let e = invalid("apiVersion: fleetsync.io/v1\nkind: Deployment\nmetadata: {name: x}\n");
+        assert_eq!(e.field, "kind");
+        assert!(e.rule.contains("unknown kind \"Deployment\""), "{e}");
+    }
+
+    #[test]
+    fn invalid_name_names_field_and_rule() {
+        let e = invalid("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n");
+        assert_eq!(e.field, "metadata.name");
+        assert!(e.rule.contains("DNS-1123"), "{e}");
+        assert!(e.document.contains("Cluster default/Bad_Name"), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let e = invalid("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: a}\nspec: {endpoint: {simulator: {}}, colour: red}\n");
+        assert_eq!(e.field, "spec.colour");
+        assert!(e.rule.contains("unknown field `colour`"), "{e}");
+    }
+
+    #[test]
+    fn oversized_resource_is_rejected() {
+        let big = "x".repeat(MAX_RESOURCE_BYTES + 1);
+        let text = format!(
+            "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: s}}\nspec:\n  clusterNames: [a]\n  resources:\n  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: big}}, data: {{k: {big}}}}}\n"
+        );
+        let e = invalid(&text);
+        assert_eq!(e.field, "spec.resources[0]");
+        assert!(e.rule.contains("1 MiB"), "{e}");
+    }
+
+    #[test]
+    fn selector_rules() {
+        let both = "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: s}\nspec: {clusterNames: [a], clusterSelector: {}}\n";
+        assert!(invalid(both).rule.contains("only one"));
+        let none = "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: s}\nspec: {}\n";
+        assert!(invalid(none).rule.contains("required"));
+        let dup = "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: s}\nspec:\n  clusterNames: [a]\n  resources: [{apiVersion: v1, kind: A, metadata: {name: x}}, {apiVersion: v1, kind: A, metadata: {name: x}}]\n";
+        let e = invalid(dup);
+        assert_eq!(e.field, "spec.resources[1]");
+        assert!(e.rule.contains("twice"));
+    }
+
+    #[test]
+    fn wrong_api_version_and_empty_input() {
+        assert_eq!(invalid("apiVersion: v2\nkind: Cluster\n").field, "apiVersion");
+        assert_eq!(parse_documents("---\n"), Err(ParseError::Empty));
+    }
+}

@@ -1,0 +1,26 @@
+//! fleetsync's data model: the vocabulary every other crate speaks.
+//!
+//! * [`document`]: Clusters and SyncSets as Kubernetes-style YAML documents, with
+//!   validation that names the document, the field and the rule that failed.
+//! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
+//! * [`status`]: what a key and a cluster look like to a user.
+//! * [`time`]: timestamps and the injected clock that makes time testable.
+
+pub mod cluster;
+pub mod document;
+pub mod key;
+pub mod manifest;
+pub mod names;
+pub mod selector;
+pub mod status;
+pub mod syncset;
+pub mod time;
+
+pub use cluster::{Cluster, ClusterSpec, Endpoint};
+pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
+pub use key::WorkKey;
+pub use manifest::{Manifest, ResourceRef};
+pub use selector::LabelSelector;
+pub use status::{ClusterCondition, ClusterStatus, KeyStatus, Phase, ResourceOutcome, ResourceResult};
+pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
