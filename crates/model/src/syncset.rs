@@ -56,12 +56,23 @@ impl ApplyMode {
     }
 }
 
-impl SyncSet {
+impl SyncSetSpec {
     /// Whether this SyncSet targets the cluster with this name and labels.
     pub fn selects(&self, cluster_name: &str, labels: &std::collections::BTreeMap<String, String>) -> bool {
-        if let Some(names) = &self.spec.cluster_names {
+        if let Some(names) = &self.cluster_names {
             return names.iter().any(|n| n == cluster_name);
         }
-        self.spec.cluster_selector.as_ref().is_some_and(|s| s.matches(labels))
+        self.cluster_selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+
+    /// The targeting part alone (selector and names, no resources): what the store
+    /// keeps to match clusters without reading every manifest.
+    pub fn targeting(&self) -> SyncSetSpec {
+        SyncSetSpec {
+            cluster_selector: self.cluster_selector.clone(),
+            cluster_names: self.cluster_names.clone(),
+            resource_apply_mode: self.resource_apply_mode,
+            resources: Vec::new(),
+        }
     }
 }

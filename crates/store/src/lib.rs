@@ -1,1 +1,103 @@
-//! placeholder
+//! The store: the single source of truth of fleetsync.
+//!
+//! One trait, [`Store`], holds objects (Clusters, SyncSets), the coalescing keyed work
+//! queue with leases and fencing tokens, status, and the event log. Backends are
+//! modules behind cargo features (`sqlite` now; PostgreSQL later) and all pass the
+//! one shared [`conformance`] suite.
+//!
+//! Method names read `noun_verb` and take plain params structs, after River's driver
+//! interface. Time comes from the injected [`Clock`](fleetsync_model::Clock) of
+//! [`StoreConfig`], so leases and backoff are testable without sleeping.
+
+pub mod error;
+pub mod event;
+pub mod queue;
+pub mod retry;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use error::{Result, StoreError};
+pub use event::Event;
+pub use queue::{
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, QueueStats, RenewParams,
+    RunOutcome, StatusFilter,
+};
+pub use retry::RetryPolicy;
+
+use async_trait::async_trait;
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, SyncSet, SystemClock, WorkKey};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// What every backend is opened with.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Where "now" comes from for leases, backoff and timestamps.
+    pub clock: Arc<dyn Clock>,
+    /// Backoff and parking after failures.
+    pub retry: RetryPolicy,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { clock: Arc::new(SystemClock), retry: RetryPolicy::default() }
+    }
+}
+
+/// The store trait every backend implements. See the crate docs and DESIGN.md's
+/// guarantees 1–6: every method here keeps them.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies documents in one transaction: all or nothing. A document whose content
+    /// is unchanged keeps its generation (idempotent apply); a changed one gets the next
+    /// generation, is appended to the event log, and enqueues every key it affects.
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>>;
+
+    /// Deletes a Cluster (its keys go with it) or a SyncSet (its keys are enqueued for
+    /// removal, so Sync mode deletes what it applied). `NotFound` if absent.
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()>;
+
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>>;
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>>;
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>>;
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>>;
+
+    /// Claims up to `limit` keys that are ready (or whose lease expired), each with a
+    /// new lease and a fencing token greater than any issued before.
+    async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>>;
+
+    /// Extends the leases still held with these tokens; returns the keys whose lease
+    /// was lost (taken over, deleted, or released).
+    async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>>;
+
+    /// Commits results in one transaction. Each item's result is written and its key
+    /// released together, or (stale token) refused; the outcomes follow input order.
+    async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>>;
+
+    /// Gives a key back unfinished (graceful shutdown): it is ready at once and the
+    /// attempt does not count. Ignored for a stale token.
+    async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()>;
+
+    /// Runs a key again now, whatever its phase (explicit retry of a parked key).
+    async fn work_retry(&self, key: &WorkKey) -> Result<()>;
+
+    /// Enqueues every key that is not already pending or running; returns how many.
+    async fn work_resync(&self) -> Result<u64>;
+
+    /// When the earliest scheduled (backed-off) key becomes ready, if any.
+    async fn work_next_ready_at(&self) -> Result<Option<fleetsync_model::Timestamp>>;
+
+    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>>;
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
+    async fn queue_stats(&self) -> Result<QueueStats>;
+
+    /// Events with a sequence number greater than `after`, oldest first.
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// A receiver that changes whenever work may have become claimable in this
+    /// process; workers wait on it instead of polling.
+    fn subscribe(&self) -> watch::Receiver<u64>;
+}

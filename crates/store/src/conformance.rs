@@ -1,0 +1,372 @@
+//! The conformance suite every backend passes: DESIGN.md's guarantees 1–5 as tests.
+//!
+//! A backend's test module implements [`Harness`] (how to open *the same* store again,
+//! as after a restart) and calls [`conformance_tests!`](crate::conformance_tests),
+//! which expands to one `#[tokio::test]` per check. Time is a
+//! [`ManualClock`]: leases and backoff are tested without sleeping.
+
+use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store, StoreConfig};
+use async_trait::async_trait;
+use fleetsync_model::{
+    ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta, Phase,
+    SyncSet, SyncSetSpec, Timestamp, WorkKey,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Opens a backend's store. Every call on one harness opens the same database.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    async fn open(&self, config: StoreConfig) -> Arc<dyn Store>;
+}
+
+/// Expands to one test per conformance check, each with a fresh harness from `$make`
+/// (an expression evaluating to a future of the harness).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
+            backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
+            relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count);
+    };
+    (@each $make:expr; $($name:ident),*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            let harness = $make.await;
+            $crate::conformance::$name(&harness).await;
+        }
+    )*};
+}
+
+pub const TTL: Duration = Duration::from_secs(30);
+const T0: Timestamp = Timestamp(1_800_000_000_000);
+
+/// A store on a manual clock with a jitter-free retry policy (base 1 s, cap 8 s, 3 attempts).
+async fn open(h: &dyn Harness) -> (Arc<dyn Store>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    (h.open(config(clock.clone())).await, clock)
+}
+
+fn config(clock: Arc<ManualClock>) -> StoreConfig {
+    let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
+    StoreConfig { clock, retry }
+}
+
+pub fn cluster(name: &str, labels: &[(&str, &str)]) -> Document {
+    let mut metadata = ObjectMeta::new(name);
+    metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Document::Cluster(Cluster { metadata, spec: ClusterSpec { endpoint: Endpoint::Simulator {} } })
+}
+
+/// A SyncSet selecting `env=prod` with `n` ConfigMaps whose data carries `marker`.
+pub fn syncset(name: &str, n: usize, marker: &str) -> Document {
+    let resources = (0..n)
+        .map(|i| {
+            Manifest(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-{i}"), "namespace": "apps"},
+                "data": {"marker": marker},
+            }))
+        })
+        .collect();
+    let spec = SyncSetSpec {
+        cluster_selector: Some(LabelSelector { match_labels: [("env".to_string(), "prod".to_string())].into() }),
+        cluster_names: None,
+        resource_apply_mode: ApplyMode::Sync,
+        resources,
+    };
+    Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec })
+}
+
+fn key(c: &str, s: &str) -> WorkKey {
+    WorkKey::new("default", c, s)
+}
+
+fn claim_params(owner: &str, limit: usize) -> ClaimParams {
+    ClaimParams { owner: owner.into(), limit, lease_ttl: TTL }
+}
+
+async fn claim(s: &dyn Store, owner: &str, limit: usize) -> Vec<ClaimedItem> {
+    s.work_claim(claim_params(owner, limit)).await.expect("claim")
+}
+
+async fn complete(s: &dyn Store, item: &ClaimedItem, outcome: RunOutcome) -> CompleteOutcome {
+    let c = Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] };
+    s.work_complete(vec![c]).await.expect("complete")[0]
+}
+
+fn applied(item: &ClaimedItem) -> RunOutcome {
+    RunOutcome::Applied { generation: item.generation, inventory: vec![] }
+}
+
+fn failed(msg: &str) -> RunOutcome {
+    RunOutcome::Failed { error: msg.into() }
+}
+
+async fn phase(s: &dyn Store, k: &WorkKey) -> Phase {
+    s.status_get(k).await.expect("status").expect("key exists").phase
+}
+
+async fn one_key(s: &dyn Store) {
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 2, "v1")]).await.expect("apply");
+}
+
+/// At most one pending item per key: newer generations replace the pending one.
+pub async fn coalescing(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    for v in 2..=4 {
+        s.objects_apply(vec![syncset("s1", 2, &format!("v{v}"))]).await.expect("update");
+    }
+    assert_eq!(s.status_list(&StatusFilter::default()).await.expect("status").len(), 1);
+    let items = claim(&*s, "w1", 10).await;
+    assert_eq!(items.len(), 1, "one key, claimed once");
+    assert_eq!(items[0].generation, 4, "the newest generation replaced the pending ones");
+    assert_eq!(items[0].attempt, 1);
+    assert!(claim(&*s, "w2", 10).await.is_empty(), "nothing else pending");
+}
+
+/// A change during a run makes the key run again afterwards, never beside it.
+pub async fn dirty_while_processing(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    let first = claim(&*s, "w1", 10).await.remove(0);
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("update during run");
+    assert_eq!(phase(&*s, &first.key).await, Phase::Applying);
+    assert!(claim(&*s, "w2", 10).await.is_empty(), "never beside the current run");
+    assert_eq!(complete(&*s, &first, applied(&first)).await, CompleteOutcome::Committed(Phase::Pending));
+    let second = claim(&*s, "w2", 10).await.remove(0);
+    assert_eq!(second.generation, 2);
+    assert!(second.fence > first.fence);
+    assert_eq!(complete(&*s, &second, applied(&second)).await, CompleteOutcome::Committed(Phase::Applied));
+    let st = s.status_get(&first.key).await.expect("status").expect("exists");
+    assert_eq!((st.phase, st.observed_generation, st.generation), (Phase::Applied, 2, 2));
+}
+
+/// Concurrent claimers never get the same key.
+pub async fn exclusivity(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let mut docs: Vec<Document> = (0..25).map(|i| cluster(&format!("c{i}"), &[("env", "prod")])).collect();
+    docs.push(syncset("a", 1, "v1"));
+    docs.push(syncset("b", 1, "v1"));
+    s.objects_apply(docs).await.expect("apply");
+    let claims = (0..5).map(|w| {
+        let s = s.clone();
+        tokio::spawn(async move { s.work_claim(claim_params(&format!("w{w}"), 20)).await.expect("claim") })
+    });
+    let mut keys = Vec::new();
+    for c in claims {
+        keys.extend(c.await.expect("join").into_iter().map(|i| i.key));
+    }
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(n, 50, "all 50 keys claimed");
+    assert_eq!(keys.len(), 50, "no key claimed twice");
+}
+
+/// A completion, renewal or release with a stale token is refused and changes nothing.
+pub async fn stale_token_refused(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let old = claim(&*s, "w1", 1).await.remove(0);
+    clock.advance(TTL + Duration::from_millis(1));
+    let new = claim(&*s, "w2", 1).await.remove(0);
+    assert!(new.fence > old.fence, "fencing tokens strictly increase");
+    assert_eq!(complete(&*s, &old, applied(&old)).await, CompleteOutcome::Stale);
+    assert_eq!(complete(&*s, &old, failed("late")).await, CompleteOutcome::Stale);
+    s.work_release(&old.key, old.fence).await.expect("release is a no-op");
+    let lost = s.lease_renew(RenewParams { leases: vec![(old.key.clone(), old.fence)], lease_ttl: TTL }).await.expect("renew");
+    assert_eq!(lost, vec![old.key.clone()]);
+    let st = s.status_get(&new.key).await.expect("status").expect("exists");
+    assert_eq!((st.phase, st.observed_generation, st.last_error), (Phase::Applying, 0, None), "stale writes changed nothing");
+    assert_eq!(complete(&*s, &new, applied(&new)).await, CompleteOutcome::Committed(Phase::Applied));
+}
+
+/// A held lease blocks others until it expires; renewal extends it; then it is taken over.
+pub async fn lease_expiry_and_takeover(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let first = claim(&*s, "w1", 1).await.remove(0);
+    clock.advance(TTL - Duration::from_secs(1));
+    assert!(claim(&*s, "w2", 1).await.is_empty(), "lease still valid");
+    let lost = s.lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: TTL }).await.expect("renew");
+    assert!(lost.is_empty());
+    clock.advance(Duration::from_secs(2));
+    assert!(claim(&*s, "w2", 1).await.is_empty(), "renewed lease still valid past the first expiry");
+    clock.advance(TTL);
+    let taken = claim(&*s, "w2", 1).await;
+    assert_eq!(taken.len(), 1, "expired lease is taken over");
+    assert_eq!(taken[0].attempt, 2);
+    assert!(taken[0].fence > first.fence);
+}
+
+/// Failures retry after base·2^(n−1), capped; nothing is claimable before then.
+pub async fn backoff_schedule(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut cfg = config(clock.clone());
+    cfg.retry.max_attempts = 10;
+    let s = h.open(cfg).await;
+    one_key(&*s).await;
+    for expected in [1u64, 2, 4, 8, 8] {
+        let item = claim(&*s, "w", 1).await.remove(0);
+        assert_eq!(complete(&*s, &item, failed("boom")).await, CompleteOutcome::Committed(Phase::Failed));
+        let st = s.status_get(&item.key).await.expect("status").expect("exists");
+        assert_eq!(st.next_attempt_at, Some(clock.now().add(Duration::from_secs(expected))));
+        assert_eq!(st.last_error.as_deref(), Some("boom"));
+        assert_eq!(s.work_next_ready_at().await.expect("next"), st.next_attempt_at);
+        clock.advance(Duration::from_secs(expected) - Duration::from_millis(1));
+        assert!(claim(&*s, "w", 1).await.is_empty(), "not before its backoff ({expected}s)");
+        clock.advance(Duration::from_millis(1));
+    }
+}
+
+/// After max attempts the key parks with its error; a new generation, a resync or an
+/// explicit retry runs it again.
+pub async fn parking_and_redrive(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let k = key("c1", "s1");
+    for attempt in 1..=3 {
+        let item = claim(&*s, "w", 1).await.remove(0);
+        assert_eq!(item.attempt, attempt);
+        let want = if attempt == 3 { Phase::Parked } else { Phase::Failed };
+        assert_eq!(complete(&*s, &item, failed(&format!("err {attempt}"))).await, CompleteOutcome::Committed(want));
+        clock.advance(Duration::from_secs(60));
+    }
+    let st = s.status_get(&k).await.expect("status").expect("exists");
+    assert_eq!((st.phase, st.attempts, st.last_error.as_deref()), (Phase::Parked, 3, Some("err 3")));
+    assert_eq!(s.queue_stats().await.expect("stats").by_phase[&Phase::Parked], 1);
+    clock.advance(Duration::from_secs(3600));
+    assert!(claim(&*s, "w", 1).await.is_empty(), "parked keys are not retried by time");
+
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("new generation");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    assert_eq!((item.generation, item.attempt), (2, 1), "a change re-drives with fresh attempts");
+    complete(&*s, &item, failed("again")).await;
+
+    // Explicit retry.
+    clock.advance(Duration::from_secs(60));
+    for _ in 0..2 {
+        let item = claim(&*s, "w", 1).await.remove(0);
+        complete(&*s, &item, failed("again")).await;
+        clock.advance(Duration::from_secs(60));
+    }
+    assert_eq!(phase(&*s, &k).await, Phase::Parked);
+    s.work_retry(&k).await.expect("retry");
+    assert_eq!(phase(&*s, &k).await, Phase::Pending);
+    let item = claim(&*s, "w", 1).await.remove(0);
+    assert_eq!(complete(&*s, &item, applied(&item)).await, CompleteOutcome::Committed(Phase::Applied));
+    assert!(s.work_retry(&key("nope", "s1")).await.is_err(), "retry of an unknown key is an error");
+
+    // Resync re-applies applied and parked keys alike.
+    assert_eq!(s.work_resync().await.expect("resync"), 1);
+    assert_eq!(claim(&*s, "w", 5).await.len(), 1);
+}
+
+/// Everything committed survives closing and reopening the store.
+pub async fn durability_across_reopen(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let (done, pending_fence) = {
+        let s = h.open(config(clock.clone())).await;
+        s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 3, "v1")])
+            .await
+            .expect("apply");
+        let items = claim(&*s, "w", 1).await;
+        complete(&*s, &items[0], applied(&items[0])).await;
+        (items[0].key.clone(), items[0].fence)
+    };
+    let s = h.open(config(clock.clone())).await;
+    assert_eq!(s.cluster_list(None).await.expect("list").len(), 2);
+    let ss = s.syncset_get("default", "s1").await.expect("get").expect("exists");
+    assert_eq!((ss.metadata.generation, ss.spec.resources.len()), (1, 3));
+    assert_eq!(phase(&*s, &done).await, Phase::Applied);
+    let rest = claim(&*s, "w", 10).await;
+    assert_eq!(rest.len(), 1, "the pending key is still pending");
+    assert!(rest[0].fence > pending_fence, "fencing tokens keep increasing across reopen");
+    assert!(s.events_read(0, 100).await.expect("events").len() >= 4);
+}
+
+/// A deleted SyncSet's keys come back for removal with their inventory; a deleted
+/// cluster's keys are gone and their holders' completions are refused.
+pub async fn removal(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 2, "v1")])
+        .await
+        .expect("apply");
+    let inventory = vec![fleetsync_model::ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "x".into() }];
+    for item in claim(&*s, "w", 10).await {
+        let outcome = RunOutcome::Applied { generation: 1, inventory: inventory.clone() };
+        complete(&*s, &item, outcome).await;
+    }
+    s.object_delete(Kind::SyncSet, "default", "s1").await.expect("delete");
+    let items = claim(&*s, "w", 10).await;
+    assert_eq!(items.len(), 2);
+    assert!(items.iter().all(|i| !i.desired && i.inventory == inventory && i.apply_mode == ApplyMode::Sync));
+    assert_eq!(complete(&*s, &items[0], RunOutcome::Removed).await, CompleteOutcome::Removed);
+    assert!(s.status_get(&items[0].key).await.expect("status").is_none(), "removed key is gone");
+
+    s.object_delete(Kind::Cluster, &items[1].key.tenant, &items[1].key.cluster).await.expect("delete cluster");
+    assert_eq!(complete(&*s, &items[1], RunOutcome::Removed).await, CompleteOutcome::Stale);
+    assert!(s.object_delete(Kind::Cluster, "default", "nope").await.is_err(), "unknown object");
+    assert!(s.status_list(&StatusFilter::default()).await.expect("status").is_empty());
+}
+
+/// Applying the same content again changes nothing and enqueues nothing.
+pub async fn idempotent_apply(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, applied(&item)).await;
+    let again = s.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 2, "v1")]).await.expect("apply");
+    assert!(again.iter().all(|o| o.result == "unchanged" && o.enqueued == 0 && o.generation == 1), "{again:?}");
+    assert!(claim(&*s, "w", 1).await.is_empty());
+}
+
+/// A cluster that stops matching a selector gets its keys enqueued for removal.
+pub async fn relabel_moves_keys(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, applied(&item)).await;
+    let out = s.objects_apply(vec![cluster("c1", &[("env", "dev")])]).await.expect("relabel");
+    assert_eq!((out[0].generation, out[0].enqueued), (2, 1));
+    let item = claim(&*s, "w", 1).await.remove(0);
+    assert!(!item.desired, "no longer selected: removal");
+}
+
+/// Every accepted change is in the log, in commit order.
+pub async fn events_in_order(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("update");
+    s.object_delete(Kind::SyncSet, "default", "s1").await.expect("delete");
+    let events = s.events_read(0, 100).await.expect("events");
+    let seen: Vec<(String, String, i64)> = events.iter().map(|e| (e.kind.clone(), e.action.clone(), e.generation)).collect();
+    let want = [("Cluster", "Created", 1), ("SyncSet", "Created", 1), ("SyncSet", "Updated", 2), ("SyncSet", "Deleted", 2)];
+    let want: Vec<(String, String, i64)> = want.iter().map(|(k, a, g)| (k.to_string(), a.to_string(), *g)).collect();
+    assert_eq!(seen, want);
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(s.events_read(events[1].seq, 100).await.expect("events").len(), 2, "reading from a cursor");
+}
+
+/// A change wakes subscribed workers (no polling needed).
+pub async fn wakes_waiters(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let mut rx = s.subscribe();
+    rx.borrow_and_update();
+    one_key(&*s).await;
+    tokio::time::timeout(Duration::from_secs(1), rx.changed()).await.expect("woken").expect("open");
+}
+
+/// A released key is claimable at once and the release does not count as an attempt.
+pub async fn release_does_not_count(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    let item = claim(&*s, "w", 1).await.remove(0);
+    s.work_release(&item.key, item.fence).await.expect("release");
+    assert_eq!(phase(&*s, &item.key).await, Phase::Pending);
+    let again = claim(&*s, "w", 1).await.remove(0);
+    assert_eq!(again.attempt, 1);
+}

@@ -1,0 +1,27 @@
+//! The store's error type.
+
+use fleetsync_model::Kind;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{kind} {tenant}/{name} not found")]
+    NotFound { kind: &'static str, tenant: String, name: String },
+    /// The backend failed (I/O, SQL, connection). The operation did not take effect.
+    #[error("store backend error while {step}: {message}")]
+    Backend { step: &'static str, message: String },
+    /// A stored row could not be decoded; the store was written by something else.
+    #[error("corrupt row in {table}: {message}")]
+    Corrupt { table: &'static str, message: String },
+}
+
+impl StoreError {
+    pub fn not_found(kind: Kind, tenant: &str, name: &str) -> Self {
+        StoreError::NotFound { kind: kind.as_str(), tenant: tenant.into(), name: name.into() }
+    }
+
+    pub fn key_not_found(key: &fleetsync_model::WorkKey) -> Self {
+        StoreError::NotFound { kind: "key", tenant: key.tenant.clone(), name: format!("{}/{}", key.cluster, key.syncset) }
+    }
+}

@@ -1,0 +1,106 @@
+//! The params and results of the work queue's operations.
+
+use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, WorkKey};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A fencing token: issued with each lease, strictly increasing per key (the backends
+/// draw them from one store-wide sequence, so they keep increasing even when a key is
+/// deleted and created again).
+pub type Fence = i64;
+
+/// What happened to one applied document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyOutcome {
+    pub kind: Kind,
+    pub tenant: String,
+    pub name: String,
+    pub generation: i64,
+    /// `created`, `updated` or `unchanged`.
+    pub result: &'static str,
+    /// How many keys this change enqueued.
+    pub enqueued: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimParams {
+    /// Who claims (a worker id); recorded on the lease.
+    pub owner: String,
+    /// At most this many keys.
+    pub limit: usize,
+    /// How long the lease lasts unless renewed.
+    pub lease_ttl: Duration,
+}
+
+/// A key handed to a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedItem {
+    pub key: WorkKey,
+    pub fence: Fence,
+    /// Apply the SyncSet (true) or remove what it applied (false).
+    pub desired: bool,
+    /// The SyncSet generation the latest change asked for.
+    pub generation: i64,
+    pub apply_mode: ApplyMode,
+    /// Resources applied by the last successful run, for Sync-mode deletion.
+    pub inventory: Vec<ResourceRef>,
+    /// This attempt's number for the current generation (1 = first).
+    pub attempt: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct RenewParams {
+    pub leases: Vec<(WorkKey, Fence)>,
+    pub lease_ttl: Duration,
+}
+
+/// The result of one run of a key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub key: WorkKey,
+    pub fence: Fence,
+    pub outcome: RunOutcome,
+    pub resources: Vec<ResourceResult>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// Every resource of `generation` applied; `inventory` is what is now on the target.
+    Applied { generation: i64, inventory: Vec<ResourceRef> },
+    /// The run stopped at an error; retried with backoff or parked.
+    Failed { error: String },
+    /// The key's resources were removed (or left, in Upsert mode); the key is gone.
+    Removed,
+}
+
+/// The store's answer to one completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompleteOutcome {
+    /// Written; the key is released, and is now in this phase.
+    Committed(Phase),
+    /// Written; the key's removal is done and the key is gone.
+    Removed,
+    /// Refused: the token is not the key's current one (the lease was lost).
+    Stale,
+}
+
+/// Which keys a status query returns; `None` matches all.
+#[derive(Debug, Clone, Default)]
+pub struct StatusFilter {
+    pub tenant: Option<String>,
+    pub cluster: Option<String>,
+    pub syncset: Option<String>,
+}
+
+/// Saturation and lag of the queue, for metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueStats {
+    /// Number of keys in each phase.
+    pub by_phase: BTreeMap<Phase, u64>,
+    /// How long the oldest claimable key has been waiting (zero if none waits).
+    pub oldest_ready_age: Duration,
+    /// The newest event's sequence number.
+    pub last_event_seq: u64,
+}

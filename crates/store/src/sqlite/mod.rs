@@ -1,0 +1,270 @@
+//! The embedded backend: SQLite in WAL mode, one file, one process.
+//!
+//! One writer connection serializes every write (SQLite allows one writer anyway);
+//! a separate reader connection serves status and listings without waiting for it.
+//! Both run on tokio's blocking pool. `synchronous = FULL`: a commit is on disk before
+//! the call returns, which is what the API's 2xx promises.
+
+mod objects;
+mod queue;
+mod rows;
+mod schema;
+
+use crate::{
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, QueueStats, RenewParams,
+    Result, StatusFilter, Store, StoreConfig, StoreError,
+};
+use async_trait::async_trait;
+use fleetsync_model::{Cluster, Document, Kind, KeyStatus, SyncSet, Timestamp, WorkKey};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::watch;
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Backend { step: "sqlite", message: e.to_string() }
+    }
+}
+
+/// The SQLite store. Cheap to clone; clones share the connections.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    reader: Mutex<Connection>,
+    config: StoreConfig,
+    wake: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.inner.path).finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path` and migrates its schema.
+    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let opened = |e: rusqlite::Error| StoreError::Backend {
+            step: "opening the SQLite file",
+            message: format!("{}: {e}", path.display()),
+        };
+        let mut writer = Connection::open(&path).map_err(opened)?;
+        writer
+            .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
+            .map_err(opened)?;
+        schema::migrate(&mut writer).map_err(opened)?;
+        let reader = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(opened)?;
+        reader.execute_batch("PRAGMA busy_timeout = 10000;").map_err(opened)?;
+        let (wake, _) = watch::channel(0);
+        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, wake };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Size of the database and its WAL on disk, in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        let len = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let wal = PathBuf::from(format!("{}-wal", self.inner.path.display()));
+        len(self.inner.path.clone()) + len(wal)
+    }
+
+    /// Runs `f` in an immediate write transaction on the blocking pool and commits it.
+    async fn write<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, Timestamp, &StoreConfig) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(step, move || {
+            let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx, inner.config.clock.now(), &inner.config)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Runs `f` on the reader connection.
+    async fn read<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, Timestamp) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(step, move || {
+            let conn = inner.reader.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&conn, inner.config.clock.now())
+        })
+        .await
+    }
+
+    /// Tells waiting workers that work may be claimable.
+    fn wake(&self) {
+        self.inner.wake.send_modify(|v| *v = v.wrapping_add(1));
+    }
+}
+
+/// Runs blocking SQLite work off the async threads, naming the step in errors.
+async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    let named = |e: StoreError| match e {
+        StoreError::Backend { step: "sqlite", message } => StoreError::Backend { step, message },
+        other => other,
+    };
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(named),
+        Err(e) => Err(StoreError::Backend { step, message: format!("store task failed: {e}") }),
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        let out = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
+        if out.iter().any(|o| o.enqueued > 0) {
+            self.wake();
+        }
+        Ok(out)
+    }
+
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
+        self.wake();
+        Ok(())
+    }
+
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.read("reading a cluster", move |c, _| objects::get(c, Kind::Cluster, &tenant, &name)).await
+    }
+
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing clusters", move |c, _| objects::list(c, Kind::Cluster, tenant.as_deref())).await
+    }
+
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.read("reading a syncset", move |c, _| objects::get(c, Kind::SyncSet, &tenant, &name)).await
+    }
+
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing syncsets", move |c, _| objects::list(c, Kind::SyncSet, tenant.as_deref())).await
+    }
+
+    async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
+        self.write("claiming work", move |tx, now, _| queue::claim(tx, now, &params)).await
+    }
+
+    async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
+        self.write("renewing leases", move |tx, now, _| queue::renew(tx, now, &params)).await
+    }
+
+    async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
+        let out = self
+            .write("completing work", move |tx, now, cfg| queue::complete(tx, now, &cfg.retry, &completions))
+            .await?;
+        if out.iter().any(|o| matches!(o, CompleteOutcome::Committed(fleetsync_model::Phase::Pending))) {
+            self.wake();
+        }
+        Ok(out)
+    }
+
+    async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
+        let key = key.clone();
+        self.write("releasing a key", move |tx, now, _| queue::release(tx, now, &key, fence)).await?;
+        self.wake();
+        Ok(())
+    }
+
+    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
+        let key = key.clone();
+        self.write("retrying a key", move |tx, now, _| queue::retry(tx, now, &key)).await?;
+        self.wake();
+        Ok(())
+    }
+
+    async fn work_resync(&self) -> Result<u64> {
+        let n = self.write("resyncing", move |tx, now, _| queue::resync(tx, now)).await?;
+        self.wake();
+        Ok(n)
+    }
+
+    async fn work_next_ready_at(&self) -> Result<Option<Timestamp>> {
+        self.read("reading the next ready time", |c, _| queue::next_ready_at(c)).await
+    }
+
+    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {
+        let filter = StatusFilter {
+            tenant: Some(key.tenant.clone()),
+            cluster: Some(key.cluster.clone()),
+            syncset: Some(key.syncset.clone()),
+        };
+        Ok(self.status_list(&filter).await?.into_iter().next())
+    }
+
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        let filter = filter.clone();
+        self.read("reading status", move |c, now| rows::status_list(c, now, &filter)).await
+    }
+
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        self.read("reading queue stats", |c, now| rows::queue_stats(c, now)).await
+    }
+
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.read("reading events", move |c, _| rows::events_read(c, after, limit)).await
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.wake.subscribe()
+    }
+}
+
+/// Milliseconds of a duration as SQLite's integer.
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Harness {
+        dir: tempfile::TempDir,
+    }
+
+    #[async_trait]
+    impl crate::conformance::Harness for Harness {
+        async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
+            Arc::new(SqliteStore::open(self.dir.path().join("fleetsync.db"), config).expect("open sqlite"))
+        }
+    }
+
+    async fn harness() -> Harness {
+        Harness { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    crate::conformance_tests!(harness());
+
+    #[tokio::test]
+    async fn open_reports_the_path_on_failure() {
+        let err = SqliteStore::open("/nonexistent-dir/x/fleetsync.db", StoreConfig::default()).expect_err("must fail");
+        assert!(err.to_string().contains("/nonexistent-dir/x/fleetsync.db"), "{err}");
+    }
+}

@@ -1,0 +1,214 @@
+//! Clusters and SyncSets: apply (with the keys each change enqueues), delete, read.
+
+use super::queue::{enqueue, Enqueue};
+use super::rows::event_append;
+use crate::{ApplyOutcome, Result, StoreError};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, SyncSet, SyncSetSpec, Timestamp, WorkKey};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, HashSet};
+
+pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> Result<Vec<ApplyOutcome>> {
+    docs.iter()
+        .map(|doc| match doc {
+            Document::Cluster(c) => apply_cluster(tx, now, c),
+            Document::SyncSet(s) => apply_syncset(tx, now, s),
+        })
+        .collect()
+}
+
+/// The stored form of a document: canonical JSON without the generation, so that
+/// re-applying the same content is recognised as unchanged.
+fn canonical<T: serde::Serialize>(doc: &T) -> Result<String> {
+    let mut v = serde_json::to_value(doc).map_err(|e| corrupt("documents", e))?;
+    if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("generation");
+    }
+    Ok(v.to_string())
+}
+
+/// Upserts a document row; returns (generation, result) or None if unchanged.
+fn upsert_generation(tx: &Transaction<'_>, table: &str, tenant: &str, name: &str, doc: &str) -> Result<Option<(i64, &'static str)>> {
+    let sql = format!("SELECT generation, doc FROM {table} WHERE tenant = ?1 AND name = ?2");
+    let existing: Option<(i64, String)> =
+        tx.prepare_cached(&sql)?.query_row(params![tenant, name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    Ok(match existing {
+        Some((_, old)) if old == doc => None,
+        Some((g, _)) => Some((g + 1, "Updated")),
+        None => Some((1, "Created")),
+    })
+}
+
+fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<ApplyOutcome> {
+    let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
+    let doc = canonical(c)?;
+    let Some((generation, action)) = upsert_generation(tx, "clusters", tenant, name, &doc)? else {
+        return Ok(outcome(Kind::Cluster, tenant, name, generation_of(tx, "clusters", tenant, name)?, "unchanged", 0));
+    };
+    let labels = serde_json::to_string(&c.metadata.labels).map_err(|e| corrupt("clusters", e))?;
+    tx.prepare_cached(
+        "INSERT INTO clusters (tenant, name, generation, labels, doc) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, labels = excluded.labels, doc = excluded.doc",
+    )?
+    .execute(params![tenant, name, generation, labels, doc])?;
+    event_append(tx, now, tenant, "Cluster", name, action, generation)?;
+
+    // A new or changed cluster gets every SyncSet that selects it (re-applied, since its
+    // endpoint may have changed) and loses those that no longer do.
+    let had: HashSet<String> = query_strings(tx, "SELECT syncset FROM work WHERE tenant = ?1 AND cluster = ?2 AND desired = 1", tenant, name)?;
+    let mut enqueued = 0;
+    for (ss, ss_gen, mode, spec) in syncset_targets(tx, tenant)? {
+        let key = WorkKey::new(tenant, name, ss.clone());
+        if spec.selects(name, &c.metadata.labels) {
+            enqueue(tx, now, &key, Enqueue::apply(ss_gen, mode))?;
+            enqueued += 1;
+        } else if had.contains(&ss) {
+            enqueue(tx, now, &key, Enqueue::remove())?;
+            enqueued += 1;
+        }
+    }
+    Ok(outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+}
+
+fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet) -> Result<ApplyOutcome> {
+    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    let doc = canonical(s)?;
+    let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
+        return Ok(outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0));
+    };
+    let mode = s.spec.resource_apply_mode;
+    let selector = serde_json::to_string(&s.spec.targeting()).map_err(|e| corrupt("syncsets", e))?;
+    tx.prepare_cached(
+        "INSERT INTO syncsets (tenant, name, generation, apply_mode, selector, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, apply_mode = excluded.apply_mode,
+             selector = excluded.selector, doc = excluded.doc",
+    )?
+    .execute(params![tenant, name, generation, mode.as_str(), selector, doc])?;
+    event_append(tx, now, tenant, "SyncSet", name, action, generation)?;
+
+    let had: HashSet<String> = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
+    let mut enqueued = 0;
+    let mut clusters = tx.prepare_cached("SELECT name, labels FROM clusters WHERE tenant = ?1 ORDER BY name")?;
+    let rows = clusters.query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    for row in rows {
+        let (cluster, labels) = row?;
+        let labels: BTreeMap<String, String> = decode("clusters", &labels)?;
+        let key = WorkKey::new(tenant, cluster.clone(), name);
+        if s.spec.selects(&cluster, &labels) {
+            enqueue(tx, now, &key, Enqueue::apply(generation, mode))?;
+            enqueued += 1;
+        } else if had.contains(&cluster) {
+            enqueue(tx, now, &key, Enqueue::remove())?;
+            enqueued += 1;
+        }
+    }
+    Ok(outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+}
+
+pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+    let table = table(kind);
+    let generation = generation_of(tx, table, tenant, name)?;
+    if generation == 0 {
+        return Err(StoreError::not_found(kind, tenant, name));
+    }
+    tx.execute(&format!("DELETE FROM {table} WHERE tenant = ?1 AND name = ?2"), params![tenant, name])?;
+    event_append(tx, now, tenant, kind.as_str(), name, "Deleted", generation)?;
+    match kind {
+        // Without the cluster there is no way to reach it: its keys end here.
+        Kind::Cluster => {
+            tx.execute("DELETE FROM work WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
+        }
+        // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.
+        Kind::SyncSet => {
+            let clusters = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?;
+            for cluster in clusters {
+                enqueue(tx, now, &WorkKey::new(tenant, cluster, name), Enqueue::remove())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn get<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: &str, name: &str) -> Result<Option<T>> {
+    let sql = format!("SELECT doc, generation FROM {} WHERE tenant = ?1 AND name = ?2", table(kind));
+    let row: Option<(String, i64)> = c.prepare_cached(&sql)?.query_row(params![tenant, name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    row.map(|(doc, g)| decode_doc(table(kind), &doc, g)).transpose()
+}
+
+pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: Option<&str>) -> Result<Vec<T>> {
+    let sql = format!("SELECT doc, generation FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, name", table(kind));
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    rows.map(|row| {
+        let (doc, g) = row?;
+        decode_doc(table(kind), &doc, g)
+    })
+    .collect()
+}
+
+/// Lets the generic readers stamp the stored generation onto a decoded document.
+pub(super) trait WithGeneration {
+    fn set_generation(&mut self, generation: i64);
+}
+
+impl WithGeneration for Cluster {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
+
+impl WithGeneration for SyncSet {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
+
+fn decode_doc<T: DeserializeOwned + WithGeneration>(table: &'static str, doc: &str, generation: i64) -> Result<T> {
+    let mut t: T = decode(table, doc)?;
+    t.set_generation(generation);
+    Ok(t)
+}
+
+/// Every SyncSet of a tenant with what is needed to match clusters.
+fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<(String, i64, ApplyMode, SyncSetSpec)>> {
+    let mut stmt = tx.prepare_cached("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = ?1 ORDER BY name")?;
+    let rows = stmt.query_map(params![tenant], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+    })?;
+    rows.map(|row| {
+        let (name, generation, mode, selector) = row?;
+        let mode = ApplyMode::parse(&mode).ok_or_else(|| corrupt("syncsets", format!("apply mode {mode:?}")))?;
+        Ok((name, generation, mode, decode("syncsets", &selector)?))
+    })
+    .collect()
+}
+
+fn generation_of(tx: &Connection, table: &str, tenant: &str, name: &str) -> Result<i64> {
+    let sql = format!("SELECT generation FROM {table} WHERE tenant = ?1 AND name = ?2");
+    Ok(tx.prepare_cached(&sql)?.query_row(params![tenant, name], |r| r.get(0)).optional()?.unwrap_or(0))
+}
+
+fn query_strings(tx: &Transaction<'_>, sql: &str, a: &str, b: &str) -> Result<HashSet<String>> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let rows = stmt.query_map(params![a, b], |r| r.get::<_, String>(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn outcome(kind: Kind, tenant: &str, name: &str, generation: i64, result: &'static str, enqueued: u64) -> ApplyOutcome {
+    ApplyOutcome { kind, tenant: tenant.into(), name: name.into(), generation, result, enqueued }
+}
+
+fn table(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Cluster => "clusters",
+        Kind::SyncSet => "syncsets",
+    }
+}
+
+pub(super) fn decode<T: DeserializeOwned>(table: &'static str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| corrupt(table, e))
+}
+
+pub(super) fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { table, message: e.to_string() }
+}

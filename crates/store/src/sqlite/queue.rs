@@ -1,0 +1,279 @@
+//! The coalescing keyed work queue: one row per key in `work`.
+//!
+//! A key is `idle` (nothing to do), `ready` (pending, claimable from `run_at`),
+//! `running` (leased to a worker; `fence` is its token) or `parked`. Every change bumps
+//! `want_seq`; a claim records it in `claimed_seq`. A change that lands while the key
+//! runs therefore leaves `want_seq > claimed_seq` — the key is *dirty* — and the
+//! completion puts it back to `ready` instead of `idle`: it runs again afterwards,
+//! never beside the current run.
+
+use super::ms;
+use super::objects::{corrupt, decode};
+use super::rows::event_append;
+use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, RunOutcome, StoreError};
+use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+/// What an enqueue asks for; `None` fields keep the row's current value.
+pub(super) struct Enqueue {
+    desired: Option<bool>,
+    generation: Option<i64>,
+    mode: Option<ApplyMode>,
+}
+
+impl Enqueue {
+    /// Apply this generation of the SyncSet.
+    pub(super) fn apply(generation: i64, mode: ApplyMode) -> Self {
+        Self { desired: Some(true), generation: Some(generation), mode: Some(mode) }
+    }
+
+    /// Remove what the SyncSet applied.
+    pub(super) fn remove() -> Self {
+        Self { desired: Some(false), generation: None, mode: None }
+    }
+
+    /// Run again as it is.
+    fn again() -> Self {
+        Self { desired: None, generation: None, mode: None }
+    }
+}
+
+/// Makes a key pending (coalesced: one row per key, a newer change replaces the
+/// pending one). A running key stays running and becomes dirty. Resets attempts: a new
+/// change deserves a fresh set of retries, and un-parks a parked key.
+pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
+                           phase, run_at, fence, attempts, observed_generation, updated_at)
+         VALUES (?1, ?2, ?3, COALESCE(?4, 1), COALESCE(?5, 'Upsert'), COALESCE(?6, 0), 1, 0, 'ready', ?7, 0, 0, 0, ?7)
+         ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
+             desired = COALESCE(?4, desired),
+             apply_mode = COALESCE(?5, apply_mode),
+             generation = COALESCE(?6, generation),
+             want_seq = want_seq + 1,
+             attempts = 0,
+             run_at = CASE WHEN phase = 'running' THEN run_at ELSE ?7 END,
+             phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
+             updated_at = ?7",
+    )?
+    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis()])?;
+    Ok(())
+}
+
+pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Result<Vec<ClaimedItem>> {
+    let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
+    // Expired leases first: their keys have waited longest (take-over).
+    let mut ids = ids(tx, "SELECT id FROM work WHERE phase = 'running' AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2", now, limit)?;
+    let left = limit - i64::try_from(ids.len()).unwrap_or(0);
+    if left > 0 {
+        // Equal run_at (one transaction's changes) is ordered by cluster, so a cluster's
+        // SyncSets are claimed together and its make-span stays near its critical path.
+        ids.extend(ids_ready(tx, now, left)?);
+    }
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut fence: Fence = tx.query_row("SELECT v FROM meta WHERE k = 'fence'", [], |r| r.get(0))?;
+    let expires = now.millis().saturating_add(ms(p.lease_ttl));
+    let mut update = tx.prepare_cached(
+        "UPDATE work SET phase = 'running', fence = ?1, lease_owner = ?2, lease_expires_at = ?3,
+             claimed_seq = want_seq, attempts = attempts + 1, updated_at = ?4
+         WHERE id = ?5
+         RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts",
+    )?;
+    let mut items = Vec::with_capacity(ids.len());
+    for id in ids {
+        fence += 1;
+        let row = update.query_row(params![fence, p.owner, expires, now.millis(), id], |r| {
+            Ok((
+                WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+                r.get::<_, bool>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, u32>(7)?,
+            ))
+        })?;
+        let (key, desired, generation, mode, inventory, attempt) = row;
+        items.push(ClaimedItem {
+            key,
+            fence,
+            desired,
+            generation,
+            apply_mode: ApplyMode::parse(&mode).ok_or_else(|| corrupt("work", format!("apply mode {mode:?}")))?,
+            inventory: decode("work", &inventory)?,
+            attempt,
+        });
+    }
+    tx.execute("UPDATE meta SET v = ?1 WHERE k = 'fence'", params![fence])?;
+    Ok(items)
+}
+
+fn ids(tx: &Transaction<'_>, sql: &str, now: Timestamp, limit: i64) -> Result<Vec<i64>> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let rows = stmt.query_map(params![now.millis(), limit], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn ids_ready(tx: &Transaction<'_>, now: Timestamp, limit: i64) -> Result<Vec<i64>> {
+    ids(
+        tx,
+        "SELECT id FROM work WHERE phase = 'ready' AND run_at <= ?1 ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
+        now,
+        limit,
+    )
+}
+
+pub(super) fn renew(tx: &Transaction<'_>, now: Timestamp, p: &RenewParams) -> Result<Vec<WorkKey>> {
+    let expires = now.millis().saturating_add(ms(p.lease_ttl));
+    let mut stmt = tx.prepare_cached(
+        "UPDATE work SET lease_expires_at = ?1
+         WHERE tenant = ?2 AND cluster = ?3 AND syncset = ?4 AND fence = ?5 AND phase = 'running'",
+    )?;
+    let mut lost = Vec::new();
+    for (key, fence) in &p.leases {
+        if stmt.execute(params![expires, key.tenant, key.cluster, key.syncset, fence])? == 0 {
+            lost.push(key.clone());
+        }
+    }
+    Ok(lost)
+}
+
+/// The parts of a key's row that decide what a completion does.
+struct Held {
+    id: i64,
+    fence: Fence,
+    running: bool,
+    dirty: bool,
+    desired: bool,
+    attempts: u32,
+    generation: i64,
+}
+
+fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT id, fence, phase = 'running', want_seq > claimed_seq, desired, attempts, generation
+             FROM work WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3",
+        )?
+        .query_row(params![key.tenant, key.cluster, key.syncset], |r| {
+            Ok(Held {
+                id: r.get(0)?,
+                fence: r.get(1)?,
+                running: r.get(2)?,
+                dirty: r.get(3)?,
+                desired: r.get(4)?,
+                attempts: r.get(5)?,
+                generation: r.get(6)?,
+            })
+        })
+        .optional()?)
+}
+
+pub(super) fn complete(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, items: &[Completion]) -> Result<Vec<CompleteOutcome>> {
+    items.iter().map(|c| complete_one(tx, now, retry, c)).collect()
+}
+
+fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<CompleteOutcome> {
+    let Some(h) = held(tx, &c.key)? else { return Ok(CompleteOutcome::Stale) };
+    if !h.running || h.fence != c.fence {
+        return Ok(CompleteOutcome::Stale);
+    }
+    let resources = serde_json::to_string(&c.resources).map_err(|e| corrupt("work", e))?;
+    let outcome = match &c.outcome {
+        RunOutcome::Applied { generation, inventory } => {
+            let phase = if h.dirty { Phase::Pending } else { Phase::Applied };
+            let inventory = serde_json::to_string(inventory).map_err(|e| corrupt("work", e))?;
+            tx.prepare_cached(
+                "UPDATE work SET phase = ?1, run_at = ?2, observed_generation = ?3, resources = ?4, inventory = ?5,
+                     last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, last_applied_at = ?2, updated_at = ?2
+                 WHERE id = ?6",
+            )?
+            .execute(params![db_phase(phase), now.millis(), generation, resources, inventory, h.id])?;
+            CompleteOutcome::Committed(phase)
+        }
+        // Removed, but wanted again meanwhile (SyncSet re-created): start from nothing.
+        RunOutcome::Removed if h.desired => {
+            tx.prepare_cached(
+                "UPDATE work SET phase = 'ready', run_at = ?1, observed_generation = 0, resources = ?2, inventory = '[]',
+                     last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
+                 WHERE id = ?3",
+            )?
+            .execute(params![now.millis(), resources, h.id])?;
+            CompleteOutcome::Committed(Phase::Pending)
+        }
+        RunOutcome::Removed => {
+            tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![h.id])?;
+            CompleteOutcome::Removed
+        }
+        RunOutcome::Failed { error } => {
+            let (phase, run_at) = if h.dirty {
+                (Phase::Pending, now)
+            } else if retry.should_park(h.attempts) {
+                (Phase::Parked, now)
+            } else {
+                (Phase::Failed, now.add(retry.next_delay(h.attempts)))
+            };
+            tx.prepare_cached(
+                "UPDATE work SET phase = ?1, run_at = ?2, last_error = ?3, resources = ?4,
+                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5
+                 WHERE id = ?6",
+            )?
+            .execute(params![db_phase(phase), run_at.millis(), error, resources, now.millis(), h.id])?;
+            CompleteOutcome::Committed(phase)
+        }
+    };
+    let action = match outcome {
+        CompleteOutcome::Committed(p) => p.as_str(),
+        _ => "Removed",
+    };
+    let name = format!("{}/{}", c.key.cluster, c.key.syncset);
+    event_append(tx, now, &c.key.tenant, "Status", &name, action, h.generation)?;
+    Ok(outcome)
+}
+
+/// The queue state a status phase is stored as.
+fn db_phase(p: Phase) -> &'static str {
+    match p {
+        Phase::Pending | Phase::Failed => "ready",
+        Phase::Applying => "running",
+        Phase::Applied => "idle",
+        Phase::Parked => "parked",
+    }
+}
+
+pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE work SET phase = 'ready', run_at = ?1, attempts = MAX(attempts - 1, 0),
+             lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
+         WHERE tenant = ?2 AND cluster = ?3 AND syncset = ?4 AND fence = ?5 AND phase = 'running'",
+    )?
+    .execute(params![now.millis(), key.tenant, key.cluster, key.syncset, fence])?;
+    Ok(())
+}
+
+pub(super) fn retry(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey) -> Result<()> {
+    if held(tx, key)?.is_none() {
+        return Err(StoreError::key_not_found(key));
+    }
+    enqueue(tx, now, key, Enqueue::again())
+}
+
+pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
+    let n = tx.execute(
+        "UPDATE work SET want_seq = want_seq + 1, phase = 'ready', run_at = ?1, attempts = 0, updated_at = ?1
+         WHERE phase IN ('idle', 'parked')",
+        params![now.millis()],
+    )?;
+    Ok(n as u64)
+}
+
+pub(super) fn next_ready_at(c: &Connection) -> Result<Option<Timestamp>> {
+    let at: Option<i64> = c.query_row(
+        "SELECT MIN(t) FROM (SELECT MIN(run_at) AS t FROM work WHERE phase = 'ready'
+                             UNION ALL SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running')",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(at.map(Timestamp))
+}

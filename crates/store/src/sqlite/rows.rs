@@ -1,0 +1,114 @@
+//! Reading status, queue statistics and the event log; appending events.
+
+use super::objects::decode;
+use crate::{Event, QueueStats, Result, StatusFilter};
+use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
+use rusqlite::{params, Connection, Row};
+use std::collections::BTreeMap;
+
+pub(super) fn event_append(
+    tx: &Connection,
+    now: Timestamp,
+    tenant: &str,
+    kind: &str,
+    name: &str,
+    action: &str,
+    generation: i64,
+) -> Result<()> {
+    tx.prepare_cached("INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![now.millis(), tenant, kind, name, action, generation])?;
+    Ok(())
+}
+
+pub(super) fn events_read(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, at, tenant, kind, name, action, generation FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![after, limit], |r| {
+        Ok(Event {
+            seq: r.get::<_, i64>(0)? as u64,
+            at: Timestamp(r.get(1)?),
+            tenant: r.get(2)?,
+            kind: r.get(3)?,
+            name: r.get(4)?,
+            action: r.get(5)?,
+            generation: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The status phase of a queue row. A `ready` row that has failed in this generation
+/// is `Failed` (waiting for its retry); otherwise it is `Pending`.
+fn phase(db: &str, attempts: u32, has_error: bool) -> Phase {
+    match db {
+        "running" => Phase::Applying,
+        "parked" => Phase::Parked,
+        "idle" => Phase::Applied,
+        _ if attempts > 0 && has_error => Phase::Failed,
+        _ => Phase::Pending,
+    }
+}
+
+const STATUS_COLUMNS: &str = "tenant, cluster, syncset, phase, desired, generation, observed_generation, attempts,
+    last_error, resources, run_at, last_applied_at, updated_at";
+
+fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, String)> {
+    let attempts: u32 = r.get(7)?;
+    let last_error: Option<String> = r.get(8)?;
+    let db_phase: String = r.get(3)?;
+    let phase = phase(&db_phase, attempts, last_error.is_some());
+    let run_at = Timestamp(r.get(10)?);
+    let status = KeyStatus {
+        key: WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+        phase,
+        desired: r.get(4)?,
+        generation: r.get(5)?,
+        observed_generation: r.get(6)?,
+        attempts,
+        last_error,
+        resources: Vec::new(),
+        next_attempt_at: (db_phase == "ready" && run_at > now).then_some(run_at),
+        last_applied_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
+        updated_at: Timestamp(r.get(12)?),
+    };
+    Ok((status, r.get(9)?))
+}
+
+pub(super) fn status_list(c: &Connection, now: Timestamp, f: &StatusFilter) -> Result<Vec<KeyStatus>> {
+    let sql = format!(
+        "SELECT {STATUS_COLUMNS} FROM work
+         WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
+         ORDER BY tenant, cluster, syncset"
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![f.tenant, f.cluster, f.syncset], |r| key_status(r, now))?;
+    rows.map(|row| {
+        let (mut status, resources) = row?;
+        status.resources = decode("work", &resources)?;
+        Ok(status)
+    })
+    .collect()
+}
+
+pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> {
+    let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+    let mut stmt = c.prepare_cached(
+        "SELECT phase, attempts > 0 AND last_error IS NOT NULL, COUNT(*) FROM work GROUP BY 1, 2",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?)))?;
+    for row in rows {
+        let (db, failed, n) = row?;
+        *by_phase.entry(phase(&db, u32::from(failed), failed)).or_default() += n as u64;
+    }
+    let oldest: Option<i64> =
+        c.query_row("SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1", params![now.millis()], |r| r.get(0))?;
+    let last_event_seq: i64 = c.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?;
+    Ok(QueueStats {
+        by_phase,
+        oldest_ready_age: oldest.map(|t| now.since(Timestamp(t))).unwrap_or_default(),
+        last_event_seq: last_event_seq as u64,
+    })
+}

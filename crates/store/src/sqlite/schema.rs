@@ -1,0 +1,51 @@
+//! The SQLite schema, versioned. Each migration runs once, in order, in a transaction.
+
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: objects, the work queue (one row per key, carrying its status), the event log.
+    r#"
+    CREATE TABLE meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO meta (k, v) VALUES ('fence', 0);
+    CREATE TABLE clusters (
+        tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL,
+        labels TEXT NOT NULL, doc TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    CREATE TABLE syncsets (
+        tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL,
+        apply_mode TEXT NOT NULL, selector TEXT NOT NULL, doc TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    CREATE TABLE work (
+        id INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL, cluster TEXT NOT NULL, syncset TEXT NOT NULL,
+        desired INTEGER NOT NULL, apply_mode TEXT NOT NULL, generation INTEGER NOT NULL,
+        want_seq INTEGER NOT NULL, claimed_seq INTEGER NOT NULL,
+        phase TEXT NOT NULL CHECK (phase IN ('idle', 'ready', 'running', 'parked')),
+        run_at INTEGER NOT NULL,
+        fence INTEGER NOT NULL, lease_owner TEXT, lease_expires_at INTEGER,
+        attempts INTEGER NOT NULL, last_error TEXT,
+        observed_generation INTEGER NOT NULL,
+        resources TEXT NOT NULL DEFAULT '[]', inventory TEXT NOT NULL DEFAULT '[]',
+        updated_at INTEGER NOT NULL, last_applied_at INTEGER,
+        UNIQUE (tenant, cluster, syncset));
+    CREATE INDEX work_ready ON work (run_at, tenant, cluster, syncset) WHERE phase = 'ready';
+    CREATE INDEX work_running ON work (lease_expires_at) WHERE phase = 'running';
+    CREATE INDEX work_syncset ON work (tenant, syncset);
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL,
+        tenant TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+        action TEXT NOT NULL, generation INTEGER NOT NULL);
+    "#,
+];
+
+/// Brings the schema up to date; returns the version it ends at.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<usize> {
+    let current: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(MIGRATIONS.len())
+}
