@@ -43,6 +43,8 @@ pub struct ClaimedItem {
     pub desired: bool,
     /// The SyncSet generation the latest change asked for.
     pub generation: i64,
+    /// The cluster's current generation (0 if it is gone), for caching it safely.
+    pub cluster_generation: i64,
     pub apply_mode: ApplyMode,
     /// Resources applied by the last successful run, for Sync-mode deletion.
     pub inventory: Vec<ResourceRef>,

@@ -81,6 +81,7 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
          WHERE id = ?5
          RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts",
     )?;
+    let mut cluster_gen = tx.prepare_cached("SELECT generation FROM clusters WHERE tenant = ?1 AND name = ?2")?;
     let mut items = Vec::with_capacity(ids.len());
     for id in ids {
         fence += 1;
@@ -95,11 +96,14 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
             ))
         })?;
         let (key, desired, generation, mode, inventory, attempt) = row;
+        let cluster_generation =
+            cluster_gen.query_row(params![key.tenant, key.cluster], |r| r.get(0)).optional()?.unwrap_or(0);
         items.push(ClaimedItem {
             key,
             fence,
             desired,
             generation,
+            cluster_generation,
             apply_mode: ApplyMode::parse(&mode).ok_or_else(|| corrupt("work", format!("apply mode {mode:?}")))?,
             inventory: decode("work", &inventory)?,
             attempt,

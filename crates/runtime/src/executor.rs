@@ -1,0 +1,153 @@
+//! One run of one key: apply the SyncSet's resources to the cluster in order,
+//! stopping at the first failure; in Sync mode, then delete what was removed from the
+//! SyncSet. A run is abandoned (no completion) when its cancellation token fires: the
+//! lease was lost, or shutdown ran out of grace.
+
+use crate::cache::ObjectCache;
+use crate::metrics::{OutcomeLabel, RuntimeMetrics};
+use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_model::{ApplyMode, Cluster, ResourceOutcome, ResourceRef, ResourceResult};
+use fleetsync_store::{ClaimedItem, Completion, RunOutcome, Store};
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The run was cancelled; nothing is to be committed.
+#[derive(Debug)]
+pub struct Cancelled;
+
+pub struct Executor {
+    store: Arc<dyn Store>,
+    applier: Arc<dyn Applier>,
+    cache: ObjectCache,
+    metrics: RuntimeMetrics,
+}
+
+type Run = Result<(RunOutcome, Vec<ResourceResult>), Cancelled>;
+
+impl Executor {
+    pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, metrics: RuntimeMetrics) -> Self {
+        Self { store, applier, cache: ObjectCache::default(), metrics }
+    }
+
+    /// Runs the claimed key; `None` if cancelled.
+    pub async fn run(&self, item: &ClaimedItem, cancel: &CancellationToken) -> Option<Completion> {
+        let (outcome, resources) = self.run_inner(item, cancel).await.ok()?;
+        Some(Completion { key: item.key.clone(), fence: item.fence, outcome, resources })
+    }
+
+    async fn run_inner(&self, item: &ClaimedItem, cancel: &CancellationToken) -> Run {
+        let k = &item.key;
+        let cluster = match self.cache.cluster(&*self.store, &k.tenant, &k.cluster, item.cluster_generation).await {
+            Ok(Some(c)) => c,
+            // The cluster was deleted after the claim; its keys are gone with it.
+            Ok(None) => return Ok((RunOutcome::Removed, Vec::new())),
+            Err(e) => return Ok(failed(format!("reading cluster {}: {e}", k.cluster))),
+        };
+        if !item.desired {
+            return self.remove(item, &cluster, cancel).await;
+        }
+        let syncset = match self.cache.syncset(&*self.store, &k.tenant, &k.syncset, item.generation).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return Ok(failed("SyncSet deleted while claimed; its removal runs next".into())),
+            Err(e) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),
+        };
+        let generation = syncset.metadata.generation;
+        let manifests = &syncset.spec.resources;
+        let mut results = Vec::with_capacity(manifests.len());
+        let mut applied = Vec::with_capacity(manifests.len());
+        for (index, manifest) in manifests.iter().enumerate() {
+            let Ok(r) = manifest.resource_ref() else {
+                return Ok(failed(format!("resource {index} has no valid identity")));
+            };
+            let ctx = ApplyContext { key: k.clone(), fence: item.fence, generation, index };
+            let (res, ms) = self.timed(cancel, self.applier.apply(&cluster, manifest, &ctx)).await?;
+            if let Err(e) = res {
+                let error = format!("{r}: {e}");
+                results.push(result(r, ResourceOutcome::Failed, Some(e.to_string()), ms));
+                results.extend(manifests[index + 1..].iter().filter_map(|m| m.resource_ref().ok()).map(skipped));
+                return Ok((RunOutcome::Failed { error }, results));
+            }
+            results.push(result(r.clone(), ResourceOutcome::Applied, None, ms));
+            applied.push(r);
+        }
+        if item.apply_mode == ApplyMode::Sync {
+            let keep: HashSet<&ResourceRef> = applied.iter().collect();
+            let gone: Vec<ResourceRef> = item.inventory.iter().filter(|r| !keep.contains(r)).cloned().collect();
+            if let Some(error) = self.delete_all(item, &cluster, gone, generation, &mut results, cancel).await? {
+                return Ok((RunOutcome::Failed { error }, results));
+            }
+        }
+        Ok((RunOutcome::Applied { generation, inventory: applied }, results))
+    }
+
+    /// Removes what the key applied (Sync mode) or leaves it (Upsert mode).
+    async fn remove(&self, item: &ClaimedItem, cluster: &Cluster, cancel: &CancellationToken) -> Run {
+        let mut results = Vec::new();
+        if item.apply_mode == ApplyMode::Sync {
+            let gone = item.inventory.clone();
+            if let Some(error) = self.delete_all(item, cluster, gone, item.generation, &mut results, cancel).await? {
+                return Ok((RunOutcome::Failed { error }, results));
+            }
+        }
+        Ok((RunOutcome::Removed, results))
+    }
+
+    /// Deletes `gone` in reverse order (dependents before what they depend on);
+    /// returns the first error.
+    async fn delete_all(
+        &self,
+        item: &ClaimedItem,
+        cluster: &Cluster,
+        gone: Vec<ResourceRef>,
+        generation: i64,
+        results: &mut Vec<ResourceResult>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<String>, Cancelled> {
+        for (index, r) in gone.into_iter().rev().enumerate() {
+            let ctx = ApplyContext { key: item.key.clone(), fence: item.fence, generation, index };
+            let (res, ms) = self.timed(cancel, self.applier.delete(cluster, &r, &ctx)).await?;
+            match res {
+                Ok(()) => results.push(result(r, ResourceOutcome::Deleted, None, ms)),
+                Err(e) => {
+                    let error = format!("deleting {r}: {e}");
+                    results.push(result(r, ResourceOutcome::Failed, Some(e.to_string()), ms));
+                    return Ok(Some(error));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Awaits one target call unless cancelled; records its latency and outcome.
+    async fn timed(
+        &self,
+        cancel: &CancellationToken,
+        call: impl Future<Output = Result<(), ApplyError>>,
+    ) -> Result<(Result<(), ApplyError>, u32), Cancelled> {
+        let start = Instant::now();
+        let res = tokio::select! {
+            res = call => res,
+            () = cancel.cancelled() => return Err(Cancelled),
+        };
+        let elapsed = start.elapsed();
+        self.metrics.apply_duration.observe(elapsed.as_secs_f64());
+        let outcome = if res.is_ok() { "ok" } else { "error" };
+        self.metrics.applies.get_or_create(&OutcomeLabel { outcome }).inc();
+        Ok((res, u32::try_from(elapsed.as_millis()).unwrap_or(u32::MAX)))
+    }
+}
+
+fn failed(error: String) -> (RunOutcome, Vec<ResourceResult>) {
+    (RunOutcome::Failed { error }, Vec::new())
+}
+
+fn result(resource: ResourceRef, outcome: ResourceOutcome, error: Option<String>, duration_ms: u32) -> ResourceResult {
+    ResourceResult { resource, outcome, error, duration_ms }
+}
+
+fn skipped(resource: ResourceRef) -> ResourceResult {
+    result(resource, ResourceOutcome::Skipped, None, 0)
+}

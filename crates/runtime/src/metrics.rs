@@ -1,0 +1,65 @@
+//! The runtime's Prometheus metrics: saturation (in flight against the limit), speed
+//! (apply latency), and trouble (failures, retries, parked, stale completions).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+/// Handles to the runtime's metrics; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct RuntimeMetrics {
+    pub applies_in_flight: Gauge,
+    pub concurrency_limit: Gauge,
+    pub apply_duration: Histogram,
+    pub applies: Family<OutcomeLabel, Counter>,
+    pub runs: Family<OutcomeLabel, Counter>,
+    pub retries: Counter,
+    pub parked: Counter,
+    pub commit_transactions: Counter,
+    pub claimed: Counter,
+}
+
+impl RuntimeMetrics {
+    /// Creates the metrics and registers them under the `fleetsync` prefix.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            applies_in_flight: Gauge::default(),
+            concurrency_limit: Gauge::default(),
+            apply_duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            applies: Family::default(),
+            runs: Family::default(),
+            retries: Counter::default(),
+            parked: Counter::default(),
+            commit_transactions: Counter::default(),
+            claimed: Counter::default(),
+        };
+        let r = registry.sub_registry_with_prefix("fleetsync");
+        r.register("applies_in_flight", "Resource applies (keys) in flight in this process", m.applies_in_flight.clone());
+        r.register("apply_concurrency_limit", "Most applies this process runs at once", m.concurrency_limit.clone());
+        r.register("apply_duration_seconds", "Time one resource apply took", m.apply_duration.clone());
+        r.register("applies", "Resource applies by outcome", m.applies.clone());
+        r.register("runs", "Key runs by outcome (applied, failed, removed, stale, released)", m.runs.clone());
+        r.register("retries", "Runs that failed and were scheduled to retry", m.retries.clone());
+        r.register("parked", "Runs that parked their key after max attempts", m.parked.clone());
+        r.register("commit_transactions", "Store transactions that committed completions", m.commit_transactions.clone());
+        r.register("claimed_keys", "Keys claimed by this process", m.claimed.clone());
+        m
+    }
+
+    /// Metrics registered nowhere, for runs that export none.
+    pub fn unregistered() -> Self {
+        Self::register(&mut Registry::default())
+    }
+
+    pub fn run(&self, outcome: &'static str) {
+        self.runs.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+}

@@ -1,0 +1,198 @@
+//! The claim loop. It claims as many keys as there is room for (bounded by
+//! `max_in_flight`), runs each on its own task, and when the queue is empty sleeps
+//! until the store says work may be there (an in-process wake-up), the earliest
+//! backed-off key is due, or the safety poll fires — whichever comes first.
+
+use crate::committer::Committer;
+use crate::executor::Executor;
+use crate::leases::Leases;
+use crate::metrics::RuntimeMetrics;
+use crate::resync::resync_loop;
+use crate::{RuntimeConfig, RuntimeError};
+use fleetsync_applier::Applier;
+use fleetsync_model::Phase;
+use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// A worker process's engine. Build it, then [`run`](Runtime::run) it until shutdown.
+pub struct Runtime {
+    store: Arc<dyn Store>,
+    applier: Arc<dyn Applier>,
+    config: RuntimeConfig,
+    metrics: RuntimeMetrics,
+}
+
+/// What each key task shares.
+struct Shared {
+    store: Arc<dyn Store>,
+    executor: Executor,
+    committer: Committer,
+    leases: Arc<Leases>,
+    metrics: RuntimeMetrics,
+    /// Fires when shutdown's grace runs out: runs stop and give their keys back.
+    abort: CancellationToken,
+}
+
+impl Runtime {
+    pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig, metrics: RuntimeMetrics) -> Self {
+        Self { store, applier, config, metrics }
+    }
+
+    /// Runs until `shutdown` fires, then stops claiming, lets runs in flight finish
+    /// within the grace period, gives back the keys of those that do not, and returns.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RuntimeError> {
+        self.config.validate()?;
+        let cfg = &self.config;
+        self.metrics.concurrency_limit.set(i64::try_from(cfg.max_in_flight).unwrap_or(i64::MAX));
+        let leases = Arc::new(Leases::default());
+        let (committer, commit_task) = Committer::spawn(self.store.clone(), self.metrics.clone());
+        let background = CancellationToken::new();
+        let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.lease_ttl, cfg.renew_every, background.clone()));
+        let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
+        let shared = Arc::new(Shared {
+            store: self.store.clone(),
+            executor: Executor::new(self.store.clone(), self.applier.clone(), self.metrics.clone()),
+            committer,
+            leases,
+            metrics: self.metrics.clone(),
+            abort: CancellationToken::new(),
+        });
+
+        let mut tasks = JoinSet::new();
+        self.claim_loop(&shared, &mut tasks, &shutdown).await;
+
+        tracing::info!(in_flight = tasks.len(), "shutting down: letting runs in flight finish");
+        let drained = tokio::time::timeout(cfg.shutdown_grace, drain(&mut tasks)).await;
+        if drained.is_err() {
+            tracing::warn!(in_flight = tasks.len(), "grace period over: releasing unfinished keys");
+            shared.abort.cancel();
+            drain(&mut tasks).await;
+        }
+        drop(shared);
+        let _ = commit_task.await;
+        background.cancel();
+        let _ = renewer.await;
+        if let Some(r) = resync {
+            let _ = r.await;
+        }
+        Ok(())
+    }
+
+    async fn claim_loop(&self, shared: &Arc<Shared>, tasks: &mut JoinSet<()>, shutdown: &CancellationToken) {
+        let cfg = &self.config;
+        let room = Arc::new(Semaphore::new(cfg.max_in_flight));
+        let mut wake = self.store.subscribe();
+        loop {
+            let first = tokio::select! {
+                permit = room.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
+                () = shutdown.cancelled() => return,
+            };
+            while tasks.try_join_next().is_some() {}
+            let asked = (1 + room.available_permits()).min(cfg.claim_batch);
+            wake.borrow_and_update();
+            let params = ClaimParams { owner: cfg.worker_id.clone(), limit: asked, lease_ttl: cfg.lease_ttl };
+            let items = match self.store.work_claim(params).await {
+                Ok(items) => items,
+                Err(e) => {
+                    tracing::error!(error = %e, "claiming failed; trying again shortly");
+                    drop(first);
+                    sleep_or_stop(cfg.poll_interval.min(Duration::from_secs(1)), shutdown).await;
+                    continue;
+                }
+            };
+            let got = items.len();
+            self.metrics.claimed.inc_by(got as u64);
+            let mut first = Some(first);
+            for item in items {
+                let permit = match first.take() {
+                    Some(p) => p,
+                    // Only this loop takes permits, so the room counted above is still there.
+                    None => match room.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            let _ = shared.store.work_release(&item.key, item.fence).await;
+                            continue;
+                        }
+                    },
+                };
+                tasks.spawn(run_key(shared.clone(), item, permit));
+            }
+            drop(first);
+            if got < asked {
+                self.wait_for_work(&mut wake, shutdown).await;
+            }
+        }
+    }
+
+    /// Sleeps until a wake-up, the next scheduled key, or the safety poll.
+    async fn wait_for_work(&self, wake: &mut watch::Receiver<u64>, shutdown: &CancellationToken) {
+        let poll = self.config.poll_interval;
+        let delay = match self.store.work_next_ready_at().await {
+            Ok(Some(at)) => at.since(self.config.clock.now()).clamp(Duration::from_millis(5), poll),
+            _ => poll,
+        };
+        tokio::select! {
+            changed = wake.changed() => if changed.is_err() { sleep_or_stop(poll, shutdown).await },
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.cancelled() => {}
+        }
+    }
+}
+
+/// One key, from claim to commit. The permit is the key's slot in `max_in_flight`.
+async fn run_key(shared: Arc<Shared>, item: ClaimedItem, permit: OwnedSemaphorePermit) {
+    let token = shared.abort.child_token();
+    shared.leases.hold(item.key.clone(), item.fence, token.clone());
+    shared.metrics.applies_in_flight.inc();
+    match shared.executor.run(&item, &token).await {
+        Some(completion) => match shared.committer.commit(completion).await {
+            Ok(outcome) => record(&shared.metrics, outcome),
+            Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),
+        },
+        None if shared.leases.release(&item.key, item.fence) => {
+            // Cancelled by shutdown, lease still ours: give the key back at once.
+            if let Err(e) = shared.store.work_release(&item.key, item.fence).await {
+                tracing::warn!(key = %item.key, error = %e, "release failed; the lease will expire");
+            }
+            shared.metrics.run("released");
+        }
+        None => shared.metrics.run("lost"),
+    }
+    shared.leases.release(&item.key, item.fence);
+    shared.metrics.applies_in_flight.dec();
+    drop(permit);
+}
+
+fn record(metrics: &RuntimeMetrics, outcome: CompleteOutcome) {
+    match outcome {
+        CompleteOutcome::Committed(Phase::Failed) => {
+            metrics.retries.inc();
+            metrics.run("failed");
+        }
+        CompleteOutcome::Committed(Phase::Parked) => {
+            metrics.parked.inc();
+            metrics.run("failed");
+        }
+        CompleteOutcome::Committed(_) => metrics.run("applied"),
+        CompleteOutcome::Removed => metrics.run("removed"),
+        CompleteOutcome::Stale => {
+            tracing::warn!("completion refused: stale fencing token (lease was lost)");
+            metrics.run("stale");
+        }
+    }
+}
+
+async fn drain(tasks: &mut JoinSet<()>) {
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn sleep_or_stop(d: Duration, stop: &CancellationToken) {
+    tokio::select! {
+        () = tokio::time::sleep(d) => {}
+        () = stop.cancelled() => {}
+    }
+}
