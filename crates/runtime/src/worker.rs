@@ -82,46 +82,52 @@ impl Runtime {
         Ok(())
     }
 
+    /// Claims while there is room. When saturated it waits for `refill` free slots
+    /// before claiming again, so a busy process claims in batches (one transaction
+    /// for many keys) rather than one key per freed slot; an idle one claims at once.
     async fn claim_loop(&self, shared: &Arc<Shared>, tasks: &mut JoinSet<()>, shutdown: &CancellationToken) {
         let cfg = &self.config;
         let room = Arc::new(Semaphore::new(cfg.max_in_flight));
+        let refill = (cfg.claim_batch.min(cfg.max_in_flight) / 8).max(1);
         let mut wake = self.store.subscribe();
         loop {
-            let first = tokio::select! {
-                permit = room.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
+            let want = if tasks.is_empty() { 1 } else { refill };
+            let mut slots = tokio::select! {
+                permit = room.clone().acquire_many_owned(want as u32) => match permit { Ok(p) => p, Err(_) => return },
                 () = shutdown.cancelled() => return,
             };
             while tasks.try_join_next().is_some() {}
-            let asked = (1 + room.available_permits()).min(cfg.claim_batch);
+            // Only this loop takes permits, so what is free now stays free.
+            if let Ok(more) = room.clone().try_acquire_many_owned(room.available_permits() as u32) {
+                slots.merge(more);
+            }
+            let asked = slots.num_permits().min(cfg.claim_batch);
             wake.borrow_and_update();
             let params = ClaimParams { owner: cfg.worker_id.clone(), limit: asked, lease_ttl: cfg.lease_ttl };
             let items = match self.store.work_claim(params).await {
                 Ok(items) => items,
                 Err(e) => {
                     tracing::error!(error = %e, "claiming failed; trying again shortly");
-                    drop(first);
+                    drop(slots);
                     sleep_or_stop(cfg.poll_interval.min(Duration::from_secs(1)), shutdown).await;
                     continue;
                 }
             };
             let got = items.len();
             self.metrics.claimed.inc_by(got as u64);
-            let mut first = Some(first);
             for item in items {
-                let permit = match first.take() {
-                    Some(p) => p,
-                    // Only this loop takes permits, so the room counted above is still there.
-                    None => match room.clone().try_acquire_owned() {
-                        Ok(p) => p,
-                        Err(_) => {
-                            let _ = shared.store.work_release(&item.key, item.fence).await;
-                            continue;
-                        }
-                    },
-                };
-                tasks.spawn(run_key(shared.clone(), item, permit));
+                match slots.split(1) {
+                    Some(permit) => {
+                        tasks.spawn(run_key(shared.clone(), item, permit));
+                    }
+                    None => {
+                        // Cannot happen (we asked for at most as many keys as slots);
+                        // give the key back rather than run it unbounded.
+                        let _ = shared.store.work_release(&item.key, item.fence).await;
+                    }
+                }
             }
-            drop(first);
+            drop(slots);
             if got < asked {
                 self.wait_for_work(&mut wake, shutdown).await;
             }
