@@ -1,1 +1,96 @@
-//! placeholder
+//! fleetsync's HTTP API: objects, status, events, health and Prometheus metrics.
+//!
+//! [`router`] builds the API over any [`Store`]; [`serve`] runs it on a listener
+//! until a shutdown signal. Handlers are thin: they check what came from the URL,
+//! call one store method, and shape the JSON. Every failure is an [`ApiError`], so
+//! every error answer has the same JSON shape and never leaks internals.
+//!
+//! | Route | |
+//! |---|---|
+//! | `POST /v1/apply` | YAML/JSON documents → `{"results": [...]}` |
+//! | `GET /v1/clusters`, `GET/DELETE /v1/clusters/{name}` | Clusters |
+//! | `GET /v1/syncsets`, `GET/DELETE /v1/syncsets/{name}` | SyncSets |
+//! | `GET /v1/status?cluster=&syncset=` | key status |
+//! | `GET /v1/status/clusters/{name}`, `GET /v1/status/syncsets/{name}` | roll-ups |
+//! | `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` | explicit retry |
+//! | `GET /v1/events?after=&limit=` | the event log |
+//! | `GET /healthz`, `GET /metrics` | operations |
+//!
+//! `?tenant=` selects the tenant (default `default`) wherever objects are named.
+
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod health;
+pub mod metrics;
+pub mod objects;
+pub mod status;
+
+pub use error::ApiError;
+pub use metrics::QueueMetrics;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, Uri};
+use axum::routing::{get, post};
+use axum::Router;
+use fleetsync_store::Store;
+use objects::{Clusters, SyncSets};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use std::future::Future;
+use std::sync::Arc;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    /// Encoded whole at each scrape; holds the runtime's metrics too.
+    pub registry: Arc<Registry>,
+    /// Refreshed from the store at each scrape.
+    pub queue_metrics: QueueMetrics,
+}
+
+/// `{"items": [...]}`, the shape of every list.
+#[derive(Debug, Serialize)]
+pub struct Items<T> {
+    pub items: Vec<T>,
+}
+
+/// The API over `state`'s store.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/apply", post(objects::apply))
+        .route("/v1/clusters", get(objects::list::<Clusters>))
+        .route("/v1/clusters/{name}", get(objects::get::<Clusters>).delete(objects::delete::<Clusters>))
+        .route("/v1/syncsets", get(objects::list::<SyncSets>))
+        .route("/v1/syncsets/{name}", get(objects::get::<SyncSets>).delete(objects::delete::<SyncSets>))
+        .route("/v1/status", get(status::list))
+        .route("/v1/status/clusters/{name}", get(status::cluster))
+        .route("/v1/status/syncsets/{name}", get(status::syncset))
+        .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))
+        .route("/v1/events", get(events::list))
+        .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::scrape))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then lets requests in
+/// flight finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::NoRoute { method: method.to_string(), path: uri.path().to_string() }
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().to_string() }
+}

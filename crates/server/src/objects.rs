@@ -1,0 +1,126 @@
+//! Objects: applying documents, and listing, reading and deleting Clusters and
+//! SyncSets.
+//!
+//! Clusters and SyncSets are served by the same generic handlers, parameterised by a
+//! marker type ([`Clusters`], [`SyncSets`]), so the two kinds cannot drift apart.
+//! Objects are returned as users write them (`Document::to_value`: `apiVersion`,
+//! `kind`, and `metadata.generation`), so a `GET` can be edited and applied again.
+
+use crate::error::{ApiError, Result};
+use crate::extract::{check_name, ApiPath, ApiQuery, ApiText, TenantQuery};
+use crate::{AppState, Items};
+use axum::extract::State;
+use axum::Json;
+use fleetsync_model::{parse_documents, Document, Kind};
+use fleetsync_store::{ApplyOutcome, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A kind of object served under `/v1/<plural>`.
+pub trait ObjectKind: Send + Sync + 'static {
+    const KIND: Kind;
+    /// How a name of this kind is called in messages about the path.
+    const PATH_NAME: &'static str;
+}
+
+/// `/v1/clusters`.
+#[derive(Debug)]
+pub enum Clusters {}
+
+impl ObjectKind for Clusters {
+    const KIND: Kind = Kind::Cluster;
+    const PATH_NAME: &'static str = "cluster name in the path";
+}
+
+/// `/v1/syncsets`.
+#[derive(Debug)]
+pub enum SyncSets {}
+
+impl ObjectKind for SyncSets {
+    const KIND: Kind = Kind::SyncSet;
+    const PATH_NAME: &'static str = "SyncSet name in the path";
+}
+
+/// `POST /v1/apply` takes no query parameters: each document names its own tenant
+/// (`metadata.namespace`), so a `?tenant=` would only mislead.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyQuery {}
+
+#[derive(Debug, Serialize)]
+pub struct ApplyResponse {
+    pub results: Vec<ApplyOutcome>,
+}
+
+/// `POST /v1/apply`: parses every document, then applies them all in one store
+/// transaction (all or nothing).
+pub async fn apply(
+    State(state): State<AppState>,
+    ApiQuery(ApplyQuery {}): ApiQuery<ApplyQuery>,
+    ApiText(text): ApiText,
+) -> Result<Json<ApplyResponse>> {
+    // Parsing up to 64 MiB of YAML is CPU work: keep it off the async workers.
+    let docs = tokio::task::spawn_blocking(move || parse_documents(&text))
+        .await
+        .map_err(|e| ApiError::Internal { step: "parsing documents", message: e.to_string() })??;
+    let results = state.store.objects_apply(docs).await?;
+    Ok(Json(ApplyResponse { results }))
+}
+
+/// `GET /v1/<plural>`: every object of the kind in the tenant.
+pub async fn list<K: ObjectKind>(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<TenantQuery>,
+) -> Result<Json<Items<Value>>> {
+    let tenant = Some(q.tenant()?);
+    let items = match K::KIND {
+        Kind::Cluster => state.store.cluster_list(tenant).await?.into_iter().map(Document::Cluster).collect::<Vec<_>>(),
+        Kind::SyncSet => state.store.syncset_list(tenant).await?.into_iter().map(Document::SyncSet).collect(),
+    };
+    Ok(Json(Items { items: items.iter().map(Document::to_value).collect() }))
+}
+
+/// `GET /v1/<plural>/{name}`.
+pub async fn get<K: ObjectKind>(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TenantQuery>,
+) -> Result<Json<Value>> {
+    check_name(K::PATH_NAME, &name)?;
+    let tenant = q.tenant()?;
+    let doc = fetch(state.store.as_ref(), K::KIND, tenant, &name).await?;
+    let doc = doc.ok_or_else(|| StoreError::not_found(K::KIND, tenant, &name))?;
+    Ok(Json(doc.to_value()))
+}
+
+#[derive(Debug, Serialize)]
+pub struct Deleted {
+    pub kind: Kind,
+    pub tenant: String,
+    pub name: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeleteResponse {
+    pub deleted: Deleted,
+}
+
+/// `DELETE /v1/<plural>/{name}`: 404 if it does not exist.
+pub async fn delete<K: ObjectKind>(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TenantQuery>,
+) -> Result<Json<DeleteResponse>> {
+    check_name(K::PATH_NAME, &name)?;
+    let tenant = q.tenant()?;
+    state.store.object_delete(K::KIND, tenant, &name).await?;
+    Ok(Json(DeleteResponse { deleted: Deleted { kind: K::KIND, tenant: tenant.to_string(), name } }))
+}
+
+/// Reads one object of either kind.
+pub async fn fetch(store: &dyn Store, kind: Kind, tenant: &str, name: &str) -> Result<Option<Document>> {
+    Ok(match kind {
+        Kind::Cluster => store.cluster_get(tenant, name).await?.map(Document::Cluster),
+        Kind::SyncSet => store.syncset_get(tenant, name).await?.map(Document::SyncSet),
+    })
+}

@@ -1,0 +1,101 @@
+//! A store that always fails: the API answers 500/503 and hides the detail.
+
+use crate::harness::over;
+use async_trait::async_trait;
+use axum::body::{to_bytes, Body};
+use axum::http::{Request, StatusCode};
+use fleetsync_model::{Cluster, Document, KeyStatus, Kind, SyncSet, Timestamp, WorkKey};
+use fleetsync_store::*;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+struct Broken;
+
+fn fail<T>() -> Result<T> {
+    Err(StoreError::Backend { step: "testing", message: "SECRET detail of /var/lib/db".into() })
+}
+
+#[async_trait]
+impl Store for Broken {
+    async fn objects_apply(&self, _: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        fail()
+    }
+    async fn object_delete(&self, _: Kind, _: &str, _: &str) -> Result<()> {
+        fail()
+    }
+    async fn cluster_get(&self, _: &str, _: &str) -> Result<Option<Cluster>> {
+        fail()
+    }
+    async fn cluster_list(&self, _: Option<&str>) -> Result<Vec<Cluster>> {
+        fail()
+    }
+    async fn syncset_get(&self, _: &str, _: &str) -> Result<Option<SyncSet>> {
+        fail()
+    }
+    async fn syncset_list(&self, _: Option<&str>) -> Result<Vec<SyncSet>> {
+        fail()
+    }
+    async fn work_claim(&self, _: ClaimParams) -> Result<Vec<ClaimedItem>> {
+        fail()
+    }
+    async fn lease_renew(&self, _: RenewParams) -> Result<Vec<WorkKey>> {
+        fail()
+    }
+    async fn work_complete(&self, _: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
+        fail()
+    }
+    async fn work_release(&self, _: &WorkKey, _: Fence) -> Result<()> {
+        fail()
+    }
+    async fn work_retry(&self, _: &WorkKey) -> Result<()> {
+        fail()
+    }
+    async fn work_resync(&self) -> Result<u64> {
+        fail()
+    }
+    async fn work_next_ready_at(&self) -> Result<Option<Timestamp>> {
+        fail()
+    }
+    async fn status_get(&self, _: &WorkKey) -> Result<Option<KeyStatus>> {
+        fail()
+    }
+    async fn status_list(&self, _: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        fail()
+    }
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        fail()
+    }
+    async fn events_read(&self, _: u64, _: usize) -> Result<Vec<Event>> {
+        fail()
+    }
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        watch::channel(0).1
+    }
+}
+
+#[tokio::test]
+async fn store_failures_are_hidden() {
+    let router = over(Arc::new(Broken));
+    let cases = [
+        ("GET", "/healthz", StatusCode::SERVICE_UNAVAILABLE),
+        ("GET", "/metrics", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/clusters", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/syncsets/x", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/status", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/events", StatusCode::INTERNAL_SERVER_ERROR),
+        ("POST", "/v1/apply", StatusCode::INTERNAL_SERVER_ERROR),
+    ];
+    for (method, uri, want) in cases {
+        let body = if method == "POST" { Body::from(crate::harness::FLEET) } else { Body::empty() };
+        let req = Request::builder().method(method).uri(uri).body(body).expect("request");
+        let resp = router.clone().oneshot(req).await.expect("infallible");
+        assert_eq!(resp.status(), want, "{uri}");
+        let text = String::from_utf8_lossy(&to_bytes(resp.into_body(), usize::MAX).await.expect("body")).into_owned();
+        assert!(!text.contains("SECRET"), "{uri} leaked: {text}");
+        let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        if want == StatusCode::INTERNAL_SERVER_ERROR {
+            assert_eq!(json["error"], "internal error: see the server log", "{uri}");
+        }
+    }
+}

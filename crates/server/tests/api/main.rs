@@ -1,0 +1,8 @@
+//! The HTTP API end to end: the router over a real SQLite store, called with
+//! `oneshot`.
+
+mod broken;
+mod harness;
+mod objects;
+mod ops;
+mod status;

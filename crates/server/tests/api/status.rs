@@ -1,0 +1,69 @@
+//! Status queries, roll-ups and retries.
+
+use crate::harness::{Api, FLEET};
+use axum::http::StatusCode;
+
+#[tokio::test]
+async fn status_of_keys_after_apply() {
+    let api = Api::new();
+    api.apply(FLEET).await;
+    let all = api.get("/v1/status").await.json();
+    let items = all["items"].as_array().cloned().expect("items");
+    assert_eq!(items.len(), 2);
+    assert!(items.iter().all(|k| k["phase"] == "Pending" && k["syncset"] == "base"), "{all}");
+    let one = api.get("/v1/status?cluster=c2&syncset=base").await.json();
+    assert_eq!(one["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(one["items"][0]["cluster"], "c2");
+}
+
+#[tokio::test]
+async fn unknown_names_in_status_queries_are_404() {
+    let api = Api::new();
+    api.apply(FLEET).await;
+    for uri in ["/v1/status/clusters/nope", "/v1/status/syncsets/nope", "/v1/status?cluster=nope", "/v1/status?syncset=nope"]
+    {
+        let a = api.get(uri).await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}: {}", a.text);
+        assert!(a.error().contains("nope not found"), "{uri}: {}", a.text);
+    }
+    // Known in another tenant only: still unknown here.
+    assert_eq!(api.get("/v1/status/clusters/c1?tenant=other").await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn cluster_roll_up() {
+    let api = Api::new();
+    api.apply(FLEET).await;
+    let a = api.get("/v1/status/clusters/c1").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let s = a.json();
+    assert_eq!(s["cluster"], "c1");
+    assert_eq!(s["condition"]["ready"], false);
+    assert_eq!(s["condition"]["reason"], "Progressing");
+    assert_eq!(s["syncsets"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn syncset_status() {
+    let api = Api::new();
+    api.apply(FLEET).await;
+    let s = api.get("/v1/status/syncsets/base").await.json();
+    assert_eq!(s["tenant"], "default");
+    assert_eq!(s["syncset"], "base");
+    assert_eq!(s["generation"], 1);
+    assert_eq!(s["items"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn retry() {
+    let api = Api::new();
+    api.apply(FLEET).await;
+    let unknown = api.call("POST", "/v1/status/clusters/c1/syncsets/nope/retry", "").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.error(), "key default/c1/nope not found");
+    let ok = api.call("POST", "/v1/status/clusters/c1/syncsets/base/retry", "").await;
+    assert_eq!(ok.status, StatusCode::ACCEPTED, "{}", ok.text);
+    assert_eq!(ok.json(), serde_json::json!({"retried": {"tenant": "default", "cluster": "c1", "syncset": "base"}}));
+    let bad = api.call("POST", "/v1/status/clusters/C1/syncsets/base/retry", "").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
