@@ -1,1 +1,51 @@
-fn main(){}
+//! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
+
+mod args;
+mod client;
+mod demo;
+mod engine;
+mod output;
+mod process;
+mod serve;
+
+use args::{Cli, Command};
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.command);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(a) => serve::run(a).await.map(|()| true),
+            Command::Apply(a) => client::apply(&cli.server, a).await.map(|()| true),
+            Command::Get(a) => client::get(&cli.server, a).await.map(|()| true),
+            Command::Delete(a) => client::delete(&cli.server, a).await.map(|()| true),
+            Command::Demo(a) => demo::run(a).await,
+        }
+    });
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides. The hub logs at info, one-shot commands
+/// only warn, so their stdout stays clean for scripts.
+fn init_tracing(command: &Command) {
+    let default = if matches!(command, Command::Serve(_)) { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

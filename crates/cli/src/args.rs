@@ -1,0 +1,149 @@
+//! The command line, with every knob also settable by an environment variable.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "fleetsync", version, about = "Applies desired state to a fleet of targets, at fleet scale.")]
+pub struct Cli {
+    /// The hub's API, for apply, get and delete.
+    #[arg(long, global = true, env = "FLEETSYNC_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the hub: the HTTP API and the workers, on the embedded SQLite store.
+    Serve(ServeArgs),
+    /// Create or update the Clusters and SyncSets in a YAML file (idempotent).
+    Apply(ApplyArgs),
+    /// Show clusters, syncsets or status.
+    Get(GetArgs),
+    /// Delete a cluster or syncset, by name or by file.
+    Delete(DeleteArgs),
+    /// Run an embedded hub against a simulated fleet and report how fast it converges.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The SQLite file of the embedded store.
+    #[arg(long, env = "FLEETSYNC_DB", default_value = "fleetsync.db")]
+    pub db: PathBuf,
+    /// Where the HTTP API listens.
+    #[arg(long, env = "FLEETSYNC_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Fraction of simulated applies that fail (clusters with a `simulator` endpoint).
+    #[arg(long, env = "FLEETSYNC_SIM_FAIL_RATE", default_value_t = 0.0)]
+    pub sim_fail_rate: f64,
+}
+
+/// The engine's tuning knobs, shared by `serve` and `demo`.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Applies (keys) in flight at once in this process.
+    #[arg(long, env = "FLEETSYNC_MAX_IN_FLIGHT", default_value_t = 4096)]
+    pub max_in_flight: usize,
+    /// How long a claimed key stays leased without renewal.
+    #[arg(long, env = "FLEETSYNC_LEASE_TTL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub lease_ttl: Duration,
+    /// How often held leases are renewed.
+    #[arg(long, env = "FLEETSYNC_RENEW_EVERY", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_every: Duration,
+    /// Delay after the first failure; doubles each time.
+    #[arg(long, env = "FLEETSYNC_BACKOFF_BASE", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub backoff_base: Duration,
+    /// Longest delay between retries.
+    #[arg(long, env = "FLEETSYNC_BACKOFF_CAP", default_value = "6m", value_parser = humantime::parse_duration)]
+    pub backoff_cap: Duration,
+    /// Failed attempts of one generation before the key is parked.
+    #[arg(long, env = "FLEETSYNC_MAX_ATTEMPTS", default_value_t = 10)]
+    pub max_attempts: u32,
+    /// Re-apply everything this often ("0s" disables it).
+    #[arg(long, env = "FLEETSYNC_RESYNC_EVERY", default_value = "2h", value_parser = humantime::parse_duration)]
+    pub resync_every: Duration,
+    /// Safety-net poll when nothing wakes the workers.
+    #[arg(long, env = "FLEETSYNC_POLL_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub poll_interval: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A YAML file of Clusters and SyncSets, or - for standard input.
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Resource {
+    #[value(alias = "cluster")]
+    Clusters,
+    #[value(alias = "syncset")]
+    Syncsets,
+    Status,
+    #[value(alias = "event")]
+    Events,
+}
+
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    pub resource: Resource,
+    /// One object by name (for status: a cluster, rolled up).
+    pub name: Option<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    #[arg(long, default_value = "default")]
+    pub tenant: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// `cluster` or `syncset` (with a name), unless -f is given.
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    /// Delete every document in this file.
+    #[arg(short = 'f', long = "filename", conflicts_with_all = ["kind", "name"])]
+    pub file: Option<PathBuf>,
+    #[arg(long, default_value = "default")]
+    pub tenant: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[arg(long, default_value_t = 100)]
+    pub clusters: usize,
+    #[arg(long, default_value_t = 60)]
+    pub syncsets: usize,
+    #[arg(long, default_value_t = 10)]
+    pub resources: usize,
+    /// Fraction of applies that fail transiently.
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+    /// Multiply every simulated latency by this (1 = the hive-fleet distribution).
+    #[arg(long, default_value_t = 1.0)]
+    pub latency_scale: f64,
+    /// Give up if the fleet has not settled by then.
+    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Keep the store in this file instead of a temporary one.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}

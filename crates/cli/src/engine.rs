@@ -1,0 +1,54 @@
+//! Turns the command line's engine knobs into store and runtime configuration,
+//! rejecting combinations that cannot work with a message that says what to fix.
+
+use crate::args::EngineArgs;
+use anyhow::{bail, Result};
+use fleetsync_applier::sim::SimFleet;
+use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_runtime::RuntimeConfig;
+use fleetsync_store::{RetryPolicy, StoreConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn store_config(a: &EngineArgs) -> Result<StoreConfig> {
+    if a.max_attempts == 0 {
+        bail!("--max-attempts must be at least 1");
+    }
+    if a.backoff_base.is_zero() || a.backoff_base > a.backoff_cap {
+        bail!("--backoff-base ({:?}) must be above zero and at most --backoff-cap ({:?})", a.backoff_base, a.backoff_cap);
+    }
+    let retry = RetryPolicy { base: a.backoff_base, cap: a.backoff_cap, max_attempts: a.max_attempts, ..RetryPolicy::default() };
+    Ok(StoreConfig { retry, ..StoreConfig::default() })
+}
+
+pub fn runtime_config(a: &EngineArgs) -> Result<RuntimeConfig> {
+    if a.max_in_flight == 0 {
+        bail!("--max-in-flight must be at least 1");
+    }
+    if a.renew_every.is_zero() || a.renew_every >= a.lease_ttl {
+        bail!("--renew-every ({:?}) must be above zero and shorter than --lease-ttl ({:?})", a.renew_every, a.lease_ttl);
+    }
+    if a.poll_interval < Duration::from_millis(10) {
+        bail!("--poll-interval must be at least 10ms");
+    }
+    Ok(RuntimeConfig {
+        max_in_flight: a.max_in_flight,
+        lease_ttl: a.lease_ttl,
+        renew_every: a.renew_every,
+        poll_interval: a.poll_interval,
+        resync_every: (!a.resync_every.is_zero()).then_some(a.resync_every),
+        ..RuntimeConfig::default()
+    })
+}
+
+pub fn check_fail_rate(rate: f64) -> Result<f64> {
+    if !(0.0..=1.0).contains(&rate) {
+        bail!("the fail rate must be between 0 and 1, got {rate}");
+    }
+    Ok(rate)
+}
+
+/// The appliers this build has: the simulated fleet for `simulator` endpoints.
+pub fn appliers(sim: SimFleet) -> Arc<dyn Applier> {
+    Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() })
+}

@@ -1,0 +1,197 @@
+//! The `fleetsync` binary as a user runs it: demo, bad input, and a hub served on
+//! loopback driven by apply, get and delete.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fleetsync"));
+    c.env_remove("FLEETSYNC_SERVER").env_remove("RUST_LOG");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run fleetsync")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet.yaml")
+}
+
+#[test]
+fn demo_json_converges_and_prints_one_object() {
+    let args = ["demo", "--clusters", "12", "--syncsets", "5", "--resources", "3", "--latency-scale", "0.02", "--json"];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.trim().lines().count(), 1, "one line of JSON: {text}");
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+    let mut keys: Vec<&str> = v.as_object().expect("object").keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["applies", "applies_per_sec", "converged", "failed_keys", "makespan_over_critical", "peak_rss_bytes", "seconds"]
+    );
+    assert_eq!(v["applies"], 12 * 5 * 3);
+    assert_eq!(v["converged"], true);
+    assert_eq!(v["failed_keys"], 0);
+    let m = &v["makespan_over_critical"];
+    let (p50, max) = (m["p50"].as_f64().expect("p50"), m["max"].as_f64().expect("max"));
+    assert!(p50 >= 0.99 && max >= p50, "{m}");
+    assert!(v["applies_per_sec"].as_f64().expect("rate") > 0.0);
+    assert!(v["peak_rss_bytes"].as_u64().expect("rss") > 1 << 20);
+}
+
+#[test]
+fn demo_with_failures_retries_and_converges() {
+    let args = [
+        "demo", "--clusters", "4", "--syncsets", "3", "--resources", "3", "--latency-scale", "0.01", "--fail-rate", "0.2",
+        "--backoff-base", "10ms", "--backoff-cap", "50ms", "--max-attempts", "50", "--json",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("JSON");
+    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64()), (Some(true), Some(36)));
+}
+
+#[test]
+fn bad_flags_say_what_to_fix() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["demo", "--fail-rate", "2"], "fail rate must be between 0 and 1"),
+        (&["demo", "--clusters", "0"], "--clusters, --syncsets and --resources must each be at least 1"),
+        (&["demo", "--renew-every", "40s"], "--renew-every"),
+        (&["demo", "--lease-ttl", "soon"], "--lease-ttl"),
+    ];
+    for (args, want) in cases {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn apply_rejects_an_invalid_file_naming_the_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(&file, "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n")
+        .expect("write");
+    let out = run(&["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("bad.yaml") && err.contains("metadata.name") && err.contains("DNS-1123"), "{err}");
+    let out = run(&["apply", "-f", "/nonexistent/fleet.yaml"]);
+    assert!(!out.status.success() && stderr(&out).contains("cannot read /nonexistent/fleet.yaml"), "{}", stderr(&out));
+}
+
+#[test]
+fn client_without_a_hub_says_so() {
+    let out = run(&["get", "clusters", "--server", "http://127.0.0.1:9"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cannot reach the hub at http://127.0.0.1:9"), "{}", stderr(&out));
+}
+
+/// A `fleetsync serve` child, stopped with SIGTERM when the test ends.
+struct Hub {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Hub {
+    fn start() -> Hub {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = bin()
+            .args(["serve", "--listen", &listen, "--db"])
+            .arg(dir.path().join("hub.db"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        let hub = Hub { child, url: format!("http://{listen}"), _dir: dir };
+        hub.wait_until(Duration::from_secs(20), |h| h.cli(&["get", "clusters"]).status.success());
+        hub
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        bin().args(args).args(["--server", &self.url]).output().expect("run client")
+    }
+
+    fn wait_until(&self, timeout: Duration, ok: impl Fn(&Hub) -> bool) {
+        let start = Instant::now();
+        while !ok(self) {
+            assert!(start.elapsed() < timeout, "timed out");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn status_items(hub: &Hub) -> Vec<serde_json::Value> {
+    let out = hub.cli(&["get", "status", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn serve_apply_get_delete() {
+    let mut hub = Hub::start();
+    let file = example();
+    let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("syncset/base created"), "{}", stdout(&out));
+    let again = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(stdout(&again).contains("syncset/base unchanged"), "{}", stdout(&again));
+
+    // 2 clusters × base + eu-only on one = 3 keys, all applied.
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let items = status_items(h);
+        items.len() == 3 && items.iter().all(|k| k["phase"] == "Applied")
+    });
+    let out = hub.cli(&["get", "status", "eu-west-1"]);
+    assert!(stdout(&out).contains("reason=Converged"), "{}", stdout(&out));
+    let out = hub.cli(&["get", "clusters"]);
+    assert!(stdout(&out).contains("eu-west-1") && stdout(&out).contains("env=prod"), "{}", stdout(&out));
+
+    let out = hub.cli(&["delete", "syncset", "eu-only"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    hub.wait_until(Duration::from_secs(30), |h| status_items(h).len() == 2);
+    let out = hub.cli(&["get", "syncsets", "-o", "yaml"]);
+    assert!(stdout(&out).contains("name: base") && !stdout(&out).contains("eu-only"), "{}", stdout(&out));
+
+    let out = hub.cli(&["get", "clusters", "nope"]);
+    assert!(!out.status.success() && stderr(&out).contains("404"), "{}", stderr(&out));
+    let out = hub.cli(&["delete", "cluster", "nope"]);
+    assert!(!out.status.success(), "deleting what does not exist fails");
+
+    assert!(hub.terminate().success(), "serve exits 0 on SIGTERM");
+}
