@@ -213,7 +213,7 @@ pub async fn backoff_schedule(h: &dyn Harness) {
         let item = claim(&*s, "w", 1).await.remove(0);
         assert_eq!(complete(&*s, &item, failed("boom")).await, CompleteOutcome::Committed(Phase::Failed));
         let st = s.status_get(&item.key).await.expect("status").expect("exists");
-        assert_eq!(st.next_attempt_at, Some(clock.now().add(Duration::from_secs(expected))));
+        assert_eq!(st.next_attempt_at, Some(clock.now().plus(Duration::from_secs(expected))));
         assert_eq!(st.last_error.as_deref(), Some("boom"));
         assert_eq!(s.work_next_ready_at().await.expect("next"), st.next_attempt_at);
         clock.advance(Duration::from_secs(expected) - Duration::from_millis(1));

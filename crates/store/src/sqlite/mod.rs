@@ -224,7 +224,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {
-        self.read("reading queue stats", |c, now| rows::queue_stats(c, now)).await
+        self.read("reading queue stats", rows::queue_stats).await
     }
 
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {

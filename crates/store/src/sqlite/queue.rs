@@ -216,7 +216,7 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
             } else if retry.should_park(h.attempts) {
                 (Phase::Parked, now)
             } else {
-                (Phase::Failed, now.add(retry.next_delay(h.attempts)))
+                (Phase::Failed, now.plus(retry.next_delay(h.attempts)))
             };
             tx.prepare_cached(
                 "UPDATE work SET phase = ?1, run_at = ?2, last_error = ?3, resources = ?4,
