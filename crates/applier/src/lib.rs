@@ -6,6 +6,8 @@
 //! to the applier for its kind of endpoint. [`sim`] is the in-process simulated fleet.
 
 pub mod error;
+#[cfg(feature = "kube")]
+pub mod kubernetes;
 pub mod latency;
 pub mod sim;
 

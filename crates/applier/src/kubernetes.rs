@@ -1,0 +1,273 @@
+//! The Kubernetes applier: server-side apply of any kind through kube-rs.
+//!
+//! * One client per cluster, created on first use and reused (kube-rs pools its
+//!   HTTP connections), dropped after it has been idle for `idle_after`.
+//! * Kinds are resolved through discovery and cached per cluster; a 404 drops the
+//!   cached entry, so a kind installed or removed later is found on the next try.
+//! * Every applied object carries the key's fencing token as the annotation
+//!   `fleetsync.io/fence` (with `fleetsync.io/key`, `/generation`, `/index`), and
+//!   deletes carry them as headers, so a target that checks them (`fleetsync sim`, or
+//!   an admission webhook on a real cluster) refuses a worker that lost its lease.
+//! * Errors are typed from the API's `Status` (409, 403, 404, 422, 5xx) or the
+//!   transport (unreachable, timeout), with the Kubernetes message kept for status.
+
+use crate::{ApplyContext, ApplyError, Applier};
+use async_trait::async_trait;
+use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind, Resource};
+use kube::discovery::Scope;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The annotation that carries the fencing token on applied objects.
+pub const FENCE_ANNOTATION: &str = "fleetsync.io/fence";
+/// The annotation that names the key (`tenant/cluster/syncset`).
+pub const KEY_ANNOTATION: &str = "fleetsync.io/key";
+pub const GENERATION_ANNOTATION: &str = "fleetsync.io/generation";
+pub const INDEX_ANNOTATION: &str = "fleetsync.io/index";
+/// Headers that carry the key and fence on deletes (which have no body to annotate).
+pub const FENCE_HEADER: &str = "x-fleetsync-fence";
+pub const KEY_HEADER: &str = "x-fleetsync-key";
+
+#[derive(Debug, Clone)]
+pub struct KubeConfig {
+    /// The server-side apply field manager.
+    pub field_manager: String,
+    /// Take over fields owned by other managers (`force=true`).
+    pub force: bool,
+    /// Longest time one request may take.
+    pub request_timeout: Duration,
+    /// Drop a cluster's client after this long unused.
+    pub idle_after: Duration,
+}
+
+impl Default for KubeConfig {
+    fn default() -> Self {
+        Self {
+            field_manager: "fleetsync".into(),
+            force: true,
+            request_timeout: Duration::from_secs(30),
+            idle_after: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Applies to clusters whose endpoint is `http` (a Kubernetes API URL).
+#[derive(Clone)]
+pub struct KubeApplier {
+    config: KubeConfig,
+    clients: Arc<Mutex<HashMap<String, Arc<ClusterClient>>>>,
+}
+
+/// A cluster's client and its discovery cache.
+struct ClusterClient {
+    client: kube::Client,
+    url: String,
+    kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+    last_used: Mutex<Instant>,
+}
+
+impl KubeApplier {
+    pub fn new(config: KubeConfig) -> Self {
+        Self { config, clients: Arc::default() }
+    }
+
+    /// How many cluster clients are open.
+    pub fn open_clients(&self) -> usize {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// The cluster's client, created on first use; idle clients are dropped here too.
+    fn client(&self, cluster: &Cluster) -> Result<Arc<ClusterClient>, ApplyError> {
+        let url = match &cluster.spec.endpoint {
+            Endpoint::Http { url } => url.clone(),
+            other => {
+                return Err(ApplyError::Unsupported(format!("the Kubernetes applier does not handle {} endpoints", other.kind_name())))
+            }
+        };
+        let id = format!("{}/{}", cluster.metadata.namespace, cluster.metadata.name);
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let idle = self.config.idle_after;
+        clients.retain(|_, c| now.duration_since(*c.last_used.lock().unwrap_or_else(PoisonError::into_inner)) < idle);
+        if let Some(c) = clients.get(&id).filter(|c| c.url == url) {
+            *c.last_used.lock().unwrap_or_else(PoisonError::into_inner) = now;
+            return Ok(c.clone());
+        }
+        let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
+        let mut config = kube::Config::new(uri);
+        config.connect_timeout = Some(self.config.request_timeout);
+        config.read_timeout = Some(self.config.request_timeout);
+        config.write_timeout = Some(self.config.request_timeout);
+        let client = kube::Client::try_from(config).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
+        let c = Arc::new(ClusterClient { client, url, kinds: Mutex::default(), last_used: Mutex::new(now) });
+        clients.insert(id, c.clone());
+        Ok(c)
+    }
+
+    /// Resolves a kind through discovery (cached).
+    async fn resolve(&self, c: &ClusterClient, r: &ResourceRef) -> Result<(ApiResource, bool), ApplyError> {
+        let gvk = gvk(r);
+        if let Some(hit) = c.kinds.lock().unwrap_or_else(PoisonError::into_inner).get(&gvk) {
+            return Ok(hit.clone());
+        }
+        let found = self.timed(kube::discovery::pinned_kind(&c.client, &gvk)).await;
+        let (ar, caps) = found.map_err(|e| match classify(e) {
+            ApplyError::NotFound(m) => ApplyError::NotFound(format!("kind {} {} is not served by the cluster: {m}", r.api_version, r.kind)),
+            other => other,
+        })?;
+        let entry = (ar, caps.scope == Scope::Namespaced);
+        c.kinds.lock().unwrap_or_else(PoisonError::into_inner).insert(gvk, entry.clone());
+        Ok(entry)
+    }
+
+    fn forget_kind(c: &ClusterClient, r: &ResourceRef) {
+        c.kinds.lock().unwrap_or_else(PoisonError::into_inner).remove(&gvk(r));
+    }
+
+    async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
+        match tokio::time::timeout(self.config.request_timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(kube::Error::Service(Box::new(TimedOut(self.config.request_timeout)))),
+        }
+    }
+
+    fn api(c: &ClusterClient, ar: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (namespaced, namespace) {
+            (true, ns) => Api::namespaced_with(c.client.clone(), ns.unwrap_or("default"), ar),
+            (false, _) => Api::all_with(c.client.clone(), ar),
+        }
+    }
+}
+
+/// A request that ran out of time; mapped to [`ApplyError::Timeout`].
+#[derive(Debug, thiserror::Error)]
+#[error("request timed out after {0:?}")]
+struct TimedOut(Duration);
+
+fn gvk(r: &ResourceRef) -> GroupVersionKind {
+    let (group, version) = r.api_version.rsplit_once('/').unwrap_or(("", r.api_version.as_str()));
+    GroupVersionKind::gvk(group, version, &r.kind)
+}
+
+/// The manifest with the key's fencing annotations added.
+fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, ApplyError> {
+    let mut obj: DynamicObject =
+        serde_json::from_value(manifest.0.clone()).map_err(|e| ApplyError::Invalid(format!("manifest is not an object: {e}")))?;
+    let annotations = obj.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(KEY_ANNOTATION.into(), ctx.key.to_string());
+    annotations.insert(FENCE_ANNOTATION.into(), ctx.fence.to_string());
+    annotations.insert(GENERATION_ANNOTATION.into(), ctx.generation.to_string());
+    annotations.insert(INDEX_ANNOTATION.into(), ctx.index.to_string());
+    Ok(obj)
+}
+
+/// Types a kube-rs error: the API's own status where there is one, else transport.
+fn classify(e: kube::Error) -> ApplyError {
+    match e {
+        kube::Error::Api(s) => {
+            let msg = if s.message.is_empty() { s.reason.clone() } else { s.message.clone() };
+            match s.code {
+                409 => ApplyError::Conflict(msg),
+                401 | 403 => ApplyError::Forbidden(msg),
+                404 => ApplyError::NotFound(msg),
+                400 | 422 => ApplyError::Invalid(msg),
+                _ => ApplyError::Transient(format!("{} {}: {msg}", s.code, s.reason)),
+            }
+        }
+        kube::Error::Service(inner) if inner.is::<TimedOut>() => {
+            let ms = inner.downcast_ref::<TimedOut>().map_or(0, |t| t.0.as_millis() as u64);
+            ApplyError::Timeout(ms)
+        }
+        kube::Error::HyperError(e) => ApplyError::Unreachable(e.to_string()),
+        kube::Error::Service(e) => ApplyError::Unreachable(e.to_string()),
+        other => ApplyError::Transient(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl Applier for KubeApplier {
+    async fn apply(&self, cluster: &Cluster, resource: &Manifest, ctx: &ApplyContext) -> Result<(), ApplyError> {
+        let c = self.client(cluster)?;
+        let r = resource.resource_ref().map_err(|(f, rule)| ApplyError::Invalid(format!("{f} {rule}")))?;
+        let (ar, namespaced) = self.resolve(&c, &r).await?;
+        let obj = fenced(resource, ctx)?;
+        let mut params = PatchParams::apply(&self.config.field_manager);
+        params.force = self.config.force;
+        let api = Self::api(&c, &ar, namespaced, r.namespace.as_deref());
+        match self.timed(api.patch(&r.name, &params, &Patch::Apply(&obj))).await.map_err(classify) {
+            Ok(_) => Ok(()),
+            Err(e @ ApplyError::NotFound(_)) => {
+                // The kind may have gone away: look it up afresh next time.
+                Self::forget_kind(&c, &r);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete(&self, cluster: &Cluster, resource: &ResourceRef, ctx: &ApplyContext) -> Result<(), ApplyError> {
+        let c = self.client(cluster)?;
+        let (ar, namespaced) = match self.resolve(&c, resource).await {
+            Ok(found) => found,
+            // A kind the cluster no longer serves has nothing left to delete.
+            Err(ApplyError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let ns = if namespaced { Some(resource.namespace.as_deref().unwrap_or("default")) } else { None };
+        let url = DynamicObject::url_path(&ar, ns);
+        let mut req = kube::core::Request::new(url)
+            .delete(&resource.name, &DeleteParams::default())
+            .map_err(|e| ApplyError::Invalid(format!("building the delete of {resource}: {e}")))?;
+        let headers = req.headers_mut();
+        for (name, value) in [(FENCE_HEADER, ctx.fence.to_string()), (KEY_HEADER, ctx.key.to_string())] {
+            if let Ok(v) = http::HeaderValue::from_str(&value) {
+                headers.insert(name, v);
+            }
+        }
+        match self.timed(c.client.request_status::<DynamicObject>(req)).await.map_err(classify) {
+            Ok(_) | Err(ApplyError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetsync_model::{ClusterSpec, ObjectMeta, WorkKey};
+    use serde_json::json;
+
+    #[test]
+    fn group_version_kind_of_core_and_grouped_kinds() {
+        let r = |v: &str, k: &str| ResourceRef { api_version: v.into(), kind: k.into(), namespace: None, name: "x".into() };
+        assert_eq!(gvk(&r("v1", "ConfigMap")), GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        assert_eq!(gvk(&r("apps/v1", "Deployment")), GroupVersionKind::gvk("apps", "v1", "Deployment"));
+    }
+
+    #[test]
+    fn applied_objects_carry_the_fence() {
+        let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "me"}}}));
+        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 42, generation: 3, index: 1 };
+        let obj = fenced(&m, &ctx).expect("object");
+        let a = obj.metadata.annotations.expect("annotations");
+        assert_eq!(a[FENCE_ANNOTATION], "42");
+        assert_eq!(a[KEY_ANNOTATION], "t/c/s");
+        assert_eq!(a["keep"], "me");
+    }
+
+    #[tokio::test]
+    async fn other_endpoints_are_refused_and_bad_urls_named() {
+        let k = KubeApplier::new(KubeConfig::default());
+        let sim = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec { endpoint: Endpoint::Simulator {} } };
+        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0 };
+        let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        assert!(matches!(k.apply(&sim, &m, &ctx).await, Err(ApplyError::Unsupported(_))));
+        let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec { endpoint: Endpoint::Http { url: "http://[::1".into() } } };
+        let err = k.apply(&bad, &m, &ctx).await.expect_err("bad URL");
+        assert!(matches!(&err, ApplyError::Invalid(m) if m.contains("http://[::1")), "{err}");
+    }
+}
