@@ -26,6 +26,11 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Run an embedded hub against a simulated fleet and report how fast it converges.
     Demo(DemoArgs),
+    /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks).
+    Sim(SimArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +149,70 @@ pub struct DemoArgs {
     /// Keep the store in this file instead of a temporary one.
     #[arg(long)]
     pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub listen: String,
+    /// Multiply every simulated latency by this (1 = the hive-fleet distribution).
+    #[arg(long, default_value_t = 1.0)]
+    pub latency_scale: f64,
+    /// Fraction of applies and deletes that fail.
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
+    /// The HTTP status of an injected failure.
+    #[arg(long, default_value_t = 500)]
+    pub fail_status: u16,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The hive-fleet workload through the Kubernetes applier over loopback HTTP.
+    HiveFleet(HiveFleetArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Baseline {
+    /// Today's controllers: a fixed pool of workers, each applying a whole cluster's
+    /// SyncSets one resource after another.
+    Hive,
+}
+
+#[derive(Debug, Args)]
+pub struct HiveFleetArgs {
+    #[arg(long, default_value_t = 1000)]
+    pub clusters: usize,
+    #[arg(long, default_value_t = 60)]
+    pub syncsets: usize,
+    #[arg(long, default_value_t = 10)]
+    pub resources: usize,
+    /// Fraction of applies the simulator fails (transiently).
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
+    /// Also run the baseline and report the speed-up.
+    #[arg(long, value_enum)]
+    pub baseline: Option<Baseline>,
+    /// Workers of the baseline pool.
+    #[arg(long, default_value_t = 20)]
+    pub baseline_workers: usize,
+    /// How long the baseline runs; its rate is measured over this window.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub baseline_window: Duration,
+    /// Use a running `fleetsync sim` at this URL instead of starting one.
+    #[arg(long)]
+    pub sim: Option<String>,
+    /// Multiply every simulated latency by this (only for a sim this command starts).
+    #[arg(long, default_value_t = 1.0)]
+    pub latency_scale: f64,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up if the fleet has not settled by then.
+    #[arg(long, default_value = "20m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -9,35 +9,15 @@ use crate::process::{cpu_time, peak_rss_bytes};
 use anyhow::{bail, Context, Result};
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet, Totals};
-use fleetsync_model::{Endpoint, Phase};
+use fleetsync_model::Endpoint;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::Store;
-use fleetsync_testkit::{hive_fleet, unsettled, FleetShape};
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use crate::report::{print_rows, progress_bar, quantiles, wait_settled, Report};
+use fleetsync_testkit::{hive_fleet, FleetShape};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// The `--json` output; its fields are a fixed interface (scripts depend on them).
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub applies: u64,
-    pub seconds: f64,
-    pub applies_per_sec: f64,
-    pub makespan_over_critical: Quantiles,
-    pub failed_keys: u64,
-    pub converged: bool,
-    pub peak_rss_bytes: u64,
-}
-
-#[derive(Debug, Serialize, Default)]
-pub struct Quantiles {
-    pub p50: f64,
-    pub p99: f64,
-    pub max: f64,
-}
 
 /// What is printed beside the report for people.
 struct Extra {
@@ -75,7 +55,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     let shutdown = CancellationToken::new();
     let runtime = Runtime::new(store.clone(), appliers(sim.clone()), runtime_cfg, RuntimeMetrics::unregistered());
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
-    let (settled, parked) = watch(&*store, &sim, &progress, a.timeout).await?;
+    let (settled, parked) = wait_settled(&*store, &progress, || sim.totals().applies, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0);
     progress.finish_and_clear();
@@ -87,7 +67,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
         applies: totals.applies,
         seconds,
         applies_per_sec: totals.applies as f64 / seconds.max(1e-9),
-        makespan_over_critical: quantiles(&sim),
+        makespan_over_critical: quantiles(sim.cluster_timings().values().map(|t| (t.makespan, t.critical_path))),
         failed_keys: parked,
         converged: settled && parked == 0 && totals.overlaps == 0 && totals.order_violations == 0,
         peak_rss_bytes: peak_rss_bytes(),
@@ -100,52 +80,6 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     Ok(report.converged)
 }
 
-/// Polls until every key is Applied or Parked, or the timeout; returns (settled, parked).
-async fn watch(store: &dyn Store, sim: &SimFleet, progress: &ProgressBar, timeout: Duration) -> Result<(bool, u64)> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let stats = store.queue_stats().await.context("reading queue stats")?;
-        let parked = stats.by_phase.get(&Phase::Parked).copied().unwrap_or(0);
-        progress.set_position(sim.totals().applies);
-        progress.set_message(format!("{} keys to go", unsettled(&stats)));
-        if unsettled(&stats) == 0 {
-            return Ok((true, parked));
-        }
-        if Instant::now() >= deadline {
-            return Ok((false, parked));
-        }
-    }
-}
-
-fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
-    if hidden {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {human_pos}/{human_len} applies ({per_sec}) {msg}");
-    if let Ok(style) = style {
-        bar.set_style(style);
-    }
-    bar
-}
-
-/// Make-span over critical path across clusters: p50, p99, max.
-fn quantiles(sim: &SimFleet) -> Quantiles {
-    let mut ratios: Vec<f64> = sim
-        .cluster_timings()
-        .values()
-        .filter(|t| !t.critical_path.is_zero())
-        .map(|t| t.makespan.as_secs_f64() / t.critical_path.as_secs_f64())
-        .collect();
-    if ratios.is_empty() {
-        return Quantiles::default();
-    }
-    ratios.sort_by(f64::total_cmp);
-    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-    Quantiles { p50: at(0.5), p99: at(0.99), max: at(1.0) }
-}
-
 fn print_summary(r: &Report, x: &Extra, fail_rate: f64) {
     let s = x.shape;
     println!(
@@ -156,7 +90,7 @@ fn print_summary(r: &Report, x: &Extra, fail_rate: f64) {
         s.applies()
     );
     let q = &r.makespan_over_critical;
-    let rows = [
+    let rows = vec![
         ("converged", if r.converged { "yes".to_string() } else { "NO".to_string() }),
         ("applies", r.applies.to_string()),
         ("seconds", format!("{:.1} (loading the documents took {:.1} s more)", r.seconds, x.load.as_secs_f64())),
@@ -168,7 +102,5 @@ fn print_summary(r: &Report, x: &Extra, fail_rate: f64) {
         ("peak RSS", format!("{:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0))),
         ("verdict", format!("overlaps {}, order violations {}, fenced {}", x.totals.overlaps, x.totals.order_violations, x.totals.fenced)),
     ];
-    for (k, v) in rows {
-        println!("  {k:<27} {v}");
-    }
+    print_rows(&rows);
 }

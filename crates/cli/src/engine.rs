@@ -4,6 +4,7 @@
 use crate::args::EngineArgs;
 use anyhow::{bail, Result};
 use fleetsync_applier::sim::SimFleet;
+use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_runtime::RuntimeConfig;
 use fleetsync_store::{RetryPolicy, StoreConfig};
@@ -48,7 +49,9 @@ pub fn check_fail_rate(rate: f64) -> Result<f64> {
     Ok(rate)
 }
 
-/// The appliers this build has: the simulated fleet for `simulator` endpoints.
+/// The appliers this build has: the simulated fleet for `simulator` endpoints and the
+/// Kubernetes applier for `http` endpoints.
 pub fn appliers(sim: SimFleet) -> Arc<dyn Applier> {
-    Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() })
+    let kube = KubeApplier::new(KubeConfig::default());
+    Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), http: Some(Arc::new(kube)), ..ByEndpoint::default() })
 }

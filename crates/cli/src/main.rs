@@ -1,12 +1,15 @@
 //! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
 
 mod args;
+mod bench;
 mod client;
 mod demo;
 mod engine;
 mod output;
 mod process;
+mod report;
 mod serve;
+mod sim;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -29,6 +32,8 @@ fn main() -> ExitCode {
             Command::Get(a) => client::get(&cli.server, a).await.map(|()| true),
             Command::Delete(a) => client::delete(&cli.server, a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
+            Command::Sim(a) => sim::run(a).await.map(|()| true),
+            Command::Bench(args::BenchCommand::HiveFleet(a)) => bench::run(a).await,
         }
     });
     match result {

@@ -197,3 +197,30 @@ fn serve_apply_get_delete() {
 
     assert!(hub.terminate().success(), "serve exits 0 on SIGTERM");
 }
+
+/// The fleet through the Kubernetes applier over loopback HTTP against a `fleetsync
+/// sim` child process: the sim's verdict must be clean. Speed is not asserted.
+#[test]
+fn bench_hive_fleet_small_has_a_clean_verdict() {
+    let args = [
+        "bench", "hive-fleet", "--clusters", "50", "--syncsets", "10", "--resources", "5", "--latency-scale", "0.02",
+        "--baseline", "hive", "--baseline-window", "2s", "--json",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
+    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(2500), Some(0)));
+    assert!(v["cpu_seconds"].as_f64().expect("cpu") > 0.0);
+    assert!(v["makespan_over_critical"]["p50"].as_f64().expect("p50") >= 0.99, "{v}");
+    assert!(v["baseline"]["applies_per_sec"].as_f64().expect("baseline rate") > 0.0, "{v}");
+    assert!(v["speedup"].as_f64().expect("speedup") > 0.0);
+}
+
+#[test]
+fn bench_rejects_bad_flags() {
+    let out = run(&["bench", "hive-fleet", "--resources", "0"]);
+    assert!(!out.status.success() && stderr(&out).contains("--resources"), "{}", stderr(&out));
+    let out = run(&["sim", "--fail-status", "200"]);
+    assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
+}

@@ -1,0 +1,136 @@
+//! The Kubernetes applier against `fleetsync sim` over loopback HTTP: real kube-rs
+//! clients, real discovery, real server-side apply requests.
+
+use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
+use fleetsync_applier::latency::LatencyModel;
+use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_k8s_sim::{SimConfig, SimServer};
+use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Manifest, ObjectMeta, ResourceRef, WorkKey};
+use serde_json::json;
+use std::time::Duration;
+
+struct Sim {
+    server: SimServer,
+    base: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn sim(config: SimConfig) -> Sim {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let server = SimServer::new(config);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let s = server.clone();
+    tokio::spawn(async move {
+        let _ = s.serve(listener, async move {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    Sim { server, base, _stop: stop }
+}
+
+fn quiet() -> SimConfig {
+    SimConfig { latency: LatencyModel::zero(), fail_rate: 0.0, fail_status: 500 }
+}
+
+fn cluster(s: &Sim, name: &str) -> Cluster {
+    let url = format!("{}/clusters/{name}", s.base);
+    Cluster { metadata: ObjectMeta::new(name), spec: ClusterSpec { endpoint: Endpoint::Http { url } } }
+}
+
+fn cm(name: &str, value: &str) -> Manifest {
+    Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "apps"}, "data": {"v": value}}))
+}
+
+fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
+    ApplyContext { key: WorkKey::new("default", "c1", "s1"), fence, generation, index }
+}
+
+fn applier() -> KubeApplier {
+    KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(2), ..KubeConfig::default() })
+}
+
+fn generation_of(s: &Sim, r: &ResourceRef) -> Option<i64> {
+    let keys = s.server.key_generations();
+    let id = format!("{}/{}/{}/{}", r.api_version, r.kind, r.namespace.as_deref().unwrap_or(""), r.name);
+    keys.get("default/c1/s1").and_then(|k| k.get(&id)).copied()
+}
+
+#[tokio::test]
+async fn create_update_reapply_and_delete() {
+    let s = sim(quiet()).await;
+    let (k, c) = (applier(), cluster(&s, "c1"));
+    k.apply(&c, &cm("a", "1"), &ctx(1, 1, 0)).await.expect("create");
+    k.apply(&c, &cm("a", "2"), &ctx(2, 2, 0)).await.expect("update");
+    k.apply(&c, &cm("a", "2"), &ctx(3, 2, 0)).await.expect("no-op re-apply");
+    let r = cm("a", "2").resource_ref().expect("ref");
+    assert_eq!(generation_of(&s, &r), Some(2));
+    let ns = Manifest(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}));
+    k.apply(&c, &ns, &ctx(3, 2, 1)).await.expect("cluster-scoped kind");
+    k.delete(&c, &r, &ctx(3, 2, 0)).await.expect("delete");
+    assert_eq!(generation_of(&s, &r), None, "deleted from the cluster");
+    k.delete(&c, &r, &ctx(3, 2, 0)).await.expect("deleting what is gone succeeds");
+    assert_eq!(k.open_clients(), 1, "one client per cluster, reused");
+    let t = s.server.totals();
+    assert_eq!((t.overlaps, t.order_violations, t.fenced), (0, 0, 0), "{t:?}");
+}
+
+#[tokio::test]
+async fn unknown_kind_is_not_found() {
+    let s = sim(quiet()).await;
+    let m = Manifest(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}));
+    let err = applier().apply(&cluster(&s, "c1"), &m, &ctx(1, 1, 0)).await.expect_err("unknown kind");
+    assert!(matches!(&err, ApplyError::NotFound(m) if m.contains("Widget")), "{err:?}");
+    assert!(!err.is_retryable());
+}
+
+#[tokio::test]
+async fn stale_fence_is_refused_by_the_target() {
+    let s = sim(quiet()).await;
+    let (k, c) = (applier(), cluster(&s, "c1"));
+    k.apply(&c, &cm("a", "new"), &ctx(7, 1, 0)).await.expect("current holder");
+    let err = k.apply(&c, &cm("a", "old"), &ctx(6, 1, 0)).await.expect_err("a worker that lost its lease");
+    assert!(matches!(&err, ApplyError::Conflict(m) if m.contains("stale fencing token")), "{err:?}");
+    assert_eq!(s.server.totals().fenced, 1);
+    let r = cm("a", "x").resource_ref().expect("ref");
+    assert!(k.delete(&c, &r, &ctx(6, 1, 0)).await.is_err(), "a stale delete is refused too");
+}
+
+/// Each injected status maps to its typed error and retry decision.
+#[tokio::test]
+async fn status_codes_map_to_typed_errors() {
+    let s = sim(quiet()).await;
+    let http = reqwest::Client::new();
+    let cases: [(u16, fn(&ApplyError) -> bool, bool); 4] = [
+        (409, |e| matches!(e, ApplyError::Conflict(_)), true),
+        (403, |e| matches!(e, ApplyError::Forbidden(_)), false),
+        (422, |e| matches!(e, ApplyError::Invalid(_)), false),
+        (500, |e| matches!(e, ApplyError::Transient(_)), true),
+    ];
+    for (i, (code, is, retryable)) in cases.into_iter().enumerate() {
+        let name = format!("faulty-{i}");
+        let url = format!("{}/_sim/clusters/{name}/faults", s.base);
+        let resp = http.put(url).json(&json!({"status": code, "delay_ms": null})).send().await.expect("set fault");
+        assert!(resp.status().is_success(), "{}", resp.status());
+        let err = applier().apply(&cluster(&s, &name), &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("injected");
+        assert!(is(&err), "{code} mapped to {err:?}");
+        assert_eq!(err.is_retryable(), retryable, "{code}: {err:?}");
+    }
+}
+
+#[tokio::test]
+async fn slow_target_times_out_and_unreachable_is_typed() {
+    let s = sim(quiet()).await;
+    let url = format!("{}/_sim/clusters/slow/faults", s.base);
+    reqwest::Client::new().put(url).json(&json!({"status": null, "delay_ms": 5000})).send().await.expect("set fault");
+    let k = KubeApplier::new(KubeConfig { request_timeout: Duration::from_millis(300), ..KubeConfig::default() });
+    let err = k.apply(&cluster(&s, "slow"), &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("slow");
+    assert!(matches!(err, ApplyError::Timeout(_)), "{err:?}");
+    assert!(err.is_retryable());
+
+    let dead = Cluster { metadata: ObjectMeta::new("dead"), spec: ClusterSpec { endpoint: Endpoint::Http { url: "http://127.0.0.1:9/clusters/dead".into() } } };
+    let err = k.apply(&dead, &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("nothing listens on port 9");
+    assert!(matches!(err, ApplyError::Unreachable(_)), "{err:?}");
+    assert!(err.is_retryable());
+}

@@ -1,0 +1,299 @@
+//! `fleetsync bench hive-fleet`: the fleet workload through the Kubernetes applier
+//! over loopback HTTP, against a `fleetsync sim` in its own process (so the CPU and
+//! memory figures are the hub's alone). With `--baseline hive`, the same workload the
+//! way today's controllers run it, in the same run, for a ratio.
+
+use crate::args::HiveFleetArgs;
+use crate::engine::{check_fail_rate, runtime_config, store_config};
+use crate::process::{cpu_time, peak_rss_bytes};
+use crate::report::{print_rows, progress_bar, quantiles, wait_settled, Report};
+use anyhow::{anyhow, bail, Context, Result};
+use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
+use fleetsync_applier::{ApplyContext, Applier, ByEndpoint};
+use fleetsync_k8s_sim::Report as SimReport;
+use fleetsync_model::{Document, Endpoint, WorkKey};
+use fleetsync_runtime::metrics::OutcomeLabel;
+use fleetsync_runtime::{Runtime, RuntimeMetrics};
+use fleetsync_store::sqlite::SqliteStore;
+use fleetsync_store::Store;
+use fleetsync_testkit::{cluster_name, hive_cluster, hive_fleet, hive_syncset, syncset_name, FleetShape};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Serialize)]
+struct BenchReport {
+    #[serde(flatten)]
+    report: Report,
+    cpu_seconds: f64,
+    verdict: Verdict,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<BaselineReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speedup: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct BaselineReport {
+    #[serde(flatten)]
+    report: Report,
+    cpu_seconds: f64,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+struct Verdict {
+    latest_generation: bool,
+    order_kept: bool,
+    overlaps: u64,
+}
+
+pub async fn run(a: HiveFleetArgs) -> Result<bool> {
+    let shape = FleetShape { clusters: a.clusters, syncsets: a.syncsets, resources: a.resources };
+    if shape.clusters == 0 || shape.syncsets == 0 || shape.resources == 0 {
+        bail!("--clusters, --syncsets and --resources must each be at least 1");
+    }
+    if a.baseline.is_some() && a.baseline_workers == 0 {
+        bail!("--baseline-workers must be at least 1");
+    }
+    let fail_rate = check_fail_rate(a.fail_rate)?;
+    let _sim_process;
+    let sim_url = match &a.sim {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => {
+            let p = SimProcess::start(a.latency_scale, fail_rate)?;
+            let url = p.url.clone();
+            _sim_process = p;
+            url
+        }
+    };
+    let http = reqwest::Client::new();
+    let (report, cpu, store_bytes) = run_hub(&a, shape, &sim_url, &http).await?;
+    let verdict = verdict(&http, &sim_url, shape).await?;
+    let clean = report.converged && verdict == Verdict { latest_generation: true, order_kept: true, overlaps: 0 };
+    let baseline = match a.baseline {
+        Some(_) => Some(run_baseline(shape, &sim_url, a.baseline_workers, a.baseline_window).await),
+        None => None,
+    };
+    let speedup = baseline.as_ref().map(|b| report.applies_per_sec / b.report.applies_per_sec.max(1e-9));
+    let out = BenchReport { report, cpu_seconds: cpu.as_secs_f64(), verdict, baseline, speedup };
+    if a.json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print_summary(&out, shape, store_bytes, a.baseline_workers);
+    }
+    Ok(clean)
+}
+
+/// Runs the hub on the embedded store until the fleet settles.
+async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest::Client) -> Result<(Report, Duration, u64)> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
+    let store = Arc::new(SqliteStore::open(dir.path().join("bench.db"), store_config(&a.engine)?)?);
+    let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
+    store.objects_apply(hive_fleet(shape, endpoint, "r1")).await.context("loading the fleet")?;
+
+    let metrics = RuntimeMetrics::unregistered();
+    let applies_ok = metrics.applies.get_or_create(&OutcomeLabel { outcome: "ok" }).clone();
+    let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { http: Some(Arc::new(kube())), ..ByEndpoint::default() });
+    let progress = progress_bar(shape.applies() as u64, a.json);
+    let (cpu0, start) = (cpu_time(), Instant::now());
+    let shutdown = CancellationToken::new();
+    let runtime = Runtime::new(store.clone(), applier, runtime_config(&a.engine)?, metrics);
+    let workers = tokio::spawn(runtime.run(shutdown.clone()));
+    let (settled, parked) = wait_settled(&*store, &progress, || applies_ok.get(), a.timeout).await?;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = cpu_time().saturating_sub(cpu0);
+    progress.finish_and_clear();
+    shutdown.cancel();
+    workers.await.context("the workers panicked")??;
+
+    let sim_report: SimReport = serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?)
+        .context("the simulator's report has an unexpected shape")?;
+    let applies = sim_report.totals.applies;
+    let ms = |v: f64| Duration::from_secs_f64(v.max(0.0) / 1e3);
+    let pairs = sim_report
+        .clusters
+        .values()
+        .map(|c| (ms(c.makespan_ms), ms(c.critical_path_ms)));
+    let report = Report {
+        applies,
+        seconds,
+        applies_per_sec: applies as f64 / seconds.max(1e-9),
+        makespan_over_critical: quantiles(pairs),
+        failed_keys: parked,
+        converged: settled && parked == 0,
+        peak_rss_bytes: peak_rss_bytes(),
+    };
+    Ok((report, cpu, store.size_bytes()))
+}
+
+fn kube() -> KubeApplier {
+    KubeApplier::new(KubeConfig::default())
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value> {
+    let resp = http.get(url).send().await.with_context(|| format!("cannot reach the simulator at {url}"))?;
+    resp.json().await.with_context(|| format!("the simulator's answer at {url} is not JSON"))
+}
+
+/// The sim's verdict: every key's resources at the latest generation (1), order kept
+/// within every run, and no two requests of one key in flight together.
+async fn verdict(http: &reqwest::Client, sim: &str, shape: FleetShape) -> Result<Verdict> {
+    let report: SimReport = serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?)
+        .context("the simulator's report has an unexpected shape")?;
+    let keys = get_json(http, &format!("{sim}/_sim/keys")).await?;
+    let mut latest = true;
+    for c in 0..shape.clusters {
+        for s in 0..shape.syncsets {
+            let key = WorkKey::new("default", cluster_name(c), syncset_name(s)).to_string();
+            let resources = keys.get(&key).and_then(Value::as_object);
+            let all = resources.is_some_and(|r| r.len() == shape.resources && r.values().all(|g| g.as_i64() == Some(1)));
+            latest &= all;
+        }
+    }
+    Ok(Verdict { latest_generation: latest, order_kept: report.totals.order_violations == 0, overlaps: report.totals.overlaps })
+}
+
+/// Today's controllers: `workers` threads of control, each taking a whole cluster and
+/// applying its SyncSets one resource after another. Runs for at most `window`.
+async fn run_baseline(shape: FleetShape, sim: &str, workers: usize, window: Duration) -> BaselineReport {
+    let applier = Arc::new(kube());
+    let next = Arc::new(AtomicUsize::new(0));
+    let applies = Arc::new(AtomicU64::new(0));
+    let (cpu0, start) = (cpu_time(), Instant::now());
+    let deadline = start + window;
+    let syncsets: Arc<Vec<Document>> = Arc::new((0..shape.syncsets).map(|s| hive_syncset(s, shape.resources, "r1")).collect());
+    let tasks: Vec<_> = (0..workers)
+        .map(|_| {
+            let (applier, next, applies, syncsets, sim) = (applier.clone(), next.clone(), applies.clone(), syncsets.clone(), sim.to_string());
+            tokio::spawn(async move { baseline_worker(&*applier, &next, &applies, &syncsets, &sim, shape, deadline).await })
+        })
+        .collect();
+    let mut spans = Vec::new();
+    for t in tasks {
+        spans.extend(t.await.unwrap_or_default());
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let applies = applies.load(Ordering::Relaxed);
+    let report = Report {
+        applies,
+        seconds,
+        applies_per_sec: applies as f64 / seconds.max(1e-9),
+        makespan_over_critical: quantiles(spans),
+        failed_keys: 0,
+        converged: next.load(Ordering::Relaxed) >= shape.clusters && Instant::now() <= deadline,
+        peak_rss_bytes: peak_rss_bytes(),
+    };
+    BaselineReport { report, cpu_seconds: cpu_time().saturating_sub(cpu0).as_secs_f64() }
+}
+
+/// One baseline worker; returns (make-span, critical path) of each cluster it finished.
+async fn baseline_worker(
+    applier: &dyn Applier,
+    next: &AtomicUsize,
+    applies: &AtomicU64,
+    syncsets: &[Document],
+    sim: &str,
+    shape: FleetShape,
+    deadline: Instant,
+) -> Vec<(Duration, Duration)> {
+    let mut spans = Vec::new();
+    'clusters: loop {
+        let c = next.fetch_add(1, Ordering::Relaxed);
+        if c >= shape.clusters || Instant::now() >= deadline {
+            return spans;
+        }
+        let Document::Cluster(cluster) = hive_cluster(c, Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(c)) }) else {
+            return spans;
+        };
+        let started = Instant::now();
+        let mut per_syncset: HashMap<usize, Duration> = HashMap::new();
+        for (s, doc) in syncsets.iter().enumerate() {
+            let Document::SyncSet(ss) = doc else { continue };
+            // A tenant of its own, so its fences never meet the hub's.
+            let key = WorkKey::new("baseline", cluster_name(c), syncset_name(s));
+            for (index, m) in ss.spec.resources.iter().enumerate() {
+                if Instant::now() >= deadline {
+                    break 'clusters;
+                }
+                let ctx = ApplyContext { key: key.clone(), fence: 1, generation: 1, index };
+                let t = Instant::now();
+                if applier.apply(&cluster, m, &ctx).await.is_ok() {
+                    applies.fetch_add(1, Ordering::Relaxed);
+                }
+                *per_syncset.entry(s).or_default() += t.elapsed();
+            }
+        }
+        let critical = per_syncset.values().copied().max().unwrap_or_default();
+        spans.push((started.elapsed(), critical));
+    }
+    spans
+}
+
+/// A `fleetsync sim` child process on a free loopback port, killed on drop.
+struct SimProcess {
+    child: Child,
+    url: String,
+}
+
+impl SimProcess {
+    fn start(latency_scale: f64, fail_rate: f64) -> Result<Self> {
+        let exe = std::env::current_exe().context("cannot find this executable to start the simulator")?;
+        let mut child = Command::new(exe)
+            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string(), "--fail-rate", &fail_rate.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start `fleetsync sim`")?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("the simulator has no stdout"))?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).context("reading the simulator's address")?;
+        let addr = line.trim().strip_prefix("listening on ").ok_or_else(|| anyhow!("the simulator did not start: {line:?}"))?;
+        Ok(Self { url: format!("http://{addr}"), child })
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usize) {
+    println!(
+        "fleetsync bench hive-fleet: {} clusters × {} SyncSets × {} resources = {} applies, Kubernetes applier over loopback HTTP",
+        s.clusters,
+        s.syncsets,
+        s.resources,
+        s.applies()
+    );
+    let r = &b.report;
+    let q = &r.makespan_over_critical;
+    let mut rows = vec![
+        ("converged", if r.converged { "yes".to_string() } else { "NO".to_string() }),
+        ("applies", r.applies.to_string()),
+        ("seconds", format!("{:.1}", r.seconds)),
+        ("applies/s", format!("{:.0}", r.applies_per_sec)),
+        ("make-span / critical path", format!("p50 {:.3}   p99 {:.3}   max {:.3}", q.p50, q.p99, q.max)),
+        ("failed (parked) keys", r.failed_keys.to_string()),
+        ("hub CPU seconds", format!("{:.1} ({:.0}% of one core)", b.cpu_seconds, 100.0 * b.cpu_seconds / r.seconds.max(1e-9))),
+        ("hub peak RSS", format!("{:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0))),
+        ("store size", format!("{:.1} MiB", store_bytes as f64 / (1024.0 * 1024.0))),
+        (
+            "sim verdict",
+            format!("latest generation {}, order kept {}, overlaps {}", b.verdict.latest_generation, b.verdict.order_kept, b.verdict.overlaps),
+        ),
+    ];
+    if let (Some(base), Some(x)) = (&b.baseline, b.speedup) {
+        rows.push(("baseline (hive)", format!("{workers} workers, {:.0} applies/s over {:.0} s", base.report.applies_per_sec, base.report.seconds)));
+        rows.push(("speed-up", format!("{x:.0}×")));
+    }
+    print_rows(&rows);
+}
+

@@ -1,0 +1,97 @@
+//! What `demo` and `bench` share: the JSON report (a fixed interface), make-span
+//! quantiles, the progress bar, and waiting for the fleet to settle.
+
+use anyhow::{Context, Result};
+use fleetsync_model::Phase;
+use fleetsync_store::Store;
+use fleetsync_testkit::unsettled;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// The `--json` output of `demo`; `bench` adds fields around it. Scripts depend on
+/// these names.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub applies: u64,
+    pub seconds: f64,
+    pub applies_per_sec: f64,
+    pub makespan_over_critical: Quantiles,
+    pub failed_keys: u64,
+    pub converged: bool,
+    pub peak_rss_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Quantiles {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// p50, p99 and max of make-span over critical path across clusters, from
+/// `(make-span, critical path)` pairs; clusters without a path are left out.
+pub fn quantiles(pairs: impl IntoIterator<Item = (Duration, Duration)>) -> Quantiles {
+    let mut ratios: Vec<f64> = pairs
+        .into_iter()
+        .filter(|(_, critical)| !critical.is_zero())
+        .map(|(span, critical)| span.as_secs_f64() / critical.as_secs_f64())
+        .collect();
+    if ratios.is_empty() {
+        return Quantiles::default();
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    Quantiles { p50: at(0.5), p99: at(0.99), max: at(1.0) }
+}
+
+pub fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {human_pos}/{human_len} applies ({per_sec}) {msg}");
+    if let Ok(style) = style {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Polls until every key is Applied or Parked, or the timeout; returns (settled,
+/// parked). `applies` feeds the progress bar.
+pub async fn wait_settled(store: &dyn Store, progress: &ProgressBar, applies: impl Fn() -> u64, timeout: Duration) -> Result<(bool, u64)> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stats = store.queue_stats().await.context("reading queue stats")?;
+        let parked = stats.by_phase.get(&Phase::Parked).copied().unwrap_or(0);
+        progress.set_position(applies());
+        progress.set_message(format!("{} keys to go", unsettled(&stats)));
+        if unsettled(&stats) == 0 {
+            return Ok((true, parked));
+        }
+        if Instant::now() >= deadline {
+            return Ok((false, parked));
+        }
+    }
+}
+
+/// Prints `label value` rows, aligned.
+pub fn print_rows(rows: &[(&str, String)]) {
+    for (k, v) in rows {
+        println!("  {k:<27} {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_of_ratios() {
+        let s = Duration::from_secs;
+        let q = quantiles([(s(2), s(2)), (s(3), s(2)), (s(4), s(2)), (s(1), Duration::ZERO)]);
+        assert_eq!((q.p50, q.max), (1.5, 2.0));
+        assert_eq!(quantiles([]).max, 0.0);
+    }
+}

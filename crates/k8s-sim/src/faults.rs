@@ -1,0 +1,61 @@
+//! Injected faults: a fleet-wide failure rate, and per-cluster overrides that tests
+//! set through the control endpoint (one cluster answering 403 to everything, or
+//! answering so late that the client times out).
+
+use crate::status::ApiError;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// One cluster's faults. The default is none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Faults {
+    /// Answer every object request with this status (after the delay).
+    pub status: Option<u16>,
+    /// Delay every object request by this much on top of the latency model.
+    pub delay_ms: Option<u64>,
+}
+
+impl Faults {
+    /// Only error statuses make sense to inject.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        match self.status {
+            Some(code) if !(400..=599).contains(&code) => {
+                Err(ApiError::BadRequest(format!("status {code} is not an error status (400-599)")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn delay(&self) -> Duration {
+        Duration::from_millis(self.delay_ms.unwrap_or(0))
+    }
+}
+
+/// The status a request fails with, if it does: the cluster's override first, then
+/// (for writes only) the fleet-wide rate. `roll` is a uniform sample in [0, 1).
+pub fn failure(faults: &Faults, write: bool, fail_rate: f64, fail_status: u16, roll: f64) -> Option<u16> {
+    if faults.status.is_some() {
+        return faults.status;
+    }
+    (write && roll < fail_rate).then_some(fail_status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cluster_override_wins_and_the_rate_hits_writes_only() {
+        let forbid = Faults { status: Some(403), delay_ms: None };
+        assert_eq!(failure(&forbid, false, 1.0, 503, 0.5), Some(403));
+        assert_eq!(failure(&Faults::default(), true, 1.0, 503, 0.99), Some(503));
+        assert_eq!(failure(&Faults::default(), false, 1.0, 503, 0.0), None);
+        assert_eq!(failure(&Faults::default(), true, 0.0, 503, 0.0), None);
+    }
+
+    #[test]
+    fn only_error_statuses() {
+        assert!(Faults { status: Some(200), delay_ms: None }.validate().is_err());
+        assert!(Faults { status: Some(429), delay_ms: Some(5) }.validate().is_ok());
+    }
+}

@@ -1,0 +1,95 @@
+//! What a path under `/clusters/{cluster}/` names.
+//!
+//! Parsed by hand rather than with one axum route per shape: the Kubernetes path
+//! grammar has overlapping shapes (`/api/v1/namespaces/{name}` is a namespace,
+//! `/api/v1/namespaces/{ns}/configmaps` a collection) that a router with static
+//! priority cannot tell apart without backtracking.
+
+/// A request target inside one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// `/api`: the core API versions.
+    CoreVersions,
+    /// `/apis`: the API groups.
+    Groups,
+    /// `/api/v1` or `/apis/{group}/{version}`: the resources of one API version.
+    Resources { api_version: String },
+    /// `/version`: the server version.
+    Version,
+    /// An object (`name` is some) or a collection (`name` is none).
+    Object(ObjectPath<'a>),
+}
+
+/// A path to an object or a collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectPath<'a> {
+    pub api_version: String,
+    pub namespace: Option<&'a str>,
+    pub plural: &'a str,
+    pub name: Option<&'a str>,
+}
+
+/// Parses `rest`, the path after `/clusters/{cluster}/`; `None` if no shape fits.
+pub fn parse(rest: &str) -> Option<Target<'_>> {
+    let segments: Vec<&str> = rest.trim_matches('/').split('/').collect();
+    if segments.iter().any(|s| s.is_empty()) {
+        return None;
+    }
+    let (api_version, tail) = match segments.as_slice() {
+        ["version"] => return Some(Target::Version),
+        ["api"] => return Some(Target::CoreVersions),
+        ["apis"] => return Some(Target::Groups),
+        ["api", version, tail @ ..] => (version.to_string(), tail),
+        ["apis", group, version, tail @ ..] => (format!("{group}/{version}"), tail),
+        _ => return None,
+    };
+    let (namespace, plural, name) = match tail {
+        [] => return Some(Target::Resources { api_version }),
+        [plural] => (None, *plural, None),
+        [plural, name] => (None, *plural, Some(*name)),
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
+        _ => return None,
+    };
+    Some(Target::Object(ObjectPath { api_version, namespace, plural, name }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object<'a>(gv: &str, ns: Option<&'a str>, plural: &'a str, name: Option<&'a str>) -> Option<Target<'a>> {
+        Some(Target::Object(ObjectPath { api_version: gv.into(), namespace: ns, plural, name }))
+    }
+
+    #[test]
+    fn discovery_paths() {
+        assert_eq!(parse("api"), Some(Target::CoreVersions));
+        assert_eq!(parse("/apis/"), Some(Target::Groups));
+        assert_eq!(parse("api/v1"), Some(Target::Resources { api_version: "v1".into() }));
+        assert_eq!(parse("apis/apps/v1"), Some(Target::Resources { api_version: "apps/v1".into() }));
+        assert_eq!(parse("version"), Some(Target::Version));
+    }
+
+    #[test]
+    fn object_and_collection_paths() {
+        assert_eq!(parse("api/v1/namespaces/app"), object("v1", None, "namespaces", Some("app")));
+        assert_eq!(parse("api/v1/namespaces"), object("v1", None, "namespaces", None));
+        assert_eq!(parse("api/v1/namespaces/app/configmaps"), object("v1", Some("app"), "configmaps", None));
+        assert_eq!(parse("api/v1/namespaces/app/configmaps/a"), object("v1", Some("app"), "configmaps", Some("a")));
+        assert_eq!(
+            parse("apis/apps/v1/namespaces/app/deployments/web"),
+            object("apps/v1", Some("app"), "deployments", Some("web"))
+        );
+        assert_eq!(parse("apis/rbac.authorization.k8s.io/v1/clusterroles/r"), {
+            object("rbac.authorization.k8s.io/v1", None, "clusterroles", Some("r"))
+        });
+    }
+
+    #[test]
+    fn other_shapes_are_not_served() {
+        for p in ["", "healthz", "api/v1/namespaces/app/configmaps/a/status", "api//v1", "apis/apps"] {
+            assert_eq!(parse(p), None, "{p}");
+        }
+    }
+}
