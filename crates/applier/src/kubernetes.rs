@@ -1,7 +1,11 @@
 //! The Kubernetes applier: server-side apply of any kind through kube-rs.
 //!
-//! * One client per cluster, created on first use and reused (kube-rs pools its
-//!   HTTP connections), dropped after it has been idle for `idle_after`.
+//! * One client per cluster, created on first use and reused, dropped after it has
+//!   been idle for `idle_after`. Its connection pool keeps at most
+//!   `max_idle_connections` idle connections, closed after `connection_idle` — a
+//!   cluster's SyncSets open many connections at once and then go quiet, and with
+//!   hyper's defaults (unbounded, 90 s) a fleet of a thousand clusters would hold
+//!   tens of thousands of idle sockets.
 //! * Kinds are resolved through discovery and cached per cluster; a 404 drops the
 //!   cached entry, so a kind installed or removed later is found on the next try.
 //! * Every applied object carries the key's fencing token as the annotation
@@ -42,6 +46,10 @@ pub struct KubeConfig {
     pub request_timeout: Duration,
     /// Drop a cluster's client after this long unused.
     pub idle_after: Duration,
+    /// Idle connections kept per cluster.
+    pub max_idle_connections: usize,
+    /// How long an idle connection is kept.
+    pub connection_idle: Duration,
 }
 
 impl Default for KubeConfig {
@@ -51,6 +59,8 @@ impl Default for KubeConfig {
             force: true,
             request_timeout: Duration::from_secs(30),
             idle_after: Duration::from_secs(600),
+            max_idle_connections: 8,
+            connection_idle: Duration::from_secs(5),
         }
     }
 }
@@ -98,14 +108,31 @@ impl KubeApplier {
             return Ok(c.clone());
         }
         let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
-        let mut config = kube::Config::new(uri);
-        config.connect_timeout = Some(self.config.request_timeout);
-        config.read_timeout = Some(self.config.request_timeout);
-        config.write_timeout = Some(self.config.request_timeout);
-        let client = kube::Client::try_from(config).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
+        let client = self.build_client(uri).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
         let c = Arc::new(ClusterClient { client, url, kinds: Mutex::default(), last_used: Mutex::new(now) });
         clients.insert(id, c.clone());
         Ok(c)
+    }
+
+    /// A kube client over our own hyper pool (bounded idle connections), with kube's
+    /// base-URI and auth layers.
+    fn build_client(&self, uri: http::Uri) -> Result<kube::Client, kube::Error> {
+        use hyper_util::client::legacy::{connect::HttpConnector, Client};
+        use kube::client::ConfigExt;
+        let config = kube::Config::new(uri);
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(self.config.request_timeout));
+        connector.set_nodelay(true);
+        let pool = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(self.config.max_idle_connections)
+            .pool_idle_timeout(self.config.connection_idle)
+            .build(connector);
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(config.auth_layer()?)
+            .map_err(tower::BoxError::from)
+            .service(pool);
+        Ok(kube::Client::new(service, config.default_namespace))
     }
 
     /// Resolves a kind through discovery (cached).

@@ -6,7 +6,7 @@
 
 use fleetsync_model::WorkKey;
 use fleetsync_store::{Fence, RenewParams, Store};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -48,12 +48,16 @@ impl Leases {
         self.map().iter().map(|(k, (f, _))| (k.clone(), *f)).collect()
     }
 
-    /// Cancels and forgets the runs of these keys.
-    fn lose(&self, keys: &[WorkKey]) {
+    /// Cancels and forgets the runs that still hold these leases. A key whose run
+    /// finished (or that was claimed again, with a new token) after the renewal's
+    /// snapshot is left alone: only the exact (key, token) that was refused is lost.
+    fn lose(&self, lost: &[(WorkKey, Fence)]) {
         let mut map = self.map();
-        for k in keys {
-            if let Some((_, token)) = map.remove(k) {
-                token.cancel();
+        for (k, fence) in lost {
+            if map.get(k).is_some_and(|(f, _)| f == fence) {
+                if let Some((_, token)) = map.remove(k) {
+                    token.cancel();
+                }
             }
         }
     }
@@ -71,21 +75,45 @@ impl Leases {
                 last_ok = Instant::now();
                 continue;
             }
-            match store.lease_renew(RenewParams { leases, lease_ttl: ttl }).await {
-                Ok(lost) => {
+            match store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl }).await {
+                Ok(lost) if !lost.is_empty() => {
                     last_ok = Instant::now();
-                    if !lost.is_empty() {
-                        tracing::warn!(count = lost.len(), "leases lost; cancelling their runs");
-                        self.lose(&lost);
+                    let lost: HashSet<WorkKey> = lost.into_iter().collect();
+                    let lost: Vec<(WorkKey, Fence)> = leases.into_iter().filter(|(k, _)| lost.contains(k)).collect();
+                    let before = self.len();
+                    self.lose(&lost);
+                    let cancelled = before - self.len();
+                    if cancelled > 0 {
+                        tracing::warn!(cancelled, "leases lost; cancelling their runs");
                     }
                 }
+                Ok(_) => last_ok = Instant::now(),
                 Err(e) if last_ok.elapsed() >= ttl => {
                     tracing::error!(error = %e, "renewals failed for a whole lease TTL; cancelling every run");
-                    let all: Vec<WorkKey> = self.snapshot().into_iter().map(|(k, _)| k).collect();
-                    self.lose(&all);
+                    self.lose(&self.snapshot());
                 }
                 Err(e) => tracing::warn!(error = %e, "renewing leases failed; will try again"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn losing_an_old_token_spares_the_new_run() {
+        let leases = Leases::default();
+        let key = WorkKey::new("t", "c", "s");
+        let run = CancellationToken::new();
+        leases.hold(key.clone(), 5, run.clone());
+        leases.lose(&[(key.clone(), 4)]);
+        assert!(!run.is_cancelled(), "token 4 was an earlier run of the key");
+        assert_eq!(leases.len(), 1);
+        leases.lose(&[(key.clone(), 5)]);
+        assert!(run.is_cancelled());
+        assert!(leases.is_empty());
+        assert!(!leases.release(&key, 5), "already forgotten");
     }
 }
