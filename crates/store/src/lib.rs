@@ -2,8 +2,8 @@
 //!
 //! One trait, [`Store`], holds objects (Clusters, SyncSets), the coalescing keyed work
 //! queue with leases and fencing tokens, status, and the event log. Backends are
-//! modules behind cargo features (`sqlite` now; PostgreSQL later) and all pass the
-//! one shared [`conformance`] suite.
+//! modules behind cargo features (`sqlite`, the default, and `postgres`) and all pass
+//! the one shared [`conformance`] suite.
 //!
 //! Method names read `noun_verb` and take plain params structs, after River's driver
 //! interface. Time comes from the injected [`Clock`](fleetsync_model::Clock) of
@@ -16,8 +16,14 @@ pub mod retry;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod lifecycle;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod stored;
 
 pub use error::{Result, StoreError};
 pub use event::Event;
@@ -97,7 +103,8 @@ pub trait Store: Send + Sync + 'static {
     /// Events with a sequence number greater than `after`, oldest first.
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
 
-    /// A receiver that changes whenever work may have become claimable in this
-    /// process; workers wait on it instead of polling.
+    /// A receiver that changes whenever work may have become claimable: through this
+    /// store, or (PostgreSQL, via LISTEN/NOTIFY) through any process on the same schema.
+    /// Workers wait on it instead of polling; a slow poll stays as a safety net.
     fn subscribe(&self) -> watch::Receiver<u64>;
 }

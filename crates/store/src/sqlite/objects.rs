@@ -1,7 +1,9 @@
 //! Clusters and SyncSets: apply (with the keys each change enqueues), delete, read.
 
-use super::queue::{enqueue, Enqueue};
+use super::queue::enqueue;
 use super::rows::event_append;
+use crate::lifecycle::Enqueue;
+use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::{ApplyOutcome, Result, StoreError};
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, SyncSet, SyncSetSpec, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -15,16 +17,6 @@ pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> 
             Document::SyncSet(s) => apply_syncset(tx, now, s),
         })
         .collect()
-}
-
-/// The stored form of a document: canonical JSON without the generation, so that
-/// re-applying the same content is recognised as unchanged.
-fn canonical<T: serde::Serialize>(doc: &T) -> Result<String> {
-    let mut v = serde_json::to_value(doc).map_err(|e| corrupt("documents", e))?;
-    if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        meta.remove("generation");
-    }
-    Ok(v.to_string())
 }
 
 /// Upserts a document row; returns (generation, result) or None if unchanged.
@@ -45,7 +37,7 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<Ap
     let Some((generation, action)) = upsert_generation(tx, "clusters", tenant, name, &doc)? else {
         return Ok(outcome(Kind::Cluster, tenant, name, generation_of(tx, "clusters", tenant, name)?, "unchanged", 0));
     };
-    let labels = serde_json::to_string(&c.metadata.labels).map_err(|e| corrupt("clusters", e))?;
+    let labels = json("clusters", &c.metadata.labels)?;
     tx.prepare_cached(
         "INSERT INTO clusters (tenant, name, generation, labels, doc) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, labels = excluded.labels, doc = excluded.doc",
@@ -77,7 +69,7 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet) -> Result<Ap
         return Ok(outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0));
     };
     let mode = s.spec.resource_apply_mode;
-    let selector = serde_json::to_string(&s.spec.targeting()).map_err(|e| corrupt("syncsets", e))?;
+    let selector = json("syncsets", &s.spec.targeting())?;
     tx.prepare_cached(
         "INSERT INTO syncsets (tenant, name, generation, apply_mode, selector, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, apply_mode = excluded.apply_mode,
@@ -146,29 +138,6 @@ pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: K
     .collect()
 }
 
-/// Lets the generic readers stamp the stored generation onto a decoded document.
-pub(super) trait WithGeneration {
-    fn set_generation(&mut self, generation: i64);
-}
-
-impl WithGeneration for Cluster {
-    fn set_generation(&mut self, generation: i64) {
-        self.metadata.generation = generation;
-    }
-}
-
-impl WithGeneration for SyncSet {
-    fn set_generation(&mut self, generation: i64) {
-        self.metadata.generation = generation;
-    }
-}
-
-fn decode_doc<T: DeserializeOwned + WithGeneration>(table: &'static str, doc: &str, generation: i64) -> Result<T> {
-    let mut t: T = decode(table, doc)?;
-    t.set_generation(generation);
-    Ok(t)
-}
-
 /// Every SyncSet of a tenant with what is needed to match clusters.
 fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<(String, i64, ApplyMode, SyncSetSpec)>> {
     let mut stmt = tx.prepare_cached("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = ?1 ORDER BY name")?;
@@ -196,19 +165,4 @@ fn query_strings(tx: &Transaction<'_>, sql: &str, a: &str, b: &str) -> Result<Ha
 
 fn outcome(kind: Kind, tenant: &str, name: &str, generation: i64, result: &'static str, enqueued: u64) -> ApplyOutcome {
     ApplyOutcome { kind, tenant: tenant.into(), name: name.into(), generation, result, enqueued }
-}
-
-fn table(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Cluster => "clusters",
-        Kind::SyncSet => "syncsets",
-    }
-}
-
-pub(super) fn decode<T: DeserializeOwned>(table: &'static str, text: &str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| corrupt(table, e))
-}
-
-pub(super) fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt { table, message: e.to_string() }
 }

@@ -1,42 +1,14 @@
-//! The coalescing keyed work queue: one row per key in `work`.
-//!
-//! A key is `idle` (nothing to do), `ready` (pending, claimable from `run_at`),
-//! `running` (leased to a worker; `fence` is its token) or `parked`. Every change bumps
-//! `want_seq`; a claim records it in `claimed_seq`. A change that lands while the key
-//! runs therefore leaves `want_seq > claimed_seq` — the key is *dirty* — and the
-//! completion puts it back to `ready` instead of `idle`: it runs again afterwards,
-//! never beside the current run.
+//! The coalescing keyed work queue: one row per key in `work`, following the key
+//! lifecycle of [`crate::lifecycle`] (stored phases, dirty tracking, what a completion
+//! does).
 
 use super::ms;
-use super::objects::{corrupt, decode};
 use super::rows::event_append;
-use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, RunOutcome, StoreError};
-use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
+use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
+use crate::stored::{corrupt, decode, json};
+use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
+use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-
-/// What an enqueue asks for; `None` fields keep the row's current value.
-pub(super) struct Enqueue {
-    desired: Option<bool>,
-    generation: Option<i64>,
-    mode: Option<ApplyMode>,
-}
-
-impl Enqueue {
-    /// Apply this generation of the SyncSet.
-    pub(super) fn apply(generation: i64, mode: ApplyMode) -> Self {
-        Self { desired: Some(true), generation: Some(generation), mode: Some(mode) }
-    }
-
-    /// Remove what the SyncSet applied.
-    pub(super) fn remove() -> Self {
-        Self { desired: Some(false), generation: None, mode: None }
-    }
-
-    /// Run again as it is.
-    fn again() -> Self {
-        Self { desired: None, generation: None, mode: None }
-    }
-}
 
 /// Makes a key pending (coalesced: one row per key, a newer change replaces the
 /// pending one). A running key stays running and becomes dirty. Resets attempts: a new
@@ -143,17 +115,6 @@ pub(super) fn renew(tx: &Transaction<'_>, now: Timestamp, p: &RenewParams) -> Re
     Ok(lost)
 }
 
-/// The parts of a key's row that decide what a completion does.
-struct Held {
-    id: i64,
-    fence: Fence,
-    running: bool,
-    dirty: bool,
-    desired: bool,
-    attempts: u32,
-    generation: i64,
-}
-
 fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
     Ok(tx
         .prepare_cached(
@@ -180,70 +141,40 @@ pub(super) fn complete(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy
 
 fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<CompleteOutcome> {
     let Some(h) = held(tx, &c.key)? else { return Ok(CompleteOutcome::Stale) };
-    if !h.running || h.fence != c.fence {
-        return Ok(CompleteOutcome::Stale);
-    }
-    let resources = serde_json::to_string(&c.resources).map_err(|e| corrupt("work", e))?;
-    let outcome = match &c.outcome {
-        RunOutcome::Applied { generation, inventory } => {
-            let phase = if h.dirty { Phase::Pending } else { Phase::Applied };
-            let inventory = serde_json::to_string(inventory).map_err(|e| corrupt("work", e))?;
+    let Some(fin) = finish(&h, c, now, retry) else { return Ok(CompleteOutcome::Stale) };
+    let resources = json("work", &c.resources)?;
+    match &fin {
+        Finish::Applied { phase, generation, inventory } => {
             tx.prepare_cached(
                 "UPDATE work SET phase = ?1, run_at = ?2, observed_generation = ?3, resources = ?4, inventory = ?5,
                      last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, last_applied_at = ?2, updated_at = ?2
                  WHERE id = ?6",
             )?
-            .execute(params![db_phase(phase), now.millis(), generation, resources, inventory, h.id])?;
-            CompleteOutcome::Committed(phase)
+            .execute(params![db_phase(*phase), now.millis(), generation, resources, json("work", inventory)?, h.id])?;
         }
-        // Removed, but wanted again meanwhile (SyncSet re-created): start from nothing.
-        RunOutcome::Removed if h.desired => {
+        Finish::Restart => {
             tx.prepare_cached(
                 "UPDATE work SET phase = 'ready', run_at = ?1, observed_generation = 0, resources = ?2, inventory = '[]',
                      last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
                  WHERE id = ?3",
             )?
             .execute(params![now.millis(), resources, h.id])?;
-            CompleteOutcome::Committed(Phase::Pending)
         }
-        RunOutcome::Removed => {
+        Finish::Delete => {
             tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![h.id])?;
-            CompleteOutcome::Removed
         }
-        RunOutcome::Failed { error } => {
-            let (phase, run_at) = if h.dirty {
-                (Phase::Pending, now)
-            } else if retry.should_park(h.attempts) {
-                (Phase::Parked, now)
-            } else {
-                (Phase::Failed, now.plus(retry.next_delay(h.attempts)))
-            };
+        Finish::Failed { phase, run_at, error } => {
             tx.prepare_cached(
                 "UPDATE work SET phase = ?1, run_at = ?2, last_error = ?3, resources = ?4,
                      lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5
                  WHERE id = ?6",
             )?
-            .execute(params![db_phase(phase), run_at.millis(), error, resources, now.millis(), h.id])?;
-            CompleteOutcome::Committed(phase)
+            .execute(params![db_phase(*phase), run_at.millis(), error, resources, now.millis(), h.id])?;
         }
-    };
-    let action = match outcome {
-        CompleteOutcome::Committed(p) => p.as_str(),
-        _ => "Removed",
-    };
-    let name = format!("{}/{}", c.key.cluster, c.key.syncset);
-    event_append(tx, now, &c.key.tenant, "Status", &name, action, h.generation)?;
-    Ok(outcome)
-}
-
-/// The queue state a status phase is stored as.
-fn db_phase(p: Phase) -> &'static str {
-    match p {
-        Phase::Pending | Phase::Failed => "ready",
-        Phase::Applying => "running",
-        Phase::Applied => "idle",
-        Phase::Parked => "parked",
     }
+    let name = format!("{}/{}", c.key.cluster, c.key.syncset);
+    event_append(tx, now, &c.key.tenant, "Status", &name, fin.event_action(), h.generation)?;
+    Ok(fin.outcome())
 }
 
 pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence) -> Result<()> {

@@ -1,6 +1,7 @@
 //! Reading status, queue statistics and the event log; appending events.
 
-use super::objects::decode;
+use crate::lifecycle::status_phase;
+use crate::stored::decode;
 use crate::{Event, QueueStats, Result, StatusFilter};
 use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
 use rusqlite::{params, Connection, Row};
@@ -40,18 +41,6 @@ pub(super) fn events_read(c: &Connection, after: u64, limit: usize) -> Result<Ve
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// The status phase of a queue row. A `ready` row that has failed in this generation
-/// is `Failed` (waiting for its retry); otherwise it is `Pending`.
-fn phase(db: &str, attempts: u32, has_error: bool) -> Phase {
-    match db {
-        "running" => Phase::Applying,
-        "parked" => Phase::Parked,
-        "idle" => Phase::Applied,
-        _ if attempts > 0 && has_error => Phase::Failed,
-        _ => Phase::Pending,
-    }
-}
-
 const STATUS_COLUMNS: &str = "tenant, cluster, syncset, phase, desired, generation, observed_generation, attempts,
     last_error, resources, run_at, last_applied_at, updated_at";
 
@@ -59,7 +48,7 @@ fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, Strin
     let attempts: u32 = r.get(7)?;
     let last_error: Option<String> = r.get(8)?;
     let db_phase: String = r.get(3)?;
-    let phase = phase(&db_phase, attempts, last_error.is_some());
+    let phase = status_phase(&db_phase, attempts, last_error.is_some());
     let run_at = Timestamp(r.get(10)?);
     let status = KeyStatus {
         key: WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
@@ -101,7 +90,7 @@ pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> 
     let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?)))?;
     for row in rows {
         let (db, failed, n) = row?;
-        *by_phase.entry(phase(&db, u32::from(failed), failed)).or_default() += n as u64;
+        *by_phase.entry(status_phase(&db, u32::from(failed), failed)).or_default() += n as u64;
     }
     let oldest: Option<i64> =
         c.query_row("SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1", params![now.millis()], |r| r.get(0))?;

@@ -1,0 +1,176 @@
+//! A key's life in the work queue, the same in every SQL backend.
+//!
+//! One row per key. A key is stored `idle` (nothing to do), `ready` (pending,
+//! claimable from `run_at`), `running` (leased to a worker; `fence` is its token) or
+//! `parked`. Every change bumps `want_seq`; a claim records it in `claimed_seq`. A
+//! change that lands while the key runs therefore leaves `want_seq > claimed_seq` — the
+//! key is *dirty* — and the completion puts it back to `ready` instead of `idle`: it
+//! runs again afterwards, never beside the current run.
+//!
+//! The status phase users see is derived from the stored one ([`status_phase`]); what a
+//! completion does to a row is decided here ([`finish`]) and written by each backend.
+
+use crate::{CompleteOutcome, Completion, Fence, RetryPolicy, RunOutcome};
+use fleetsync_model::{ApplyMode, Phase, ResourceRef, Timestamp};
+
+/// What an enqueue asks for; `None` fields keep the row's current value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Enqueue {
+    pub(crate) desired: Option<bool>,
+    pub(crate) generation: Option<i64>,
+    pub(crate) mode: Option<ApplyMode>,
+}
+
+impl Enqueue {
+    /// Apply this generation of the SyncSet.
+    pub(crate) fn apply(generation: i64, mode: ApplyMode) -> Self {
+        Self { desired: Some(true), generation: Some(generation), mode: Some(mode) }
+    }
+
+    /// Remove what the SyncSet applied.
+    pub(crate) fn remove() -> Self {
+        Self { desired: Some(false), generation: None, mode: None }
+    }
+
+    /// Run again as it is. (PostgreSQL runs a key again with one UPDATE instead.)
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn again() -> Self {
+        Self { desired: None, generation: None, mode: None }
+    }
+}
+
+/// The queue state a status phase is stored as.
+pub(crate) fn db_phase(p: Phase) -> &'static str {
+    match p {
+        Phase::Pending | Phase::Failed => "ready",
+        Phase::Applying => "running",
+        Phase::Applied => "idle",
+        Phase::Parked => "parked",
+    }
+}
+
+/// The status phase of a stored row. A `ready` row that has failed in this generation
+/// is `Failed` (waiting for its retry); otherwise it is `Pending`.
+pub(crate) fn status_phase(db: &str, attempts: u32, has_error: bool) -> Phase {
+    match db {
+        "running" => Phase::Applying,
+        "parked" => Phase::Parked,
+        "idle" => Phase::Applied,
+        _ if attempts > 0 && has_error => Phase::Failed,
+        _ => Phase::Pending,
+    }
+}
+
+/// The parts of a key's row that decide what a completion does.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub(crate) id: i64,
+    pub(crate) fence: Fence,
+    pub(crate) running: bool,
+    pub(crate) dirty: bool,
+    pub(crate) desired: bool,
+    pub(crate) attempts: u32,
+    pub(crate) generation: i64,
+}
+
+/// What a completion writes to its key's row. Every variant also drops the lease.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Finish<'a> {
+    /// `phase` is `Applied`, or `Pending` if the key became dirty meanwhile. `run_at`,
+    /// `last_applied_at` = now; `observed_generation`, `inventory` as given; no error.
+    Applied { phase: Phase, generation: i64, inventory: &'a [ResourceRef] },
+    /// Removed, but wanted again meanwhile (SyncSet re-created): ready now, starting
+    /// from nothing (`observed_generation` 0, empty inventory, no error).
+    Restart,
+    /// Removed: the row goes.
+    Delete,
+    /// `Failed` (retry at `run_at`), `Parked`, or `Pending` if dirty; the error is kept.
+    Failed { phase: Phase, run_at: Timestamp, error: &'a str },
+}
+
+impl Finish<'_> {
+    pub(crate) fn outcome(&self) -> CompleteOutcome {
+        match self {
+            Finish::Applied { phase, .. } | Finish::Failed { phase, .. } => CompleteOutcome::Committed(*phase),
+            Finish::Restart => CompleteOutcome::Committed(Phase::Pending),
+            Finish::Delete => CompleteOutcome::Removed,
+        }
+    }
+
+    /// The action of the `Status` event the completion appends.
+    pub(crate) fn event_action(&self) -> &'static str {
+        match self.outcome() {
+            CompleteOutcome::Committed(p) => p.as_str(),
+            _ => "Removed",
+        }
+    }
+}
+
+/// Decides what completion `c` does to the row `h`; `None` if its token is stale.
+pub(crate) fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &RetryPolicy) -> Option<Finish<'a>> {
+    if !h.running || h.fence != c.fence {
+        return None;
+    }
+    Some(match &c.outcome {
+        RunOutcome::Applied { generation, inventory } => {
+            let phase = if h.dirty { Phase::Pending } else { Phase::Applied };
+            Finish::Applied { phase, generation: *generation, inventory }
+        }
+        RunOutcome::Removed if h.desired => Finish::Restart,
+        RunOutcome::Removed => Finish::Delete,
+        RunOutcome::Failed { error } => {
+            let (phase, run_at) = if h.dirty {
+                (Phase::Pending, now)
+            } else if retry.should_park(h.attempts) {
+                (Phase::Parked, now)
+            } else {
+                (Phase::Failed, now.plus(retry.next_delay(h.attempts)))
+            };
+            Finish::Failed { phase, run_at, error }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetsync_model::WorkKey;
+    use std::time::Duration;
+
+    fn held(dirty: bool, attempts: u32) -> Held {
+        Held { id: 1, fence: 7, running: true, dirty, desired: true, attempts, generation: 3 }
+    }
+
+    fn completion(fence: Fence, outcome: RunOutcome) -> Completion {
+        Completion { key: WorkKey::new("t", "c", "s"), fence, outcome, resources: vec![] }
+    }
+
+    #[test]
+    fn stale_tokens_and_released_keys_finish_nothing() {
+        let retry = RetryPolicy::default();
+        let c = completion(6, RunOutcome::Removed);
+        assert_eq!(finish(&held(false, 1), &c, Timestamp(0), &retry), None);
+        let idle = Held { running: false, ..held(false, 1) };
+        assert_eq!(finish(&idle, &completion(7, RunOutcome::Removed), Timestamp(0), &retry), None);
+    }
+
+    #[test]
+    fn failures_back_off_then_park_unless_dirty() {
+        let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
+        let c = completion(7, RunOutcome::Failed { error: "boom".into() });
+        let f = |h: &Held| finish(h, &c, Timestamp(1_000), &retry).map(|f| f.outcome());
+        assert_eq!(f(&held(false, 1)), Some(CompleteOutcome::Committed(Phase::Failed)));
+        assert_eq!(f(&held(false, 3)), Some(CompleteOutcome::Committed(Phase::Parked)));
+        assert_eq!(f(&held(true, 3)), Some(CompleteOutcome::Committed(Phase::Pending)));
+        let Some(Finish::Failed { run_at, .. }) = finish(&held(false, 2), &c, Timestamp(1_000), &retry) else { panic!() };
+        assert_eq!(run_at, Timestamp(3_000));
+    }
+
+    #[test]
+    fn status_phase_round_trips_db_phase() {
+        for p in Phase::ALL {
+            let failed = p == Phase::Failed;
+            assert_eq!(status_phase(db_phase(p), u32::from(failed), failed), p);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Wake-ups across processes: LISTEN/NOTIFY.
+//!
+//! A transaction that makes work claimable calls `pg_notify('fleetsync_work', schema)`,
+//! which PostgreSQL delivers when (and only if) it commits. Each store keeps one
+//! dedicated connection (outside the pool) that LISTENs and bumps the store's `watch`
+//! channel on every notification for its schema (or with an empty payload), so a
+//! worker waiting in any process wakes within milliseconds.
+//!
+//! The connection is pinged every [`PING_EVERY`] and has TCP keepalives; when it drops
+//! (PostgreSQL restarted, network gone) it is re-established with capped exponential
+//! backoff, and the watch is bumped once after reconnecting, because a notification may
+//! have been missed meanwhile. The task ends when the store's last clone is dropped.
+
+use super::{describe, BoxFuture};
+use std::future::{pending, poll_fn, Future};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
+
+/// The notification channel.
+pub(super) const CHANNEL: &str = "fleetsync_work";
+const PING_EVERY: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+type Listening = (Client, Connection<Socket, NoTlsStream>);
+
+/// Keeps the listener running; dropping it stops the task.
+pub(super) struct Listener {
+    _stop: oneshot::Sender<()>,
+}
+
+/// Establishes the LISTEN connection (so that wake-ups work once this returns) and
+/// spawns the task that keeps it.
+pub(super) async fn start(cfg: Config, schema: String, wake: watch::Sender<u64>) -> Result<Listener, String> {
+    let first = listen(&cfg).await?;
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(run(cfg, schema, wake, first, stop_rx));
+    Ok(Listener { _stop: stop_tx })
+}
+
+/// Connects and subscribes.
+async fn listen(cfg: &Config) -> Result<Listening, String> {
+    let (client, mut connection) = cfg.connect(NoTls).await.map_err(|e| describe(&e))?;
+    {
+        let sql = format!("LISTEN {CHANNEL}");
+        let subscribe = client.batch_execute(&sql);
+        tokio::pin!(subscribe);
+        loop {
+            tokio::select! {
+                done = &mut subscribe => break done.map_err(|e| describe(&e))?,
+                msg = poll_fn(|cx| connection.poll_message(cx)) => match msg {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(describe(&e)),
+                    None => return Err("connection closed".into()),
+                },
+            }
+        }
+    }
+    Ok((client, connection))
+}
+
+/// Why [`pump`] returned.
+enum Ended {
+    Stopped,
+    Lost(String),
+}
+
+async fn run(cfg: Config, schema: String, wake: watch::Sender<u64>, first: Listening, mut stop: oneshot::Receiver<()>) {
+    let mut current = Some(first);
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let listening = match current.take() {
+            Some(l) => l,
+            None => {
+                let attempt = tokio::select! {
+                    _ = &mut stop => return,
+                    attempt = listen(&cfg) => attempt,
+                };
+                match attempt {
+                    Ok(l) => {
+                        tracing::info!(schema, "wake-up listener reconnected");
+                        backoff = MIN_BACKOFF;
+                        bump(&wake);
+                        l
+                    }
+                    Err(error) => {
+                        tracing::warn!(schema, %error, retry_in = ?backoff, "wake-up listener cannot reconnect");
+                        tokio::select! {
+                            _ = &mut stop => return,
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        continue;
+                    }
+                }
+            }
+        };
+        match pump(listening, &schema, &wake, &mut stop).await {
+            Ended::Stopped => return,
+            Ended::Lost(error) => tracing::warn!(schema, %error, "wake-up listener lost its connection; reconnecting"),
+        }
+    }
+}
+
+/// Delivers notifications until the connection fails or the store is dropped.
+async fn pump((client, mut connection): Listening, schema: &str, wake: &watch::Sender<u64>, stop: &mut oneshot::Receiver<()>) -> Ended {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    let mut ping: Option<BoxFuture<'_, Result<(), String>>> = None;
+    loop {
+        tokio::select! {
+            _ = &mut *stop => return Ended::Stopped,
+            msg = poll_fn(|cx| connection.poll_message(cx)) => match msg {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if n.channel() == CHANNEL && (n.payload().is_empty() || n.payload() == schema) {
+                        bump(wake);
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Ended::Lost(describe(&e)),
+                None => return Ended::Lost("connection closed".into()),
+            },
+            _ = tick.tick(), if ping.is_none() => {
+                let client = &client;
+                ping = Some(Box::pin(async move {
+                    match tokio::time::timeout(PING_TIMEOUT, client.simple_query("")).await {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(e)) => Err(describe(&e)),
+                        Err(_) => Err(format!("no answer to a ping within {PING_TIMEOUT:?}")),
+                    }
+                }));
+            }
+            answer = in_flight(&mut ping) => {
+                ping = None;
+                if let Err(error) = answer {
+                    return Ended::Lost(error);
+                }
+            }
+        }
+    }
+}
+
+/// Awaits the ping if one is in flight; otherwise never completes.
+async fn in_flight<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
+    match f {
+        Some(f) => f.await,
+        None => pending().await,
+    }
+}
+
+/// Tells waiting workers that work may be claimable.
+pub(super) fn bump(wake: &watch::Sender<u64>) {
+    wake.send_modify(|v| *v = v.wrapping_add(1));
+}

@@ -1,0 +1,592 @@
+//! The PostgreSQL backend: many worker processes on many machines, one database.
+//!
+//! Same rows and the same key lifecycle as SQLite (`lifecycle.rs`); what differs
+//! is how many processes share them safely:
+//!
+//! - **Connections.** [`PgStore::connect`] takes a URL or `key=value` string plus the
+//!   usual `PG*` environment variables (precedence, defaults and what is not supported
+//!   are in `conninfo.rs`), an optional schema (made the `search_path`), and uses a pool of
+//!   [`PgOptions::pool_size`] connections (default 16), plus one for LISTEN.
+//! - **Transactions** are READ COMMITTED with the server's `synchronous_commit` (on by
+//!   default): a call returns after its commit is durable. `now` comes from the store's
+//!   clock and is passed as a parameter; the database clock is never used. A transaction
+//!   that hits a deadlock, a serialization failure or a dropped connection before its
+//!   commit is retried (up to 4 attempts in all) with a fresh connection.
+//! - **Claims** take a batch in one statement: `FOR UPDATE SKIP LOCKED` picks expired
+//!   leases first, then ready keys by `run_at, tenant, cluster, syncset`, and an
+//!   `UPDATE … RETURNING` leases them with tokens from a SEQUENCE. Concurrent claimers
+//!   skip each other's rows instead of waiting.
+//! - **Completions** of one call commit in one transaction, with set-based statements.
+//! - **Lock order.** Row locks on `work` are taken in key order everywhere (enqueues,
+//!   completions, renewals) so concurrent writers do not deadlock; object writes take a
+//!   per-tenant advisory lock first (so a cluster and a SyncSet applied at the same time
+//!   by two processes both see each other, and enqueue their common key).
+//! - **The event log** is in commit order: a transaction appends its events last, under
+//!   a per-schema advisory lock held until it commits, so a reader following the log
+//!   by `seq` never sees a later number commit before an earlier one. The price: the
+//!   commits of transactions that append events (object writes, completions) are
+//!   serialized per schema, which is one more reason completions come in batches.
+//! - **Wake-ups** go through LISTEN/NOTIFY (`listen.rs`) to every process, and directly
+//!   to this process's own waiters.
+//! - **Table bloat.** `schema.rs` explains the fill factor, which updates are HOT and
+//!   why each index exists.
+
+mod conninfo;
+mod listen;
+mod objects;
+mod queue;
+mod rows;
+mod schema;
+
+use crate::{
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, QueueStats, RenewParams,
+    Result, StatusFilter, Store, StoreConfig, StoreError,
+};
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use fleetsync_model::{Cluster, Document, Kind, KeyStatus, SyncSet, Timestamp, WorkKey};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+/// How often a write transaction is tried when it fails in a way that is safe to retry.
+const WRITE_ATTEMPTS: u32 = 4;
+/// How long a call waits for a free pooled connection before it fails.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// How to open a [`PgStore`] beyond the URL.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// The schema fleetsync's tables live in (created if missing); `None` = the first
+    /// schema of the connection's `search_path` (usually `public`). Lower-case letters,
+    /// digits and underscores.
+    pub schema: Option<String>,
+    /// Most pooled connections this store opens (the LISTEN connection is extra).
+    pub pool_size: usize,
+    /// Apply missing schema migrations when connecting. If false, connecting fails
+    /// unless the schema is already at this build's version (`fleetsync migrate` first).
+    pub migrate: bool,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self { schema: None, pool_size: 16, migrate: true }
+    }
+}
+
+/// The PostgreSQL store. Cheap to clone; clones share the pool and the listener, which
+/// stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    config: StoreConfig,
+    /// The schema in use (also the notification payload and part of lock names).
+    schema: String,
+    wake: watch::Sender<u64>,
+    _listener: listen::Listener,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("schema", &self.inner.schema).field("pool", &self.inner.pool.status()).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects with the default [`PgOptions`] (pool of 16, migrations applied) and
+    /// `schema` as the place for fleetsync's tables.
+    pub async fn connect(url: &str, schema: Option<&str>, config: StoreConfig) -> Result<PgStore> {
+        let options = PgOptions { schema: schema.map(str::to_string), ..PgOptions::default() };
+        Self::connect_with(url, options, config).await
+    }
+
+    /// Connects, brings the schema up to date (or checks it is, see
+    /// [`PgOptions::migrate`]) and starts listening for wake-ups.
+    pub async fn connect_with(url: &str, options: PgOptions, config: StoreConfig) -> Result<PgStore> {
+        let cfg = conninfo::config(url, options.schema.as_deref())?;
+        let target = conninfo::describe_target(&cfg);
+        let manager = Manager::from_config(cfg.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .build()
+            .map_err(|e| StoreError::Backend { step: "creating the connection pool", message: e.to_string() })?;
+        let connecting = |message: String| StoreError::Backend { step: "connecting to PostgreSQL", message: format!("{target}: {message}") };
+        let mut client = pool.get().await.map_err(|e| connecting(pool_error(&e)))?;
+        let schema = prepare_schema(&mut client, options.schema.as_deref(), options.migrate).await?;
+        drop(client);
+        let (wake, _) = watch::channel(0);
+        let listener = listen::start(cfg, schema.clone(), wake.clone())
+            .await
+            .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
+        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, _listener: listener }) })
+    }
+
+    /// Brings the schema up to date without opening a store (what `fleetsync migrate`
+    /// does); returns the version it is at.
+    pub async fn migrate(url: &str, schema: Option<&str>) -> Result<i32> {
+        let cfg = conninfo::config(url, schema)?;
+        let (mut client, connection) = cfg.connect(NoTls).await.map_err(|e| StoreError::Backend {
+            step: "connecting to PostgreSQL",
+            message: format!("{}: {}", conninfo::describe_target(&cfg), describe(&e)),
+        })?;
+        let driver = tokio::spawn(connection);
+        let schema = prepare_schema(&mut client, schema, true).await?;
+        let version = schema::version(&client).await.map_err(|e| e.into_store("checking the database schema"));
+        drop(client);
+        let _ = driver.await;
+        tracing::info!(schema, "database schema is up to date");
+        version
+    }
+
+    /// The schema this store's tables are in.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// Runs `f` in a transaction and commits it, retrying what is safe to retry.
+    async fn write<T, F>(&self, step: &'static str, mut f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>> + Send,
+    {
+        let mut attempt = 1;
+        loop {
+            match self.write_once(&mut f).await {
+                Ok((out, woke)) => {
+                    if woke {
+                        listen::bump(&self.inner.wake);
+                    }
+                    return Ok(out);
+                }
+                Err(e) if e.retryable() && attempt < WRITE_ATTEMPTS => {
+                    tracing::debug!(step, attempt, error = %e.message(), "retrying a transaction");
+                    tokio::time::sleep(Duration::from_millis(u64::from(attempt) * (2 + rand::random::<u64>() % 8))).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.into_store(step)),
+            }
+        }
+    }
+
+    async fn write_once<T, F>(&self, f: &mut F) -> PgResult<(T, bool)>
+    where
+        F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>>,
+    {
+        let mut client = self.inner.pool.get().await?;
+        let tx = client.transaction().await?;
+        let mut tx = Tx {
+            tx,
+            now: self.inner.config.clock.now(),
+            schema: &self.inner.schema,
+            events: Vec::new(),
+            wake: false,
+        };
+        let out = f(&mut tx).await?;
+        let woke = tx.commit().await?;
+        Ok((out, woke))
+    }
+
+    /// Runs `f` on a pooled connection (no transaction), retrying once if the
+    /// connection turns out to be dead.
+    async fn read<T, F>(&self, step: &'static str, mut f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'c> FnMut(&'c deadpool_postgres::Client, Timestamp) -> BoxFuture<'c, PgResult<T>> + Send,
+    {
+        let mut attempt = 1;
+        loop {
+            let result = match self.inner.pool.get().await {
+                Ok(client) => f(&client, self.inner.config.clock.now()).await,
+                Err(e) => Err(Failure::Pool(e)),
+            };
+            match result {
+                Err(e) if e.connection_lost() && attempt < 2 => attempt += 1,
+                other => return other.map_err(|e| e.into_store(step)),
+            }
+        }
+    }
+}
+
+/// A boxed future, as the transaction closures return.
+pub(super) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A write transaction: the statements, `now` for all of them, and what to do at
+/// commit (append events in commit order, notify waiters).
+pub(super) struct Tx<'c> {
+    tx: deadpool_postgres::Transaction<'c>,
+    pub(super) now: Timestamp,
+    schema: &'c str,
+    events: Vec<NewEvent>,
+    wake: bool,
+}
+
+/// An event to append at commit.
+struct NewEvent {
+    tenant: String,
+    kind: &'static str,
+    name: String,
+    action: &'static str,
+    generation: i64,
+}
+
+impl Tx<'_> {
+    pub(super) async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Row>> {
+        query(&self.tx, sql, params).await
+    }
+
+    pub(super) async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<Option<Row>> {
+        let stmt = self.tx.prepare_cached(sql).await?;
+        Ok(self.tx.query_opt(&stmt, params).await?)
+    }
+
+    pub(super) async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<u64> {
+        let stmt = self.tx.prepare_cached(sql).await?;
+        Ok(self.tx.execute(&stmt, params).await?)
+    }
+
+    /// The transaction as a client, for the readers shared with reads.
+    pub(super) fn client(&self) -> &deadpool_postgres::Transaction<'_> {
+        &self.tx
+    }
+
+    /// Appends an event to the log when the transaction commits.
+    pub(super) fn event(&mut self, tenant: &str, kind: &'static str, name: &str, action: &'static str, generation: i64) {
+        self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation });
+    }
+
+    /// Wakes waiting workers (in every process) when the transaction commits.
+    pub(super) fn wake(&mut self) {
+        self.wake = true;
+    }
+
+    /// Serializes object writes within a tenant, across processes, until commit.
+    pub(super) async fn lock_tenant(&self, tenant: &str) -> PgResult<()> {
+        let name = format!("fleetsync objects {} {tenant}", self.schema);
+        self.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&name]).await?;
+        Ok(())
+    }
+
+    /// Appends the events under the log's lock (held until commit, so `seq` follows
+    /// commit order), notifies, commits. Returns whether waiters are to be woken.
+    async fn commit(self) -> PgResult<bool> {
+        if !self.events.is_empty() {
+            let lock = format!("fleetsync events {}", self.schema);
+            self.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
+            let tenants: Vec<&str> = self.events.iter().map(|e| e.tenant.as_str()).collect();
+            let kinds: Vec<&str> = self.events.iter().map(|e| e.kind).collect();
+            let names: Vec<&str> = self.events.iter().map(|e| e.name.as_str()).collect();
+            let actions: Vec<&str> = self.events.iter().map(|e| e.action).collect();
+            let generations: Vec<i64> = self.events.iter().map(|e| e.generation).collect();
+            self.execute(
+                "INSERT INTO events (at, tenant, kind, name, action, generation)
+                 SELECT $1::bigint, u.tenant, u.kind, u.name, u.action, u.generation
+                 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+                      WITH ORDINALITY AS u(tenant, kind, name, action, generation, n)
+                 ORDER BY u.n",
+                &[&self.now.millis(), &tenants, &kinds, &names, &actions, &generations],
+            )
+            .await?;
+        }
+        if self.wake {
+            self.execute("SELECT pg_notify($1, $2)", &[&listen::CHANNEL, &self.schema]).await?;
+        }
+        self.tx.commit().await.map_err(Failure::Commit)?;
+        Ok(self.wake)
+    }
+}
+
+/// Runs a query through the connection's statement cache.
+pub(super) async fn query<C: GenericClient>(c: &C, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Row>> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query(&stmt, params).await?)
+}
+
+/// Finds the schema to use, migrates it (or checks that it is migrated); returns its name.
+async fn prepare_schema(client: &mut tokio_postgres::Client, given: Option<&str>, migrate: bool) -> Result<String> {
+    let schema = match given {
+        Some(s) => s.to_string(),
+        None => current_schema(client).await.map_err(|e| e.into_store("finding the schema to use"))?,
+    };
+    let version = if migrate {
+        schema::migrate(client, &schema, given.is_some()).await.map_err(|e| e.into_store("migrating the database schema"))?
+    } else {
+        schema::version(client).await.map_err(|e| e.into_store("checking the database schema"))?
+    };
+    if version < schema::latest() {
+        return Err(StoreError::Backend {
+            step: "checking the database schema",
+            message: format!(
+                "schema {schema} is at version {version}, this build needs {}: run `fleetsync migrate` first",
+                schema::latest()
+            ),
+        });
+    }
+    if version > schema::latest() {
+        tracing::warn!(schema, version, known = schema::latest(), "the database schema is newer than this build");
+    }
+    Ok(schema)
+}
+
+async fn current_schema(client: &tokio_postgres::Client) -> PgResult<String> {
+    let schema: Option<String> = client.query_one("SELECT current_schema()", &[]).await?.try_get(0)?;
+    schema.ok_or_else(|| {
+        Failure::Store(StoreError::Backend {
+            step: "finding the schema to use",
+            message: "the connection's search_path names no existing schema: give a schema".into(),
+        })
+    })
+}
+
+/// Why an operation failed, before it is named for the caller.
+pub(super) enum Failure {
+    /// A statement failed; the transaction did not commit.
+    Pg(tokio_postgres::Error),
+    /// COMMIT itself failed: the outcome is unknown, so it is never retried.
+    Commit(tokio_postgres::Error),
+    /// No connection could be had.
+    Pool(PoolError),
+    Store(StoreError),
+}
+
+pub(super) type PgResult<T> = std::result::Result<T, Failure>;
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failure::Pg(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Store(e)
+    }
+}
+
+impl From<PoolError> for Failure {
+    fn from(e: PoolError) -> Self {
+        Failure::Pool(e)
+    }
+}
+
+impl Failure {
+    /// Safe to run the whole transaction again: nothing of it committed, and trying
+    /// again can succeed.
+    fn retryable(&self) -> bool {
+        let Failure::Pg(e) = self else { return false };
+        let transient = [SqlState::T_R_DEADLOCK_DETECTED, SqlState::T_R_SERIALIZATION_FAILURE];
+        e.code().is_some_and(|c| transient.contains(c)) || self.connection_lost()
+    }
+
+    /// The connection died under the statement (server restart, network).
+    fn connection_lost(&self) -> bool {
+        let Failure::Pg(e) = self else { return false };
+        let shutdown = [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN];
+        e.is_closed()
+            || e.code().is_some_and(|c| shutdown.contains(c))
+            || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Failure::Pg(e) => describe(e),
+            Failure::Commit(e) => format!("commit failed, so whether it took effect is unknown: {}", describe(e)),
+            Failure::Pool(e) => pool_error(e),
+            Failure::Store(e) => e.to_string(),
+        }
+    }
+
+    fn into_store(self, step: &'static str) -> StoreError {
+        match self {
+            Failure::Store(e) => e,
+            other => StoreError::Backend { step, message: other.message() },
+        }
+    }
+}
+
+/// An error with its causes, e.g. `db error: ERROR: relation "x" does not exist`.
+pub(super) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut s = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+        if let Some(detail) = db.detail() {
+            s.push_str(&format!("; {detail}"));
+        }
+        return s;
+    }
+    let mut s = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        s.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    s
+}
+
+fn pool_error(e: &PoolError) -> String {
+    match e {
+        PoolError::Backend(e) => describe(e),
+        PoolError::Timeout(_) => format!("no free connection in the pool within {POOL_WAIT:?} (pool too small or connections stuck)"),
+        other => other.to_string(),
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        let docs = Arc::new(docs);
+        self.write("applying documents", |tx| {
+            let docs = docs.clone();
+            Box::pin(async move { objects::apply(tx, &docs).await })
+        })
+        .await
+    }
+
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+        self.write("deleting an object", |tx| Box::pin(objects::delete(tx, kind, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
+        self.read("reading a cluster", |c, _| Box::pin(objects::get(c, Kind::Cluster, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
+        self.read("listing clusters", |c, _| Box::pin(objects::list(c, Kind::Cluster, tenant.map(str::to_string)))).await
+    }
+
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
+        self.read("reading a syncset", |c, _| Box::pin(objects::get(c, Kind::SyncSet, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
+        self.read("listing syncsets", |c, _| Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string)))).await
+    }
+
+    async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
+        self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone()))).await
+    }
+
+    async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
+        let params = Arc::new(params);
+        self.write("renewing leases", |tx| {
+            let params = params.clone();
+            Box::pin(async move { queue::renew(tx, &params).await })
+        })
+        .await
+    }
+
+    async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
+        let completions = Arc::new(completions);
+        let retry = self.inner.config.retry;
+        self.write("completing work", |tx| {
+            let completions = completions.clone();
+            Box::pin(async move { queue::complete(tx, &retry, &completions).await })
+        })
+        .await
+    }
+
+    async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
+        self.write("releasing a key", |tx| Box::pin(queue::release(tx, key.clone(), fence))).await
+    }
+
+    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
+        self.write("retrying a key", |tx| Box::pin(queue::retry(tx, key.clone()))).await
+    }
+
+    async fn work_resync(&self) -> Result<u64> {
+        self.write("resyncing", |tx| Box::pin(queue::resync(tx))).await
+    }
+
+    async fn work_next_ready_at(&self) -> Result<Option<Timestamp>> {
+        self.read("reading the next ready time", |c, _| Box::pin(queue::next_ready_at(c))).await
+    }
+
+    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {
+        let filter = StatusFilter {
+            tenant: Some(key.tenant.clone()),
+            cluster: Some(key.cluster.clone()),
+            syncset: Some(key.syncset.clone()),
+        };
+        Ok(self.status_list(&filter).await?.into_iter().next())
+    }
+
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        self.read("reading status", |c, now| Box::pin(rows::status_list(c, now, filter.clone()))).await
+    }
+
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        self.read("reading queue stats", |c, now| Box::pin(rows::queue_stats(c, now))).await
+    }
+
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.read("reading events", |c, _| Box::pin(rows::events_read(c, after, limit))).await
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.wake.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The database the tests use: `FLEETSYNC_TEST_DATABASE_URL`, or the local default.
+    fn test_url() -> String {
+        std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    }
+
+    /// A fresh schema per test, dropped afterwards (best effort).
+    struct Harness {
+        schema: String,
+    }
+
+    impl Harness {
+        async fn new() -> Self {
+            let schema = format!("fs_{:016x}", rand::random::<u64>());
+            let (client, conn) = tokio_postgres::connect(&test_url(), NoTls).await.expect("connect to the test database");
+            tokio::spawn(conn);
+            client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.expect("create schema");
+            Harness { schema }
+        }
+    }
+
+    impl Drop for Harness {
+        fn drop(&mut self) {
+            // The test's runtime is going away; drop the schema from a thread of its own.
+            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+            let _ = std::thread::spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+                rt.block_on(async {
+                    if let Ok((client, conn)) = tokio_postgres::connect(&test_url(), NoTls).await {
+                        tokio::spawn(conn);
+                        let _ = client.batch_execute(&sql).await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+
+    #[async_trait]
+    impl crate::conformance::Harness for Harness {
+        async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
+            Arc::new(PgStore::connect(&test_url(), Some(&self.schema), config).await.expect("connect"))
+        }
+    }
+
+    async fn harness() -> Harness {
+        Harness::new().await
+    }
+
+    crate::conformance_tests!(harness());
+}

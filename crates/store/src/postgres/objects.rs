@@ -1,0 +1,205 @@
+//! Clusters and SyncSets on PostgreSQL: apply (with the keys each change enqueues),
+//! delete, read. Writes lock their tenants first (see the module docs of
+//! [`super`]): matching clusters to SyncSets reads one table and writes the other, which
+//! two processes must not do at once.
+
+use super::queue::{enqueue, Enqueues};
+use super::{query, PgResult, Tx};
+use crate::lifecycle::Enqueue;
+use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
+use crate::{ApplyOutcome, StoreError};
+use deadpool_postgres::GenericClient;
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, SyncSet, SyncSetSpec, WorkKey};
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<ApplyOutcome>> {
+    let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
+    for tenant in tenants {
+        tx.lock_tenant(tenant).await?;
+    }
+    let mut out = Vec::with_capacity(docs.len());
+    for doc in docs {
+        out.push(match doc {
+            Document::Cluster(c) => apply_cluster(tx, c).await?,
+            Document::SyncSet(s) => apply_syncset(tx, s).await?,
+        });
+    }
+    Ok(out)
+}
+
+fn tenant_of(doc: &Document) -> &str {
+    match doc {
+        Document::Cluster(c) => c.metadata.tenant(),
+        Document::SyncSet(s) => s.metadata.tenant(),
+    }
+}
+
+/// The result of writing a document row: its generation and the event action, or
+/// `None` if the content is unchanged.
+fn written(row: Option<tokio_postgres::Row>) -> PgResult<Option<(i64, &'static str)>> {
+    let Some(row) = row else { return Ok(None) };
+    let generation: i64 = row.try_get(0)?;
+    Ok(Some((generation, if generation == 1 { "Created" } else { "Updated" })))
+}
+
+async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<ApplyOutcome> {
+    let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
+    let doc = canonical(c)?;
+    let labels = json("clusters", &c.metadata.labels)?;
+    let row = tx
+        .query_opt(
+            "INSERT INTO clusters AS o (tenant, name, generation, labels, doc) VALUES ($1, $2, 1, $3, $4)
+             ON CONFLICT (tenant, name) DO UPDATE SET generation = o.generation + 1, labels = EXCLUDED.labels, doc = EXCLUDED.doc
+             WHERE o.doc <> EXCLUDED.doc
+             RETURNING generation",
+            &[&tenant, &name, &labels, &doc],
+        )
+        .await?;
+    let Some((generation, action)) = written(row)? else {
+        let generation = generation_of(tx.client(), Kind::Cluster, tenant, name).await?;
+        return Ok(outcome(Kind::Cluster, tenant, name, generation, "unchanged", 0));
+    };
+    tx.event(tenant, "Cluster", name, action, generation);
+
+    // A new or changed cluster gets every SyncSet that selects it (re-applied, since its
+    // endpoint may have changed) and loses those that no longer do.
+    let had = strings(tx, "SELECT syncset FROM work WHERE tenant = $1 AND cluster = $2 AND desired", tenant, name).await?;
+    let mut batch = Enqueues::default();
+    for (ss, ss_gen, mode, spec) in syncset_targets(tx, tenant).await? {
+        if spec.selects(name, &c.metadata.labels) {
+            batch.push(WorkKey::new(tenant, name, ss), Enqueue::apply(ss_gen, mode));
+        } else if had.contains(&ss) {
+            batch.push(WorkKey::new(tenant, name, ss), Enqueue::remove());
+        }
+    }
+    let enqueued = enqueue(tx, &batch).await?;
+    Ok(outcome(Kind::Cluster, tenant, name, generation, result(action), enqueued))
+}
+
+async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet) -> PgResult<ApplyOutcome> {
+    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    let doc = canonical(s)?;
+    let mode = s.spec.resource_apply_mode;
+    let selector = json("syncsets", &s.spec.targeting())?;
+    let row = tx
+        .query_opt(
+            "INSERT INTO syncsets AS o (tenant, name, generation, apply_mode, selector, doc) VALUES ($1, $2, 1, $3, $4, $5)
+             ON CONFLICT (tenant, name) DO UPDATE SET generation = o.generation + 1, apply_mode = EXCLUDED.apply_mode,
+                 selector = EXCLUDED.selector, doc = EXCLUDED.doc
+             WHERE o.doc <> EXCLUDED.doc
+             RETURNING generation",
+            &[&tenant, &name, &mode.as_str(), &selector, &doc],
+        )
+        .await?;
+    let Some((generation, action)) = written(row)? else {
+        let generation = generation_of(tx.client(), Kind::SyncSet, tenant, name).await?;
+        return Ok(outcome(Kind::SyncSet, tenant, name, generation, "unchanged", 0));
+    };
+    tx.event(tenant, "SyncSet", name, action, generation);
+
+    let had = strings(tx, "SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2 AND desired", tenant, name).await?;
+    let mut batch = Enqueues::default();
+    let clusters = tx.query("SELECT name, labels FROM clusters WHERE tenant = $1 ORDER BY name", &[&tenant]).await?;
+    for row in &clusters {
+        let cluster: String = row.try_get(0)?;
+        let labels: BTreeMap<String, String> = decode("clusters", row.try_get(1)?)?;
+        if s.spec.selects(&cluster, &labels) {
+            batch.push(WorkKey::new(tenant, cluster, name), Enqueue::apply(generation, mode));
+        } else if had.contains(&cluster) {
+            batch.push(WorkKey::new(tenant, cluster, name), Enqueue::remove());
+        }
+    }
+    let enqueued = enqueue(tx, &batch).await?;
+    Ok(outcome(Kind::SyncSet, tenant, name, generation, result(action), enqueued))
+}
+
+pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: String) -> PgResult<()> {
+    tx.lock_tenant(&tenant).await?;
+    let sql = format!("DELETE FROM {} WHERE tenant = $1 AND name = $2 RETURNING generation", table(kind));
+    let Some(row) = tx.query_opt(&sql, &[&tenant, &name]).await? else {
+        return Err(StoreError::not_found(kind, &tenant, &name).into());
+    };
+    let generation: i64 = row.try_get(0)?;
+    tx.event(&tenant, kind.as_str(), &name, "Deleted", generation);
+    match kind {
+        // Without the cluster there is no way to reach it: its keys end here.
+        Kind::Cluster => {
+            tx.execute("DELETE FROM work WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
+        }
+        // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.
+        Kind::SyncSet => {
+            let rows = tx.query("SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
+            let mut batch = Enqueues::default();
+            for row in &rows {
+                batch.push(WorkKey::new(tenant.as_str(), row.try_get::<_, String>(0)?, name.as_str()), Enqueue::remove());
+            }
+            enqueue(tx, &batch).await?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn get<T, C>(c: &C, kind: Kind, tenant: String, name: String) -> PgResult<Option<T>>
+where
+    T: DeserializeOwned + WithGeneration,
+    C: GenericClient,
+{
+    let sql = format!("SELECT doc, generation FROM {} WHERE tenant = $1 AND name = $2", table(kind));
+    let rows = query(c, &sql, &[&tenant, &name]).await?;
+    let Some(row) = rows.first() else { return Ok(None) };
+    Ok(Some(decode_doc(table(kind), row.try_get(0)?, row.try_get(1)?)?))
+}
+
+pub(super) async fn list<T, C>(c: &C, kind: Kind, tenant: Option<String>) -> PgResult<Vec<T>>
+where
+    T: DeserializeOwned + WithGeneration,
+    C: GenericClient,
+{
+    let sql = format!(
+        "SELECT doc, generation FROM {} WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, name",
+        table(kind)
+    );
+    let rows = query(c, &sql, &[&tenant]).await?;
+    rows.iter().map(|row| Ok(decode_doc(table(kind), row.try_get(0)?, row.try_get(1)?)?)).collect()
+}
+
+/// Every SyncSet of a tenant with what is needed to match clusters.
+async fn syncset_targets(tx: &Tx<'_>, tenant: &str) -> PgResult<Vec<(String, i64, ApplyMode, SyncSetSpec)>> {
+    let rows = tx
+        .query("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = $1 ORDER BY name", &[&tenant])
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let mode: &str = row.try_get(2)?;
+            let mode = ApplyMode::parse(mode).ok_or_else(|| corrupt("syncsets", format!("apply mode {mode:?}")))?;
+            Ok((row.try_get(0)?, row.try_get(1)?, mode, decode("syncsets", row.try_get(3)?)?))
+        })
+        .collect()
+}
+
+async fn generation_of<C: GenericClient>(c: &C, kind: Kind, tenant: &str, name: &str) -> PgResult<i64> {
+    let sql = format!("SELECT generation FROM {} WHERE tenant = $1 AND name = $2", table(kind));
+    let rows = query(c, &sql, &[&tenant, &name]).await?;
+    Ok(match rows.first() {
+        Some(row) => row.try_get(0)?,
+        None => 0,
+    })
+}
+
+async fn strings(tx: &Tx<'_>, sql: &str, a: &str, b: &str) -> PgResult<HashSet<String>> {
+    let rows = tx.query(sql, &[&a, &b]).await?;
+    rows.iter().map(|r| Ok(r.try_get::<_, String>(0)?)).collect()
+}
+
+fn result(action: &str) -> &'static str {
+    if action == "Created" {
+        "created"
+    } else {
+        "updated"
+    }
+}
+
+fn outcome(kind: Kind, tenant: &str, name: &str, generation: i64, result: &'static str, enqueued: u64) -> ApplyOutcome {
+    ApplyOutcome { kind, tenant: tenant.into(), name: name.into(), generation, result, enqueued }
+}

@@ -1,0 +1,361 @@
+//! The coalescing keyed work queue on PostgreSQL: one row per key in `work`, following
+//! the key lifecycle of [`crate::lifecycle`]. Statements are set-based (arrays passed
+//! with `unnest`), and rows are locked in key order so concurrent writers do not
+//! deadlock.
+
+use super::{query, PgResult, Tx};
+use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
+use crate::stored::{corrupt, decode, json};
+use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, RetryPolicy, StoreError};
+use deadpool_postgres::GenericClient;
+use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
+use std::collections::{HashMap, HashSet};
+use tokio_postgres::Row;
+
+/// Keys to enqueue in one statement (distinct keys; see [`enqueue`]).
+#[derive(Default)]
+pub(super) struct Enqueues {
+    tenants: Vec<String>,
+    clusters: Vec<String>,
+    syncsets: Vec<String>,
+    desired: Vec<bool>,
+    modes: Vec<&'static str>,
+    generations: Vec<i64>,
+}
+
+impl Enqueues {
+    /// Adds a key. `e` must say `desired`: apply (with generation and mode) or remove;
+    /// a re-run as it is goes through [`retry`].
+    pub(super) fn push(&mut self, key: WorkKey, e: Enqueue) {
+        let desired = e.desired.unwrap_or(true);
+        self.tenants.push(key.tenant);
+        self.clusters.push(key.cluster);
+        self.syncsets.push(key.syncset);
+        self.desired.push(desired);
+        self.modes.push(e.mode.unwrap_or(ApplyMode::Upsert).as_str());
+        self.generations.push(e.generation.unwrap_or(0));
+    }
+
+    pub(super) fn len(&self) -> u64 {
+        self.tenants.len() as u64
+    }
+}
+
+/// Makes keys pending (coalesced: one row per key, a newer change replaces the pending
+/// one). A running key stays running and becomes dirty. Resets attempts (a new change
+/// deserves a fresh set of retries) and un-parks a parked key. A removal keeps the
+/// row's generation and mode; a new row for a removal starts at generation 0, Upsert.
+pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
+    if e.tenants.is_empty() {
+        return Ok(0);
+    }
+    tx.execute(
+        "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
+                               phase, run_at, fence, attempts, observed_generation, updated_at)
+         SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, 1, 0, 'ready', $7, 0, 0, 0, $7
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[])
+              AS u(tenant, cluster, syncset, desired, mode, generation)
+         ORDER BY u.tenant, u.cluster, u.syncset
+         ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
+             desired = EXCLUDED.desired,
+             apply_mode = CASE WHEN EXCLUDED.desired THEN EXCLUDED.apply_mode ELSE w.apply_mode END,
+             generation = CASE WHEN EXCLUDED.desired THEN EXCLUDED.generation ELSE w.generation END,
+             want_seq = w.want_seq + 1,
+             attempts = 0,
+             run_at = CASE WHEN w.phase = 'running' THEN w.run_at ELSE EXCLUDED.run_at END,
+             phase = CASE WHEN w.phase = 'running' THEN 'running' ELSE 'ready' END,
+             updated_at = EXCLUDED.updated_at",
+        &[&e.tenants, &e.clusters, &e.syncsets, &e.desired, &e.modes, &e.generations, &tx.now.millis()],
+    )
+    .await?;
+    tx.wake();
+    Ok(e.len())
+}
+
+/// Leases up to `limit` keys: expired leases first (their keys have waited longest),
+/// then ready keys by `run_at`, and equal `run_at` (one transaction's changes) by
+/// cluster, so a cluster's SyncSets are claimed together. `SKIP LOCKED`: concurrent
+/// claimers take different keys without waiting for each other.
+pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams) -> PgResult<Vec<ClaimedItem>> {
+    let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let expires = tx.now.plus(p.lease_ttl).millis();
+    let rows = tx
+        .query(
+            "WITH expired AS MATERIALIZED (
+                 SELECT id, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'running' AND lease_expires_at <= $1
+                 ORDER BY lease_expires_at, tenant, cluster, syncset
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED),
+             ready AS MATERIALIZED (
+                 SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1
+                 ORDER BY run_at, tenant, cluster, syncset
+                 LIMIT $2 - (SELECT count(*) FROM expired)
+                 FOR UPDATE SKIP LOCKED),
+             picked AS (SELECT * FROM expired UNION ALL SELECT * FROM ready),
+             claimed AS (
+                 UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
+                     lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
+                 FROM picked p WHERE w.id = p.id
+                 RETURNING w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
+                     w.attempts, w.fence, p.pass, p.at)
+             SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
+                 COALESCE(cl.generation, 0)
+             FROM claimed c LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
+             ORDER BY c.pass, c.at, c.tenant, c.cluster, c.syncset",
+            &[&tx.now.millis(), &limit, &p.owner, &expires],
+        )
+        .await?;
+    rows.iter().map(claimed_item).collect()
+}
+
+fn claimed_item(r: &Row) -> PgResult<ClaimedItem> {
+    let mode: String = r.try_get(5)?;
+    let inventory: String = r.try_get(6)?;
+    Ok(ClaimedItem {
+        key: WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?),
+        desired: r.try_get(3)?,
+        generation: r.try_get(4)?,
+        apply_mode: ApplyMode::parse(&mode).ok_or_else(|| corrupt("work", format!("apply mode {mode:?}")))?,
+        inventory: decode("work", &inventory)?,
+        attempt: attempts(r.try_get(7)?)?,
+        fence: r.try_get(8)?,
+        cluster_generation: r.try_get(9)?,
+    })
+}
+
+fn attempts(n: i32) -> PgResult<u32> {
+    Ok(u32::try_from(n).map_err(|_| corrupt("work", format!("attempts {n}")))?)
+}
+
+/// Split keys into the column arrays `unnest` takes.
+fn key_columns<'a>(keys: impl Iterator<Item = &'a WorkKey>) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+    let mut cols = (Vec::new(), Vec::new(), Vec::new());
+    for k in keys {
+        cols.0.push(k.tenant.as_str());
+        cols.1.push(k.cluster.as_str());
+        cols.2.push(k.syncset.as_str());
+    }
+    cols
+}
+
+pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<WorkKey>> {
+    if p.leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let expires = tx.now.plus(p.lease_ttl).millis();
+    let (tenants, clusters, syncsets) = key_columns(p.leases.iter().map(|(k, _)| k));
+    let fences: Vec<Fence> = p.leases.iter().map(|(_, f)| *f).collect();
+    let rows = tx
+        .query(
+            "WITH held AS (
+                 SELECT w.id FROM work w
+                 JOIN unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(tenant, cluster, syncset, fence)
+                   ON w.tenant = u.tenant AND w.cluster = u.cluster AND w.syncset = u.syncset AND w.fence = u.fence
+                 WHERE w.phase = 'running'
+                 ORDER BY w.tenant, w.cluster, w.syncset
+                 FOR UPDATE OF w)
+             UPDATE work SET lease_expires_at = $1 FROM held WHERE work.id = held.id
+             RETURNING work.tenant, work.cluster, work.syncset, work.fence",
+            &[&expires, &tenants, &clusters, &syncsets, &fences],
+        )
+        .await?;
+    let mut renewed = HashSet::with_capacity(rows.len());
+    for r in &rows {
+        let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);
+        renewed.insert((key, r.try_get::<_, i64>(3)?));
+    }
+    Ok(p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect())
+}
+
+/// Writes every completion in one transaction: locks the keys' rows (in key order),
+/// decides each completion as [`finish`] says, then writes them set-based.
+pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Completion]) -> PgResult<Vec<CompleteOutcome>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (tenants, clusters, syncsets) = key_columns(items.iter().map(|c| &c.key));
+    let rows = tx
+        .query(
+            "SELECT w.id, w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
+                    w.tenant, w.cluster, w.syncset
+             FROM work w
+             WHERE (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+             ORDER BY w.tenant, w.cluster, w.syncset
+             FOR UPDATE",
+            &[&tenants, &clusters, &syncsets],
+        )
+        .await?;
+    let mut held: HashMap<WorkKey, Held> = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let key = WorkKey::new(r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?, r.try_get::<_, String>(9)?);
+        let h = Held {
+            id: r.try_get(0)?,
+            fence: r.try_get(1)?,
+            running: r.try_get(2)?,
+            dirty: r.try_get(3)?,
+            desired: r.try_get(4)?,
+            attempts: attempts(r.try_get(5)?)?,
+            generation: r.try_get(6)?,
+        };
+        held.insert(key, h);
+    }
+
+    let now = tx.now;
+    let mut updates = Updates::default();
+    let mut deletes: Vec<i64> = Vec::new();
+    let mut outcomes = Vec::with_capacity(items.len());
+    for c in items {
+        // A key completed earlier in this batch is no longer running: later ones are stale.
+        let Some(h) = held.get_mut(&c.key) else {
+            outcomes.push(CompleteOutcome::Stale);
+            continue;
+        };
+        let Some(fin) = finish(h, c, now, retry) else {
+            outcomes.push(CompleteOutcome::Stale);
+            continue;
+        };
+        h.running = false;
+        let resources = json("work", &c.resources)?;
+        match &fin {
+            Finish::Applied { phase, generation, inventory } => {
+                updates.push(h.id, *phase, now, Some(*generation), resources, Some(json("work", inventory)?), None, Some(now))
+            }
+            Finish::Restart => updates.push(h.id, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None),
+            Finish::Delete => deletes.push(h.id),
+            Finish::Failed { phase, run_at, error } => {
+                updates.push(h.id, *phase, *run_at, None, resources, None, Some(error.to_string()), None)
+            }
+        }
+        if fin.outcome() == CompleteOutcome::Committed(Phase::Pending) {
+            tx.wake();
+        }
+        let name = format!("{}/{}", c.key.cluster, c.key.syncset);
+        tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
+        outcomes.push(fin.outcome());
+    }
+    if !updates.ids.is_empty() {
+        let u = &updates;
+        tx.execute(
+            "UPDATE work w SET phase = u.phase, run_at = u.run_at,
+                 observed_generation = COALESCE(u.observed, w.observed_generation),
+                 resources = u.resources, inventory = COALESCE(u.inventory, w.inventory), last_error = u.last_error,
+                 last_applied_at = COALESCE(u.applied_at, w.last_applied_at),
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $9
+             FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+                  AS u(id, phase, run_at, observed, resources, inventory, last_error, applied_at)
+             WHERE w.id = u.id",
+            &[&u.ids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at, &now.millis()],
+        )
+        .await?;
+    }
+    if !deletes.is_empty() {
+        tx.execute("DELETE FROM work WHERE id = ANY($1)", &[&deletes]).await?;
+    }
+    Ok(outcomes)
+}
+
+/// Row updates of a completion batch, as columns; `None` keeps the row's value (except
+/// `errors`, where `None` clears it).
+#[derive(Default)]
+struct Updates {
+    ids: Vec<i64>,
+    phases: Vec<&'static str>,
+    run_ats: Vec<i64>,
+    observed: Vec<Option<i64>>,
+    resources: Vec<String>,
+    inventories: Vec<Option<String>>,
+    errors: Vec<Option<String>>,
+    applied_at: Vec<Option<i64>>,
+}
+
+impl Updates {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        id: i64,
+        phase: Phase,
+        run_at: Timestamp,
+        observed: Option<i64>,
+        resources: String,
+        inventory: Option<String>,
+        error: Option<String>,
+        applied_at: Option<Timestamp>,
+    ) {
+        self.ids.push(id);
+        self.phases.push(db_phase(phase));
+        self.run_ats.push(run_at.millis());
+        self.observed.push(observed);
+        self.resources.push(resources);
+        self.inventories.push(inventory);
+        self.errors.push(error);
+        self.applied_at.push(applied_at.map(Timestamp::millis));
+    }
+}
+
+pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgResult<()> {
+    let n = tx
+        .execute(
+            "UPDATE work SET phase = 'ready', run_at = $1, attempts = GREATEST(attempts - 1, 0),
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
+             WHERE tenant = $2 AND cluster = $3 AND syncset = $4 AND fence = $5 AND phase = 'running'",
+            &[&tx.now.millis(), &key.tenant, &key.cluster, &key.syncset, &fence],
+        )
+        .await?;
+    if n > 0 {
+        tx.wake();
+    }
+    Ok(())
+}
+
+/// Runs a key again as it is (an enqueue that changes nothing but the schedule).
+pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
+    let n = tx
+        .execute(
+            "UPDATE work SET want_seq = want_seq + 1, attempts = 0,
+                 run_at = CASE WHEN phase = 'running' THEN run_at ELSE $1 END,
+                 phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
+                 updated_at = $1
+             WHERE tenant = $2 AND cluster = $3 AND syncset = $4",
+            &[&tx.now.millis(), &key.tenant, &key.cluster, &key.syncset],
+        )
+        .await?;
+    if n == 0 {
+        return Err(StoreError::key_not_found(&key).into());
+    }
+    tx.wake();
+    Ok(())
+}
+
+pub(super) async fn resync(tx: &mut Tx<'_>) -> PgResult<u64> {
+    let n = tx
+        .execute(
+            "UPDATE work SET want_seq = want_seq + 1, phase = 'ready', run_at = $1, attempts = 0, updated_at = $1
+             WHERE phase IN ('idle', 'parked')",
+            &[&tx.now.millis()],
+        )
+        .await?;
+    if n > 0 {
+        tx.wake();
+    }
+    Ok(n)
+}
+
+pub(super) async fn next_ready_at<C: GenericClient>(c: &C) -> PgResult<Option<Timestamp>> {
+    let rows = query(
+        c,
+        "SELECT LEAST((SELECT MIN(run_at) FROM work WHERE phase = 'ready'),
+                      (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running'))",
+        &[],
+    )
+    .await?;
+    let at: Option<i64> = match rows.first() {
+        Some(r) => r.try_get(0)?,
+        None => None,
+    };
+    Ok(at.map(Timestamp))
+}

@@ -1,0 +1,61 @@
+//! How documents are stored, the same in every SQL backend: canonical JSON without the
+//! generation (so that re-applying the same content is recognised as unchanged), and
+//! decoding it back with the stored generation stamped on.
+
+use crate::{Result, StoreError};
+use fleetsync_model::{Cluster, Kind, SyncSet};
+use serde::de::DeserializeOwned;
+
+/// The stored form of a document: canonical JSON without the generation.
+pub(crate) fn canonical<T: serde::Serialize>(doc: &T) -> Result<String> {
+    let mut v = serde_json::to_value(doc).map_err(|e| corrupt("documents", e))?;
+    if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("generation");
+    }
+    Ok(v.to_string())
+}
+
+/// JSON text for a column; only fails for types that cannot be JSON (a bug).
+pub(crate) fn json<T: serde::Serialize + ?Sized>(table: &'static str, value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| corrupt(table, e))
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(table: &'static str, text: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| corrupt(table, e))
+}
+
+/// A stored document with its stored generation stamped on.
+pub(crate) fn decode_doc<T: DeserializeOwned + WithGeneration>(table: &'static str, doc: &str, generation: i64) -> Result<T> {
+    let mut t: T = decode(table, doc)?;
+    t.set_generation(generation);
+    Ok(t)
+}
+
+pub(crate) fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { table, message: e.to_string() }
+}
+
+/// The table a kind of document lives in.
+pub(crate) fn table(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Cluster => "clusters",
+        Kind::SyncSet => "syncsets",
+    }
+}
+
+/// Lets the generic readers stamp the stored generation onto a decoded document.
+pub(crate) trait WithGeneration {
+    fn set_generation(&mut self, generation: i64);
+}
+
+impl WithGeneration for Cluster {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
+
+impl WithGeneration for SyncSet {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
