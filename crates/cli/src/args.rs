@@ -16,8 +16,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the hub: the HTTP API and the workers, on the embedded SQLite store.
+    /// Run the hub: the HTTP API and the workers (SQLite by default, or PostgreSQL).
     Serve(ServeArgs),
+    /// Run workers only (no API) against a shared PostgreSQL store.
+    Worker(WorkerArgs),
+    /// Bring the PostgreSQL schema up to date and exit.
+    Migrate(MigrateArgs),
     /// Create or update the Clusters and SyncSets in a YAML file (idempotent).
     Apply(ApplyArgs),
     /// Show clusters, syncsets or status.
@@ -33,11 +37,51 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// The SQLite file of the embedded store.
+/// Where the store is: a SQLite file (the default) or a PostgreSQL database.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// The SQLite file of the embedded store (when no --database-url is given).
     #[arg(long, env = "FLEETSYNC_DB", default_value = "fleetsync.db")]
     pub db: PathBuf,
+    #[command(flatten)]
+    pub pg: PgArgs,
+}
+
+/// A PostgreSQL store: a URL (or key=value string) plus the usual PG* variables.
+#[derive(Debug, Clone, Args)]
+pub struct PgArgs {
+    /// e.g. postgres://user@host:5432/db; unset parts come from PGHOST, PGUSER, … .
+    #[arg(long, env = "FLEETSYNC_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// The schema fleetsync's tables live in (created if missing).
+    #[arg(long, env = "FLEETSYNC_DATABASE_SCHEMA")]
+    pub schema: Option<String>,
+    /// Connections in the pool.
+    #[arg(long, env = "FLEETSYNC_DATABASE_POOL", default_value_t = 16)]
+    pub pool_size: usize,
+    /// Do not migrate at start (run `fleetsync migrate` instead).
+    #[arg(long)]
+    pub no_migrate: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub pg: PgArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub pg: PgArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Where the HTTP API listens.
     #[arg(long, env = "FLEETSYNC_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,

@@ -10,6 +10,7 @@ mod process;
 mod report;
 mod serve;
 mod sim;
+mod stores;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -28,6 +29,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(a) => serve::run(a).await.map(|()| true),
+            Command::Worker(a) => stores::worker(a).await.map(|()| true),
+            Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
             Command::Apply(a) => client::apply(&cli.server, a).await.map(|()| true),
             Command::Get(a) => client::get(&cli.server, a).await.map(|()| true),
             Command::Delete(a) => client::delete(&cli.server, a).await.map(|()| true),
@@ -49,7 +52,7 @@ fn main() -> ExitCode {
 /// Logs go to stderr; `RUST_LOG` overrides. The hub logs at info, one-shot commands
 /// only warn, so their stdout stays clean for scripts.
 fn init_tracing(command: &Command) {
-    let default = if matches!(command, Command::Serve(_)) { "info" } else { "warn" };
+    let default = if matches!(command, Command::Serve(_) | Command::Worker(_)) { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();

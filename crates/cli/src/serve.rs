@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_server::{AppState, QueueMetrics};
-use fleetsync_store::sqlite::SqliteStore;
+use crate::stores::{describe, open_store};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -15,9 +15,7 @@ use tokio_util::sync::CancellationToken;
 pub async fn run(a: ServeArgs) -> Result<()> {
     let runtime_cfg = runtime_config(&a.engine)?;
     let sim = SimConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimConfig::default() };
-    let store = SqliteStore::open(&a.db, store_config(&a.engine)?)
-        .with_context(|| format!("cannot open the store {} (check the path and its permissions)", a.db.display()))?;
-    let store = Arc::new(store);
+    let store = open_store(&a.store, store_config(&a.engine)?).await?;
     let mut registry = Registry::default();
     let runtime_metrics = RuntimeMetrics::register(&mut registry);
     let queue_metrics = QueueMetrics::register(&mut registry);
@@ -30,7 +28,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     tokio::spawn(stop_on_signal(shutdown.clone()));
     let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(sim)), runtime_cfg, runtime_metrics);
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
-    tracing::info!(listen = %listener.local_addr()?, db = %a.db.display(), "fleetsync hub serving");
+    tracing::info!(listen = %listener.local_addr()?, store = %describe(&a.store), "fleetsync hub serving");
     fleetsync_server::serve(listener, state, shutdown.clone().cancelled_owned()).await.context("the HTTP server failed")?;
     shutdown.cancel();
     workers.await.context("the workers panicked")??;
@@ -39,7 +37,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.
-async fn stop_on_signal(token: CancellationToken) {
+pub async fn stop_on_signal(token: CancellationToken) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -111,11 +111,16 @@ struct Hub {
 impl Hub {
     fn start() -> Hub {
         let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("hub.db");
+        Hub::start_with(dir, &["--db", db.to_str().expect("utf-8")])
+    }
+
+    fn start_with(dir: tempfile::TempDir, store: &[&str]) -> Hub {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
         let listen = format!("127.0.0.1:{port}");
         let child = bin()
-            .args(["serve", "--listen", &listen, "--db"])
-            .arg(dir.path().join("hub.db"))
+            .args(["serve", "--listen", &listen])
+            .args(store)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -223,4 +228,53 @@ fn bench_rejects_bad_flags() {
     assert!(!out.status.success() && stderr(&out).contains("--resources"), "{}", stderr(&out));
     let out = run(&["sim", "--fail-status", "200"]);
     assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
+}
+
+fn database_url() -> String {
+    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// Drops a test schema when the test ends, pass or fail (best effort, with psql).
+struct Schema(String);
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0);
+        let _ = Command::new("psql").args([database_url().as_str(), "-qc", &sql]).output();
+    }
+}
+
+/// Many processes on one PostgreSQL store: `migrate`, then a hub (`serve`) and a
+/// separate `worker` run against the same schema while a fleet converges. (Which
+/// process takes which key is not asserted here; the store's exclusivity is tested
+/// by the conformance suite.)
+#[test]
+fn hub_and_worker_share_a_postgres_store() {
+    let schema = Schema(format!("fs_cli_{}", std::process::id()));
+    let url = database_url();
+    let out = run(&["migrate", "--database-url", &url, "--schema", &schema.0]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("at version"), "{}", stdout(&out));
+
+    let store = ["--database-url", url.as_str(), "--schema", schema.0.as_str(), "--no-migrate"];
+    let mut hub = Hub::start_with(tempfile::tempdir().expect("tempdir"), &store);
+    let mut worker = bin().arg("worker").args(store).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("worker");
+    let file = example();
+    let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let items = status_items(h);
+        items.len() == 3 && items.iter().all(|k| k["phase"] == "Applied")
+    });
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(hub.terminate().success());
+}
+
+#[test]
+fn postgres_commands_say_what_is_wrong() {
+    let out = run(&["worker"]);
+    assert!(!out.status.success() && stderr(&out).contains("--database-url"), "{}", stderr(&out));
+    let out = run(&["migrate", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
+    assert!(!out.status.success() && stderr(&out).contains("connecting to PostgreSQL"), "{}", stderr(&out));
 }

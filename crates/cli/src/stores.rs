@@ -1,0 +1,67 @@
+//! Opening the store the command line names: SQLite by default, PostgreSQL with
+//! `--database-url`. `worker` and `migrate` need PostgreSQL: many processes share it.
+
+use crate::args::{MigrateArgs, PgArgs, StoreArgs, WorkerArgs};
+use crate::engine::{appliers, runtime_config, store_config};
+use anyhow::{anyhow, Context, Result};
+use fleetsync_applier::sim::{SimConfig, SimFleet};
+use fleetsync_runtime::{Runtime, RuntimeMetrics};
+use fleetsync_store::postgres::{PgOptions, PgStore};
+use fleetsync_store::sqlite::SqliteStore;
+use fleetsync_store::{Store, StoreConfig};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+pub async fn open_store(a: &StoreArgs, config: StoreConfig) -> Result<Arc<dyn Store>> {
+    match &a.pg.database_url {
+        Some(url) => Ok(Arc::new(connect(url, &a.pg, config).await?)),
+        None => {
+            let store = SqliteStore::open(&a.db, config)
+                .with_context(|| format!("cannot open the store {} (check the path and its permissions)", a.db.display()))?;
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+async fn connect(url: &str, pg: &PgArgs, config: StoreConfig) -> Result<PgStore> {
+    if pg.pool_size == 0 {
+        return Err(anyhow!("--pool-size must be at least 1"));
+    }
+    let options = PgOptions { schema: pg.schema.clone(), pool_size: pg.pool_size, migrate: !pg.no_migrate };
+    PgStore::connect_with(url, options, config).await.context("cannot open the PostgreSQL store (check --database-url)")
+}
+
+fn required_url(pg: &PgArgs) -> Result<&str> {
+    pg.database_url
+        .as_deref()
+        .ok_or_else(|| anyhow!("--database-url (or FLEETSYNC_DATABASE_URL) is required: workers share a PostgreSQL store"))
+}
+
+/// Where the store is, for logs (never the password).
+pub fn describe(a: &StoreArgs) -> String {
+    match &a.pg.database_url {
+        Some(_) => format!("postgresql (schema {})", a.pg.schema.as_deref().unwrap_or("from search_path")),
+        None => format!("sqlite {}", a.db.display()),
+    }
+}
+
+/// `fleetsync worker`: the runtime alone, until SIGINT or SIGTERM.
+pub async fn worker(a: WorkerArgs) -> Result<()> {
+    let url = required_url(&a.pg)?;
+    let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
+    let runtime = Runtime::new(Arc::new(store), appliers(SimFleet::new(SimConfig::default())), runtime_config(&a.engine)?, RuntimeMetrics::unregistered());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
+    tracing::info!("fleetsync worker running");
+    runtime.run(shutdown).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `fleetsync migrate`.
+pub async fn migrate(a: MigrateArgs) -> Result<()> {
+    let url = required_url(&a.pg)?;
+    let version = PgStore::migrate(url, a.pg.schema.as_deref()).await.context("migrating the PostgreSQL schema")?;
+    println!("schema {} is at version {version}", a.pg.schema.as_deref().unwrap_or("(search_path)"));
+    Ok(())
+}
