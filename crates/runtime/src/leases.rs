@@ -14,24 +14,39 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Default)]
 pub struct Leases {
-    held: Mutex<HashMap<WorkKey, (Fence, CancellationToken)>>,
+    held: Mutex<HashMap<WorkKey, Held>>,
+}
+
+struct Held {
+    fence: Fence,
+    token: CancellationToken,
+    /// The run is over and its result is being committed: the store may already have
+    /// released the key, so a renewal that finds it gone is no loss.
+    completing: bool,
 }
 
 impl Leases {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<WorkKey, (Fence, CancellationToken)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<WorkKey, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a held lease; `token` is cancelled if the lease is lost.
     pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken) {
-        self.map().insert(key, (fence, token));
+        self.map().insert(key, Held { fence, token, completing: false });
+    }
+
+    /// Notes that the run has ended and its result is on its way to the store.
+    pub fn completing(&self, key: &WorkKey, fence: Fence) {
+        if let Some(h) = self.map().get_mut(key).filter(|h| h.fence == fence) {
+            h.completing = true;
+        }
     }
 
     /// Forgets a lease; returns whether it was still held (not lost meanwhile).
     pub fn release(&self, key: &WorkKey, fence: Fence) -> bool {
         let mut map = self.map();
         match map.get(key) {
-            Some((f, _)) if *f == fence => map.remove(key).is_some(),
+            Some(h) if h.fence == fence => map.remove(key).is_some(),
             _ => false,
         }
     }
@@ -45,21 +60,24 @@ impl Leases {
     }
 
     fn snapshot(&self) -> Vec<(WorkKey, Fence)> {
-        self.map().iter().map(|(k, (f, _))| (k.clone(), *f)).collect()
+        self.map().iter().map(|(k, h)| (k.clone(), h.fence)).collect()
     }
 
-    /// Cancels and forgets the runs that still hold these leases. A key whose run
-    /// finished (or that was claimed again, with a new token) after the renewal's
-    /// snapshot is left alone: only the exact (key, token) that was refused is lost.
-    fn lose(&self, lost: &[(WorkKey, Fence)]) {
+    /// Cancels the runs that still hold these leases; returns how many were running
+    /// (not merely committing). A key claimed again since the snapshot, with a new
+    /// token, is left alone: only the exact (key, token) that was refused is lost.
+    fn lose(&self, lost: &[(WorkKey, Fence)]) -> usize {
         let mut map = self.map();
+        let mut running = 0;
         for (k, fence) in lost {
-            if map.get(k).is_some_and(|(f, _)| f == fence) {
-                if let Some((_, token)) = map.remove(k) {
-                    token.cancel();
+            if map.get(k).is_some_and(|h| h.fence == *fence) {
+                if let Some(h) = map.remove(k) {
+                    running += usize::from(!h.completing);
+                    h.token.cancel();
                 }
             }
         }
+        running
     }
 
     /// Renews every held lease each `every` until `stop` fires.
@@ -80,9 +98,7 @@ impl Leases {
                     last_ok = Instant::now();
                     let lost: HashSet<WorkKey> = lost.into_iter().collect();
                     let lost: Vec<(WorkKey, Fence)> = leases.into_iter().filter(|(k, _)| lost.contains(k)).collect();
-                    let before = self.len();
-                    self.lose(&lost);
-                    let cancelled = before - self.len();
+                    let cancelled = self.lose(&lost);
                     if cancelled > 0 {
                         tracing::warn!(cancelled, "leases lost; cancelling their runs");
                     }
@@ -108,12 +124,26 @@ mod tests {
         let key = WorkKey::new("t", "c", "s");
         let run = CancellationToken::new();
         leases.hold(key.clone(), 5, run.clone());
-        leases.lose(&[(key.clone(), 4)]);
+        assert_eq!(leases.lose(&[(key.clone(), 4)]), 0);
         assert!(!run.is_cancelled(), "token 4 was an earlier run of the key");
         assert_eq!(leases.len(), 1);
-        leases.lose(&[(key.clone(), 5)]);
+        assert_eq!(leases.lose(&[(key.clone(), 5)]), 1, "a running run was lost");
         assert!(run.is_cancelled());
         assert!(leases.is_empty());
         assert!(!leases.release(&key, 5), "already forgotten");
+    }
+}
+
+#[cfg(test)]
+mod completing_tests {
+    use super::*;
+
+    #[test]
+    fn a_committing_run_is_not_counted_as_lost() {
+        let leases = Leases::default();
+        let key = WorkKey::new("t", "c", "s");
+        leases.hold(key.clone(), 9, CancellationToken::new());
+        leases.completing(&key, 9);
+        assert_eq!(leases.lose(&[(key, 9)]), 0);
     }
 }

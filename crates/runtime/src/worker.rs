@@ -155,10 +155,13 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, permit: OwnedSemaphoreP
     shared.leases.hold(item.key.clone(), item.fence, token.clone());
     shared.metrics.applies_in_flight.inc();
     match shared.executor.run(&item, &token).await {
-        Some(completion) => match shared.committer.commit(completion).await {
-            Ok(outcome) => record(&shared.metrics, outcome),
-            Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),
-        },
+        Some(completion) => {
+            shared.leases.completing(&item.key, item.fence);
+            match shared.committer.commit(completion).await {
+                Ok(outcome) => record(&shared.metrics, outcome),
+                Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),
+            }
+        }
         None if shared.leases.release(&item.key, item.fence) => {
             // Cancelled by shutdown, lease still ours: give the key back at once.
             if let Err(e) = shared.store.work_release(&item.key, item.fence).await {
