@@ -69,7 +69,19 @@ impl Default for KubeConfig {
 #[derive(Clone)]
 pub struct KubeApplier {
     config: KubeConfig,
-    clients: Arc<Mutex<HashMap<String, Arc<ClusterClient>>>>,
+    clients: Arc<Mutex<Clients>>,
+}
+
+/// The clients by cluster, and when idle ones were last swept out.
+struct Clients {
+    by_cluster: HashMap<String, Arc<ClusterClient>>,
+    swept: Instant,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Self { by_cluster: HashMap::new(), swept: Instant::now() }
+    }
 }
 
 /// A cluster's client and its discovery cache.
@@ -87,7 +99,7 @@ impl KubeApplier {
 
     /// How many cluster clients are open.
     pub fn open_clients(&self) -> usize {
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).by_cluster.len()
     }
 
     /// The cluster's client, created on first use; idle clients are dropped here too.
@@ -101,16 +113,20 @@ impl KubeApplier {
         let id = format!("{}/{}", cluster.metadata.namespace, cluster.metadata.name);
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        let idle = self.config.idle_after;
-        clients.retain(|_, c| now.duration_since(*c.last_used.lock().unwrap_or_else(PoisonError::into_inner)) < idle);
-        if let Some(c) = clients.get(&id).filter(|c| c.url == url) {
+        // Sweeping looks at every cluster: do it at most once a second, not per apply.
+        if now.duration_since(clients.swept) >= Duration::from_secs(1) {
+            let idle = self.config.idle_after;
+            clients.by_cluster.retain(|_, c| now.duration_since(*c.last_used.lock().unwrap_or_else(PoisonError::into_inner)) < idle);
+            clients.swept = now;
+        }
+        if let Some(c) = clients.by_cluster.get(&id).filter(|c| c.url == url) {
             *c.last_used.lock().unwrap_or_else(PoisonError::into_inner) = now;
             return Ok(c.clone());
         }
         let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
         let client = self.build_client(uri).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
         let c = Arc::new(ClusterClient { client, url, kinds: Mutex::default(), last_used: Mutex::new(now) });
-        clients.insert(id, c.clone());
+        clients.by_cluster.insert(id, c.clone());
         Ok(c)
     }
 
