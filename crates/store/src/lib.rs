@@ -96,7 +96,15 @@ pub trait Store: Send + Sync + 'static {
     /// When the earliest scheduled (backed-off) key becomes ready, if any.
     async fn work_next_ready_at(&self) -> Result<Option<fleetsync_model::Timestamp>>;
 
-    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>>;
+    /// One key's status (a [`status_list`](Store::status_list) narrowed to the key).
+    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {
+        let filter = StatusFilter {
+            tenant: Some(key.tenant.clone()),
+            cluster: Some(key.cluster.clone()),
+            syncset: Some(key.syncset.clone()),
+        };
+        Ok(self.status_list(&filter).await?.into_iter().next())
+    }
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
     async fn queue_stats(&self) -> Result<QueueStats>;
 

@@ -510,15 +510,6 @@ impl Store for PgStore {
         self.read("reading the next ready time", |c, _| Box::pin(queue::next_ready_at(c))).await
     }
 
-    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {
-        let filter = StatusFilter {
-            tenant: Some(key.tenant.clone()),
-            cluster: Some(key.cluster.clone()),
-            syncset: Some(key.syncset.clone()),
-        };
-        Ok(self.status_list(&filter).await?.into_iter().next())
-    }
-
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         self.read("reading status", |c, now| Box::pin(rows::status_list(c, now, filter.clone()))).await
     }

@@ -209,15 +209,6 @@ impl Store for SqliteStore {
         self.read("reading the next ready time", |c, _| queue::next_ready_at(c)).await
     }
 
-    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {
-        let filter = StatusFilter {
-            tenant: Some(key.tenant.clone()),
-            cluster: Some(key.cluster.clone()),
-            syncset: Some(key.syncset.clone()),
-        };
-        Ok(self.status_list(&filter).await?.into_iter().next())
-    }
-
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         let filter = filter.clone();
         self.read("reading status", move |c, now| rows::status_list(c, now, &filter)).await
