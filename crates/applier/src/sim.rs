@@ -66,14 +66,17 @@ struct Span {
 }
 
 /// Counters over the whole run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Totals {
+    /// Applies that took effect.
     pub applies: u64,
+    /// Applies and deletes that failed (injected faults, apply conflicts).
     pub failures: u64,
+    /// Deletes that took effect.
     pub deletes: u64,
     /// Calls refused because a newer fencing token had been seen.
     pub fenced: u64,
-    /// Times a key had two applies in flight at once.
+    /// Times a key had two calls in flight at once.
     pub overlaps: u64,
     /// Applies that came out of order within a run.
     pub order_violations: u64,

@@ -12,7 +12,6 @@
 //!   one's end.
 
 use crate::status::ApiError;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,22 +41,9 @@ pub struct FenceClaim {
     pub index: Option<usize>,
 }
 
-/// Counters over the whole simulator.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Totals {
-    /// Applies (PATCH) that took effect.
-    pub applies: u64,
-    /// PATCH and DELETE requests that failed (injected faults, apply conflicts).
-    pub failures: u64,
-    /// Deletes that took effect.
-    pub deletes: u64,
-    /// Requests refused because a newer fencing token had been seen.
-    pub fenced: u64,
-    /// Times a key had two requests in flight at once.
-    pub overlaps: u64,
-    /// Applies that came out of order within a run.
-    pub order_violations: u64,
-}
+/// The same counters as the in-process simulator's, so both simulators report one
+/// shape.
+pub use fleetsync_applier::sim::Totals;
 
 /// [`Totals`] as lock-free counters, so no request waits on a global lock.
 #[derive(Debug, Default)]
