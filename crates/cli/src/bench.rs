@@ -6,7 +6,7 @@
 use crate::args::HiveFleetArgs;
 use crate::engine::{check_fail_rate, runtime_config, store_config};
 use crate::process::{cpu_time, peak_rss_bytes};
-use crate::report::{print_rows, progress_bar, quantiles, wait_settled, Report};
+use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use anyhow::{anyhow, bail, Context, Result};
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{ApplyContext, Applier, ByEndpoint};
@@ -54,10 +54,7 @@ struct Verdict {
 }
 
 pub async fn run(a: HiveFleetArgs) -> Result<bool> {
-    let shape = FleetShape { clusters: a.clusters, syncsets: a.syncsets, resources: a.resources };
-    if shape.clusters == 0 || shape.syncsets == 0 || shape.resources == 0 {
-        bail!("--clusters, --syncsets and --resources must each be at least 1");
-    }
+    let shape = fleet_shape(a.clusters, a.syncsets, a.resources)?;
     if a.baseline.is_some() && a.baseline_workers == 0 {
         bail!("--baseline-workers must be at least 1");
     }

@@ -13,7 +13,7 @@ use fleetsync_model::Endpoint;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::Store;
-use crate::report::{print_rows, progress_bar, quantiles, wait_settled, Report};
+use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use fleetsync_testkit::{hive_fleet, FleetShape};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,10 +28,7 @@ struct Extra {
 }
 
 pub async fn run(a: DemoArgs) -> Result<bool> {
-    let shape = FleetShape { clusters: a.clusters, syncsets: a.syncsets, resources: a.resources };
-    if shape.clusters == 0 || shape.syncsets == 0 || shape.resources == 0 {
-        bail!("--clusters, --syncsets and --resources must each be at least 1");
-    }
+    let shape = fleet_shape(a.clusters, a.syncsets, a.resources)?;
     if !(a.latency_scale.is_finite() && a.latency_scale >= 0.0) {
         bail!("--latency-scale must be a number of at least 0, got {}", a.latency_scale);
     }

@@ -1,10 +1,10 @@
 //! What `demo` and `bench` share: the JSON report (a fixed interface), make-span
 //! quantiles, the progress bar, and waiting for the fleet to settle.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use fleetsync_model::Phase;
 use fleetsync_store::Store;
-use fleetsync_testkit::unsettled;
+use fleetsync_testkit::{unsettled, FleetShape};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -27,6 +27,14 @@ pub struct Quantiles {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+}
+
+/// The fleet's shape from `--clusters`, `--syncsets` and `--resources`.
+pub fn fleet_shape(clusters: usize, syncsets: usize, resources: usize) -> Result<FleetShape> {
+    if clusters == 0 || syncsets == 0 || resources == 0 {
+        bail!("--clusters, --syncsets and --resources must each be at least 1");
+    }
+    Ok(FleetShape { clusters, syncsets, resources })
 }
 
 /// p50, p99 and max of make-span over critical path across clusters, from
