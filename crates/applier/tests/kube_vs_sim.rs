@@ -102,7 +102,8 @@ async fn stale_fence_is_refused_by_the_target() {
 async fn status_codes_map_to_typed_errors() {
     let s = sim(quiet()).await;
     let http = reqwest::Client::new();
-    let cases: [(u16, fn(&ApplyError) -> bool, bool); 4] = [
+    type IsExpected = fn(&ApplyError) -> bool;
+    let cases: [(u16, IsExpected, bool); 4] = [
         (409, |e| matches!(e, ApplyError::Conflict(_)), true),
         (403, |e| matches!(e, ApplyError::Forbidden(_)), false),
         (422, |e| matches!(e, ApplyError::Invalid(_)), false),
