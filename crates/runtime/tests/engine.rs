@@ -66,6 +66,15 @@ async fn assert_latest_everywhere(h: &Hub, shape: FleetShape) {
     assert_eq!((t.overlaps, t.order_violations, t.fenced), (0, 0, 0), "{t:?}");
 }
 
+/// Waits (up to 10 s) until at least `n` keys are being applied.
+async fn wait_for_applying(store: &dyn Store, n: u64) {
+    let start = std::time::Instant::now();
+    while store.queue_stats().await.expect("stats").by_phase[&Phase::Applying] < n {
+        assert!(start.elapsed() < Duration::from_secs(10), "fewer than {n} keys started applying");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn stop(h: Hub) {
     h.shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), h.task).await.expect("stops").expect("joins");
@@ -90,10 +99,9 @@ async fn change_during_apply_reruns_after_never_beside() {
     let h = hub(sim(0.2, 0.0), fast_retry(), config());
     let shape = FleetShape { clusters: 6, syncsets: 3, resources: 5 };
     h.store.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
-    // Wait until runs are under way, then change every SyncSet twice.
-    tokio::time::sleep(Duration::from_millis(120)).await;
-    let applying = h.store.queue_stats().await.expect("stats").by_phase[&Phase::Applying];
-    assert!(applying > 0, "changes must land while keys are applying");
+    // Wait until runs are under way (a key takes at least 5 × 40 ms), then change
+    // every SyncSet twice.
+    wait_for_applying(&*h.store, 1).await;
     for rev in ["r2", "r3"] {
         let docs: Vec<Document> = (0..shape.syncsets).map(|i| hive_syncset(i, shape.resources, rev)).collect();
         h.store.objects_apply(docs).await.expect("update");
@@ -189,8 +197,7 @@ async fn shutdown_releases_unfinished_keys() {
     let h = hub(sim(20.0, 0.0), fast_retry(), slow);
     let shape = FleetShape { clusters: 2, syncsets: 2, resources: 1 };
     h.store.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(h.store.queue_stats().await.expect("stats").by_phase[&Phase::Applying], 4);
+    wait_for_applying(&*h.store, 4).await;
     let store = h.store.clone();
     let started = std::time::Instant::now();
     stop(h).await;
