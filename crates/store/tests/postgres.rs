@@ -45,18 +45,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        // Best effort, on a runtime of its own: the test's may be shutting down.
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-            rt.block_on(async {
-                if let Ok((client, conn)) = tokio_postgres::connect(&test_url(), NoTls).await {
-                    tokio::spawn(conn);
-                    let _ = client.batch_execute(&sql).await;
-                }
-            });
-        })
-        .join();
+        fleetsync_store::postgres::drop_schema_blocking(&test_url(), &self.schema);
     }
 }
 

@@ -527,6 +527,23 @@ impl Store for PgStore {
     }
 }
 
+/// Test support: drops `schema` (best effort) on a runtime of its own, so a test
+/// harness can clean up from `Drop` while its own runtime may be shutting down.
+#[cfg(feature = "conformance")]
+pub fn drop_schema_blocking(url: &str, schema: &str) {
+    let (url, sql) = (url.to_string(), format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    let _ = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async {
+            if let Ok((client, conn)) = tokio_postgres::connect(&url, NoTls).await {
+                tokio::spawn(conn);
+                let _ = client.batch_execute(&sql).await;
+            }
+        });
+    })
+    .join();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,18 +570,7 @@ mod tests {
 
     impl Drop for Harness {
         fn drop(&mut self) {
-            // The test's runtime is going away; drop the schema from a thread of its own.
-            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-            let _ = std::thread::spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-                rt.block_on(async {
-                    if let Ok((client, conn)) = tokio_postgres::connect(&test_url(), NoTls).await {
-                        tokio::spawn(conn);
-                        let _ = client.batch_execute(&sql).await;
-                    }
-                });
-            })
-            .join();
+            super::drop_schema_blocking(&test_url(), &self.schema);
         }
     }
 
