@@ -67,17 +67,12 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// Why the runtime stopped with an error.
+/// Why the runtime would not start. Once running, store failures are retried (claims,
+/// commits, renewals) rather than ending the process.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("invalid runtime configuration: {0}")]
     Config(String),
-    #[error("store failed while {step}: {source}")]
-    Store {
-        step: &'static str,
-        #[source]
-        source: fleetsync_store::StoreError,
-    },
 }
 
 impl RuntimeConfig {
