@@ -70,8 +70,8 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         }
     };
     let http = reqwest::Client::new();
-    let (report, cpu, store_bytes) = run_hub(&a, shape, &sim_url, &http).await?;
-    let verdict = verdict(&http, &sim_url, shape).await?;
+    let (report, cpu, store_bytes, sim_report) = run_hub(&a, shape, &sim_url, &http).await?;
+    let verdict = verdict(&http, &sim_url, shape, &sim_report).await?;
     let clean = report.converged && verdict == Verdict { latest_generation: true, order_kept: true, overlaps: 0 };
     let baseline = match a.baseline {
         Some(_) => Some(run_baseline(shape, &sim_url, a.baseline_workers, a.baseline_window).await),
@@ -87,8 +87,14 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     Ok(clean)
 }
 
-/// Runs the hub on the embedded store until the fleet settles.
-async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest::Client) -> Result<(Report, Duration, u64)> {
+/// Runs the hub on the embedded store until the fleet settles; returns its report,
+/// CPU time, store size, and the simulator's report read once at the end.
+async fn run_hub(
+    a: &HiveFleetArgs,
+    shape: FleetShape,
+    sim: &str,
+    http: &reqwest::Client,
+) -> Result<(Report, Duration, u64, SimReport)> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
     let store = Arc::new(SqliteStore::open(dir.path().join("bench.db"), store_config(&a.engine)?)?);
     let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
@@ -126,7 +132,7 @@ async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest
         converged: settled && parked == 0,
         peak_rss_bytes: peak_rss_bytes(),
     };
-    Ok((report, cpu, store.size_bytes()))
+    Ok((report, cpu, store.size_bytes(), sim_report))
 }
 
 fn kube() -> KubeApplier {
@@ -140,9 +146,7 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value> {
 
 /// The sim's verdict: every key's resources at the latest generation (1), order kept
 /// within every run, and no two requests of one key in flight together.
-async fn verdict(http: &reqwest::Client, sim: &str, shape: FleetShape) -> Result<Verdict> {
-    let report: SimReport = serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?)
-        .context("the simulator's report has an unexpected shape")?;
+async fn verdict(http: &reqwest::Client, sim: &str, shape: FleetShape, report: &SimReport) -> Result<Verdict> {
     let keys = get_json(http, &format!("{sim}/_sim/keys")).await?;
     let mut latest = true;
     for c in 0..shape.clusters {
