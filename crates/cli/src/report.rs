@@ -3,11 +3,11 @@
 
 use anyhow::{bail, Context, Result};
 use fleetsync_model::Phase;
-use fleetsync_store::Store;
-use fleetsync_testkit::{unsettled, FleetShape};
+use fleetsync_store::{QueueStats, Store};
+use fleetsync_testkit::{unsettled, wait_settled_with, FleetShape};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The `--json` output of `demo`; `bench` adds fields around it. Scripts depend on
 /// these names.
@@ -65,23 +65,17 @@ pub fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
     bar
 }
 
-/// Polls until every key is Applied or Parked, or the timeout; returns (settled,
-/// parked). `applies` feeds the progress bar.
+/// Waits until every key is Applied or Parked, or the timeout, feeding the progress
+/// bar on each poll; returns (settled, parked). `applies` counts what is done.
 pub async fn wait_settled(store: &dyn Store, progress: &ProgressBar, applies: impl Fn() -> u64, timeout: Duration) -> Result<(bool, u64)> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let stats = store.queue_stats().await.context("reading queue stats")?;
-        let parked = stats.by_phase.get(&Phase::Parked).copied().unwrap_or(0);
+    let show = |stats: &QueueStats| {
         progress.set_position(applies());
-        progress.set_message(format!("{} keys to go", unsettled(&stats)));
-        if unsettled(&stats) == 0 {
-            return Ok((true, parked));
-        }
-        if Instant::now() >= deadline {
-            return Ok((false, parked));
-        }
-    }
+        progress.set_message(format!("{} keys to go", unsettled(stats)));
+    };
+    let (stats, settled) = wait_settled_with(store, timeout, Duration::from_millis(200), show)
+        .await
+        .context("reading queue stats")?;
+    Ok((settled, stats.by_phase.get(&Phase::Parked).copied().unwrap_or(0)))
 }
 
 /// Prints `label value` rows, aligned.

@@ -79,19 +79,31 @@ pub fn unsettled(stats: &QueueStats) -> u64 {
     [Phase::Pending, Phase::Applying, Phase::Failed].iter().map(|p| stats.by_phase.get(p).copied().unwrap_or(0)).sum()
 }
 
-/// Polls until no key is unsettled (every key Applied or Parked) or `timeout` passes;
-/// returns the last stats and whether it settled.
+/// Polls every 20 ms until no key is unsettled (every key Applied or Parked) or
+/// `timeout` passes; returns the last stats and whether it settled.
 pub async fn wait_settled(store: &dyn Store, timeout: Duration) -> Result<(QueueStats, bool), StoreError> {
+    wait_settled_with(store, timeout, Duration::from_millis(20), |_| {}).await
+}
+
+/// [`wait_settled`], polling every `every` and showing each poll's stats to
+/// `on_poll` (the demo's progress bar).
+pub async fn wait_settled_with(
+    store: &dyn Store,
+    timeout: Duration,
+    every: Duration,
+    mut on_poll: impl FnMut(&QueueStats),
+) -> Result<(QueueStats, bool), StoreError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let stats = store.queue_stats().await?;
+        on_poll(&stats);
         if unsettled(&stats) == 0 {
             return Ok((stats, true));
         }
         if tokio::time::Instant::now() >= deadline {
             return Ok((stats, false));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(every).await;
     }
 }
 
