@@ -1,5 +1,8 @@
 //! What fleetsync's tests, demo and benchmarks share: the `hive-fleet` workload
-//! (DESIGN.md, "The fleet workload") and a way to wait for a fleet to settle.
+//! (DESIGN.md, "The fleet workload"), a way to wait for a fleet to settle, and a
+//! throwaway PostgreSQL server for tests that restart or crash the database ([`pg`]).
+
+pub mod pg;
 
 use fleetsync_model::{
     ApplyMode, Cluster, ClusterSpec, Document, Endpoint, LabelSelector, Manifest, ObjectMeta, Phase, SyncSet, SyncSetSpec,

@@ -1,0 +1,252 @@
+//! A throwaway PostgreSQL server, for tests that stop, restart or crash the database
+//! and so must never touch the shared one.
+//!
+//! [`ThrowawayPg::start`] runs `initdb` into a fresh directory under the system temp
+//! directory and starts the server on a free port of 127.0.0.1, with its Unix socket
+//! inside that directory, trust authentication and `fsync` on. When the current user is
+//! root the binaries run as the `postgres` OS user (PostgreSQL refuses to run as root),
+//! which then owns the directory. Dropping the value stops the server and removes the
+//! directory, also when the test panics; directories left by test processes that were
+//! killed outright are swept (their servers stopped) by the next `start`.
+//!
+//! The binaries come from `FLEETSYNC_PG_BIN` (a directory) if set, else the newest
+//! `/usr/lib/postgresql/*/bin`, else `PATH`. Every call blocks (it runs `pg_ctl`); from
+//! an async test call it through `tokio::task::block_in_place` or `spawn_blocking`.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How `pg_ctl` stops the server (its `-m` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Disconnects clients, rolls back open transactions, checkpoints: an orderly
+    /// restart such as an operator or a package upgrade does.
+    Fast,
+    /// Kills the server processes without a checkpoint: on the next start PostgreSQL
+    /// recovers from its WAL, as after a crash or power loss.
+    Immediate,
+}
+
+impl StopMode {
+    fn arg(self) -> &'static str {
+        match self {
+            StopMode::Fast => "fast",
+            StopMode::Immediate => "immediate",
+        }
+    }
+}
+
+/// A PostgreSQL server of this test's own; stopped and deleted on drop.
+#[derive(Debug)]
+pub struct ThrowawayPg {
+    /// Holds `data/`, the server log and the Unix socket.
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    /// Run the binaries as the `postgres` OS user (we are root).
+    as_postgres: bool,
+}
+
+const DIR_PREFIX: &str = "fleetsync-pg-";
+const PG_CTL_WAIT_SECS: &str = "60";
+
+impl ThrowawayPg {
+    /// Creates and starts a new server; fails with the server log if it cannot.
+    pub fn start() -> Result<ThrowawayPg, String> {
+        sweep_abandoned();
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let bin = bin_dir();
+        let as_postgres = running_as_root();
+        let name = format!("{DIR_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let mut pg = ThrowawayPg { dir, bin, port: 0, as_postgres };
+        if as_postgres {
+            let (uid, gid) = (id_of("-u")?, id_of("-g")?);
+            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid)).map_err(|e| format!("chown {}: {e}", pg.dir.display()))?;
+        }
+        let data = pg.data();
+        pg.run(
+            "initdb",
+            &["-D", &data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+        )?;
+        // The port is free when we look; another process may take it before the server
+        // binds it, so try a few.
+        let mut last = String::new();
+        for _ in 0..5 {
+            pg.port = free_port()?;
+            match pg.pg_ctl(&["start"]) {
+                Ok(()) => return Ok(pg),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `pg_ctl restart -m fast`; returns how long the server was unavailable for (stop
+    /// and start, as `pg_ctl` waits for both).
+    pub fn restart(&self) -> Result<Duration, String> {
+        self.restart_with(StopMode::Fast)
+    }
+
+    /// `pg_ctl restart -m MODE`; returns how long it took.
+    pub fn restart_with(&self, mode: StopMode) -> Result<Duration, String> {
+        let start = Instant::now();
+        self.pg_ctl(&["-m", mode.arg(), "restart"])?;
+        Ok(start.elapsed())
+    }
+
+    /// Stops the server (it can be started again with [`start_again`](Self::start_again)).
+    pub fn stop(&self, mode: StopMode) -> Result<(), String> {
+        self.pg_ctl(&["-m", mode.arg(), "stop"])
+    }
+
+    /// Starts the server again after [`stop`](Self::stop), on the same port.
+    pub fn start_again(&self) -> Result<(), String> {
+        self.pg_ctl(&["start"])
+    }
+
+    /// The server's log so far, for a failing test's message.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    /// Runs `pg_ctl ACTION` on this server with its options, waiting for it to finish.
+    fn pg_ctl(&self, action: &[&str]) -> Result<(), String> {
+        let (data, log) = (self.data(), self.dir.join("log").display().to_string());
+        let options = format!("-c listen_addresses=127.0.0.1 -p {} -k {}", self.port, self.dir.display());
+        let mut args = vec!["-D", &data, "-l", &log, "-w", "-t", PG_CTL_WAIT_SECS, "-o", &options];
+        args.extend_from_slice(action);
+        self.run("pg_ctl", &args).map_err(|e| format!("{e}\n--- server log ---\n{}", self.log()))
+    }
+
+    /// Runs one of the PostgreSQL binaries (as `postgres` if we are root).
+    fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        let exe = self.bin.join(program);
+        let mut cmd = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        // The postgres user may not be allowed into the test's working directory.
+        let out = cmd.args(args).current_dir(&self.dir).output().map_err(|e| format!("running {}: {e}", exe.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{program} {} failed ({}): {}{}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+}
+
+impl Drop for ThrowawayPg {
+    fn drop(&mut self) {
+        if self.port != 0 {
+            let _ = self.pg_ctl(&["-m", "immediate", "stop"]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Stops the servers of, and removes, directories whose test process is gone (killed
+/// before its `Drop` could run).
+fn sweep_abandoned() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(DIR_PREFIX).and_then(|rest| rest.split('-').next()) else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        let data = dir.join("data");
+        if data.join("postmaster.pid").exists() {
+            let owner = ThrowawayPg { dir: dir.clone(), bin: bin_dir(), port: 0, as_postgres: running_as_root() };
+            let _ = owner.run("pg_ctl", &["-D", &data.display().to_string(), "-w", "-t", "30", "-m", "immediate", "stop"]);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Where `initdb` and `pg_ctl` are.
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FLEETSYNC_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let newest = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse::<u32>().ok()?, e.path().join("bin"))))
+        .filter(|(_, bin)| bin.join("pg_ctl").exists())
+        .max_by_key(|(version, _)| *version);
+    // An empty directory means "look the name up in PATH".
+    newest.map(|(_, bin)| bin).unwrap_or_default()
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `id -u postgres` / `id -g postgres`.
+fn id_of(flag: &str) -> Result<u32, String> {
+    let out = Command::new("id").args([flag, "postgres"]).output().map_err(|e| format!("running id: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| format!("no `postgres` OS user to run PostgreSQL as (id {flag} postgres: {})", String::from_utf8_lossy(&out.stderr).trim()))
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| format!("finding a free port: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpStream;
+
+    fn accepts(port: u16) -> bool {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }
+
+    #[test]
+    fn starts_restarts_and_cleans_up() {
+        let pg = ThrowawayPg::start().expect("start a throwaway server");
+        let (port, dir) = (pg.port(), pg.dir.clone());
+        assert!(accepts(port), "listening on {}", pg.url());
+        assert!(dir.join("data").join("PG_VERSION").exists());
+        pg.restart().expect("restart -m fast");
+        assert!(accepts(port), "listening again after the restart");
+        pg.restart_with(StopMode::Immediate).expect("restart -m immediate");
+        assert!(accepts(port), "listening again after crash recovery");
+        drop(pg);
+        assert!(!dir.exists(), "directory removed");
+        assert!(!accepts(port), "server stopped");
+    }
+}
