@@ -1,7 +1,11 @@
 //! The Kubernetes applier: server-side apply of any kind through kube-rs.
 //!
+//! * A cluster is reached by URL (`http` endpoints), by the kubeconfig in a fleetsync
+//!   Secret (`kubeconfig`, read through [`Credentials`]; see [`crate::kubeconfig`]), or
+//!   through the pod's service account (`inCluster`). `https` uses rustls.
 //! * One client per cluster, created on first use and reused, dropped after it has
-//!   been idle for `idle_after`. Its connection pool keeps at most
+//!   been idle for `idle_after`. A kubeconfig client re-reads its Secret at most every
+//!   `secret_refresh`, and is rebuilt only when the Secret's generation changed. Its connection pool keeps at most
 //!   `max_idle_connections` idle connections, closed after `connection_idle` — a
 //!   cluster's SyncSets open many connections at once and then go quiet, and with
 //!   hyper's defaults (unbounded, 90 s) a fleet of a thousand clusters would hold
@@ -15,6 +19,7 @@
 //! * Errors are typed from the API's `Status` (409, 403, 404, 422, 5xx) or the
 //!   transport (unreachable, timeout), with the Kubernetes message kept for status.
 
+use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
 use crate::{ApplyContext, ApplyError, Applier};
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
@@ -50,6 +55,8 @@ pub struct KubeConfig {
     pub max_idle_connections: usize,
     /// How long an idle connection is kept.
     pub connection_idle: Duration,
+    /// How often a kubeconfig client checks whether its Secret changed.
+    pub secret_refresh: Duration,
 }
 
 impl Default for KubeConfig {
@@ -61,15 +68,18 @@ impl Default for KubeConfig {
             idle_after: Duration::from_secs(600),
             max_idle_connections: 8,
             connection_idle: Duration::from_secs(5),
+            secret_refresh: Duration::from_secs(10),
         }
     }
 }
 
-/// Applies to clusters whose endpoint is `http` (a Kubernetes API URL).
+/// Applies to clusters whose endpoint is `http` (a Kubernetes API URL), `kubeconfig`
+/// (given [`Credentials`]) or `inCluster`.
 #[derive(Clone)]
 pub struct KubeApplier {
     config: KubeConfig,
     clients: Arc<Mutex<Clients>>,
+    credentials: Option<Arc<dyn Credentials>>,
 }
 
 /// The clients by cluster, and when idle ones were last swept out.
@@ -87,14 +97,38 @@ impl Default for Clients {
 /// A cluster's client and its discovery cache.
 struct ClusterClient {
     client: kube::Client,
-    url: String,
+    source: Source,
     kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+    /// When it was last used, and (kubeconfig) when its Secret was last checked.
     last_used: Mutex<Instant>,
+    checked: Mutex<Instant>,
+}
+
+/// What a client was built from; a cluster whose source changed gets a new client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    Url(String),
+    Secret { name: String, generation: i64 },
+    InCluster,
+}
+
+fn now_of(m: &Mutex<Instant>) -> Instant {
+    *m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn set(m: &Mutex<Instant>, at: Instant) {
+    *m.lock().unwrap_or_else(PoisonError::into_inner) = at;
 }
 
 impl KubeApplier {
     pub fn new(config: KubeConfig) -> Self {
-        Self { config, clients: Arc::default() }
+        Self { config, clients: Arc::default(), credentials: None }
+    }
+
+    /// Lets the applier read the Secrets that `kubeconfig` endpoints name.
+    pub fn with_credentials(mut self, credentials: Arc<dyn Credentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
     }
 
     /// How many cluster clients are open.
@@ -103,43 +137,110 @@ impl KubeApplier {
     }
 
     /// The cluster's client, created on first use; idle clients are dropped here too.
-    fn client(&self, cluster: &Cluster) -> Result<Arc<ClusterClient>, ApplyError> {
-        let url = match &cluster.spec.endpoint {
-            Endpoint::Http { url } => url.clone(),
+    async fn client(&self, cluster: &Cluster) -> Result<Arc<ClusterClient>, ApplyError> {
+        let id = format!("{}/{}", cluster.metadata.namespace, cluster.metadata.name);
+        let now = Instant::now();
+        if let Some(c) = self.cached(&id, &cluster.spec.endpoint, now) {
+            return Ok(c);
+        }
+        let (source, config) = match &cluster.spec.endpoint {
+            Endpoint::Http { url } => {
+                let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
+                (Source::Url(url.clone()), kube::Config::new(uri))
+            }
+            Endpoint::Kubeconfig { secret_ref } => {
+                let credentials = self.credentials.as_deref().ok_or_else(|| {
+                    ApplyError::Unsupported("kubeconfig endpoint, but this applier was given no Secrets to read".into())
+                })?;
+                let secret = fetch(credentials, &cluster.metadata.namespace, secret_ref).await?;
+                let source = Source::Secret { name: secret_ref.clone(), generation: secret.metadata.generation };
+                if let Some(c) = self.reuse(&id, &source, now) {
+                    return Ok(c);
+                }
+                (source, config_from_secret(&secret).await?)
+            }
+            Endpoint::InCluster {} => (Source::InCluster, in_cluster_config()?),
             other => {
                 return Err(ApplyError::Unsupported(format!("the Kubernetes applier does not handle {} endpoints", other.kind_name())))
             }
         };
-        let id = format!("{}/{}", cluster.metadata.namespace, cluster.metadata.name);
+        let url = config.cluster_url.to_string();
+        let client = self.build_client(config).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
+        let fresh = Arc::new(ClusterClient {
+            client,
+            source,
+            kinds: Mutex::default(),
+            last_used: Mutex::new(now),
+            checked: Mutex::new(now),
+        });
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
+        // Several keys of one cluster may have built a client at once: the first wins.
+        let entry = clients.by_cluster.entry(id).or_insert_with(|| fresh.clone());
+        if entry.source != fresh.source {
+            *entry = fresh;
+        }
+        Ok(entry.clone())
+    }
+
+    /// The cached client, if it was built from what the endpoint says now (a kubeconfig
+    /// client counts until its Secret is due for a re-check). Sweeps idle clients too.
+    fn cached(&self, id: &str, endpoint: &Endpoint, now: Instant) -> Option<Arc<ClusterClient>> {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         // Sweeping looks at every cluster: do it at most once a second, not per apply.
         if now.duration_since(clients.swept) >= Duration::from_secs(1) {
             let idle = self.config.idle_after;
-            clients.by_cluster.retain(|_, c| now.duration_since(*c.last_used.lock().unwrap_or_else(PoisonError::into_inner)) < idle);
+            clients.by_cluster.retain(|_, c| now.duration_since(now_of(&c.last_used)) < idle);
             clients.swept = now;
         }
-        if let Some(c) = clients.by_cluster.get(&id).filter(|c| c.url == url) {
-            *c.last_used.lock().unwrap_or_else(PoisonError::into_inner) = now;
-            return Ok(c.clone());
-        }
-        let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
-        let client = self.build_client(uri).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
-        let c = Arc::new(ClusterClient { client, url, kinds: Mutex::default(), last_used: Mutex::new(now) });
-        clients.by_cluster.insert(id, c.clone());
-        Ok(c)
+        let c = clients.by_cluster.get(id)?;
+        let current = match (endpoint, &c.source) {
+            (Endpoint::Http { url }, Source::Url(u)) => url == u,
+            (Endpoint::Kubeconfig { secret_ref }, Source::Secret { name, .. }) => {
+                name == secret_ref && now.duration_since(now_of(&c.checked)) < self.config.secret_refresh
+            }
+            (Endpoint::InCluster {}, Source::InCluster) => true,
+            _ => false,
+        };
+        current.then(|| {
+            set(&c.last_used, now);
+            c.clone()
+        })
+    }
+
+    /// The cached client if it was built from exactly `source` (a re-read Secret whose
+    /// generation did not change keeps its warm client).
+    fn reuse(&self, id: &str, source: &Source, now: Instant) -> Option<Arc<ClusterClient>> {
+        let clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let c = clients.by_cluster.get(id).filter(|c| &c.source == source)?;
+        set(&c.last_used, now);
+        set(&c.checked, now);
+        Some(c.clone())
     }
 
     /// A kube client over our own hyper pool (bounded idle connections), with kube's
-    /// base-URI and auth layers.
-    fn build_client(&self, uri: http::Uri) -> Result<kube::Client, kube::Error> {
-        use hyper_util::client::legacy::{connect::HttpConnector, Client};
+    /// base-URI and auth layers; `https` clusters get rustls with the kubeconfig's CA
+    /// and client certificate.
+    fn build_client(&self, config: kube::Config) -> Result<kube::Client, kube::Error> {
+        use hyper_util::client::legacy::connect::HttpConnector;
         use kube::client::ConfigExt;
-        let config = kube::Config::new(uri);
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(self.config.request_timeout));
         connector.set_nodelay(true);
-        let pool = Client::builder(hyper_util::rt::TokioExecutor::new())
+        if config.cluster_url.scheme_str() == Some("https") {
+            connector.enforce_http(false);
+            let tls = config.rustls_https_connector_with_connector(connector)?;
+            self.client_over(config, tls)
+        } else {
+            self.client_over(config, connector)
+        }
+    }
+
+    fn client_over<C>(&self, config: kube::Config, connector: C) -> Result<kube::Client, kube::Error>
+    where
+        C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+    {
+        use kube::client::ConfigExt;
+        let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_max_idle_per_host(self.config.max_idle_connections)
             .pool_idle_timeout(self.config.connection_idle)
             .build(connector);
@@ -234,7 +335,7 @@ fn classify(e: kube::Error) -> ApplyError {
 #[async_trait]
 impl Applier for KubeApplier {
     async fn apply(&self, cluster: &Cluster, resource: &Manifest, ctx: &ApplyContext) -> Result<(), ApplyError> {
-        let c = self.client(cluster)?;
+        let c = self.client(cluster).await?;
         let r = resource.resource_ref().map_err(|(f, rule)| ApplyError::Invalid(format!("{f} {rule}")))?;
         let (ar, namespaced) = self.resolve(&c, &r).await?;
         let obj = fenced(resource, ctx)?;
@@ -253,7 +354,7 @@ impl Applier for KubeApplier {
     }
 
     async fn delete(&self, cluster: &Cluster, resource: &ResourceRef, ctx: &ApplyContext) -> Result<(), ApplyError> {
-        let c = self.client(cluster)?;
+        let c = self.client(cluster).await?;
         let (ar, namespaced) = match self.resolve(&c, resource).await {
             Ok(found) => found,
             // A kind the cluster no longer serves has nothing left to delete.

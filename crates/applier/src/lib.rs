@@ -7,6 +7,8 @@
 
 pub mod error;
 #[cfg(feature = "kube")]
+pub mod kubeconfig;
+#[cfg(feature = "kube")]
 pub mod kubernetes;
 pub mod latency;
 pub mod sim;
@@ -46,6 +48,7 @@ pub trait Applier: Send + Sync + 'static {
 pub struct ByEndpoint {
     pub simulator: Option<Arc<dyn Applier>>,
     pub http: Option<Arc<dyn Applier>>,
+    /// For `kubeconfig` and `inCluster` endpoints.
     pub kubeconfig: Option<Arc<dyn Applier>>,
 }
 
@@ -54,7 +57,7 @@ impl ByEndpoint {
         let found = match &cluster.spec.endpoint {
             Endpoint::Simulator {} => &self.simulator,
             Endpoint::Http { .. } => &self.http,
-            Endpoint::Kubeconfig { .. } => &self.kubeconfig,
+            Endpoint::Kubeconfig { .. } | Endpoint::InCluster {} => &self.kubeconfig,
         };
         found.as_ref().ok_or_else(|| {
             ApplyError::Unsupported(format!(

@@ -123,7 +123,7 @@ pub struct EngineArgs {
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A YAML file of Clusters and SyncSets, or - for standard input.
+    /// A YAML file of Clusters, SyncSets and Secrets, or - for standard input.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
 }
@@ -134,6 +134,9 @@ pub enum Resource {
     Clusters,
     #[value(alias = "syncset")]
     Syncsets,
+    /// Secrets, values never shown.
+    #[value(alias = "secret")]
+    Secrets,
     Status,
     #[value(alias = "event")]
     Events,
@@ -160,7 +163,7 @@ pub struct GetArgs {
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
-    /// `cluster` or `syncset` (with a name), unless -f is given.
+    /// `cluster`, `syncset` or `secret` (with a name), unless -f is given.
     pub kind: Option<String>,
     pub name: Option<String>,
     /// Delete every document in this file.

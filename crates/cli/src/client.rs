@@ -60,6 +60,8 @@ pub async fn get(server: &str, a: GetArgs) -> Result<()> {
         (Resource::Clusters, Some(n)) => (format!("/v1/clusters/{n}?tenant={t}"), true),
         (Resource::Syncsets, None) => (format!("/v1/syncsets?tenant={t}"), false),
         (Resource::Syncsets, Some(n)) => (format!("/v1/syncsets/{n}?tenant={t}"), true),
+        (Resource::Secrets, None) => (format!("/v1/secrets?tenant={t}"), false),
+        (Resource::Secrets, Some(n)) => (format!("/v1/secrets/{n}?tenant={t}"), true),
         (Resource::Status, None) => (format!("/v1/status?tenant={t}"), false),
         (Resource::Status, Some(n)) => (format!("/v1/status/clusters/{n}?tenant={t}"), true),
         (Resource::Events, _) => ("/v1/events?limit=10000".to_string(), false),
@@ -102,6 +104,13 @@ fn print_table(resource: Resource, items: &[Value]) {
                 vec![text(&s["metadata"]["name"]), text(&s["metadata"]["generation"]), mode, n.to_string()]
             }),
         ),
+        Resource::Secrets => table(
+            &["NAME", "GENERATION", "KEYS"],
+            &rows(&|s| {
+                let keys = s["stringData"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>().join(","));
+                vec![text(&s["metadata"]["name"]), text(&s["metadata"]["generation"]), keys.unwrap_or_default()]
+            }),
+        ),
         Resource::Status => table(
             &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "LAST ERROR"],
             &rows(&|k| {
@@ -133,16 +142,17 @@ pub async fn delete(server: &str, a: DeleteArgs) -> Result<()> {
             docs.iter().map(|d| (d.kind(), d.metadata().tenant().to_string(), d.metadata().name.clone())).collect()
         }
         (None, Some(kind), Some(name)) => {
-            let kind = Kind::parse(kind).ok_or_else(|| anyhow!("unknown kind {kind:?}: use cluster or syncset"))?;
+            let kind = Kind::parse(kind).ok_or_else(|| anyhow!("unknown kind {kind:?}: use cluster, syncset or secret"))?;
             vec![(kind, a.tenant.clone(), name.clone())]
         }
-        _ => bail!("say what to delete: `delete cluster NAME`, `delete syncset NAME` or `delete -f FILE`"),
+        _ => bail!("say what to delete: `delete cluster NAME`, `delete syncset NAME`, `delete secret NAME` or `delete -f FILE`"),
     };
     let mut failed = 0;
     for (kind, tenant, name) in targets {
         let plural = match kind {
             Kind::Cluster => "clusters",
             Kind::SyncSet => "syncsets",
+            Kind::Secret => "secrets",
         };
         let url = format!("{server}/v1/{plural}/{name}?tenant={tenant}");
         match send(server, http().delete(url)).await {

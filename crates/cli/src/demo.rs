@@ -50,7 +50,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     let progress = progress_bar(shape.applies() as u64, a.json);
     let (cpu0, start) = (cpu_time(), Instant::now());
     let shutdown = CancellationToken::new();
-    let runtime = Runtime::new(store.clone(), appliers(sim.clone()), runtime_cfg, RuntimeMetrics::unregistered());
+    let runtime = Runtime::new(store.clone(), appliers(sim.clone(), store.clone()), runtime_cfg, RuntimeMetrics::unregistered());
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
     let (settled, parked) = wait_settled(&*store, &progress, || sim.totals().applies, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();

@@ -6,8 +6,9 @@ use anyhow::{bail, Result};
 use fleetsync_applier::sim::SimFleet;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_runtime::secrets::StoreSecrets;
 use fleetsync_runtime::RuntimeConfig;
-use fleetsync_store::{RetryPolicy, StoreConfig};
+use fleetsync_store::{RetryPolicy, Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,8 +51,9 @@ pub fn check_fail_rate(rate: f64) -> Result<f64> {
 }
 
 /// The appliers this build has: the simulated fleet for `simulator` endpoints and the
-/// Kubernetes applier for `http` endpoints.
-pub fn appliers(sim: SimFleet) -> Arc<dyn Applier> {
-    let kube = KubeApplier::new(KubeConfig::default());
-    Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), http: Some(Arc::new(kube)), ..ByEndpoint::default() })
+/// Kubernetes applier for `http`, `kubeconfig` (Secrets read from `store`) and
+/// `inCluster` endpoints.
+pub fn appliers(sim: SimFleet, store: Arc<dyn Store>) -> Arc<dyn Applier> {
+    let kube: Arc<dyn Applier> = Arc::new(KubeApplier::new(KubeConfig::default()).with_credentials(Arc::new(StoreSecrets(store))));
+    Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), http: Some(kube.clone()), kubeconfig: Some(kube) })
 }

@@ -26,7 +26,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
 
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(sim)), runtime_cfg, runtime_metrics);
+    let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(sim), store.clone()), runtime_cfg, runtime_metrics);
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
     tracing::info!(listen = %listener.local_addr()?, store = %describe(&a.store), "fleetsync hub serving");
     fleetsync_server::serve(listener, state, shutdown.clone().cancelled_owned()).await.context("the HTTP server failed")?;

@@ -49,7 +49,8 @@ pub fn describe(a: &StoreArgs) -> String {
 pub async fn worker(a: WorkerArgs) -> Result<()> {
     let url = required_url(&a.pg)?;
     let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
-    let runtime = Runtime::new(Arc::new(store), appliers(SimFleet::new(SimConfig::default())), runtime_config(&a.engine)?, RuntimeMetrics::unregistered());
+    let store: Arc<dyn Store> = Arc::new(store);
+    let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store), runtime_config(&a.engine)?, RuntimeMetrics::unregistered());
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
     tracing::info!("fleetsync worker running");

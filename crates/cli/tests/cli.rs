@@ -1,31 +1,11 @@
 //! The `fleetsync` binary as a user runs it: demo, bad input, and a hub served on
 //! loopback driven by apply, get and delete.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fleetsync"));
-    c.env_remove("FLEETSYNC_SERVER").env_remove("RUST_LOG");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run fleetsync")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet.yaml")
-}
+use common::*;
+use std::process::Stdio;
+use std::time::Duration;
 
 #[test]
 fn demo_json_converges_and_prints_one_object() {
@@ -102,73 +82,6 @@ fn client_without_a_hub_says_so() {
 }
 
 /// A `fleetsync serve` child, stopped with SIGTERM when the test ends.
-struct Hub {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Hub {
-    fn start() -> Hub {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("hub.db");
-        Hub::start_with(dir, &["--db", db.to_str().expect("utf-8")])
-    }
-
-    fn start_with(dir: tempfile::TempDir, store: &[&str]) -> Hub {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-        let listen = format!("127.0.0.1:{port}");
-        let child = bin()
-            .args(["serve", "--listen", &listen])
-            .args(store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let hub = Hub { child, url: format!("http://{listen}"), _dir: dir };
-        hub.wait_until(Duration::from_secs(20), |h| h.cli(&["get", "clusters"]).status.success());
-        hub
-    }
-
-    fn cli(&self, args: &[&str]) -> Output {
-        bin().args(args).args(["--server", &self.url]).output().expect("run client")
-    }
-
-    fn wait_until(&self, timeout: Duration, ok: impl Fn(&Hub) -> bool) {
-        let start = Instant::now();
-        while !ok(self) {
-            assert!(start.elapsed() < timeout, "timed out");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(start.elapsed() < Duration::from_secs(30), "serve did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Hub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
-
-fn status_items(hub: &Hub) -> Vec<serde_json::Value> {
-    let out = hub.cli(&["get", "status", "-o", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
-    v["items"].as_array().cloned().unwrap_or_default()
-}
-
 #[test]
 fn serve_apply_get_delete() {
     let mut hub = Hub::start();
@@ -228,20 +141,6 @@ fn bench_rejects_bad_flags() {
     assert!(!out.status.success() && stderr(&out).contains("--resources"), "{}", stderr(&out));
     let out = run(&["sim", "--fail-status", "200"]);
     assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
-}
-
-fn database_url() -> String {
-    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// Drops a test schema when the test ends, pass or fail (best effort, with psql).
-struct Schema(String);
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0);
-        let _ = Command::new("psql").args([database_url().as_str(), "-qc", &sql]).output();
-    }
 }
 
 /// Many processes on one PostgreSQL store: `migrate`, then a hub (`serve`) and a

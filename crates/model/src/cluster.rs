@@ -32,6 +32,9 @@ pub enum Endpoint {
         #[serde(rename = "secretRef")]
         secret_ref: String,
     },
+    /// The cluster fleetsync itself runs in, through its pod's service account
+    /// (`KUBERNETES_SERVICE_HOST` and the mounted token and CA).
+    InCluster {},
 }
 
 impl Endpoint {
@@ -41,6 +44,7 @@ impl Endpoint {
             Endpoint::Simulator {} => "simulator",
             Endpoint::Http { .. } => "http",
             Endpoint::Kubeconfig { .. } => "kubeconfig",
+            Endpoint::InCluster {} => "inCluster",
         }
     }
 }

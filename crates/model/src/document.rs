@@ -1,10 +1,11 @@
 //! Parsing and validating documents. A file holds several YAML documents separated by
-//! `---`; each is a Cluster or a SyncSet. Every error names the document (its position
+//! `---`; each is a Cluster, a SyncSet or a Secret. Every error names the document (its position
 //! and, where known, its kind and name), the field, and the rule that was broken.
 
 use crate::cluster::{Cluster, Endpoint};
 use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
+use crate::secret::{validate_secret, Secret};
 use crate::syncset::SyncSet;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -57,6 +58,7 @@ impl ObjectMeta {
 pub enum Kind {
     Cluster,
     SyncSet,
+    Secret,
 }
 
 impl Kind {
@@ -64,6 +66,7 @@ impl Kind {
         match self {
             Kind::Cluster => "Cluster",
             Kind::SyncSet => "SyncSet",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -72,6 +75,7 @@ impl Kind {
         match s.to_ascii_lowercase().as_str() {
             "cluster" | "clusters" => Some(Kind::Cluster),
             "syncset" | "syncsets" => Some(Kind::SyncSet),
+            "secret" | "secrets" => Some(Kind::Secret),
             _ => None,
         }
     }
@@ -88,6 +92,7 @@ impl fmt::Display for Kind {
 pub enum Document {
     Cluster(Cluster),
     SyncSet(SyncSet),
+    Secret(Secret),
 }
 
 impl Document {
@@ -95,6 +100,7 @@ impl Document {
         match self {
             Document::Cluster(_) => Kind::Cluster,
             Document::SyncSet(_) => Kind::SyncSet,
+            Document::Secret(_) => Kind::Secret,
         }
     }
 
@@ -102,14 +108,18 @@ impl Document {
         match self {
             Document::Cluster(c) => &c.metadata,
             Document::SyncSet(s) => &s.metadata,
+            Document::Secret(s) => &s.metadata,
         }
     }
 
-    /// The document as a JSON value with `apiVersion` and `kind`, as users write it.
+    /// The document as a JSON value with `apiVersion` and `kind`, as users write it,
+    /// except that a Secret's values are [redacted](crate::secret::REDACTED): this is
+    /// what the API and the CLI show.
     pub fn to_value(&self) -> serde_json::Value {
         let body = match self {
             Document::Cluster(c) => serde_json::to_value(c),
             Document::SyncSet(s) => serde_json::to_value(s),
+            Document::Secret(s) => serde_json::to_value(s.redacted()),
         };
         let mut v = body.unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {
@@ -129,6 +139,7 @@ impl Document {
         match self {
             Document::Cluster(c) => validate_cluster(c),
             Document::SyncSet(s) => validate_syncset(s),
+            Document::Secret(s) => validate_secret(s),
         }
     }
 }
@@ -152,7 +163,7 @@ pub enum ParseError {
     Yaml { index: usize, message: String },
     #[error(transparent)]
     Invalid(#[from] ValidationError),
-    #[error("no documents found: expected at least one Cluster or SyncSet")]
+    #[error("no documents found: expected at least one Cluster, SyncSet or Secret")]
     Empty,
 }
 
@@ -190,13 +201,15 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
         Some(serde_json::Value::String(k)) => match k.as_str() {
             "Cluster" => Kind::Cluster,
             "SyncSet" => Kind::SyncSet,
-            other => return Err(err("kind", format!("unknown kind {other:?}: expected Cluster or SyncSet"))),
+            "Secret" => Kind::Secret,
+            other => return Err(err("kind", format!("unknown kind {other:?}: expected Cluster, SyncSet or Secret"))),
         },
-        _ => return Err(err("kind", "is required: Cluster or SyncSet".into())),
+        _ => return Err(err("kind", "is required: Cluster, SyncSet or Secret".into())),
     };
     let doc = match kind {
         Kind::Cluster => typed(value).map(Document::Cluster),
         Kind::SyncSet => typed(value).map(Document::SyncSet),
+        Kind::Secret => typed(value).map(Document::Secret),
     }
     .map_err(|(field, rule)| err(&field, rule))?;
     doc.validate().map_err(|(field, rule)| err(&field, rule))?;
@@ -372,6 +385,21 @@ spec:
         let e = invalid(dup);
         assert_eq!(e.field, "spec.resources[1]");
         assert!(e.rule.contains("twice"));
+    }
+
+    #[test]
+    fn secrets_parse_and_show_redacted() {
+        let text = "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: prod-kc, namespace: team-a}\nstringData: {kubeconfig: MARKER-xyz}\n";
+        let docs = parse_documents(text).expect("valid");
+        let Document::Secret(s) = &docs[0] else { panic!("a Secret") };
+        assert_eq!(s.get(crate::secret::KUBECONFIG_KEY).map(|v| v.expose()), Some("MARKER-xyz"));
+        let shown = docs[0].to_value().to_string();
+        assert!(!shown.contains("MARKER"), "{shown}");
+        assert!(shown.contains("kubeconfig"), "{shown}");
+        let bad = invalid("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: s}\nstringData: {\"bad key\": x}\n");
+        assert_eq!(bad.field, "stringData.bad key");
+        let data = invalid("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: eA==}\n");
+        assert!(data.rule.contains("unknown field `data`"), "{data}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! * [`document`]: Clusters and SyncSets as Kubernetes-style YAML documents, with
 //!   validation that names the document, the field and the rule that failed.
+//! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
 //! * [`status`]: what a key and a cluster look like to a user.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
@@ -11,6 +12,7 @@ pub mod document;
 pub mod key;
 pub mod manifest;
 pub mod names;
+pub mod secret;
 pub mod selector;
 pub mod status;
 pub mod syncset;
@@ -20,6 +22,7 @@ pub use cluster::{Cluster, ClusterSpec, Endpoint};
 pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
 pub use key::WorkKey;
 pub use manifest::{Manifest, ResourceRef};
+pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
 pub use status::{ClusterCondition, ClusterStatus, KeyStatus, Phase, ResourceOutcome, ResourceResult};
 pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};

@@ -10,6 +10,7 @@
 //! * [`leases`]: the keys this process holds, renewed together; a lost lease cancels
 //!   its run.
 //! * [`resync`]: the periodic safety re-apply of everything.
+//! * [`secrets`]: the store as the Kubernetes applier's source of kubeconfigs.
 //! * [`cache`]: Clusters and SyncSets by generation, so a run does not re-read them.
 //! * [`metrics`]: what shows saturation and lag.
 
@@ -19,6 +20,7 @@ pub mod executor;
 pub mod leases;
 pub mod metrics;
 pub mod resync;
+pub mod secrets;
 pub mod worker;
 
 pub use metrics::RuntimeMetrics;

@@ -34,7 +34,7 @@ use axum::http::{Method, Uri};
 use axum::routing::{get, post};
 use axum::Router;
 use fleetsync_store::Store;
-use objects::{Clusters, SyncSets};
+use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use std::future::Future;
@@ -64,6 +64,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/clusters/{name}", get(objects::get::<Clusters>).delete(objects::delete::<Clusters>))
         .route("/v1/syncsets", get(objects::list::<SyncSets>))
         .route("/v1/syncsets/{name}", get(objects::get::<SyncSets>).delete(objects::delete::<SyncSets>))
+        .route("/v1/secrets", get(objects::list::<Secrets>))
+        .route("/v1/secrets/{name}", get(objects::get::<Secrets>).delete(objects::delete::<Secrets>))
         .route("/v1/status", get(status::list))
         .route("/v1/status/clusters/{name}", get(status::cluster))
         .route("/v1/status/syncsets/{name}", get(status::syncset))

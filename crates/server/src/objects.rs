@@ -1,10 +1,12 @@
-//! Objects: applying documents, and listing, reading and deleting Clusters and
-//! SyncSets.
+//! Objects: applying documents, and listing, reading and deleting Clusters, SyncSets
+//! and Secrets.
 //!
-//! Clusters and SyncSets are served by the same generic handlers, parameterised by a
-//! marker type ([`Clusters`], [`SyncSets`]), so the two kinds cannot drift apart.
-//! Objects are returned as users write them (`Document::to_value`: `apiVersion`,
-//! `kind`, and `metadata.generation`), so a `GET` can be edited and applied again.
+//! Every kind is served by the same generic handlers, parameterised by a marker type
+//! ([`Clusters`], [`SyncSets`], [`Secrets`]), so the kinds cannot drift apart. Objects
+//! are returned as users write them (`Document::to_value`: `apiVersion`, `kind`, and
+//! `metadata.generation`), so a `GET` can be edited and applied again — except a
+//! Secret's values, which `to_value` replaces with `<redacted>`: the API never
+//! returns them.
 
 use crate::error::{ApiError, Result};
 use crate::extract::{check_name, ApiPath, ApiQuery, ApiText, TenantQuery};
@@ -39,6 +41,15 @@ pub enum SyncSets {}
 impl ObjectKind for SyncSets {
     const KIND: Kind = Kind::SyncSet;
     const PATH_NAME: &'static str = "SyncSet name in the path";
+}
+
+/// `/v1/secrets` (values redacted).
+#[derive(Debug)]
+pub enum Secrets {}
+
+impl ObjectKind for Secrets {
+    const KIND: Kind = Kind::Secret;
+    const PATH_NAME: &'static str = "Secret name in the path";
 }
 
 /// `POST /v1/apply` takes no query parameters: each document names its own tenant
@@ -76,6 +87,7 @@ pub async fn list<K: ObjectKind>(
     let items = match K::KIND {
         Kind::Cluster => state.store.cluster_list(tenant).await?.into_iter().map(Document::Cluster).collect::<Vec<_>>(),
         Kind::SyncSet => state.store.syncset_list(tenant).await?.into_iter().map(Document::SyncSet).collect(),
+        Kind::Secret => state.store.secret_list(tenant).await?.into_iter().map(Document::Secret).collect(),
     };
     Ok(Json(Items { items: items.iter().map(Document::to_value).collect() }))
 }
@@ -117,10 +129,11 @@ pub async fn delete<K: ObjectKind>(
     Ok(Json(DeleteResponse { deleted: Deleted { kind: K::KIND, tenant: tenant.to_string(), name } }))
 }
 
-/// Reads one object of either kind.
+/// Reads one object of any kind (a Secret with its values: show `to_value`).
 pub async fn fetch(store: &dyn Store, kind: Kind, tenant: &str, name: &str) -> Result<Option<Document>> {
     Ok(match kind {
         Kind::Cluster => store.cluster_get(tenant, name).await?.map(Document::Cluster),
         Kind::SyncSet => store.syncset_get(tenant, name).await?.map(Document::SyncSet),
+        Kind::Secret => store.secret_get(tenant, name).await?.map(Document::Secret),
     })
 }

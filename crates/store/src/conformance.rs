@@ -28,7 +28,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make;
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
-            relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count);
+            relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -369,4 +369,40 @@ pub async fn release_does_not_count(h: &dyn Harness) {
     assert_eq!(phase(&*s, &item.key).await, Phase::Pending);
     let again = claim(&*s, "w", 1).await.remove(0);
     assert_eq!(again.attempt, 1);
+}
+
+/// Secrets round-trip with their values; a changed Secret re-applies the keys of the
+/// clusters whose kubeconfig it holds (and only those); deleting it is logged.
+pub async fn secrets_stored_and_rotated(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let secret = |token: &str| {
+        let mut string_data = std::collections::BTreeMap::new();
+        string_data.insert("kubeconfig".to_string(), fleetsync_model::SecretValue::new(token));
+        Document::Secret(fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data })
+    };
+    let mut by_secret = cluster("c1", &[("env", "prod")]);
+    if let Document::Cluster(c) = &mut by_secret {
+        c.spec.endpoint = Endpoint::Kubeconfig { secret_ref: "kc".into() };
+    }
+    let out = s.objects_apply(vec![secret("t1"), by_secret, cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply");
+    assert_eq!((out[0].kind, out[0].result, out[0].generation), (Kind::Secret, "created", 1));
+    let got = s.secret_get("default", "kc").await.expect("get").expect("stored");
+    assert_eq!((got.get("kubeconfig").map(|v| v.expose()), got.metadata.generation), (Some("t1"), 1));
+    for item in claim(&*s, "w", 10).await {
+        complete(&*s, &item, applied(&item)).await;
+    }
+
+    let same = s.objects_apply(vec![secret("t1")]).await.expect("again");
+    assert_eq!((same[0].result, same[0].enqueued), ("unchanged", 0));
+    let rotated = s.objects_apply(vec![secret("t2")]).await.expect("rotate");
+    assert_eq!((rotated[0].generation, rotated[0].enqueued), (2, 1), "only c1 uses the Secret");
+    let again = claim(&*s, "w", 10).await;
+    assert_eq!(again.iter().map(|i| i.key.clone()).collect::<Vec<_>>(), vec![key("c1", "s1")]);
+    assert_eq!(s.secret_list(Some("default")).await.expect("list").len(), 1);
+
+    s.object_delete(Kind::Secret, "default", "kc").await.expect("delete");
+    assert!(s.secret_get("default", "kc").await.expect("get").is_none());
+    let events = s.events_read(0, 100).await.expect("events");
+    let secret_events: Vec<_> = events.iter().filter(|e| e.kind == "Secret").map(|e| e.action.as_str()).collect();
+    assert_eq!(secret_events, ["Created", "Updated", "Deleted"]);
 }

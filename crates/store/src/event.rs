@@ -11,7 +11,7 @@ pub struct Event {
     pub seq: u64,
     pub at: Timestamp,
     pub tenant: String,
-    /// `Cluster`, `SyncSet` or `Status`.
+    /// `Cluster`, `SyncSet`, `Secret` or `Status`.
     pub kind: String,
     /// The object's name; for `Status`, `cluster/syncset`.
     pub name: String,

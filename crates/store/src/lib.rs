@@ -1,6 +1,6 @@
 //! The store: the single source of truth of fleetsync.
 //!
-//! One trait, [`Store`], holds objects (Clusters, SyncSets), the coalescing keyed work
+//! One trait, [`Store`], holds objects (Clusters, SyncSets, Secrets), the coalescing keyed work
 //! queue with leases and fencing tokens, status, and the event log. Backends are
 //! modules behind cargo features (`sqlite`, the default, and `postgres`) and all pass
 //! the one shared [`conformance`] suite.
@@ -34,7 +34,7 @@ pub use queue::{
 pub use retry::RetryPolicy;
 
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, SyncSet, SystemClock, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, Secret, SyncSet, SystemClock, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -70,6 +70,10 @@ pub trait Store: Send + Sync + 'static {
     async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>>;
     async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>>;
     async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>>;
+    /// A Secret with its values: for appliers only. Show [`Secret::redacted`].
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>>;
+    /// Every Secret (of one tenant), values included: show [`Secret::redacted`].
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>>;
 
     /// Claims up to `limit` keys that are ready (or whose lease expired), each with a
     /// new lease and a fencing token greater than any issued before.

@@ -3,7 +3,7 @@
 //! decoding it back with the stored generation stamped on.
 
 use crate::{Result, StoreError};
-use fleetsync_model::{Cluster, Kind, SyncSet};
+use fleetsync_model::{Cluster, Kind, Secret, SyncSet};
 use serde::de::DeserializeOwned;
 
 /// The stored form of a document: canonical JSON without the generation.
@@ -40,6 +40,7 @@ pub(crate) fn table(kind: Kind) -> &'static str {
     match kind {
         Kind::Cluster => "clusters",
         Kind::SyncSet => "syncsets",
+        Kind::Secret => "secrets",
     }
 }
 
@@ -58,4 +59,16 @@ impl WithGeneration for SyncSet {
     fn set_generation(&mut self, generation: i64) {
         self.metadata.generation = generation;
     }
+}
+
+impl WithGeneration for Secret {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
+
+/// Whether a cluster reaches its target through the kubeconfig in Secret `secret`
+/// (so that a changed Secret re-applies the cluster's keys with the new credentials).
+pub(crate) fn uses_secret(cluster: &Cluster, secret: &str) -> bool {
+    matches!(&cluster.spec.endpoint, fleetsync_model::Endpoint::Kubeconfig { secret_ref } if secret_ref == secret)
 }

@@ -4,7 +4,7 @@ use crate::harness::over;
 use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use fleetsync_model::{Cluster, Document, KeyStatus, Kind, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, KeyStatus, Kind, Secret, SyncSet, Timestamp, WorkKey};
 use fleetsync_store::*;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -34,6 +34,12 @@ impl Store for Broken {
         fail()
     }
     async fn syncset_list(&self, _: Option<&str>) -> Result<Vec<SyncSet>> {
+        fail()
+    }
+    async fn secret_get(&self, _: &str, _: &str) -> Result<Option<Secret>> {
+        fail()
+    }
+    async fn secret_list(&self, _: Option<&str>) -> Result<Vec<Secret>> {
         fail()
     }
     async fn work_claim(&self, _: ClaimParams) -> Result<Vec<ClaimedItem>> {

@@ -44,7 +44,7 @@ use crate::{
 };
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use fleetsync_model::{Cluster, Document, Kind, KeyStatus, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -469,6 +469,14 @@ impl Store for PgStore {
 
     async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
         self.read("listing syncsets", |c, _| Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string)))).await
+    }
+
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
+        self.read("reading a secret", |c, _| Box::pin(objects::get(c, Kind::Secret, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
+        self.read("listing secrets", |c, _| Box::pin(objects::list(c, Kind::Secret, tenant.map(str::to_string)))).await
     }
 
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {

@@ -6,10 +6,10 @@
 use super::queue::{enqueue, Enqueues};
 use super::{query, PgResult, Tx};
 use crate::lifecycle::Enqueue;
-use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
+use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
 use crate::{ApplyOutcome, StoreError};
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{ApplyMode, Cluster, Document, Kind, SyncSet, SyncSetSpec, WorkKey};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, WorkKey};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -23,16 +23,14 @@ pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<Ap
         out.push(match doc {
             Document::Cluster(c) => apply_cluster(tx, c).await?,
             Document::SyncSet(s) => apply_syncset(tx, s).await?,
+            Document::Secret(s) => apply_secret(tx, s).await?,
         });
     }
     Ok(out)
 }
 
 fn tenant_of(doc: &Document) -> &str {
-    match doc {
-        Document::Cluster(c) => c.metadata.tenant(),
-        Document::SyncSet(s) => s.metadata.tenant(),
-    }
+    doc.metadata().tenant()
 }
 
 /// The result of writing a document row: its generation and the event action, or
@@ -61,9 +59,14 @@ async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<ApplyOutcome> {
         return Ok(outcome(Kind::Cluster, tenant, name, generation, "unchanged", 0));
     };
     tx.event(tenant, "Cluster", name, action, generation);
+    let enqueued = enqueue_cluster(tx, c).await?;
+    Ok(outcome(Kind::Cluster, tenant, name, generation, result(action), enqueued))
+}
 
-    // A new or changed cluster gets every SyncSet that selects it (re-applied, since its
-    // endpoint may have changed) and loses those that no longer do.
+/// Enqueues a new or changed cluster's keys: every SyncSet that selects it (re-applied,
+/// since its endpoint may have changed) and removal of those that no longer do.
+async fn enqueue_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<u64> {
+    let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let had = strings(tx, "SELECT syncset FROM work WHERE tenant = $1 AND cluster = $2 AND desired", tenant, name).await?;
     let mut batch = Enqueues::default();
     for (ss, ss_gen, mode, spec) in syncset_targets(tx, tenant).await? {
@@ -73,8 +76,34 @@ async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<ApplyOutcome> {
             batch.push(WorkKey::new(tenant, name, ss), Enqueue::remove());
         }
     }
-    let enqueued = enqueue(tx, &batch).await?;
-    Ok(outcome(Kind::Cluster, tenant, name, generation, result(action), enqueued))
+    enqueue(tx, &batch).await
+}
+
+/// Stores a Secret; a new or changed one re-applies the keys of every cluster that
+/// reaches its target through it (new credentials, or ones that were missing).
+async fn apply_secret(tx: &mut Tx<'_>, s: &Secret) -> PgResult<ApplyOutcome> {
+    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    let doc = canonical(s)?;
+    let row = tx
+        .query_opt(
+            "INSERT INTO secrets AS o (tenant, name, generation, doc) VALUES ($1, $2, 1, $3)
+             ON CONFLICT (tenant, name) DO UPDATE SET generation = o.generation + 1, doc = EXCLUDED.doc
+             WHERE o.doc <> EXCLUDED.doc
+             RETURNING generation",
+            &[&tenant, &name, &doc],
+        )
+        .await?;
+    let Some((generation, action)) = written(row)? else {
+        let generation = generation_of(tx.client(), Kind::Secret, tenant, name).await?;
+        return Ok(outcome(Kind::Secret, tenant, name, generation, "unchanged", 0));
+    };
+    tx.event(tenant, "Secret", name, action, generation);
+    let clusters: Vec<Cluster> = list(tx.client(), Kind::Cluster, Some(tenant.to_string())).await?;
+    let mut enqueued = 0;
+    for c in clusters.iter().filter(|c| uses_secret(c, name)) {
+        enqueued += enqueue_cluster(tx, c).await?;
+    }
+    Ok(outcome(Kind::Secret, tenant, name, generation, result(action), enqueued))
 }
 
 async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet) -> PgResult<ApplyOutcome> {
@@ -136,6 +165,8 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
             }
             enqueue(tx, &batch).await?;
         }
+        // Clusters that use it fail to connect until it is back (and retry with backoff).
+        Kind::Secret => {}
     }
     Ok(())
 }

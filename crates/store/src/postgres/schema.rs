@@ -30,9 +30,10 @@ use super::{Failure, PgResult};
 use tokio_postgres::Client;
 
 /// Each migration: (version description, SQL). Append only; never edit a released one.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "objects, the work queue (one row per key, carrying its status), the event log",
-    r#"
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "objects, the work queue (one row per key, carrying its status), the event log",
+        r#"
     CREATE TABLE clusters (
         tenant text NOT NULL, name text NOT NULL, generation bigint NOT NULL,
         labels text NOT NULL, doc text NOT NULL,
@@ -64,7 +65,16 @@ const MIGRATIONS: &[(&str, &str)] = &[(
         tenant text NOT NULL, kind text NOT NULL, name text NOT NULL,
         action text NOT NULL, generation bigint NOT NULL);
     "#,
-)];
+    ),
+    (
+        "Secrets (kubeconfigs of clusters)",
+        r#"
+    CREATE TABLE secrets (
+        tenant text NOT NULL, name text NOT NULL, generation bigint NOT NULL, doc text NOT NULL,
+        PRIMARY KEY (tenant, name));
+    "#,
+    ),
+];
 
 /// The schema version this build expects.
 pub(super) fn latest() -> i32 {

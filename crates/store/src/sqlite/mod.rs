@@ -15,7 +15,7 @@ use crate::{
     Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
-use fleetsync_model::{Cluster, Document, Kind, KeyStatus, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -165,6 +165,16 @@ impl Store for SqliteStore {
     async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
         let tenant = tenant.map(str::to_string);
         self.read("listing syncsets", move |c, _| objects::list(c, Kind::SyncSet, tenant.as_deref())).await
+    }
+
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.read("reading a secret", move |c, _| objects::get(c, Kind::Secret, &tenant, &name)).await
+    }
+
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref())).await
     }
 
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {

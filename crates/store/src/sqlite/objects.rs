@@ -3,9 +3,9 @@
 use super::queue::enqueue;
 use super::rows::event_append;
 use crate::lifecycle::Enqueue;
-use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
+use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
 use crate::{ApplyOutcome, Result, StoreError};
-use fleetsync_model::{ApplyMode, Cluster, Document, Kind, SyncSet, SyncSetSpec, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
@@ -15,6 +15,7 @@ pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> 
         .map(|doc| match doc {
             Document::Cluster(c) => apply_cluster(tx, now, c),
             Document::SyncSet(s) => apply_syncset(tx, now, s),
+            Document::Secret(s) => apply_secret(tx, now, s),
         })
         .collect()
 }
@@ -44,9 +45,14 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<Ap
     )?
     .execute(params![tenant, name, generation, labels, doc])?;
     event_append(tx, now, tenant, "Cluster", name, action, generation)?;
+    let enqueued = enqueue_cluster(tx, now, c)?;
+    Ok(outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+}
 
-    // A new or changed cluster gets every SyncSet that selects it (re-applied, since its
-    // endpoint may have changed) and loses those that no longer do.
+/// Enqueues a new or changed cluster's keys: every SyncSet that selects it (re-applied,
+/// since its endpoint may have changed) and removal of those that no longer do.
+fn enqueue_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<u64> {
+    let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let had: HashSet<String> = query_strings(tx, "SELECT syncset FROM work WHERE tenant = ?1 AND cluster = ?2 AND desired = 1", tenant, name)?;
     let mut enqueued = 0;
     for (ss, ss_gen, mode, spec) in syncset_targets(tx, tenant)? {
@@ -59,7 +65,28 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<Ap
             enqueued += 1;
         }
     }
-    Ok(outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+    Ok(enqueued)
+}
+
+/// Stores a Secret; a new or changed one re-applies the keys of every cluster that
+/// reaches its target through it (new credentials, or ones that were missing).
+fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret) -> Result<ApplyOutcome> {
+    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    let doc = canonical(s)?;
+    let Some((generation, action)) = upsert_generation(tx, "secrets", tenant, name, &doc)? else {
+        return Ok(outcome(Kind::Secret, tenant, name, generation_of(tx, "secrets", tenant, name)?, "unchanged", 0));
+    };
+    tx.prepare_cached(
+        "INSERT INTO secrets (tenant, name, generation, doc) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, doc = excluded.doc",
+    )?
+    .execute(params![tenant, name, generation, doc])?;
+    event_append(tx, now, tenant, "Secret", name, action, generation)?;
+    let mut enqueued = 0;
+    for c in list::<Cluster>(tx, Kind::Cluster, Some(tenant))?.iter().filter(|c| uses_secret(c, name)) {
+        enqueued += enqueue_cluster(tx, now, c)?;
+    }
+    Ok(outcome(Kind::Secret, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
 }
 
 fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet) -> Result<ApplyOutcome> {
@@ -117,6 +144,8 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
                 enqueue(tx, now, &WorkKey::new(tenant, cluster, name), Enqueue::remove())?;
             }
         }
+        // Clusters that use it fail to connect until it is back (and retry with backoff).
+        Kind::Secret => {}
     }
     Ok(())
 }

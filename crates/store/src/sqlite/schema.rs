@@ -36,6 +36,12 @@ const MIGRATIONS: &[&str] = &[
         tenant TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
         action TEXT NOT NULL, generation INTEGER NOT NULL);
     "#,
+    // 2: Secrets (kubeconfigs of clusters).
+    r#"
+    CREATE TABLE secrets (
+        tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL, doc TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the schema up to date; returns the version it ends at.

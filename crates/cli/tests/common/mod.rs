@@ -1,0 +1,123 @@
+//! What the binary's tests share: running `fleetsync`, a hub served on loopback, and
+//! a PostgreSQL test schema that is dropped when the test ends.
+#![allow(dead_code)] // each test file uses its own part of this
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fleetsync"));
+    c.env_remove("FLEETSYNC_SERVER").env_remove("RUST_LOG");
+    c
+}
+
+pub fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run fleetsync")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet.yaml")
+}
+
+/// A `fleetsync serve` child process on a free loopback port, killed on drop.
+pub struct Hub {
+    child: Child,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Hub {
+    /// A hub on a SQLite file in a new temporary directory.
+    pub fn start() -> Hub {
+        Hub::start_logged(None)
+    }
+
+    /// The same, with its log (stderr, at `RUST_LOG=debug`) written to `log` if given.
+    pub fn start_logged(log: Option<&Path>) -> Hub {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("hub.db");
+        let db = db.to_str().expect("utf-8").to_string();
+        Hub::spawn(dir, &["--db", &db], log)
+    }
+
+    /// A hub on the given store flags.
+    pub fn start_with(dir: tempfile::TempDir, store: &[&str]) -> Hub {
+        Hub::spawn(dir, store, None)
+    }
+
+    fn spawn(dir: tempfile::TempDir, store: &[&str], log: Option<&Path>) -> Hub {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut cmd = bin();
+        cmd.args(["serve", "--listen", &listen]).args(store).stdout(Stdio::null());
+        match log {
+            Some(path) => cmd.env("RUST_LOG", "debug").stderr(std::fs::File::create(path).expect("log file")),
+            None => cmd.stderr(Stdio::null()),
+        };
+        let child = cmd.spawn().expect("spawn serve");
+        let hub = Hub { child, url: format!("http://{listen}"), dir };
+        hub.wait_until(Duration::from_secs(20), |h| h.cli(&["get", "clusters"]).status.success());
+        hub
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Output {
+        bin().args(args).args(["--server", &self.url]).output().expect("run client")
+    }
+
+    pub fn wait_until(&self, timeout: Duration, ok: impl Fn(&Hub) -> bool) {
+        let start = Instant::now();
+        while !ok(self) {
+            assert!(start.elapsed() < timeout, "timed out");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+pub fn status_items(hub: &Hub) -> Vec<serde_json::Value> {
+    let out = hub.cli(&["get", "status", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+pub fn database_url() -> String {
+    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// Drops a test schema when the test ends, pass or fail (best effort, with psql).
+pub struct Schema(pub String);
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0);
+        let _ = Command::new("psql").args([database_url().as_str(), "-qc", &sql]).output();
+    }
+}

@@ -1,0 +1,165 @@
+//! Kubeconfigs kept as fleetsync Secrets: a cluster is reached through the kubeconfig
+//! in its Secret, and the Secret's token never shows: not in the hub's log (at debug
+//! level), not in status or errors, not in any API or CLI output.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// The marker that stands for a credential; it must never be printed.
+const MARKER: &str = "MARKER-7f3a9c-credential";
+
+/// A `fleetsync sim` child process; its address is read from its first line.
+struct Sim {
+    child: Child,
+    addr: String,
+}
+
+impl Sim {
+    fn start() -> Sim {
+        let mut child = bin()
+            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
+        let addr = line.trim().strip_prefix("listening on ").expect("sim prints its address").to_string();
+        Sim { child, addr }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn kubeconfig(server: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{{name: c, cluster: {{server: '{server}'}}}}]\nusers: [{{name: u, user: {{token: {token}}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
+    )
+}
+
+/// kc-good reaches the sim through its kubeconfig; kc-broken's Secret is not a
+/// kubeconfig (and quotes the marker where a parser would show it); kc-missing names a
+/// Secret that does not exist.
+fn fleet(sim: &str) -> String {
+    let good = kubeconfig(&format!("http://{sim}/clusters/kc-good"), MARKER);
+    let indent = |t: &str| t.lines().map(|l| format!("      {l}")).collect::<Vec<_>>().join("\n");
+    format!(
+        r#"apiVersion: fleetsync.io/v1
+kind: Secret
+metadata: {{name: good-kc}}
+stringData:
+  kubeconfig: |
+{good}
+---
+apiVersion: fleetsync.io/v1
+kind: Secret
+metadata: {{name: broken-kc}}
+stringData:
+  kubeconfig: "{MARKER}: [unclosed"
+---
+apiVersion: fleetsync.io/v1
+kind: Cluster
+metadata: {{name: kc-good}}
+spec: {{endpoint: {{kubeconfig: {{secretRef: good-kc}}}}}}
+---
+apiVersion: fleetsync.io/v1
+kind: Cluster
+metadata: {{name: kc-broken}}
+spec: {{endpoint: {{kubeconfig: {{secretRef: broken-kc}}}}}}
+---
+apiVersion: fleetsync.io/v1
+kind: Cluster
+metadata: {{name: kc-missing}}
+spec: {{endpoint: {{kubeconfig: {{secretRef: missing-kc}}}}}}
+---
+apiVersion: fleetsync.io/v1
+kind: SyncSet
+metadata: {{name: base}}
+spec:
+  clusterNames: [kc-good, kc-broken, kc-missing]
+  resources:
+    - {{apiVersion: v1, kind: Namespace, metadata: {{name: app}}}}
+    - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: cfg, namespace: app}}, data: {{k: v}}}}
+"#,
+        good = indent(&good)
+    )
+}
+
+/// A GET with curl (the tests need no HTTP client crate of their own).
+fn http_get(url: &str) -> String {
+    let out = std::process::Command::new("curl").args(["-sf", url]).output().expect("curl");
+    assert!(out.status.success(), "GET {url} failed");
+    stdout(&out)
+}
+
+fn key_of<'a>(items: &'a [serde_json::Value], cluster: &str) -> Option<&'a serde_json::Value> {
+    items.iter().find(|k| k["cluster"] == cluster)
+}
+
+#[test]
+fn kubeconfig_secrets_reach_clusters_and_never_show() {
+    let sim = Sim::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("hub.log");
+    let hub = Hub::start_logged(Some(&log));
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(&file, fleet(&sim.addr)).expect("write");
+
+    let mut shown = Vec::new();
+    let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    shown.push(stdout(&out) + &stderr(&out));
+
+    // The good cluster converges through its kubeconfig; the others fail with a
+    // message that says what to fix.
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let items = status_items(h);
+        let failed = |c: &str| key_of(&items, c).is_some_and(|k| k["attempts"].as_u64() >= Some(1) && k["lastError"].is_string());
+        key_of(&items, "kc-good").is_some_and(|k| k["phase"] == "Applied") && failed("kc-broken") && failed("kc-missing")
+    });
+    let items = status_items(&hub);
+    let error = |c: &str| key_of(&items, c).map(|k| k["lastError"].as_str().unwrap_or_default().to_string()).unwrap_or_default();
+    assert!(error("kc-broken").contains("not a valid kubeconfig"), "{}", error("kc-broken"));
+    assert!(error("kc-missing").contains("missing-kc") && error("kc-missing").contains("does not exist"), "{}", error("kc-missing"));
+    let report: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
+    assert_eq!(report["totals"]["applies"], 2, "{report}");
+
+    // A rotated Secret re-applies the keys of the clusters that use it.
+    let rotated = std::fs::read_to_string(&file).expect("read").replacen(MARKER, &format!("{MARKER}-2"), 1);
+    std::fs::write(&file, rotated).expect("write");
+    let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+    let said = stdout(&out);
+    assert!(said.contains("secret/good-kc updated (generation 2, 1 keys enqueued)"), "{said}");
+    shown.push(stdout(&out) + &stderr(&out));
+
+    for args in [
+        &["get", "secrets"][..],
+        &["get", "secrets", "-o", "yaml"],
+        &["get", "secrets", "good-kc", "-o", "json"],
+        &["get", "status", "-o", "json"],
+        &["get", "status", "kc-broken"],
+        &["get", "clusters", "-o", "yaml"],
+        &["get", "events", "-o", "json"],
+    ] {
+        let out = hub.cli(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        shown.push(stdout(&out));
+    }
+    assert!(shown[3].contains("good-kc") && shown[3].contains("kubeconfig"), "secrets are listed by key: {}", shown[3]);
+    let metrics = http_get(&format!("{}/metrics", hub.url));
+    drop(hub);
+    let logged = std::fs::read_to_string(&log).expect("hub log");
+    assert!(logged.contains("DEBUG") || logged.contains("INFO"), "the hub logged at debug level: {logged}");
+    shown.extend([metrics, logged]);
+    for (i, text) in shown.iter().enumerate() {
+        assert!(!text.contains(MARKER), "output {i} shows the credential:\n{text}");
+    }
+}
