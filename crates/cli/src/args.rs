@@ -98,6 +98,10 @@ pub struct EngineArgs {
     /// Applies (keys) in flight at once in this process.
     #[arg(long, env = "FLEETSYNC_MAX_IN_FLIGHT", default_value_t = 4096)]
     pub max_in_flight: usize,
+    /// Keys of one cluster in flight at once in this process, so one slow cluster
+    /// cannot take every slot ("0" disables the limit).
+    #[arg(long, env = "FLEETSYNC_MAX_PER_CLUSTER", default_value_t = 256)]
+    pub max_per_cluster: u32,
     /// How long a claimed key stays leased without renewal.
     #[arg(long, env = "FLEETSYNC_LEASE_TTL", default_value = "30s", value_parser = humantime::parse_duration)]
     pub lease_ttl: Duration,

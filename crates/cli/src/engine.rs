@@ -35,6 +35,7 @@ pub fn runtime_config(a: &EngineArgs) -> Result<RuntimeConfig> {
     }
     Ok(RuntimeConfig {
         max_in_flight: a.max_in_flight,
+        max_per_cluster: (a.max_per_cluster > 0).then_some(a.max_per_cluster),
         lease_ttl: a.lease_ttl,
         renew_every: a.renew_every,
         poll_interval: a.poll_interval,

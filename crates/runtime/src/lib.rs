@@ -9,6 +9,7 @@
 //!   whatever is queued the moment the previous commit ends).
 //! * [`leases`]: the keys this process holds, renewed together; a lost lease cancels
 //!   its run.
+//! * [`per_cluster`]: the per-cluster concurrency limit.
 //! * [`resync`]: the periodic safety re-apply of everything.
 //! * [`secrets`]: the store as the Kubernetes applier's source of kubeconfigs.
 //! * [`cache`]: Clusters and SyncSets by generation, so a run does not re-read them.
@@ -19,6 +20,7 @@ pub mod committer;
 pub mod executor;
 pub mod leases;
 pub mod metrics;
+pub mod per_cluster;
 pub mod resync;
 pub mod secrets;
 pub mod worker;
@@ -39,6 +41,9 @@ pub struct RuntimeConfig {
     pub max_in_flight: usize,
     /// At most this many keys per claim call.
     pub claim_batch: usize,
+    /// At most this many keys of one cluster in flight in this process (`None`: no
+    /// limit), so one slow cluster cannot take every slot.
+    pub max_per_cluster: Option<u32>,
     pub lease_ttl: Duration,
     /// How often held leases are renewed; well under `lease_ttl`.
     pub renew_every: Duration,
@@ -59,6 +64,7 @@ impl Default for RuntimeConfig {
             worker_id: format!("worker-{}", std::process::id()),
             max_in_flight: 4096,
             claim_batch: 512,
+            max_per_cluster: Some(256),
             lease_ttl: Duration::from_secs(30),
             renew_every: Duration::from_secs(10),
             poll_interval: Duration::from_secs(5),
@@ -82,6 +88,9 @@ impl RuntimeConfig {
     pub fn validate(&self) -> Result<(), RuntimeError> {
         if self.max_in_flight == 0 || self.claim_batch == 0 {
             return Err(RuntimeError::Config("max_in_flight and claim_batch must be at least 1".into()));
+        }
+        if self.max_per_cluster == Some(0) {
+            return Err(RuntimeError::Config("max_per_cluster must be at least 1 (or None for no limit)".into()));
         }
         if self.renew_every >= self.lease_ttl {
             return Err(RuntimeError::Config(format!(

@@ -7,6 +7,7 @@ use crate::committer::Committer;
 use crate::executor::Executor;
 use crate::leases::Leases;
 use crate::metrics::RuntimeMetrics;
+use crate::per_cluster::ClusterSlots;
 use crate::resync::resync_loop;
 use crate::{RuntimeConfig, RuntimeError};
 use fleetsync_applier::Applier;
@@ -33,6 +34,8 @@ struct Shared {
     committer: Committer,
     leases: Arc<Leases>,
     metrics: RuntimeMetrics,
+    /// Keys in flight per cluster, when there is a per-cluster limit.
+    slots: ClusterSlots,
     /// Fires when shutdown's grace runs out: runs stop and give their keys back.
     abort: CancellationToken,
 }
@@ -59,6 +62,7 @@ impl Runtime {
             committer,
             leases,
             metrics: self.metrics.clone(),
+            slots: ClusterSlots::new(cfg.max_per_cluster),
             abort: CancellationToken::new(),
         });
 
@@ -103,7 +107,7 @@ impl Runtime {
             }
             let asked = slots.num_permits().min(cfg.claim_batch);
             wake.borrow_and_update();
-            let params = ClaimParams { owner: cfg.worker_id.clone(), limit: asked, lease_ttl: cfg.lease_ttl };
+            let params = ClaimParams { cluster_limit: shared.slots.claim_limit(), ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl) };
             let items = match self.store.work_claim(params).await {
                 Ok(items) => items,
                 Err(e) => {
@@ -118,6 +122,7 @@ impl Runtime {
             for item in items {
                 match slots.split(1) {
                     Some(permit) => {
+                        shared.slots.take(&item.key);
                         tasks.spawn(run_key(shared.clone(), item, permit));
                     }
                     None => {
@@ -129,21 +134,27 @@ impl Runtime {
             }
             drop(slots);
             if got < asked {
-                self.wait_for_work(&mut wake, shutdown).await;
+                self.wait_for_work(&mut wake, &shared.slots, shutdown).await;
             }
         }
     }
 
-    /// Sleeps until a wake-up, the next scheduled key, or the safety poll.
-    async fn wait_for_work(&self, wake: &mut watch::Receiver<u64>, shutdown: &CancellationToken) {
+    /// Sleeps until a wake-up, the next scheduled key, the safety poll, or (with a
+    /// per-cluster limit) the end of one of this process's runs.
+    async fn wait_for_work(&self, wake: &mut watch::Receiver<u64>, slots: &ClusterSlots, shutdown: &CancellationToken) {
         let poll = self.config.poll_interval;
+        let now = self.config.clock.now();
         let delay = match self.store.work_next_ready_at().await {
-            Ok(Some(at)) => at.since(self.config.clock.now()).clamp(Duration::from_millis(5), poll),
+            // With a limit, a key that is due but was not claimed was held back: only
+            // a run ending (`freed`) makes room for it, so do not spin on it.
+            Ok(Some(at)) if slots.is_limited() && at <= now => poll,
+            Ok(Some(at)) => at.since(now).clamp(Duration::from_millis(5), poll),
             _ => poll,
         };
         tokio::select! {
             changed = wake.changed() => if changed.is_err() { sleep_or_stop(poll, shutdown).await },
             () = tokio::time::sleep(delay) => {}
+            () = slots.freed() => {}
             () = shutdown.cancelled() => {}
         }
     }
@@ -174,6 +185,7 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, permit: OwnedSemaphoreP
     shared.leases.release(&item.key, item.fence);
     shared.metrics.applies_in_flight.dec();
     drop(permit);
+    shared.slots.give_back(&item.key);
 }
 
 fn record(metrics: &RuntimeMetrics, outcome: CompleteOutcome) {

@@ -92,6 +92,35 @@ async fn fleet_converges_in_order_without_overlaps() {
     stop(h).await;
 }
 
+/// With a per-cluster limit, no cluster ever has more keys in flight than the limit,
+/// the limit is reached (held-back keys are claimed as runs end, not left waiting for
+/// the poll), and the fleet converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_cluster_limit_bounds_each_cluster() {
+    let limited = RuntimeConfig { max_per_cluster: Some(3), poll_interval: Duration::from_secs(60), ..config() };
+    let h = hub(sim(0.1, 0.0), fast_retry(), limited);
+    let shape = FleetShape { clusters: 2, syncsets: 12, resources: 2 };
+    h.store.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
+    let (mut most, mut both_full) = (0, false);
+    let start = std::time::Instant::now();
+    loop {
+        let status = h.store.status_list(&StatusFilter::default()).await.expect("status");
+        let applying = |c: &str| status.iter().filter(|k| k.key.cluster == c && k.phase == Phase::Applying).count();
+        let (a, b) = (applying(&cluster_name(0)), applying(&cluster_name(1)));
+        most = most.max(a).max(b);
+        both_full |= a == 3 && b == 3;
+        if status.iter().all(|k| k.phase == Phase::Applied) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "did not converge (a 60 s poll must not be needed)");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(most, 3, "a cluster had more keys in flight than its limit, or never reached it");
+    assert!(both_full, "both clusters ran at their limit at once");
+    assert_latest_everywhere(&h, shape).await;
+    stop(h).await;
+}
+
 /// A SyncSet changed while its keys are being applied: every key ends at the newest
 /// generation, and no key ever ran twice at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

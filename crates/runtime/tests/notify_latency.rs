@@ -181,7 +181,7 @@ async fn a_waiting_claimer_claims_another_process_change_promptly() {
         let mut wake = worker.subscribe();
         loop {
             wake.borrow_and_update();
-            let params = ClaimParams { owner: "latency".into(), limit: 16, lease_ttl: Duration::from_secs(30) };
+            let params = ClaimParams::new("latency", 16, Duration::from_secs(30));
             let items = worker.work_claim(params).await.expect("claim");
             let at = Instant::now();
             if items.is_empty() {

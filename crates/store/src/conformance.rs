@@ -28,7 +28,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make;
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
-            relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated);
+            relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
+            cluster_limit_holds_back);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -84,7 +85,7 @@ fn key(c: &str, s: &str) -> WorkKey {
 }
 
 fn claim_params(owner: &str, limit: usize) -> ClaimParams {
-    ClaimParams { owner: owner.into(), limit, lease_ttl: TTL }
+    ClaimParams::new(owner, limit, TTL)
 }
 
 async fn claim(s: &dyn Store, owner: &str, limit: usize) -> Vec<ClaimedItem> {
@@ -405,4 +406,23 @@ pub async fn secrets_stored_and_rotated(h: &dyn Harness) {
     let events = s.events_read(0, 100).await.expect("events");
     let secret_events: Vec<_> = events.iter().filter(|e| e.kind == "Secret").map(|e| e.action.as_str()).collect();
     assert_eq!(secret_events, ["Created", "Updated", "Deleted"]);
+}
+
+/// A per-cluster limit holds back a crowded cluster's ready keys, counting what the
+/// claimer already has in flight, and they stay ready, in order, for later.
+pub async fn cluster_limit_holds_back(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let docs = vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v"), syncset("s2", 1, "v"), syncset("s3", 1, "v")];
+    s.objects_apply(docs).await.expect("apply");
+    let limited = |busy: &[(&str, u32)]| {
+        let in_flight = busy.iter().map(|(c, n)| (("default".to_string(), c.to_string()), *n)).collect();
+        ClaimParams { cluster_limit: Some(crate::ClusterLimit { max: 2, in_flight }), ..claim_params("w", 10) }
+    };
+    let first = s.work_claim(limited(&[("c1", 1)])).await.expect("claim");
+    let keys: Vec<_> = first.iter().map(|i| (i.key.cluster.as_str(), i.key.syncset.as_str())).collect();
+    assert_eq!(keys, [("c1", "s1"), ("c2", "s1"), ("c2", "s2")], "c1 had one in flight already");
+    assert!(s.work_claim(limited(&[("c1", 2), ("c2", 2)])).await.expect("claim").is_empty(), "both clusters are full");
+    let rest = claim(&*s, "w", 10).await;
+    let keys: Vec<_> = rest.iter().map(|i| (i.key.cluster.as_str(), i.key.syncset.as_str())).collect();
+    assert_eq!(keys, [("c1", "s2"), ("c1", "s3"), ("c2", "s3")], "held-back keys stayed ready, in order");
 }

@@ -28,7 +28,7 @@ mod stored;
 pub use error::{Result, StoreError};
 pub use event::Event;
 pub use queue::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, QueueStats, RenewParams,
+    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, QueueStats, RenewParams,
     RunOutcome, StatusFilter,
 };
 pub use retry::RetryPolicy;

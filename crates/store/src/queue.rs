@@ -2,7 +2,7 @@
 
 use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, WorkKey};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// A fencing token: issued with each lease, strictly increasing per key (the backends
@@ -32,6 +32,42 @@ pub struct ClaimParams {
     pub limit: usize,
     /// How long the lease lasts unless renewed.
     pub lease_ttl: Duration,
+    /// Holds back ready keys of clusters that already have this many in flight.
+    pub cluster_limit: Option<ClusterLimit>,
+}
+
+impl ClaimParams {
+    /// A claim with no per-cluster limit.
+    pub fn new(owner: impl Into<String>, limit: usize, lease_ttl: Duration) -> Self {
+        Self { owner: owner.into(), limit, lease_ttl, cluster_limit: None }
+    }
+}
+
+/// A per-cluster concurrency limit, so that one cluster (a slow one, or one with many
+/// SyncSets) cannot take every slot of a claimer. Ready keys of a cluster beyond the
+/// limit stay ready, in order, for a later claim; keys whose lease expired are taken
+/// over regardless (they have waited longest).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterLimit {
+    /// At most this many keys of one cluster in flight at the claimer.
+    pub max: u32,
+    /// The claimer's keys in flight now, by (tenant, cluster); absent means none.
+    pub in_flight: HashMap<(String, String), u32>,
+}
+
+impl ClusterLimit {
+    /// How many of a cluster's keys this claim may still take.
+    pub fn room(&self, tenant: &str, cluster: &str) -> u32 {
+        let busy = self.in_flight.get(&(tenant.to_string(), cluster.to_string())).copied().unwrap_or(0);
+        self.max.saturating_sub(busy)
+    }
+
+    /// How many ready keys a claim of `limit` looks at, at most, to find keys of
+    /// clusters with room: enough to pass a few crowded clusters, bounded so a claim
+    /// stays cheap.
+    pub fn window(limit: i64) -> i64 {
+        limit.saturating_mul(16).max(1024)
+    }
 }
 
 /// A key handed to a worker.

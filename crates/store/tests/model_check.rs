@@ -448,7 +448,7 @@ async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), TestCaseError>
             Op::Claim { worker, limit } => {
                 let owner = format!("w{worker}");
                 let got = store
-                    .work_claim(ClaimParams { owner, limit: *limit, lease_ttl: TTL })
+                    .work_claim(ClaimParams::new(owner, *limit, TTL))
                     .await
                     .map_err(|e| store_err(&ctx, e))?;
                 let (expired, ready) = model.claimable();

@@ -4,9 +4,10 @@
 //! deadlock.
 
 use super::{query, PgResult, Tx};
+use std::sync::LazyLock;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
 use crate::stored::{corrupt, decode, json};
-use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, RetryPolicy, StoreError};
+use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, RetryPolicy, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
 use std::collections::{HashMap, HashSet};
@@ -82,20 +83,60 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams) -> PgResult<Vec<Claim
         return Ok(Vec::new());
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
-    let rows = tx
-        .query(
-            "WITH expired AS MATERIALIZED (
+    let now = tx.now.millis();
+    let rows = match &p.cluster_limit {
+        None => {
+            tx.query(&CLAIM, &[&now, &limit, &p.owner, &expires]).await?
+        }
+        Some(cl) => {
+            let (tenants, clusters, busy) = in_flight_arrays(cl);
+            let (max, window) = (i64::from(cl.max), ClusterLimit::window(limit));
+            tx.query(&CLAIM_LIMITED, &[&now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy]).await?
+        }
+    };
+    rows.iter().map(claimed_item).collect()
+}
+
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY));
+static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED));
+
+/// Ready keys, in claim order.
+const READY: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1
+                 ORDER BY run_at, tenant, cluster, syncset
+                 LIMIT $2 - (SELECT count(*) FROM expired)
+                 FOR UPDATE SKIP LOCKED";
+
+/// Ready keys in claim order, skipping those of clusters at their limit ($5), within a
+/// window of the first $6 ready keys; $7–$9 are the claimer's in-flight counts. The
+/// window function cannot sit beside `FOR UPDATE`, so it picks ids and the outer query
+/// locks them (re-checking that each is still ready).
+const READY_LIMITED: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE id IN (
+                     SELECT r.id FROM (
+                         SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
+                         FROM (SELECT id, run_at, tenant, cluster, syncset FROM work
+                               WHERE phase = 'ready' AND run_at <= $1
+                               ORDER BY run_at, tenant, cluster, syncset LIMIT $6) c) r
+                     LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
+                       ON b.tenant = r.tenant AND b.cluster = r.cluster
+                     WHERE r.rn + COALESCE(b.n, 0) <= $5
+                     ORDER BY r.run_at, r.tenant, r.cluster, r.syncset
+                     LIMIT $2 - (SELECT count(*) FROM expired))
+                   AND phase = 'ready' AND run_at <= $1
+                 ORDER BY run_at, tenant, cluster, syncset
+                 FOR UPDATE SKIP LOCKED";
+
+/// The claim: expired leases first, then `ready`, each leased with a new fence.
+fn claim_sql(ready: &str) -> String {
+    format!(
+        "WITH expired AS MATERIALIZED (
                  SELECT id, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
                  WHERE phase = 'running' AND lease_expires_at <= $1
                  ORDER BY lease_expires_at, tenant, cluster, syncset
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
-             ready AS MATERIALIZED (
-                 SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'ready' AND run_at <= $1
-                 ORDER BY run_at, tenant, cluster, syncset
-                 LIMIT $2 - (SELECT count(*) FROM expired)
-                 FOR UPDATE SKIP LOCKED),
+             ready AS MATERIALIZED ({ready}),
              picked AS (SELECT * FROM expired UNION ALL SELECT * FROM ready),
              claimed AS (
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
@@ -106,11 +147,19 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams) -> PgResult<Vec<Claim
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
                  COALESCE(cl.generation, 0)
              FROM claimed c LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
-             ORDER BY c.pass, c.at, c.tenant, c.cluster, c.syncset",
-            &[&tx.now.millis(), &limit, &p.owner, &expires],
-        )
-        .await?;
-    rows.iter().map(claimed_item).collect()
+             ORDER BY c.pass, c.at, c.tenant, c.cluster, c.syncset"
+    )
+}
+
+/// The claimer's in-flight counts as three parallel arrays, for `unnest`.
+fn in_flight_arrays(cl: &ClusterLimit) -> (Vec<&str>, Vec<&str>, Vec<i64>) {
+    let mut arrays = (Vec::new(), Vec::new(), Vec::new());
+    for ((tenant, cluster), n) in &cl.in_flight {
+        arrays.0.push(tenant.as_str());
+        arrays.1.push(cluster.as_str());
+        arrays.2.push(i64::from(*n));
+    }
+    arrays
 }
 
 fn claimed_item(r: &Row) -> PgResult<ClaimedItem> {

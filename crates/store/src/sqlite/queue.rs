@@ -6,9 +6,10 @@ use super::ms;
 use super::rows::event_append;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
 use crate::stored::{corrupt, decode, json};
-use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
+use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use std::collections::HashMap;
 
 /// Makes a key pending (coalesced: one row per key, a newer change replaces the
 /// pending one). A running key stays running and becomes dirty. Resets attempts: a new
@@ -40,7 +41,10 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     if left > 0 {
         // Equal run_at (one transaction's changes) is ordered by cluster, so a cluster's
         // SyncSets are claimed together and its make-span stays near its critical path.
-        ids.extend(ids_ready(tx, now, left)?);
+        ids.extend(match &p.cluster_limit {
+            None => ids_ready(tx, now, left)?,
+            Some(cl) => ids_ready_limited(tx, now, left, cl)?,
+        });
     }
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -98,6 +102,32 @@ fn ids_ready(tx: &Transaction<'_>, now: Timestamp, limit: i64) -> Result<Vec<i64
         now,
         limit,
     )
+}
+
+/// Ready keys in claim order, skipping those of clusters at their limit. Looks at a
+/// bounded window of the ready index, so a claim stays cheap when one cluster has
+/// thousands of keys held back at the front.
+fn ids_ready_limited(tx: &Transaction<'_>, now: Timestamp, limit: i64, cl: &ClusterLimit) -> Result<Vec<i64>> {
+    let window = ClusterLimit::window(limit);
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, tenant, cluster FROM work WHERE phase = 'ready' AND run_at <= ?1
+         ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
+    )?;
+    let mut rows = stmt.query(params![now.millis(), window])?;
+    let mut room: HashMap<(String, String), u32> = HashMap::new();
+    let mut ids = Vec::new();
+    while let Some(row) = rows.next()? {
+        let (tenant, cluster): (String, String) = (row.get(1)?, row.get(2)?);
+        let left = room.entry((tenant, cluster)).or_insert_with_key(|(t, c)| cl.room(t, c));
+        if *left > 0 {
+            *left -= 1;
+            ids.push(row.get(0)?);
+            if ids.len() as i64 >= limit {
+                break;
+            }
+        }
+    }
+    Ok(ids)
 }
 
 pub(super) fn renew(tx: &Transaction<'_>, now: Timestamp, p: &RenewParams) -> Result<Vec<WorkKey>> {
