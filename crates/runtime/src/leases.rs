@@ -1,8 +1,12 @@
 //! The leases this process holds. One task renews all of them in one store call;
-//! a key whose lease was lost has its run cancelled at once, and if renewals keep
-//! failing for a whole TTL every run is cancelled (their leases may have expired, and
-//! another worker may hold the keys: the fencing tokens make sure our late writes
-//! are refused anyway).
+//! a key whose lease was lost has its run cancelled at once.
+//!
+//! Each lease also has a local deadline: the start of the call that last set its
+//! expiry (the claim, or a renewal) plus the TTL — the store's expiry is at least that
+//! late, since it is stamped inside the call. A watchdog, independent of the renewal
+//! call (which may hang for as long as the database does), cancels a run shortly
+//! before that deadline, so a run never outlives its lease while another worker may
+//! take the key. The fencing tokens still refuse any late write, as a second line.
 
 use fleetsync_model::WorkKey;
 use fleetsync_store::{Fence, RenewParams, Store};
@@ -20,6 +24,8 @@ pub struct Leases {
 struct Held {
     fence: Fence,
     token: CancellationToken,
+    /// When the lease ends at the latest, by this process's clock.
+    valid_until: Instant,
     /// The run is over and its result is being committed: the store may already have
     /// released the key, so a renewal that finds it gone is no loss.
     completing: bool,
@@ -30,9 +36,26 @@ impl Leases {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records a held lease; `token` is cancelled if the lease is lost.
-    pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken) {
-        self.map().insert(key, Held { fence, token, completing: false });
+    /// Records a held lease that ends no sooner than `valid_until` (the start of the
+    /// claim call plus the TTL); `token` is cancelled if the lease is lost or about to
+    /// end unrenewed.
+    pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken, valid_until: Instant) {
+        self.map().insert(key, Held { fence, token, valid_until, completing: false });
+    }
+
+    /// Moves the deadline of the leases a renewal extended.
+    fn extend(&self, renewed: &[(WorkKey, Fence)], valid_until: Instant) {
+        let mut map = self.map();
+        for (k, fence) in renewed {
+            if let Some(h) = map.get_mut(k).filter(|h| h.fence == *fence) {
+                h.valid_until = h.valid_until.max(valid_until);
+            }
+        }
+    }
+
+    /// The running leases whose deadline is before `by`.
+    fn expiring(&self, by: Instant) -> Vec<(WorkKey, Fence)> {
+        self.map().iter().filter(|(_, h)| !h.completing && h.valid_until <= by).map(|(k, h)| (k.clone(), h.fence)).collect()
     }
 
     /// Notes that the run has ended and its result is on its way to the store.
@@ -80,9 +103,13 @@ impl Leases {
         running
     }
 
-    /// Renews every held lease each `every` until `stop` fires.
+    /// Renews every held lease each `every`, and cancels runs whose lease is about to
+    /// end unrenewed, until `stop` fires.
     pub async fn renew_loop(self: Arc<Self>, store: Arc<dyn Store>, ttl: Duration, every: Duration, stop: CancellationToken) {
-        let mut last_ok = Instant::now();
+        tokio::join!(self.renewing(store, ttl, every, &stop), self.watchdog(ttl, &stop));
+    }
+
+    async fn renewing(&self, store: Arc<dyn Store>, ttl: Duration, every: Duration, stop: &CancellationToken) {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(every) => {}
@@ -90,25 +117,43 @@ impl Leases {
             }
             let leases = self.snapshot();
             if leases.is_empty() {
-                last_ok = Instant::now();
                 continue;
             }
-            match store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl }).await {
-                Ok(lost) if !lost.is_empty() => {
-                    last_ok = Instant::now();
+            let started = Instant::now();
+            let renewal = store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl });
+            let result = tokio::select! {
+                r = renewal => r,
+                () = stop.cancelled() => return,
+            };
+            match result {
+                Ok(lost) => {
                     let lost: HashSet<WorkKey> = lost.into_iter().collect();
-                    let lost: Vec<(WorkKey, Fence)> = leases.into_iter().filter(|(k, _)| lost.contains(k)).collect();
+                    let (lost, renewed): (Vec<_>, Vec<_>) = leases.into_iter().partition(|(k, _)| lost.contains(k));
+                    self.extend(&renewed, started + ttl);
                     let cancelled = self.lose(&lost);
                     if cancelled > 0 {
                         tracing::warn!(cancelled, "leases lost; cancelling their runs");
                     }
                 }
-                Ok(_) => last_ok = Instant::now(),
-                Err(e) if last_ok.elapsed() >= ttl => {
-                    tracing::error!(error = %e, "renewals failed for a whole lease TTL; cancelling every run");
-                    self.lose(&self.snapshot());
-                }
-                Err(e) => tracing::warn!(error = %e, "renewing leases failed; will try again"),
+                Err(e) => tracing::warn!(error = %e, "renewing leases failed; will try again (runs stop before their leases end)"),
+            }
+        }
+    }
+
+    /// Cancels runs a margin (a tenth of the TTL, at least 100 ms) before their lease
+    /// ends, checking twice per margin so that none is caught late.
+    async fn watchdog(&self, ttl: Duration, stop: &CancellationToken) {
+        let margin = (ttl / 10).max(Duration::from_millis(100));
+        let tick = margin / 2;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(tick) => {}
+                () = stop.cancelled() => return,
+            }
+            let expiring = self.expiring(Instant::now() + margin);
+            if !expiring.is_empty() {
+                let cancelled = self.lose(&expiring);
+                tracing::error!(cancelled, "leases about to end unrenewed (is the store reachable?); cancelling their runs");
             }
         }
     }
@@ -123,7 +168,7 @@ mod tests {
         let leases = Leases::default();
         let key = WorkKey::new("t", "c", "s");
         let run = CancellationToken::new();
-        leases.hold(key.clone(), 5, run.clone());
+        leases.hold(key.clone(), 5, run.clone(), Instant::now() + Duration::from_secs(30));
         assert_eq!(leases.lose(&[(key.clone(), 4)]), 0);
         assert!(!run.is_cancelled(), "token 4 was an earlier run of the key");
         assert_eq!(leases.len(), 1);
@@ -142,8 +187,47 @@ mod completing_tests {
     fn a_committing_run_is_not_counted_as_lost() {
         let leases = Leases::default();
         let key = WorkKey::new("t", "c", "s");
-        leases.hold(key.clone(), 9, CancellationToken::new());
+        leases.hold(key.clone(), 9, CancellationToken::new(), Instant::now() + Duration::from_secs(30));
         leases.completing(&key, 9);
         assert_eq!(leases.lose(&[(key, 9)]), 0);
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    #[test]
+    fn renewals_move_deadlines_and_expiring_runs_are_found() {
+        let leases = Leases::default();
+        let (a, b) = (WorkKey::new("t", "c", "a"), WorkKey::new("t", "c", "b"));
+        let now = Instant::now();
+        let (ra, rb) = (CancellationToken::new(), CancellationToken::new());
+        leases.hold(a.clone(), 1, ra.clone(), now + Duration::from_secs(1));
+        leases.hold(b.clone(), 2, rb.clone(), now + Duration::from_secs(1));
+        leases.extend(&[(a.clone(), 1), (b.clone(), 7)], now + Duration::from_secs(10));
+        assert_eq!(leases.expiring(now + Duration::from_secs(2)), vec![(b.clone(), 2)], "b's renewal was for another token");
+        leases.completing(&b, 2);
+        assert!(leases.expiring(now + Duration::from_secs(2)).is_empty(), "a committing run is left to its commit");
+    }
+
+    /// A renewal that hangs (a database that stopped answering) does not keep a run
+    /// alive past its lease: the watchdog cancels it before the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_store_cannot_stretch_a_lease() {
+        let leases = Arc::new(Leases::default());
+        let run = CancellationToken::new();
+        let ttl = Duration::from_secs(30);
+        let claimed = Instant::now();
+        leases.hold(WorkKey::new("t", "c", "s"), 1, run.clone(), claimed + ttl);
+        let stop = CancellationToken::new();
+        let watchdog = tokio::spawn({
+            let (leases, stop) = (leases.clone(), stop.clone());
+            async move { leases.watchdog(ttl, &stop).await }
+        });
+        tokio::time::timeout(ttl, run.cancelled()).await.expect("cancelled before the lease ended");
+        assert!(claimed.elapsed() >= ttl - ttl / 10 - ttl / 20, "not cancelled early: {:?}", claimed.elapsed());
+        stop.cancel();
+        watchdog.await.expect("joins");
     }
 }

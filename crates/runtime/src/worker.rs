@@ -108,6 +108,8 @@ impl Runtime {
             let asked = slots.num_permits().min(cfg.claim_batch);
             wake.borrow_and_update();
             let params = ClaimParams { cluster_limit: shared.slots.claim_limit(), ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl) };
+            // The store stamps the leases inside this call: they end no sooner than this.
+            let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
             let items = match self.store.work_claim(params).await {
                 Ok(items) => items,
                 Err(e) => {
@@ -123,7 +125,7 @@ impl Runtime {
                 match slots.split(1) {
                     Some(permit) => {
                         shared.slots.take(&item.key);
-                        tasks.spawn(run_key(shared.clone(), item, permit));
+                        tasks.spawn(run_key(shared.clone(), item, valid_until, permit));
                     }
                     None => {
                         // Cannot happen (we asked for at most as many keys as slots);
@@ -161,9 +163,9 @@ impl Runtime {
 }
 
 /// One key, from claim to commit. The permit is the key's slot in `max_in_flight`.
-async fn run_key(shared: Arc<Shared>, item: ClaimedItem, permit: OwnedSemaphorePermit) {
+async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::time::Instant, permit: OwnedSemaphorePermit) {
     let token = shared.abort.child_token();
-    shared.leases.hold(item.key.clone(), item.fence, token.clone());
+    shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
     shared.metrics.applies_in_flight.inc();
     match shared.executor.run(&item, &token).await {
         Some(completion) => {

@@ -23,7 +23,9 @@ pub(super) const CHANNEL: &str = "fleetsync_work";
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Short: while the listener is down, changes of other processes wake nobody (the
+/// safety poll aside), so it must be back within about a second of the server.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 type Listening = (Client, Connection<Socket, NoTlsStream>);
 
