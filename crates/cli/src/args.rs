@@ -223,6 +223,8 @@ pub struct SimArgs {
 pub enum BenchCommand {
     /// The hive-fleet workload through the Kubernetes applier over loopback HTTP.
     HiveFleet(HiveFleetArgs),
+    /// The engine alone: items/s through enqueue → claim → complete with no-op applies.
+    Drain(DrainArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -263,6 +265,42 @@ pub struct HiveFleetArgs {
     pub json: bool,
     /// Give up if the fleet has not settled by then.
     #[arg(long, default_value = "20m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// A job queue to run the same drain through, for a ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Peer {
+    /// The `graphile_worker` crate (a Rust port of Graphile Worker) on the same
+    /// PostgreSQL, in its own schema, with a no-op task.
+    GraphileWorker,
+}
+
+/// `bench drain`. Its flags and JSON are a fixed interface: scripts depend on them.
+#[derive(Debug, Args)]
+#[command(after_help = "Times the drain only (from the workers' start until every item is committed); \
+the enqueue before it is timed apart and reported beside it.")]
+pub struct DrainArgs {
+    /// PostgreSQL to drain on (a fresh schema per run, dropped afterwards); without it,
+    /// the embedded SQLite store in a temporary file (WAL, synchronous=FULL).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Work items (keys) to enqueue and drain. The default runs in seconds on 2 cores.
+    #[arg(long, default_value_t = 50_000)]
+    pub items: usize,
+    /// Also drain the same number of items through this peer (needs --database-url).
+    #[arg(long, value_enum)]
+    pub peer: Option<Peer>,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+    /// PostgreSQL connections in fleetsync's pool (and in the peer's).
+    #[arg(long, default_value_t = 16)]
+    pub pool_size: usize,
+    /// Give up if a drain has not finished by then.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
     #[command(flatten)]
     pub engine: EngineArgs,

@@ -4,6 +4,7 @@ mod args;
 mod bench;
 mod client;
 mod demo;
+mod drain;
 mod engine;
 mod output;
 mod process;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Sim(a) => sim::run(a).await.map(|()| true),
             Command::Bench(args::BenchCommand::HiveFleet(a)) => bench::run(a).await,
+            Command::Bench(args::BenchCommand::Drain(a)) => drain::run(a).await,
         }
     });
     match result {

@@ -1,0 +1,434 @@
+//! `fleetsync bench drain`: the engine alone. N keys are enqueued up front, then the
+//! real runtime drains them (claim → no-op apply → commit) and we time the drain only:
+//! from the workers' start until the last item's completion is committed. The enqueue
+//! is timed apart and reported beside it, so neither figure hides the other.
+//!
+//! With `--peer graphile-worker` the same number of items goes through the
+//! `graphile_worker` crate on the same PostgreSQL (its own schema), one keyed job per
+//! item with a no-op task, and the same window is timed for a ratio.
+//!
+//! Every run checks that every item was completed, and fails (exit ≠ 0) otherwise: a
+//! fast drain that loses work would be no figure at all.
+
+use crate::args::{DrainArgs, Peer};
+use crate::engine::{runtime_config, store_config};
+use crate::output::table;
+use anyhow::{bail, ensure, Context, Result};
+use async_trait::async_trait;
+use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_model::{Cluster, Document, Endpoint, LabelSelector, Manifest, Phase, ResourceRef};
+use fleetsync_runtime::metrics::OutcomeLabel;
+use fleetsync_runtime::{Runtime, RuntimeMetrics};
+use fleetsync_store::postgres::{PgOptions, PgStore};
+use fleetsync_store::sqlite::SqliteStore;
+use fleetsync_store::Store;
+use fleetsync_testkit::{hive_cluster, hive_fleet, hive_syncset, FleetShape};
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// SyncSets per cluster in the drained fleet (hive-fleet has 60): keys come in
+/// realistic clusters rather than one SyncSet on N clusters or N SyncSets on one.
+const SYNCSETS_PER_CLUSTER: usize = 50;
+
+/// How often the end of a drain is looked for: small against any drain worth timing.
+const POLL: Duration = Duration::from_millis(2);
+
+/// `--json` output. The first five fields are the fixed interface of issue 4; the
+/// others are extra detail scripts may ignore.
+#[derive(Debug, Serialize)]
+struct DrainReport {
+    backend: &'static str,
+    items: usize,
+    items_per_sec: f64,
+    peer: Option<PeerReport>,
+    ratio: Option<f64>,
+    drain_seconds: f64,
+    enqueue_items_per_sec: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct PeerReport {
+    name: &'static str,
+    items_per_sec: f64,
+    drain_seconds: f64,
+    enqueue_items_per_sec: f64,
+}
+
+/// One drain: how long the enqueue and the drain of `items` took.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    items: usize,
+    enqueue: Duration,
+    drain: Duration,
+}
+
+impl Measured {
+    fn drain_rate(&self) -> f64 {
+        self.items as f64 / self.drain.as_secs_f64().max(1e-9)
+    }
+
+    fn enqueue_rate(&self) -> f64 {
+        self.items as f64 / self.enqueue.as_secs_f64().max(1e-9)
+    }
+}
+
+pub async fn run(a: DrainArgs) -> Result<bool> {
+    check(&a)?;
+    let (backend, ours) = match &a.database_url {
+        None => ("sqlite", drain_sqlite(&a).await?),
+        Some(url) => ("postgres", drain_postgres(url, &a).await?),
+    };
+    let peer = match (a.peer, &a.database_url) {
+        (Some(Peer::GraphileWorker), Some(url)) => Some(graphile::drain(url, &a).await?),
+        _ => None,
+    };
+    let report = DrainReport {
+        backend,
+        items: ours.items,
+        items_per_sec: ours.drain_rate(),
+        ratio: peer.map(|p| ours.drain_rate() / p.drain_rate().max(1e-9)),
+        peer: peer.map(|p| PeerReport {
+            name: "graphile-worker",
+            items_per_sec: p.drain_rate(),
+            drain_seconds: p.drain.as_secs_f64(),
+            enqueue_items_per_sec: p.enqueue_rate(),
+        }),
+        drain_seconds: ours.drain.as_secs_f64(),
+        enqueue_items_per_sec: ours.enqueue_rate(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_summary(&report, &ours, peer.as_ref());
+    }
+    Ok(true)
+}
+
+/// Rejects flags that cannot work, saying what to fix.
+fn check(a: &DrainArgs) -> Result<()> {
+    ensure!(a.items >= 1, "--items must be at least 1");
+    ensure!(a.pool_size >= 1, "--pool-size must be at least 1");
+    if a.peer.is_some() && a.database_url.is_none() {
+        bail!("--peer graphile-worker needs --database-url: graphile_worker runs on PostgreSQL only, and the ratio is only fair on the same database");
+    }
+    Ok(())
+}
+
+/// The embedded store in a temporary file, opened as `serve` opens it (WAL,
+/// `synchronous = FULL`: every commit is on disk before it returns).
+async fn drain_sqlite(a: &DrainArgs) -> Result<Measured> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
+    let store = SqliteStore::open(dir.path().join("drain.db"), store_config(&a.engine)?).context("opening the SQLite store")?;
+    drain_ours(Arc::new(store), None, a).await
+}
+
+/// PostgreSQL in a schema of its own, created fresh and dropped afterwards (also when
+/// the drain fails), so runs never see each other's rows.
+async fn drain_postgres(url: &str, a: &DrainArgs) -> Result<Measured> {
+    let schema = fresh_schema_name();
+    let admin = Admin::connect(url).await?;
+    admin.drop_schema(&schema).await?;
+    let options = PgOptions { schema: Some(schema.clone()), pool_size: a.pool_size, migrate: true };
+    let result = async {
+        let store = PgStore::connect_with(url, options, store_config(&a.engine)?)
+            .await
+            .context("cannot open the PostgreSQL store (check --database-url)")?;
+        drain_ours(Arc::new(store), Some((&admin, schema.as_str())), a).await
+    }
+    .await;
+    admin.drop_schema(&schema).await?;
+    result
+}
+
+/// `bench_drain_<pid>_<n>`: unique among live processes; a leftover of a killed run
+/// with the same pid is dropped before use.
+fn fresh_schema_name() -> String {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    format!("bench_drain_{}_{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Enqueues the items, runs the real runtime with a no-op applier until every item is
+/// committed, and checks in the store that each one is Applied. On PostgreSQL
+/// (`analyze` names the schema) the enqueue ends with an ANALYZE, counted in its time.
+async fn drain_ours(store: Arc<dyn Store>, analyze: Option<(&Admin, &str)>, a: &DrainArgs) -> Result<Measured> {
+    let start = Instant::now();
+    enqueue_ours(&*store, a.items).await?;
+    if let Some((admin, schema)) = analyze {
+        admin.analyze(schema).await?;
+    }
+    let enqueue = start.elapsed();
+    let metrics = RuntimeMetrics::unregistered();
+    let applied = metrics.runs.get_or_create(&OutcomeLabel { outcome: "applied" }).clone();
+    // No resync: a re-run of everything mid-drain would be extra work, not drain.
+    let config = fleetsync_runtime::RuntimeConfig { resync_every: None, ..runtime_config(&a.engine)? };
+    let shutdown = CancellationToken::new();
+    let start = Instant::now();
+    let workers = tokio::spawn(Runtime::new(store.clone(), Arc::new(NoopApplier), config, metrics).run(shutdown.clone()));
+    let finished = wait_until(|| applied.get() >= a.items as u64, a.timeout).await;
+    let drain = start.elapsed();
+    shutdown.cancel();
+    workers.await.context("the workers panicked")??;
+    ensure!(finished, "the drain did not finish within --timeout {:?}: {} of {} items committed", a.timeout, applied.get(), a.items);
+    verify_all_applied(&*store, a.items).await?;
+    Ok(Measured { items: a.items, enqueue, drain })
+}
+
+/// Enqueues exactly `items` keys in one `objects_apply` (one transaction), as a user
+/// applying a fleet would.
+async fn enqueue_ours(store: &dyn Store, items: usize) -> Result<()> {
+    let outcomes = store.objects_apply(drain_fleet(items)).await.context("enqueueing the items")?;
+    let enqueued: u64 = outcomes.iter().map(|o| o.enqueued).sum();
+    ensure!(enqueued == items as u64, "enqueued {enqueued} keys, expected {items}");
+    Ok(())
+}
+
+/// Documents whose keys number exactly `items`: `items / S` clusters under S SyncSets
+/// (hive-fleet documents with one resource each), plus, for the remainder R < S, one
+/// more cluster under R SyncSets that select it alone.
+fn drain_fleet(items: usize) -> Vec<Document> {
+    let per_cluster = items.clamp(1, SYNCSETS_PER_CLUSTER);
+    let shape = FleetShape { clusters: items / per_cluster, syncsets: per_cluster, resources: 1 };
+    let mut docs = hive_fleet(shape, |_| Endpoint::Simulator {}, "r1");
+    let rest = items % per_cluster;
+    if rest > 0 {
+        docs.push(labelled(hive_cluster(shape.clusters, Endpoint::Simulator {}), "rest"));
+        docs.extend((0..rest).map(|i| rest_syncset(shape.syncsets + i)));
+    }
+    docs
+}
+
+/// A cluster relabelled `fleet=<fleet>`.
+fn labelled(mut doc: Document, fleet: &str) -> Document {
+    if let Document::Cluster(c) = &mut doc {
+        c.metadata.labels.insert("fleet".into(), fleet.into());
+    }
+    doc
+}
+
+/// A hive SyncSet (one resource) that selects only `fleet=rest`.
+fn rest_syncset(i: usize) -> Document {
+    let mut doc = hive_syncset(i, 1, "r1");
+    if let Document::SyncSet(s) = &mut doc {
+        s.spec.cluster_selector = Some(LabelSelector { match_labels: [("fleet".to_string(), "rest".to_string())].into() });
+    }
+    doc
+}
+
+/// Polls `done` every [`POLL`] until it holds (true) or `timeout` passes (false).
+async fn wait_until(done: impl Fn() -> bool, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    true
+}
+
+/// The store's own view after the drain: `items` keys, every one Applied.
+async fn verify_all_applied(store: &dyn Store, items: usize) -> Result<()> {
+    let stats = store.queue_stats().await.context("reading queue stats after the drain")?;
+    let total: u64 = stats.by_phase.values().sum();
+    let applied = stats.by_phase.get(&Phase::Applied).copied().unwrap_or(0);
+    ensure!(
+        total == items as u64 && applied == total,
+        "after the drain the store holds {total} keys of which {applied} Applied, expected {items} all Applied: {:?}",
+        stats.by_phase
+    );
+    Ok(())
+}
+
+/// Applies nothing and succeeds at once: what is left to measure is the engine.
+struct NoopApplier;
+
+#[async_trait]
+impl Applier for NoopApplier {
+    async fn apply(&self, _: &Cluster, _: &Manifest, _: &ApplyContext) -> Result<(), ApplyError> {
+        Ok(())
+    }
+
+    async fn delete(&self, _: &Cluster, _: &ResourceRef, _: &ApplyContext) -> Result<(), ApplyError> {
+        Ok(())
+    }
+}
+
+/// A plain connection for creating and dropping the bench's schemas and checking the
+/// peer's tables.
+struct Admin {
+    client: tokio_postgres::Client,
+}
+
+impl Admin {
+    async fn connect(url: &str) -> Result<Self> {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .context("cannot connect to PostgreSQL (check --database-url)")?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %e, "the bench's admin connection ended");
+            }
+        });
+        Ok(Self { client })
+    }
+
+    /// The name comes from [`fresh_schema_name`]: a plain identifier, safe to splice.
+    async fn drop_schema(&self, schema: &str) -> Result<()> {
+        self.client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await
+            .with_context(|| format!("dropping the bench schema {schema}"))
+    }
+
+    /// Fresh planner statistics for the freshly filled tables. Without them PostgreSQL
+    /// plans a completion's key lookups on `work_syncset (tenant, syncset)` instead of
+    /// the unique key and reads every cluster's row of the SyncSet per key (measured:
+    /// ~28× the buffer reads, drain 2× slower) until autovacuum first analyzes the
+    /// table, a minute or more later. A long-running hub has statistics; graphile_worker
+    /// runs ANALYZE itself after large batches.
+    async fn analyze(&self, schema: &str) -> Result<()> {
+        self.client
+            .batch_execute(&format!("ANALYZE {schema}.work, {schema}.clusters, {schema}.syncsets"))
+            .await
+            .with_context(|| format!("analyzing the tables of {schema}"))
+    }
+
+    async fn count(&self, sql: &str) -> Result<i64> {
+        Ok(self.client.query_one(sql, &[]).await.with_context(|| format!("running {sql}"))?.try_get(0)?)
+    }
+}
+
+/// The peer: `graphile_worker` on the same database, set up for throughput as its
+/// documentation advises (batched fetches through a local queue, batched completions).
+mod graphile {
+    use super::{fresh_schema_name, wait_until, Admin, Measured, SYNCSETS_PER_CLUSTER};
+    use crate::args::DrainArgs;
+    use anyhow::{ensure, Context, Result};
+    use fleetsync_model::WorkKey;
+    use fleetsync_testkit::{cluster_name, syncset_name};
+    use graphile_worker::{IntoTaskHandlerResult, JobComplete, JobSpec, LocalQueueConfig, RawJobSpec, TaskHandler, WorkerContext, WorkerOptions};
+    use serde::{Deserialize, Serialize};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// Jobs per `add_raw_jobs` call (one statement each).
+    const ADD_BATCH: usize = 5_000;
+    /// The throughput settings of graphile_worker's documentation ("Throughput-oriented
+    /// worker": concurrency 16, a local queue of 100, completions batched over 5 ms).
+    /// Tried against others on this machine (concurrency 8–256, local queue 100–1000,
+    /// batch delay 1–5 ms): none was clearly faster, every one well within the noise.
+    const CONCURRENCY: usize = 16;
+    const LOCAL_QUEUE: usize = 100;
+    const COMPLETE_BATCH_DELAY: Duration = Duration::from_millis(5);
+
+    /// The no-op task.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Noop {}
+
+    impl TaskHandler for Noop {
+        const IDENTIFIER: &'static str = "fleetsync_drain_noop";
+
+        async fn run(self, _ctx: WorkerContext) -> impl IntoTaskHandlerResult {
+            Ok::<(), String>(())
+        }
+    }
+
+    /// Same window as ours: jobs added first (timed apart), then the worker runs until
+    /// the last completion is persisted; afterwards its jobs table must be empty.
+    pub(super) async fn drain(url: &str, a: &DrainArgs) -> Result<Measured> {
+        let schema = format!("{}_gw", fresh_schema_name());
+        let admin = Admin::connect(url).await?;
+        admin.drop_schema(&schema).await?;
+        let result = drain_in(url, &schema, &admin, a).await;
+        admin.drop_schema(&schema).await?;
+        result
+    }
+
+    async fn drain_in(url: &str, schema: &str, admin: &Admin, a: &DrainArgs) -> Result<Measured> {
+        let completed = Arc::new(AtomicU64::new(0));
+        let worker = Arc::new(worker(url, schema, a, completed.clone()).await?);
+        let enqueue = enqueue(&worker, a.items).await?;
+        let start = Instant::now();
+        let running = tokio::spawn({
+            let worker = worker.clone();
+            async move { worker.run().await }
+        });
+        let finished = wait_until(|| completed.load(Ordering::Relaxed) >= a.items as u64, a.timeout).await;
+        let drain = start.elapsed();
+        worker.request_shutdown();
+        running.await.context("the graphile_worker worker panicked")?.context("the graphile_worker worker failed")?;
+        let done = completed.load(Ordering::Relaxed);
+        ensure!(finished, "graphile_worker did not finish within --timeout {:?}: {done} of {} jobs completed", a.timeout, a.items);
+        let left = admin.count(&format!("SELECT count(*) FROM {schema}._private_jobs")).await?;
+        ensure!(left == 0, "graphile_worker left {left} jobs in its table after completing {done}");
+        Ok(Measured { items: a.items, enqueue, drain })
+    }
+
+    /// A worker counting persisted completions (the `JobComplete` hook fires after the
+    /// completion is committed).
+    async fn worker(url: &str, schema: &str, a: &DrainArgs, completed: Arc<AtomicU64>) -> Result<graphile_worker::Worker> {
+        WorkerOptions::default()
+            .database_url(url)
+            .max_pg_conn(u32::try_from(a.pool_size).unwrap_or(u32::MAX))
+            .schema(schema)
+            .concurrency(CONCURRENCY)
+            .poll_interval(Duration::from_millis(500))
+            .local_queue(LocalQueueConfig::default().with_size(LOCAL_QUEUE).with_ttl(Duration::from_secs(60)))
+            .complete_job_batch_delay(COMPLETE_BATCH_DELAY)
+            .listen_os_shutdown_signals(false)
+            .define_job::<Noop>()
+            .on(JobComplete, move |_| {
+                let completed = completed.clone();
+                async move {
+                    completed.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .init()
+            .await
+            .context("starting graphile_worker (connecting and migrating its schema)")
+    }
+
+    /// One keyed job per item, named as our work keys are: the job key coalesces
+    /// pending duplicates (our guarantee 1) and a queue of the same name runs the key's
+    /// jobs one at a time (our guarantee 2), the pairing Graphile Worker offers.
+    async fn enqueue(worker: &graphile_worker::Worker, items: usize) -> Result<Duration> {
+        let specs: Vec<RawJobSpec> = (0..items)
+            .map(|i| {
+                let key = WorkKey::new("default", cluster_name(i / SYNCSETS_PER_CLUSTER), syncset_name(i % SYNCSETS_PER_CLUSTER));
+                let spec = JobSpec { job_key: Some(key.to_string()), queue_name: Some(key.to_string()), ..JobSpec::default() };
+                RawJobSpec { identifier: Noop::IDENTIFIER.to_string(), payload: serde_json::json!({}), spec }
+            })
+            .collect();
+        let utils = worker.create_utils();
+        let start = Instant::now();
+        for chunk in specs.chunks(ADD_BATCH) {
+            let added = utils.add_raw_jobs(chunk).await.context("adding graphile_worker jobs")?;
+            ensure!(added.len() == chunk.len(), "graphile_worker added {} of {} jobs", added.len(), chunk.len());
+        }
+        Ok(start.elapsed())
+    }
+}
+
+fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
+    let store = match r.backend {
+        "sqlite" => "SQLite in a temporary file (WAL, synchronous=FULL)",
+        _ => "PostgreSQL (a fresh schema, dropped afterwards)",
+    };
+    println!("fleetsync bench drain: {} items (keys) enqueued, then claimed and completed with no-op applies, on {store}", r.items);
+    println!("drain = from the workers' start until every item is committed; the enqueue before it is timed apart\n");
+    let row = |name: &str, m: &Measured| {
+        vec![name.to_string(), format!("{:.0}", m.drain_rate()), format!("{:.2}", m.drain.as_secs_f64()), format!("{:.0}", m.enqueue_rate())]
+    };
+    let mut rows = vec![row(&format!("fleetsync ({})", r.backend), ours)];
+    if let Some(p) = peer {
+        rows.push(row("graphile-worker", p));
+    }
+    table(&["", "drain items/s", "drain seconds", "enqueue items/s"], &rows);
+    if let Some(x) = r.ratio {
+        println!("\nratio (drain items/s, fleetsync / graphile-worker): {x:.2}");
+    }
+}
