@@ -108,6 +108,10 @@ pub struct EngineArgs {
     /// How often held leases are renewed.
     #[arg(long, env = "FLEETSYNC_RENEW_EVERY", default_value = "10s", value_parser = humantime::parse_duration)]
     pub renew_every: Duration,
+    /// How long a process counts as a member without a heartbeat (it beats every third
+    /// of it); then its shards move to the other processes.
+    #[arg(long, env = "FLEETSYNC_MEMBER_TTL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub member_ttl: Duration,
     /// Delay after the first failure; doubles each time.
     #[arg(long, env = "FLEETSYNC_BACKOFF_BASE", default_value = "1s", value_parser = humantime::parse_duration)]
     pub backoff_base: Duration,
@@ -144,6 +148,9 @@ pub enum Resource {
     Status,
     #[value(alias = "event")]
     Events,
+    /// Worker processes: shards owned and keys in flight.
+    #[value(alias = "member")]
+    Members,
 }
 
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]

@@ -64,6 +64,7 @@ pub async fn get(server: &str, a: GetArgs) -> Result<()> {
         (Resource::Secrets, Some(n)) => (format!("/v1/secrets/{n}?tenant={t}"), true),
         (Resource::Status, None) => (format!("/v1/status?tenant={t}"), false),
         (Resource::Status, Some(n)) => (format!("/v1/status/clusters/{n}?tenant={t}"), true),
+        (Resource::Members, _) => ("/v1/members".to_string(), false),
         (Resource::Events, _) => ("/v1/events?limit=10000".to_string(), false),
     };
     let body = send(server, http().get(format!("{server}{path}"))).await?;
@@ -109,6 +110,12 @@ fn print_table(resource: Resource, items: &[Value]) {
             &rows(&|s| {
                 let keys = s["stringData"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>().join(","));
                 vec![text(&s["metadata"]["name"]), text(&s["metadata"]["generation"]), keys.unwrap_or_default()]
+            }),
+        ),
+        Resource::Members => table(
+            &["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"],
+            &rows(&|m| {
+                ["id", "shards", "inFlight", "heartbeatAt", "startedAt"].iter().map(|f| text(&m[*f])).collect()
             }),
         ),
         Resource::Status => table(

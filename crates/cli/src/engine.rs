@@ -30,11 +30,15 @@ pub fn runtime_config(a: &EngineArgs) -> Result<RuntimeConfig> {
     if a.renew_every.is_zero() || a.renew_every >= a.lease_ttl {
         bail!("--renew-every ({:?}) must be above zero and shorter than --lease-ttl ({:?})", a.renew_every, a.lease_ttl);
     }
+    if a.member_ttl < Duration::from_millis(300) {
+        bail!("--member-ttl must be at least 300ms, got {:?}", a.member_ttl);
+    }
     if a.poll_interval < Duration::from_millis(10) {
         bail!("--poll-interval must be at least 10ms");
     }
     Ok(RuntimeConfig {
         max_in_flight: a.max_in_flight,
+        member_ttl: a.member_ttl,
         max_per_cluster: (a.max_per_cluster > 0).then_some(a.max_per_cluster),
         lease_ttl: a.lease_ttl,
         renew_every: a.renew_every,

@@ -3,6 +3,7 @@
 //! * [`document`]: Clusters and SyncSets as Kubernetes-style YAML documents, with
 //!   validation that names the document, the field and the rule that failed.
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
+//! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
 //! * [`status`]: what a key and a cluster look like to a user.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
@@ -14,6 +15,7 @@ pub mod manifest;
 pub mod names;
 pub mod secret;
 pub mod selector;
+pub mod shard;
 pub mod status;
 pub mod syncset;
 pub mod time;

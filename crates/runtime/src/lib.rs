@@ -7,6 +7,7 @@
 //! * [`executor`]: one run of one key, in order, stopping at the first failure.
 //! * [`committer`]: group commit of completions (no batching window: it commits
 //!   whatever is queued the moment the previous commit ends).
+//! * [`membership`]: heartbeats, and the shards this process owns.
 //! * [`leases`]: the keys this process holds, renewed together; a lost lease cancels
 //!   its run.
 //! * [`per_cluster`]: the per-cluster concurrency limit.
@@ -19,6 +20,7 @@ pub mod cache;
 pub mod committer;
 pub mod executor;
 pub mod leases;
+pub mod membership;
 pub mod metrics;
 pub mod per_cluster;
 pub mod resync;
@@ -45,6 +47,9 @@ pub struct RuntimeConfig {
     /// limit), so one slow cluster cannot take every slot.
     pub max_per_cluster: Option<u32>,
     pub lease_ttl: Duration,
+    /// How long this process counts as a member without a heartbeat (it beats every
+    /// third of it); after that its shards move to the others.
+    pub member_ttl: Duration,
     /// How often held leases are renewed; well under `lease_ttl`.
     pub renew_every: Duration,
     /// The safety-net poll when nothing wakes the worker.
@@ -58,14 +63,23 @@ pub struct RuntimeConfig {
     pub clock: Arc<dyn Clock>,
 }
 
+/// `host-pid-xxxx`: unique across machines (pids are not), readable in `get members`.
+pub fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).or_else(|| {
+        std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()).filter(|h| !h.is_empty())
+    });
+    format!("{}-{}-{:04x}", host.as_deref().unwrap_or("worker"), std::process::id(), rand::random::<u16>())
+}
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
-            worker_id: format!("worker-{}", std::process::id()),
+            worker_id: default_worker_id(),
             max_in_flight: 4096,
             claim_batch: 512,
             max_per_cluster: Some(256),
             lease_ttl: Duration::from_secs(30),
+            member_ttl: Duration::from_secs(10),
             renew_every: Duration::from_secs(10),
             poll_interval: Duration::from_secs(5),
             resync_every: Some(Duration::from_secs(2 * 3600)),
@@ -88,6 +102,9 @@ impl RuntimeConfig {
     pub fn validate(&self) -> Result<(), RuntimeError> {
         if self.max_in_flight == 0 || self.claim_batch == 0 {
             return Err(RuntimeError::Config("max_in_flight and claim_batch must be at least 1".into()));
+        }
+        if self.member_ttl < Duration::from_millis(300) {
+            return Err(RuntimeError::Config(format!("member TTL ({:?}) must be at least 300ms", self.member_ttl)));
         }
         if self.max_per_cluster == Some(0) {
             return Err(RuntimeError::Config("max_per_cluster must be at least 1 (or None for no limit)".into()));

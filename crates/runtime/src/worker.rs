@@ -6,6 +6,7 @@
 use crate::committer::Committer;
 use crate::executor::Executor;
 use crate::leases::Leases;
+use crate::membership::{Membership, View};
 use crate::metrics::RuntimeMetrics;
 use crate::per_cluster::ClusterSlots;
 use crate::resync::resync_loop;
@@ -56,6 +57,10 @@ impl Runtime {
         let background = CancellationToken::new();
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.lease_ttl, cfg.renew_every, background.clone()));
         let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
+        let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl).await;
+        let view = membership.view();
+        let leaving = CancellationToken::new();
+        let member = tokio::spawn(membership.run(self.store.clone(), self.metrics.clone(), leaving.clone()));
         let shared = Arc::new(Shared {
             store: self.store.clone(),
             executor: Executor::new(self.store.clone(), self.applier.clone(), self.metrics.clone()),
@@ -67,7 +72,11 @@ impl Runtime {
         });
 
         let mut tasks = JoinSet::new();
-        self.claim_loop(&shared, &mut tasks, &shutdown).await;
+        self.claim_loop(&shared, &mut tasks, view, &shutdown).await;
+        // No more claims: leave now so the others take this process's shards at once
+        // (the runs still in flight keep their leases).
+        leaving.cancel();
+        let _ = member.await;
 
         tracing::info!(in_flight = tasks.len(), "shutting down: letting runs in flight finish");
         let drained = tokio::time::timeout(cfg.shutdown_grace, drain(&mut tasks)).await;
@@ -89,7 +98,7 @@ impl Runtime {
     /// Claims while there is room. When saturated it waits for `refill` free slots
     /// before claiming again, so a busy process claims in batches (one transaction
     /// for many keys) rather than one key per freed slot; an idle one claims at once.
-    async fn claim_loop(&self, shared: &Arc<Shared>, tasks: &mut JoinSet<()>, shutdown: &CancellationToken) {
+    async fn claim_loop(&self, shared: &Arc<Shared>, tasks: &mut JoinSet<()>, mut view: watch::Receiver<View>, shutdown: &CancellationToken) {
         let cfg = &self.config;
         let room = Arc::new(Semaphore::new(cfg.max_in_flight));
         let refill = (cfg.claim_batch.min(cfg.max_in_flight) / 8).max(1);
@@ -107,7 +116,12 @@ impl Runtime {
             }
             let asked = slots.num_permits().min(cfg.claim_batch);
             wake.borrow_and_update();
-            let params = ClaimParams { cluster_limit: shared.slots.claim_limit(), ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl) };
+            let shards = view.borrow_and_update().shards.clone();
+            let params = ClaimParams {
+                cluster_limit: shared.slots.claim_limit(),
+                shards: shards.clone(),
+                ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
+            };
             // The store stamps the leases inside this call: they end no sooner than this.
             let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
             let items = match self.store.work_claim(params).await {
@@ -136,17 +150,25 @@ impl Runtime {
             }
             drop(slots);
             if got < asked {
-                self.wait_for_work(&mut wake, &shared.slots, shutdown).await;
+                self.wait_for_work(&mut wake, &mut view, shards.as_deref(), &shared.slots, shutdown).await;
             }
         }
     }
 
-    /// Sleeps until a wake-up, the next scheduled key, the safety poll, or (with a
-    /// per-cluster limit) the end of one of this process's runs.
-    async fn wait_for_work(&self, wake: &mut watch::Receiver<u64>, slots: &ClusterSlots, shutdown: &CancellationToken) {
+    /// Sleeps until a wake-up, the next scheduled key of our shards, the safety poll, a
+    /// change of the shards we own, or (with a per-cluster limit) the end of one of
+    /// this process's runs.
+    async fn wait_for_work(
+        &self,
+        wake: &mut watch::Receiver<u64>,
+        view: &mut watch::Receiver<View>,
+        shards: Option<&[u16]>,
+        slots: &ClusterSlots,
+        shutdown: &CancellationToken,
+    ) {
         let poll = self.config.poll_interval;
         let now = self.config.clock.now();
-        let delay = match self.store.work_next_ready_at().await {
+        let delay = match self.store.work_next_ready_at(shards).await {
             // With a limit, a key that is due but was not claimed was held back: only
             // a run ending (`freed`) makes room for it, so do not spin on it.
             Ok(Some(at)) if slots.is_limited() && at <= now => poll,
@@ -157,6 +179,7 @@ impl Runtime {
             changed = wake.changed() => if changed.is_err() { sleep_or_stop(poll, shutdown).await },
             () = tokio::time::sleep(delay) => {}
             () = slots.freed() => {}
+            changed = view.changed() => if changed.is_err() { sleep_or_stop(poll, shutdown).await },
             () = shutdown.cancelled() => {}
         }
     }

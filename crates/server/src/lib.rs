@@ -22,6 +22,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod members;
 pub mod metrics;
 pub mod objects;
 pub mod status;
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/syncsets/{name}", get(objects::get::<SyncSets>).delete(objects::delete::<SyncSets>))
         .route("/v1/secrets", get(objects::list::<Secrets>))
         .route("/v1/secrets/{name}", get(objects::get::<Secrets>).delete(objects::delete::<Secrets>))
+        .route("/v1/members", get(members::list))
         .route("/v1/status", get(status::list))
         .route("/v1/status/clusters/{name}", get(status::cluster))
         .route("/v1/status/syncsets/{name}", get(status::syncset))

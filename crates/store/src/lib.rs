@@ -28,7 +28,7 @@ mod stored;
 pub use error::{Result, StoreError};
 pub use event::Event;
 pub use queue::{
-    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, QueueStats, RenewParams,
+    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, QueueStats, RenewParams,
     RunOutcome, StatusFilter,
 };
 pub use retry::RetryPolicy;
@@ -97,8 +97,17 @@ pub trait Store: Send + Sync + 'static {
     /// Enqueues every key that is not already pending or running; returns how many.
     async fn work_resync(&self) -> Result<u64>;
 
-    /// When the earliest scheduled (backed-off) key becomes ready, if any.
-    async fn work_next_ready_at(&self) -> Result<Option<fleetsync_model::Timestamp>>;
+    /// When the earliest scheduled (backed-off) key or expiring lease of these shards
+    /// (`None`: all) becomes claimable, if any.
+    async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<fleetsync_model::Timestamp>>;
+
+    /// Records that a worker process is alive until `now + ttl`, forgets members whose
+    /// time ran out, and returns the live members, by id.
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>>;
+    /// A worker process leaving gracefully: its shards move at once.
+    async fn member_leave(&self, id: &str) -> Result<()>;
+    /// The live members, by id.
+    async fn member_list(&self) -> Result<Vec<Member>>;
 
     /// One key's status (a [`status_list`](Store::status_list) narrowed to the key).
     async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {

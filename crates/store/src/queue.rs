@@ -1,6 +1,6 @@
 //! The params and results of the work queue's operations.
 
-use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, WorkKey};
+use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, Timestamp, WorkKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -34,13 +34,35 @@ pub struct ClaimParams {
     pub lease_ttl: Duration,
     /// Holds back ready keys of clusters that already have this many in flight.
     pub cluster_limit: Option<ClusterLimit>,
+    /// Only keys of these shards (see `fleetsync_model::shard`); `None`: every shard.
+    pub shards: Option<Vec<u16>>,
 }
 
 impl ClaimParams {
     /// A claim with no per-cluster limit.
     pub fn new(owner: impl Into<String>, limit: usize, lease_ttl: Duration) -> Self {
-        Self { owner: owner.into(), limit, lease_ttl, cluster_limit: None }
+        Self { owner: owner.into(), limit, lease_ttl, cluster_limit: None, shards: None }
     }
+}
+
+/// A worker process's heartbeat: it is alive until `now + ttl`.
+#[derive(Debug, Clone)]
+pub struct MemberBeat {
+    pub id: String,
+    pub ttl: Duration,
+    /// Keys it has in flight, for `get members`.
+    pub in_flight: u64,
+}
+
+/// A live worker process, as the store last heard from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub id: String,
+    pub started_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub in_flight: u64,
 }
 
 /// A per-cluster concurrency limit, so that one cluster (a slow one, or one with many

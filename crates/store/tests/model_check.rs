@@ -665,7 +665,7 @@ async fn check_state(
     prop_assert_eq!(&rows, &want, "{}: work rows (store left, model right)", ctx);
 
     // Scheduling and statistics.
-    let next = store.work_next_ready_at().await.map_err(|e| store_err(ctx, e))?;
+    let next = store.work_next_ready_at(None).await.map_err(|e| store_err(ctx, e))?;
     prop_assert_eq!(next.map(|t| t.0), model.next_ready_at(), "{}: next ready at", ctx);
     let stats = store.queue_stats().await.map_err(|e| store_err(ctx, e))?;
     let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();

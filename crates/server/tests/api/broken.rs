@@ -60,7 +60,16 @@ impl Store for Broken {
     async fn work_resync(&self) -> Result<u64> {
         fail()
     }
-    async fn work_next_ready_at(&self) -> Result<Option<Timestamp>> {
+    async fn work_next_ready_at(&self, _: Option<&[u16]>) -> Result<Option<Timestamp>> {
+        fail()
+    }
+    async fn member_heartbeat(&self, _: MemberBeat) -> Result<Vec<Member>> {
+        fail()
+    }
+    async fn member_leave(&self, _: &str) -> Result<()> {
+        fail()
+    }
+    async fn member_list(&self) -> Result<Vec<Member>> {
         fail()
     }
     async fn status_get(&self, _: &WorkKey) -> Result<Option<KeyStatus>> {

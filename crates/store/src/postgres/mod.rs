@@ -33,13 +33,14 @@
 
 mod conninfo;
 mod listen;
+mod members;
 mod objects;
 mod queue;
 mod rows;
 mod schema;
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, QueueStats, RenewParams,
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, Member, MemberBeat, QueueStats, RenewParams,
     Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
@@ -514,8 +515,22 @@ impl Store for PgStore {
         self.write("resyncing", |tx| Box::pin(queue::resync(tx))).await
     }
 
-    async fn work_next_ready_at(&self) -> Result<Option<Timestamp>> {
-        self.read("reading the next ready time", |c, _| Box::pin(queue::next_ready_at(c))).await
+    async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
+        // Shards are below 256 (`SHARDS`), so they fit PostgreSQL's smallint.
+        let shards: Option<Vec<i16>> = shards.map(|s| s.iter().map(|s| *s as i16).collect());
+        self.read("reading the next ready time", |c, _| Box::pin(queue::next_ready_at(c, shards.clone()))).await
+    }
+
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
+        self.write("recording a heartbeat", |tx| Box::pin(members::heartbeat(tx, beat.clone()))).await
+    }
+
+    async fn member_leave(&self, id: &str) -> Result<()> {
+        self.write("leaving the members", |tx| Box::pin(members::leave(tx, id.to_string()))).await
+    }
+
+    async fn member_list(&self) -> Result<Vec<Member>> {
+        self.read("listing members", |c, now| Box::pin(members::list(c, now))).await
     }
 
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {

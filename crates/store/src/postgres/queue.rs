@@ -4,6 +4,7 @@
 //! deadlock.
 
 use super::{query, PgResult, Tx};
+use fleetsync_model::shard::shard_of;
 use std::sync::LazyLock;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
 use crate::stored::{corrupt, decode, json};
@@ -22,6 +23,7 @@ pub(super) struct Enqueues {
     desired: Vec<bool>,
     modes: Vec<&'static str>,
     generations: Vec<i64>,
+    shards: Vec<i16>,
 }
 
 impl Enqueues {
@@ -29,6 +31,8 @@ impl Enqueues {
     /// a re-run as it is goes through [`retry`].
     pub(super) fn push(&mut self, key: WorkKey, e: Enqueue) {
         let desired = e.desired.unwrap_or(true);
+        // Shards are below 256 (`SHARDS`), so they fit PostgreSQL's smallint.
+        self.shards.push(shard_of(&key.tenant, &key.cluster) as i16);
         self.tenants.push(key.tenant);
         self.clusters.push(key.cluster);
         self.syncsets.push(key.syncset);
@@ -52,10 +56,10 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
     }
     tx.execute(
         "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
-                               phase, run_at, fence, attempts, observed_generation, updated_at)
-         SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, 1, 0, 'ready', $7, 0, 0, 0, $7
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[])
-              AS u(tenant, cluster, syncset, desired, mode, generation)
+                               phase, run_at, fence, attempts, observed_generation, updated_at, shard)
+         SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, 1, 0, 'ready', $7, 0, 0, 0, $7, u.shard
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[], $8::smallint[])
+              AS u(tenant, cluster, syncset, desired, mode, generation, shard)
          ORDER BY u.tenant, u.cluster, u.syncset
          ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
              desired = EXCLUDED.desired,
@@ -66,7 +70,7 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
              run_at = CASE WHEN w.phase = 'running' THEN w.run_at ELSE EXCLUDED.run_at END,
              phase = CASE WHEN w.phase = 'running' THEN 'running' ELSE 'ready' END,
              updated_at = EXCLUDED.updated_at",
-        &[&e.tenants, &e.clusters, &e.syncsets, &e.desired, &e.modes, &e.generations, &tx.now.millis()],
+        &[&e.tenants, &e.clusters, &e.syncsets, &e.desired, &e.modes, &e.generations, &tx.now.millis(), &e.shards],
     )
     .await?;
     tx.wake();
@@ -84,25 +88,24 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams) -> PgResult<Vec<Claim
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let now = tx.now.millis();
+    let shards: Option<Vec<i16>> = p.shards.as_ref().map(|s| s.iter().map(|s| *s as i16).collect());
     let rows = match &p.cluster_limit {
-        None => {
-            tx.query(&CLAIM, &[&now, &limit, &p.owner, &expires]).await?
-        }
+        None => tx.query(&CLAIM, &[&now, &limit, &p.owner, &expires, &shards]).await?,
         Some(cl) => {
             let (tenants, clusters, busy) = in_flight_arrays(cl);
             let (max, window) = (i64::from(cl.max), ClusterLimit::window(limit));
-            tx.query(&CLAIM_LIMITED, &[&now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy]).await?
+            tx.query(&CLAIM_LIMITED, &[&now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy, &shards]).await?
         }
     };
     rows.iter().map(claimed_item).collect()
 }
 
-static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY));
-static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED));
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, "$5"));
+static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, "$10"));
 
 /// Ready keys, in claim order.
 const READY: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'ready' AND run_at <= $1
+                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards}
                  ORDER BY run_at, tenant, cluster, syncset
                  LIMIT $2 - (SELECT count(*) FROM expired)
                  FOR UPDATE SKIP LOCKED";
@@ -116,7 +119,7 @@ const READY_LIMITED: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster
                      SELECT r.id FROM (
                          SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
                          FROM (SELECT id, run_at, tenant, cluster, syncset FROM work
-                               WHERE phase = 'ready' AND run_at <= $1
+                               WHERE phase = 'ready' AND run_at <= $1 AND {in_shards}
                                ORDER BY run_at, tenant, cluster, syncset LIMIT $6) c) r
                      LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
                        ON b.tenant = r.tenant AND b.cluster = r.cluster
@@ -127,12 +130,15 @@ const READY_LIMITED: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster
                  ORDER BY run_at, tenant, cluster, syncset
                  FOR UPDATE SKIP LOCKED";
 
-/// The claim: expired leases first, then `ready`, each leased with a new fence.
-fn claim_sql(ready: &str) -> String {
+/// The claim: expired leases first, then `ready`, each leased with a new fence; only
+/// keys of the shards in parameter `shards` (a `smallint[]`; NULL: every shard).
+fn claim_sql(ready: &str, shards: &str) -> String {
+    let in_shards = format!("({shards}::smallint[] IS NULL OR shard = ANY({shards}::smallint[]))");
+    let ready = ready.replace("{in_shards}", &in_shards);
     format!(
         "WITH expired AS MATERIALIZED (
                  SELECT id, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'running' AND lease_expires_at <= $1
+                 WHERE phase = 'running' AND lease_expires_at <= $1 AND {in_shards}
                  ORDER BY lease_expires_at, tenant, cluster, syncset
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
@@ -394,12 +400,13 @@ pub(super) async fn resync(tx: &mut Tx<'_>) -> PgResult<u64> {
     Ok(n)
 }
 
-pub(super) async fn next_ready_at<C: GenericClient>(c: &C) -> PgResult<Option<Timestamp>> {
+pub(super) async fn next_ready_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>) -> PgResult<Option<Timestamp>> {
     let rows = query(
         c,
-        "SELECT LEAST((SELECT MIN(run_at) FROM work WHERE phase = 'ready'),
-                      (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running'))",
-        &[],
+        "SELECT LEAST(
+             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND ($1::smallint[] IS NULL OR shard = ANY($1))),
+             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND ($1::smallint[] IS NULL OR shard = ANY($1))))",
+        &[&shards],
     )
     .await?;
     let at: Option<i64> = match rows.first() {

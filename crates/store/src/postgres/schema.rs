@@ -74,6 +74,16 @@ const MIGRATIONS: &[(&str, &str)] = &[
         PRIMARY KEY (tenant, name));
     "#,
     ),
+    (
+        "worker processes, and each key's shard",
+        r#"
+    CREATE TABLE members (
+        id text PRIMARY KEY, started_at bigint NOT NULL, heartbeat_at bigint NOT NULL,
+        expires_at bigint NOT NULL, in_flight bigint NOT NULL);
+    ALTER TABLE work ADD COLUMN shard smallint NOT NULL DEFAULT -1;
+    CREATE INDEX work_shard_ready ON work (shard, run_at) WHERE phase = 'ready';
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.
@@ -105,8 +115,20 @@ pub(super) async fn migrate(client: &mut Client, schema: &str, create_schema: bo
         .await?;
         tracing::info!(schema, version, description, "applied a schema migration");
     }
+    backfill_shards(&tx).await?;
     tx.commit().await.map_err(Failure::Commit)?;
     Ok(current.max(latest()))
+}
+
+/// Gives keys written before shards existed their shard (computed in Rust: the hash
+/// is `fleetsync_model::shard`'s, the same in every process).
+async fn backfill_shards(tx: &tokio_postgres::Transaction<'_>) -> PgResult<()> {
+    for row in tx.query("SELECT DISTINCT tenant, cluster FROM work WHERE shard < 0", &[]).await? {
+        let (tenant, cluster): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+        let shard = fleetsync_model::shard::shard_of(&tenant, &cluster) as i16;
+        tx.execute("UPDATE work SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster]).await?;
+    }
+    Ok(())
 }
 
 /// The schema's version, without changing anything (0 if fleetsync never migrated it).

@@ -5,13 +5,14 @@
 //! Both run on tokio's blocking pool. `synchronous = FULL`: a commit is on disk before
 //! the call returns, which is what the API's 2xx promises.
 
+mod members;
 mod objects;
 mod queue;
 mod rows;
 mod schema;
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, QueueStats, RenewParams,
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, Member, MemberBeat, QueueStats, RenewParams,
     Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
@@ -215,8 +216,22 @@ impl Store for SqliteStore {
         Ok(n)
     }
 
-    async fn work_next_ready_at(&self) -> Result<Option<Timestamp>> {
-        self.read("reading the next ready time", |c, _| queue::next_ready_at(c)).await
+    async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
+        let shards = queue::shards_json(shards);
+        self.read("reading the next ready time", move |c, _| queue::next_ready_at(c, shards.as_deref())).await
+    }
+
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
+        self.write("recording a heartbeat", move |tx, now, _| members::heartbeat(tx, now, &beat)).await
+    }
+
+    async fn member_leave(&self, id: &str) -> Result<()> {
+        let id = id.to_string();
+        self.write("leaving the members", move |tx, _, _| members::leave(tx, &id)).await
+    }
+
+    async fn member_list(&self) -> Result<Vec<Member>> {
+        self.read("listing members", members::list).await
     }
 
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {

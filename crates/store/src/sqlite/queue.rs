@@ -7,6 +7,7 @@ use super::rows::event_append;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
 use crate::stored::{corrupt, decode, json};
 use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
+use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use std::collections::HashMap;
@@ -15,10 +16,11 @@ use std::collections::HashMap;
 /// pending one). A running key stays running and becomes dirty. Resets attempts: a new
 /// change deserves a fresh set of retries, and un-parks a parked key.
 pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue) -> Result<()> {
+    let shard = shard_of(&key.tenant, &key.cluster);
     tx.prepare_cached(
         "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
-                           phase, run_at, fence, attempts, observed_generation, updated_at)
-         VALUES (?1, ?2, ?3, COALESCE(?4, 1), COALESCE(?5, 'Upsert'), COALESCE(?6, 0), 1, 0, 'ready', ?7, 0, 0, 0, ?7)
+                           phase, run_at, fence, attempts, observed_generation, updated_at, shard)
+         VALUES (?1, ?2, ?3, COALESCE(?4, 1), COALESCE(?5, 'Upsert'), COALESCE(?6, 0), 1, 0, 'ready', ?7, 0, 0, 0, ?7, ?8)
          ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
              desired = COALESCE(?4, desired),
              apply_mode = COALESCE(?5, apply_mode),
@@ -29,21 +31,30 @@ pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: En
              phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
              updated_at = ?7",
     )?
-    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis()])?;
+    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis(), shard])?;
     Ok(())
 }
 
 pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Result<Vec<ClaimedItem>> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     // Expired leases first: their keys have waited longest (take-over).
-    let mut ids = ids(tx, "SELECT id FROM work WHERE phase = 'running' AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2", now, limit)?;
+    let shards = shards_json(p.shards.as_deref());
+    let mut ids = ids(
+        tx,
+        "SELECT id FROM work WHERE phase = 'running' AND lease_expires_at <= ?1
+             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
+         ORDER BY lease_expires_at LIMIT ?2",
+        now,
+        limit,
+        shards.as_deref(),
+    )?;
     let left = limit - i64::try_from(ids.len()).unwrap_or(0);
     if left > 0 {
         // Equal run_at (one transaction's changes) is ordered by cluster, so a cluster's
         // SyncSets are claimed together and its make-span stays near its critical path.
         ids.extend(match &p.cluster_limit {
-            None => ids_ready(tx, now, left)?,
-            Some(cl) => ids_ready_limited(tx, now, left, cl)?,
+            None => ids_ready(tx, now, left, shards.as_deref())?,
+            Some(cl) => ids_ready_limited(tx, now, left, cl, shards.as_deref())?,
         });
     }
     if ids.is_empty() {
@@ -89,31 +100,40 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     Ok(items)
 }
 
-fn ids(tx: &Transaction<'_>, sql: &str, now: Timestamp, limit: i64) -> Result<Vec<i64>> {
+fn ids(tx: &Transaction<'_>, sql: &str, now: Timestamp, limit: i64, shards: Option<&str>) -> Result<Vec<i64>> {
     let mut stmt = tx.prepare_cached(sql)?;
-    let rows = stmt.query_map(params![now.millis(), limit], |r| r.get(0))?;
+    let rows = stmt.query_map(params![now.millis(), limit, shards], |r| r.get(0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-fn ids_ready(tx: &Transaction<'_>, now: Timestamp, limit: i64) -> Result<Vec<i64>> {
+/// A shard list as the JSON array `json_each` reads; `None` stands for every shard.
+pub(super) fn shards_json(shards: Option<&[u16]>) -> Option<String> {
+    shards.map(|s| serde_json::Value::from(s.to_vec()).to_string())
+}
+
+fn ids_ready(tx: &Transaction<'_>, now: Timestamp, limit: i64, shards: Option<&str>) -> Result<Vec<i64>> {
     ids(
         tx,
-        "SELECT id FROM work WHERE phase = 'ready' AND run_at <= ?1 ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
+        "SELECT id FROM work WHERE phase = 'ready' AND run_at <= ?1
+             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
+         ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
         now,
         limit,
+        shards,
     )
 }
 
 /// Ready keys in claim order, skipping those of clusters at their limit. Looks at a
 /// bounded window of the ready index, so a claim stays cheap when one cluster has
 /// thousands of keys held back at the front.
-fn ids_ready_limited(tx: &Transaction<'_>, now: Timestamp, limit: i64, cl: &ClusterLimit) -> Result<Vec<i64>> {
+fn ids_ready_limited(tx: &Transaction<'_>, now: Timestamp, limit: i64, cl: &ClusterLimit, shards: Option<&str>) -> Result<Vec<i64>> {
     let window = ClusterLimit::window(limit);
     let mut stmt = tx.prepare_cached(
         "SELECT id, tenant, cluster FROM work WHERE phase = 'ready' AND run_at <= ?1
+             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
          ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
     )?;
-    let mut rows = stmt.query(params![now.millis(), window])?;
+    let mut rows = stmt.query(params![now.millis(), window, shards])?;
     let mut room: HashMap<(String, String), u32> = HashMap::new();
     let mut ids = Vec::new();
     while let Some(row) = rows.next()? {
@@ -233,12 +253,14 @@ pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
     Ok(n as u64)
 }
 
-pub(super) fn next_ready_at(c: &Connection) -> Result<Option<Timestamp>> {
-    let at: Option<i64> = c.query_row(
-        "SELECT MIN(t) FROM (SELECT MIN(run_at) AS t FROM work WHERE phase = 'ready'
-                             UNION ALL SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running')",
-        [],
-        |r| r.get(0),
-    )?;
+pub(super) fn next_ready_at(c: &Connection, shards: Option<&str>) -> Result<Option<Timestamp>> {
+    let at: Option<i64> = c.prepare_cached(
+        "SELECT MIN(t) FROM (
+             SELECT MIN(run_at) AS t FROM work WHERE phase = 'ready'
+                 AND (?1 IS NULL OR shard IN (SELECT value FROM json_each(?1)))
+             UNION ALL SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running'
+                 AND (?1 IS NULL OR shard IN (SELECT value FROM json_each(?1))))",
+    )?
+    .query_row(params![shards], |r| r.get(0))?;
     Ok(at.map(Timestamp))
 }

@@ -42,6 +42,14 @@ const MIGRATIONS: &[&str] = &[
         tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL, doc TEXT NOT NULL,
         PRIMARY KEY (tenant, name)) WITHOUT ROWID;
     "#,
+    // 3: worker processes, and each key's shard (filled in by `backfill_shards`).
+    r#"
+    CREATE TABLE members (
+        id TEXT PRIMARY KEY, started_at INTEGER NOT NULL, heartbeat_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL, in_flight INTEGER NOT NULL) WITHOUT ROWID;
+    ALTER TABLE work ADD COLUMN shard INTEGER NOT NULL DEFAULT -1;
+    CREATE INDEX work_shard_ready ON work (shard, run_at) WHERE phase = 'ready';
+    "#,
 ];
 
 /// Brings the schema up to date; returns the version it ends at.
@@ -53,5 +61,22 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<usize> {
         tx.pragma_update(None, "user_version", i + 1)?;
         tx.commit()?;
     }
+    backfill_shards(conn)?;
     Ok(MIGRATIONS.len())
+}
+
+/// Gives keys written before shards existed their shard (computed in Rust: the hash
+/// is `fleetsync_model::shard`'s, the same in every process).
+fn backfill_shards(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    let clusters: Vec<(String, String)> = {
+        let mut stmt = tx.prepare("SELECT DISTINCT tenant, cluster FROM work WHERE shard < 0")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (tenant, cluster) in clusters {
+        let shard = fleetsync_model::shard::shard_of(&tenant, &cluster);
+        tx.execute("UPDATE work SET shard = ?1 WHERE tenant = ?2 AND cluster = ?3", rusqlite::params![shard, tenant, cluster])?;
+    }
+    tx.commit()
 }
