@@ -26,7 +26,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.command);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Few blocking threads: the SQLite store runs its calls there, on two connections
+    // behind locks, so more threads only wait — and each idle one keeps its stack and
+    // allocator heap resident (tokio's default of 512 cost `bench hive-fleet` ~400
+    // threads and a few hundred MiB of RSS).
+    let runtime = match tokio::runtime::Builder::new_multi_thread().max_blocking_threads(16).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
