@@ -403,6 +403,35 @@ mod tests {
         assert_eq!(a["keep"], "me");
     }
 
+    struct OneSecret(fleetsync_model::Secret);
+
+    #[async_trait]
+    impl Credentials for OneSecret {
+        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, String> {
+            Ok(Some(self.0.clone()))
+        }
+    }
+
+    /// An `https` server in a kubeconfig gets a rustls client (built, then refused a
+    /// connection: nothing listens), and an `inCluster` endpoint outside a pod says so.
+    #[tokio::test]
+    async fn https_and_in_cluster_endpoints() {
+        let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n";
+        let mut secret = fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
+        secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
+        let config = KubeConfig { request_timeout: Duration::from_secs(5), ..KubeConfig::default() };
+        let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
+        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0 };
+        let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec { endpoint: Endpoint::Kubeconfig { secret_ref: "kc".into() } } };
+        let err = k.apply(&by_secret, &m, &ctx).await.expect_err("nothing listens");
+        assert!(matches!(err, ApplyError::Unreachable(_)), "{err}");
+        assert_eq!(k.open_clients(), 1);
+        let in_pod = Cluster { metadata: ObjectMeta::new("p"), spec: ClusterSpec { endpoint: Endpoint::InCluster {} } };
+        let err = k.apply(&in_pod, &m, &ctx).await.expect_err("not in a pod");
+        assert!(matches!(&err, ApplyError::Unsupported(msg) if msg.contains("not running in a Kubernetes pod")), "{err}");
+    }
+
     #[tokio::test]
     async fn other_endpoints_are_refused_and_bad_urls_named() {
         let k = KubeApplier::new(KubeConfig::default());
