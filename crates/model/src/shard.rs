@@ -21,7 +21,7 @@ pub fn shard_of(tenant: &str, cluster: &str) -> u16 {
 }
 
 /// The owner of `shard` among `members` (ids), or `None` if there are none.
-pub fn owner_of<'a>(shard: u16, members: &'a [String]) -> Option<&'a str> {
+pub fn owner_of(shard: u16, members: &[String]) -> Option<&str> {
     members.iter().max_by_key(|m| (score(m, shard), m.as_str())).map(String::as_str)
 }
 
