@@ -1,11 +1,15 @@
-//! The conformance suite every backend passes: DESIGN.md's guarantees 1–5 as tests.
+//! The conformance suite every backend passes: DESIGN.md's guarantees 1–5 as tests,
+//! plus the event log (order, retention behind a horizon, wake-ups for watchers).
 //!
 //! A backend's test module implements [`Harness`] (how to open *the same* store again,
 //! as after a restart) and calls [`conformance_tests!`](crate::conformance_tests),
 //! which expands to one `#[tokio::test]` per check. Time is a
 //! [`ManualClock`]: leases and backoff are tested without sleeping.
 
-use crate::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store, StoreConfig};
+use crate::{
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventRetention, EventsTrimmed, RenewParams, RetryPolicy, RunOutcome,
+    StatusFilter, Store, StoreConfig, StoreError,
+};
 use async_trait::async_trait;
 use fleetsync_model::{
     ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta, Phase,
@@ -29,7 +33,7 @@ macro_rules! conformance_tests {
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
             relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
-            cluster_limit_holds_back, members_and_shards);
+            cluster_limit_holds_back, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -455,4 +459,92 @@ pub async fn members_and_shards(h: &dyn Harness) {
     assert!(s.work_next_ready_at(Some(&[theirs])).await.expect("next").is_some(), "the other cluster's key is ready");
     assert!(s.work_claim(claim_in(vec![mine])).await.expect("claim").is_empty());
     assert_eq!(s.work_claim(claim_in(vec![theirs])).await.expect("claim").len(), 1);
+}
+
+/// The sequence numbers of every event after `after`.
+async fn seqs(s: &dyn Store, after: u64) -> Vec<u64> {
+    s.events_read(after, 10_000).await.expect("events").iter().map(|e| e.seq).collect()
+}
+
+fn expired(r: crate::Result<Vec<crate::Event>>) -> (u64, u64) {
+    match r {
+        Err(StoreError::CursorExpired { cursor, horizon }) => (cursor, horizon),
+        other => panic!("expected CursorExpired, got {other:?}"),
+    }
+}
+
+/// Retention: a trim deletes the oldest events and raises a recorded horizon. A cursor
+/// older than the horizon is refused (never answered with a silent gap), one at or after
+/// it reads on. The horizon survives a reopen, and a log emptied by a trim never hands
+/// out a trimmed sequence number again.
+pub async fn events_trimmed_behind_a_horizon(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let s = h.open(config(clock.clone())).await;
+    let bump = |v: usize| vec![syncset("s1", 1, &format!("v{v}"))];
+    for v in 0..10 {
+        s.objects_apply(bump(v)).await.expect("apply");
+    }
+    clock.advance(Duration::from_secs(60));
+    for v in 10..15 {
+        s.objects_apply(bump(v)).await.expect("apply");
+    }
+    let all = seqs(&*s, 0).await;
+    assert_eq!(all.len(), 15);
+    let hour = Some(Duration::from_secs(3600));
+    let nothing = s.events_trim(EventRetention { max_events: Some(100), max_age: hour }).await.expect("trim");
+    assert_eq!(nothing, EventsTrimmed { deleted: 0, horizon: 0 });
+    assert_eq!(seqs(&*s, 0).await, all, "no horizon yet: cursor 0 reads everything");
+
+    // By count: the events of the newest 12 sequence numbers stay.
+    let t = s.events_trim(EventRetention { max_events: Some(12), max_age: None }).await.expect("trim by count");
+    let horizon = all[14] - 12;
+    assert_eq!(t, EventsTrimmed { deleted: all.iter().filter(|q| **q <= horizon).count() as u64, horizon });
+    assert_eq!(expired(s.events_read(0, 10).await), (0, horizon));
+    assert_eq!(expired(s.events_read(horizon - 1, 10).await), (horizon - 1, horizon));
+    assert_eq!(seqs(&*s, horizon).await, all.iter().copied().filter(|q| *q > horizon).collect::<Vec<_>>());
+    let again = s.events_trim(EventRetention { max_events: Some(12), max_age: None }).await.expect("trim again");
+    assert_eq!(again, EventsTrimmed { deleted: 0, horizon }, "trimming is idempotent");
+
+    // By age: the ten events of the first minute are older than 30 s, the rest are not.
+    clock.advance(Duration::from_secs(10));
+    let half_minute = EventRetention { max_events: None, max_age: Some(Duration::from_secs(30)) };
+    let t = s.events_trim(half_minute).await.expect("trim by age");
+    let horizon = all[10] - 1;
+    assert_eq!(t.horizon, horizon);
+    assert_eq!(seqs(&*s, horizon).await, all[10..].to_vec());
+    drop(s);
+
+    let s = h.open(config(clock.clone())).await;
+    assert_eq!(expired(s.events_read(horizon - 1, 10).await), (horizon - 1, horizon), "the horizon is durable");
+    assert_eq!(seqs(&*s, horizon).await, all[10..].to_vec());
+
+    // Everything too old: the log is emptied, the horizon is the last number used.
+    clock.advance(Duration::from_secs(3600));
+    let t = s.events_trim(half_minute).await.expect("trim all");
+    assert_eq!(t, EventsTrimmed { deleted: 5, horizon: all[14] });
+    assert!(seqs(&*s, all[14]).await.is_empty());
+    assert_eq!(expired(s.events_read(all[13], 10).await).1, all[14]);
+    assert!(s.queue_stats().await.expect("stats").last_event_seq >= all[14], "the last sequence number is not forgotten");
+    s.objects_apply(bump(99)).await.expect("apply");
+    let next = seqs(&*s, all[14]).await;
+    assert_eq!(next.len(), 1);
+    assert!(next[0] > all[14], "a trimmed sequence number is never used again");
+}
+
+/// Event watchers are woken by every commit that appends events: object writes,
+/// completions (status transitions) and deletes.
+pub async fn event_watchers_woken(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let limit = Duration::from_secs(5);
+    let mut events = s.events_subscribe();
+    events.borrow_and_update();
+    one_key(&*s).await;
+    tokio::time::timeout(limit, events.changed()).await.expect("woken by an apply").expect("open");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    events.borrow_and_update();
+    complete(&*s, &item, applied(&item)).await;
+    tokio::time::timeout(limit, events.changed()).await.expect("woken by a completion").expect("open");
+    events.borrow_and_update();
+    s.object_delete(Kind::Cluster, "default", "c1").await.expect("delete");
+    tokio::time::timeout(limit, events.changed()).await.expect("woken by a delete").expect("open");
 }

@@ -14,6 +14,11 @@ pub enum StoreError {
     /// A stored row could not be decoded; the store was written by something else.
     #[error("corrupt row in {table}: {message}")]
     Corrupt { table: &'static str, message: String },
+    /// The events after `cursor` are no longer all in the log: a trim removed every
+    /// event up to `horizon` (> `cursor`). The reader must re-list and resume from a
+    /// cursor at or after the horizon.
+    #[error("cursor {cursor} fell off the event log: events up to {horizon} were trimmed")]
+    CursorExpired { cursor: u64, horizon: u64 },
 }
 
 impl StoreError {

@@ -26,7 +26,7 @@ pub mod sqlite;
 mod stored;
 
 pub use error::{Result, StoreError};
-pub use event::Event;
+pub use event::{Event, EventRetention, EventsTrimmed};
 pub use queue::{
     ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, QueueStats, RenewParams,
     RunOutcome, StatusFilter,
@@ -121,8 +121,26 @@ pub trait Store: Send + Sync + 'static {
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
     async fn queue_stats(&self) -> Result<QueueStats>;
 
-    /// Events with a sequence number greater than `after`, oldest first.
+    /// Events with a sequence number greater than `after`, oldest first, at most
+    /// `limit`. [`StoreError::CursorExpired`] if `after` is older than the log's horizon
+    /// (some of those events were trimmed): the reader then knows to re-list instead of
+    /// silently missing events. `after` equal to the horizon is fine.
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// Applies retention: deletes the oldest events beyond `keep` and raises the log's
+    /// horizon (durably, in the same transaction) to the last deleted sequence number.
+    /// The horizon is recorded, never inferred from the oldest event left, so a cursor
+    /// that fell off the log is recognised even where sequence numbers have gaps or the
+    /// log is empty. Deletes in chunks of bounded size; safe to run from several
+    /// processes at once.
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed>;
+
+    /// A receiver that changes after every commit that appended events: object writes
+    /// and deletes, and completions (status transitions); on PostgreSQL also commits by
+    /// other processes on the same schema (LISTEN/NOTIFY). Event watchers wait on it.
+    /// Separate from [`subscribe`](Store::subscribe) so that status writes, which make
+    /// no work claimable, do not wake claimers.
+    fn events_subscribe(&self) -> watch::Receiver<u64>;
 
     /// A receiver that changes whenever work may have become claimable: through this
     /// store, or (PostgreSQL, via LISTEN/NOTIFY) through any process on the same schema.

@@ -8,7 +8,7 @@
 
 use fleetsync_store::conformance::{cluster, syncset};
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::{ClaimParams, Completion, RunOutcome, Store, StoreConfig};
+use fleetsync_store::{ClaimParams, Completion, EventRetention, EventsTrimmed, RunOutcome, Store, StoreConfig, StoreError};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 
@@ -78,6 +78,63 @@ async fn a_change_in_another_process_wakes_waiters_here() {
     assert!(woken_within(&mut rx, Duration::from_millis(300)).await.is_none(), "unchanged content woke waiters");
 }
 
+/// Events appended by one process wake event watchers in another (LISTEN/NOTIFY on
+/// a channel of their own), for object writes and for completions.
+#[tokio::test]
+async fn events_appended_in_another_process_wake_watchers_here() {
+    let scratch = Scratch::new().await;
+    let here = scratch.store().await;
+    let there = scratch.store().await;
+    let mut rx = here.events_subscribe();
+    rx.borrow_and_update();
+    there.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply there");
+    woken_within(&mut rx, Duration::from_secs(5)).await.expect("woken by an object write there");
+
+    let item = there.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
+    rx.borrow_and_update();
+    let done = Completion {
+        key: item.key.clone(),
+        fence: item.fence,
+        outcome: RunOutcome::Applied { generation: item.generation, inventory: vec![] },
+        resources: vec![],
+    };
+    there.work_complete(vec![done]).await.expect("complete");
+    let took = woken_within(&mut rx, Duration::from_secs(5)).await.expect("woken by a status transition there");
+    eprintln!("cross-process event wake-up {took:?} after the completion returned");
+}
+
+/// Identity values have gaps (a rolled-back insert keeps its number). The horizon is
+/// recorded, not inferred from the oldest event left: a cursor inside a gap after the
+/// horizon reads on (it missed nothing), one before the horizon is refused.
+#[tokio::test]
+async fn the_horizon_is_exact_across_sequence_gaps() {
+    let scratch = Scratch::new().await;
+    let s = scratch.store().await;
+    for v in 0..5 {
+        s.objects_apply(vec![syncset("s1", 1, &format!("v{v}"))]).await.expect("apply");
+    }
+    let burn = format!("SELECT nextval(pg_get_serial_sequence('{}.events', 'seq')) FROM generate_series(1, 4)", scratch.schema);
+    scratch.admin.batch_execute(&burn).await.expect("burn sequence numbers");
+    for v in 5..8 {
+        s.objects_apply(vec![syncset("s1", 1, &format!("v{v}"))]).await.expect("apply");
+    }
+    let seqs = |after: u64| {
+        let s = s.clone();
+        async move { s.events_read(after, 100).await.map(|es| es.iter().map(|e| e.seq).collect::<Vec<_>>()) }
+    };
+    assert_eq!(seqs(0).await.expect("read"), vec![1, 2, 3, 4, 5, 10, 11, 12]);
+
+    let t = s.events_trim(EventRetention { max_events: Some(7), max_age: None }).await.expect("trim");
+    assert_eq!(t, EventsTrimmed { deleted: 5, horizon: 5 }, "the newest 7 sequence numbers are 6..=12");
+    for cursor in [5, 7, 9] {
+        assert_eq!(seqs(cursor).await.expect("read"), vec![10, 11, 12], "cursor {cursor}");
+    }
+    match seqs(4).await {
+        Err(StoreError::CursorExpired { cursor: 4, horizon: 5 }) => {}
+        other => panic!("expected CursorExpired, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn stores_on_other_schemas_are_not_woken() {
     let a = Scratch::new().await;
@@ -99,6 +156,8 @@ async fn the_listener_reconnects_and_stops_with_the_store() {
     let there = scratch.store().await;
     let mut rx = here.subscribe();
     rx.borrow_and_update();
+    let mut events = here.events_subscribe();
+    events.borrow_and_update();
 
     // Kill the LISTEN connection, as a server restart or a network cut would.
     let killed = scratch
@@ -111,6 +170,7 @@ async fn the_listener_reconnects_and_stops_with_the_store() {
         .expect("terminate");
     assert_eq!(killed.len(), 1, "one listener connection");
     woken_within(&mut rx, Duration::from_secs(5)).await.expect("bumped once after reconnecting (a wake-up may have been missed)");
+    woken_within(&mut events, Duration::from_secs(5)).await.expect("event watchers too");
     rx.borrow_and_update();
 
     // Listening again: a change elsewhere still wakes us.

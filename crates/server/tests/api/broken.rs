@@ -84,7 +84,13 @@ impl Store for Broken {
     async fn events_read(&self, _: u64, _: usize) -> Result<Vec<Event>> {
         fail()
     }
+    async fn events_trim(&self, _: EventRetention) -> Result<EventsTrimmed> {
+        fail()
+    }
     fn subscribe(&self) -> watch::Receiver<u64> {
+        watch::channel(0).1
+    }
+    fn events_subscribe(&self) -> watch::Receiver<u64> {
         watch::channel(0).1
     }
 }

@@ -1,15 +1,16 @@
 //! Wake-ups across processes: LISTEN/NOTIFY.
 //!
 //! A transaction that makes work claimable calls `pg_notify('fleetsync_work', schema)`,
-//! which PostgreSQL delivers when (and only if) it commits. Each store keeps one
-//! dedicated connection (outside the pool) that LISTENs and bumps the store's `watch`
+//! one that appends events `pg_notify('fleetsync_events', schema)`; PostgreSQL delivers
+//! them when (and only if) it commits. Each store keeps one dedicated connection
+//! (outside the pool) that LISTENs to both and bumps the store's matching `watch`
 //! channel on every notification for its schema (or with an empty payload), so a
-//! worker waiting in any process wakes within milliseconds.
+//! worker or an event watcher waiting in any process wakes within milliseconds.
 //!
 //! The connection is pinged every [`PING_EVERY`] and has TCP keepalives; when it drops
 //! (PostgreSQL restarted, network gone) it is re-established with capped exponential
-//! backoff, and the watch is bumped once after reconnecting, because a notification may
-//! have been missed meanwhile. The task ends when the store's last clone is dropped.
+//! backoff, and both watches are bumped once after reconnecting, because a notification
+//! may have been missed meanwhile. The task ends when the store's last clone is dropped.
 
 use super::{describe, BoxFuture};
 use std::future::{pending, poll_fn, Future};
@@ -18,8 +19,10 @@ use tokio::sync::{oneshot, watch};
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
 
-/// The notification channel.
+/// The notification channel for claimable work.
 pub(super) const CHANNEL: &str = "fleetsync_work";
+/// The notification channel for appended events.
+pub(super) const EVENTS_CHANNEL: &str = "fleetsync_events";
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -29,6 +32,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 type Listening = (Client, Connection<Socket, NoTlsStream>);
 
+/// The store's channels, one per notification channel.
+struct Wakes {
+    work: watch::Sender<u64>,
+    events: watch::Sender<u64>,
+}
+
 /// Keeps the listener running; dropping it stops the task.
 pub(super) struct Listener {
     _stop: oneshot::Sender<()>,
@@ -36,10 +45,11 @@ pub(super) struct Listener {
 
 /// Establishes the LISTEN connection (so that wake-ups work once this returns) and
 /// spawns the task that keeps it.
-pub(super) async fn start(cfg: Config, schema: String, wake: watch::Sender<u64>) -> Result<Listener, String> {
+pub(super) async fn start(cfg: Config, schema: String, wake: watch::Sender<u64>, events: watch::Sender<u64>) -> Result<Listener, String> {
     let first = listen(&cfg).await?;
     let (stop_tx, stop_rx) = oneshot::channel();
-    tokio::spawn(run(cfg, schema, wake, first, stop_rx));
+    let wakes = Wakes { work: wake, events };
+    tokio::spawn(run(cfg, schema, wakes, first, stop_rx));
     Ok(Listener { _stop: stop_tx })
 }
 
@@ -47,7 +57,7 @@ pub(super) async fn start(cfg: Config, schema: String, wake: watch::Sender<u64>)
 async fn listen(cfg: &Config) -> Result<Listening, String> {
     let (client, mut connection) = cfg.connect(NoTls).await.map_err(|e| describe(&e))?;
     {
-        let sql = format!("LISTEN {CHANNEL}");
+        let sql = format!("LISTEN {CHANNEL}; LISTEN {EVENTS_CHANNEL}");
         let subscribe = client.batch_execute(&sql);
         tokio::pin!(subscribe);
         loop {
@@ -70,7 +80,7 @@ enum Ended {
     Lost(String),
 }
 
-async fn run(cfg: Config, schema: String, wake: watch::Sender<u64>, first: Listening, mut stop: oneshot::Receiver<()>) {
+async fn run(cfg: Config, schema: String, wake: Wakes, first: Listening, mut stop: oneshot::Receiver<()>) {
     let mut current = Some(first);
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -85,7 +95,8 @@ async fn run(cfg: Config, schema: String, wake: watch::Sender<u64>, first: Liste
                     Ok(l) => {
                         tracing::info!(schema, "wake-up listener reconnected");
                         backoff = MIN_BACKOFF;
-                        bump(&wake);
+                        bump(&wake.work);
+                        bump(&wake.events);
                         l
                     }
                     Err(error) => {
@@ -108,16 +119,18 @@ async fn run(cfg: Config, schema: String, wake: watch::Sender<u64>, first: Liste
 }
 
 /// Delivers notifications until the connection fails or the store is dropped.
-async fn pump((client, mut connection): Listening, schema: &str, wake: &watch::Sender<u64>, stop: &mut oneshot::Receiver<()>) -> Ended {
+async fn pump((client, mut connection): Listening, schema: &str, wake: &Wakes, stop: &mut oneshot::Receiver<()>) -> Ended {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     let mut ping: Option<BoxFuture<'_, Result<(), String>>> = None;
     loop {
         tokio::select! {
             _ = &mut *stop => return Ended::Stopped,
             msg = poll_fn(|cx| connection.poll_message(cx)) => match msg {
-                Some(Ok(AsyncMessage::Notification(n))) => {
-                    if n.channel() == CHANNEL && (n.payload().is_empty() || n.payload() == schema) {
-                        bump(wake);
+                Some(Ok(AsyncMessage::Notification(n))) if n.payload().is_empty() || n.payload() == schema => {
+                    match n.channel() {
+                        CHANNEL => bump(&wake.work),
+                        EVENTS_CHANNEL => bump(&wake.events),
+                        _ => {}
                     }
                 }
                 Some(Ok(_)) => {}
@@ -152,7 +165,7 @@ async fn in_flight<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
     }
 }
 
-/// Tells waiting workers that work may be claimable.
+/// Tells the channel's waiters to look again.
 pub(super) fn bump(wake: &watch::Sender<u64>) {
     wake.send_modify(|v| *v = v.wrapping_add(1));
 }

@@ -27,7 +27,10 @@
 //!   commits of transactions that append events (object writes, completions) are
 //!   serialized per schema, which is one more reason completions come in batches.
 //! - **Wake-ups** go through LISTEN/NOTIFY (`listen.rs`) to every process, and directly
-//!   to this process's own waiters.
+//!   to this process's own waiters: one channel for claimable work, one for appended
+//!   events (event watchers).
+//! - **Retention** deletes the oldest events in chunks and records the log's horizon in
+//!   `events_horizon` in the same transaction (`rows.rs`).
 //! - **Table bloat.** `schema.rs` explains the fill factor, which updates are HOT and
 //!   why each index exists.
 
@@ -40,8 +43,8 @@ mod rows;
 mod schema;
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, Member, MemberBeat, QueueStats, RenewParams,
-    Result, StatusFilter, Store, StoreConfig, StoreError,
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
+    Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -93,6 +96,8 @@ struct Inner {
     /// The schema in use (also the notification payload and part of lock names).
     schema: String,
     wake: watch::Sender<u64>,
+    /// Bumped after every commit that appended events, here or in another process.
+    events: watch::Sender<u64>,
     _listener: listen::Listener,
 }
 
@@ -127,10 +132,11 @@ impl PgStore {
         let schema = prepare_schema(&mut client, options.schema.as_deref(), options.migrate).await?;
         drop(client);
         let (wake, _) = watch::channel(0);
-        let listener = listen::start(cfg, schema.clone(), wake.clone())
+        let (events, _) = watch::channel(0);
+        let listener = listen::start(cfg, schema.clone(), wake.clone(), events.clone())
             .await
             .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
-        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, _listener: listener }) })
+        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, _listener: listener }) })
     }
 
     /// Brings the schema up to date without opening a store (what `fleetsync migrate`
@@ -164,9 +170,12 @@ impl PgStore {
         let mut attempt = 1;
         loop {
             match self.write_once(&mut f).await {
-                Ok((out, woke)) => {
-                    if woke {
+                Ok((out, committed)) => {
+                    if committed.woke {
                         listen::bump(&self.inner.wake);
+                    }
+                    if committed.logged {
+                        listen::bump(&self.inner.events);
                     }
                     return Ok(out);
                 }
@@ -180,7 +189,7 @@ impl PgStore {
         }
     }
 
-    async fn write_once<T, F>(&self, f: &mut F) -> PgResult<(T, bool)>
+    async fn write_once<T, F>(&self, f: &mut F) -> PgResult<(T, Committed)>
     where
         F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>>,
     {
@@ -194,8 +203,8 @@ impl PgStore {
             wake: false,
         };
         let out = f(&mut tx).await?;
-        let woke = tx.commit().await?;
-        Ok((out, woke))
+        let committed = tx.commit().await?;
+        Ok((out, committed))
     }
 
     /// Runs `f` on a pooled connection (no transaction), retrying once if the
@@ -230,6 +239,14 @@ pub(super) struct Tx<'c> {
     schema: &'c str,
     events: Vec<NewEvent>,
     wake: bool,
+}
+
+/// What a commit is to tell this process's waiters.
+struct Committed {
+    /// Work may have become claimable.
+    woke: bool,
+    /// Events were appended.
+    logged: bool,
 }
 
 /// An event to append at commit.
@@ -279,9 +296,10 @@ impl Tx<'_> {
     }
 
     /// Appends the events under the log's lock (held until commit, so `seq` follows
-    /// commit order), notifies, commits. Returns whether waiters are to be woken.
-    async fn commit(self) -> PgResult<bool> {
-        if !self.events.is_empty() {
+    /// commit order), notifies, commits. Returns which waiters are to be woken.
+    async fn commit(self) -> PgResult<Committed> {
+        let logged = !self.events.is_empty();
+        if logged {
             let lock = format!("fleetsync events {}", self.schema);
             self.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
             let tenants: Vec<&str> = self.events.iter().map(|e| e.tenant.as_str()).collect();
@@ -302,8 +320,11 @@ impl Tx<'_> {
         if self.wake {
             self.execute("SELECT pg_notify($1, $2)", &[&listen::CHANNEL, &self.schema]).await?;
         }
+        if logged {
+            self.execute("SELECT pg_notify($1, $2)", &[&listen::EVENTS_CHANNEL, &self.schema]).await?;
+        }
         self.tx.commit().await.map_err(Failure::Commit)?;
-        Ok(self.wake)
+        Ok(Committed { woke: self.wake, logged })
     }
 }
 
@@ -545,8 +566,24 @@ impl Store for PgStore {
         self.read("reading events", |c, _| Box::pin(rows::events_read(c, after, limit))).await
     }
 
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
+        let mut total = EventsTrimmed::default();
+        loop {
+            let (step, more) = self.write("trimming events", |tx| Box::pin(rows::events_trim_chunk(tx, keep))).await?;
+            total.deleted += step.deleted;
+            total.horizon = step.horizon;
+            if !more {
+                return Ok(total);
+            }
+        }
+    }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.wake.subscribe()
+    }
+
+    fn events_subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.events.subscribe()
     }
 }
 

@@ -1,17 +1,77 @@
 //! Reading status, queue statistics and the event log on PostgreSQL. (Events are
 //! appended at commit by [`super::Tx`].)
 
-use super::{query, PgResult};
+use super::{query, PgResult, Tx};
+use crate::event::{trim_cut, TRIM_CHUNK};
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
-use crate::{Event, QueueStats, StatusFilter};
+use crate::{Event, EventRetention, EventsTrimmed, QueueStats, StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+/// Events after `after`. The horizon is read by a *later* statement (READ COMMITTED:
+/// a later snapshot): it only ever rises, and a trim deletes and raises it in one
+/// transaction, so if it is still at or below `after` then, no event after `after`
+/// was missing from the page.
 pub(super) async fn events_read<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgResult<Vec<Event>> {
+    let events = events_page(c, after, limit).await?;
+    let horizon = events_horizon(c).await?;
+    if after < horizon {
+        return Err(StoreError::CursorExpired { cursor: after, horizon }.into());
+    }
+    Ok(events)
+}
+
+pub(super) async fn events_horizon<C: GenericClient>(c: &C) -> PgResult<u64> {
+    let rows = query(c, "SELECT horizon FROM events_horizon", &[]).await?;
+    let h: i64 = match rows.first() {
+        Some(r) => r.try_get(0)?,
+        None => 0,
+    };
+    Ok(u64::try_from(h).unwrap_or(0))
+}
+
+/// One chunk of a trim (see [`crate::Store::events_trim`]): deletes at most
+/// [`TRIM_CHUNK`] of the oldest events beyond `keep` and raises the horizon. Returns
+/// what it did and whether more is left to trim.
+///
+/// Events being appended meanwhile are safe: they get their `seq` under the log's
+/// advisory lock, after every committed event, so they are above any cut computed here
+/// from committed rows. The horizon row lock serializes concurrent trims.
+pub(super) async fn events_trim_chunk(tx: &Tx<'_>, keep: EventRetention) -> PgResult<(EventsTrimmed, bool)> {
+    let row = tx.query_opt("SELECT horizon FROM events_horizon FOR UPDATE", &[]).await?;
+    let horizon = u64::try_from(row.map_or(Ok(0), |r| r.try_get::<_, i64>(0))?).unwrap_or(0);
+    let last: i64 = match tx.query_opt("SELECT max(seq) FROM events", &[]).await? {
+        Some(r) => r.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
+        None => 0,
+    };
+    let last = u64::try_from(last).unwrap_or(0).max(horizon);
+    let first_young = match keep.max_age {
+        Some(age) => {
+            let cutoff = tx.now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+            let row = tx.query_opt("SELECT seq FROM events WHERE at >= $1 ORDER BY seq LIMIT 1", &[&cutoff]).await?;
+            row.map(|r| r.try_get::<_, i64>(0)).transpose()?.map(|s| u64::try_from(s).unwrap_or(0))
+        }
+        None => None,
+    };
+    let cut = trim_cut(&keep, last, first_young);
+    if cut <= horizon {
+        return Ok((EventsTrimmed { deleted: 0, horizon }, false));
+    }
+    let offset = i64::try_from(TRIM_CHUNK - 1).unwrap_or(0);
+    let chunk_end = tx.query_opt("SELECT seq FROM events ORDER BY seq OFFSET $1 LIMIT 1", &[&offset]).await?;
+    let chunk_end = chunk_end.map(|r| r.try_get::<_, i64>(0)).transpose()?;
+    let chunk_cut = chunk_end.map_or(cut, |s| cut.min(u64::try_from(s).unwrap_or(0)));
+    let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
+    let deleted = tx.execute("DELETE FROM events WHERE seq <= $1", &[&cut_sql]).await?;
+    tx.execute("UPDATE events_horizon SET horizon = $1", &[&cut_sql]).await?;
+    Ok((EventsTrimmed { deleted, horizon: chunk_cut }, chunk_cut < cut))
+}
+
+async fn events_page<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgResult<Vec<Event>> {
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = query(
@@ -78,7 +138,8 @@ pub(super) async fn queue_stats<C: GenericClient>(c: &C, now: Timestamp) -> PgRe
     let now_ms = now.millis();
     let oldest_params: [&(dyn ToSql + Sync); 1] = [&now_ms];
     let oldest = query(c, "SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= $1", &oldest_params);
-    let last = query(c, "SELECT COALESCE(MAX(seq), 0) FROM events", &[]);
+    // The horizon counts when a trim emptied the log.
+    let last = query(c, "SELECT GREATEST((SELECT COALESCE(max(seq), 0) FROM events), (SELECT max(horizon) FROM events_horizon))", &[]);
     // Sent together: the connection pipelines them.
     let (by_db_phase, oldest, last) = tokio::try_join!(by_db_phase, oldest, last)?;
 

@@ -84,6 +84,18 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE INDEX work_shard_ready ON work (shard, run_at) WHERE phase = 'ready';
     "#,
     ),
+    (
+        "the event log's horizon (retention)",
+        r#"
+    -- Every event with seq <= horizon was trimmed; raised in the transaction that deletes
+    -- them. Recorded rather than inferred from min(seq): identity values have gaps (a
+    -- rolled-back insert still uses its number), and a trim may empty the table.
+    CREATE TABLE events_horizon (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        horizon bigint NOT NULL);
+    INSERT INTO events_horizon (horizon) VALUES (0);
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

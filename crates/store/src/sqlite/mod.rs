@@ -12,8 +12,8 @@ mod rows;
 mod schema;
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, Fence, Member, MemberBeat, QueueStats, RenewParams,
-    Result, StatusFilter, Store, StoreConfig, StoreError,
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
+    Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
@@ -41,6 +41,8 @@ struct Inner {
     reader: Mutex<Connection>,
     config: StoreConfig,
     wake: watch::Sender<u64>,
+    /// Bumped after every commit that appended events.
+    events: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -66,7 +68,8 @@ impl SqliteStore {
             .map_err(opened)?;
         reader.execute_batch("PRAGMA busy_timeout = 10000;").map_err(opened)?;
         let (wake, _) = watch::channel(0);
-        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, wake };
+        let (events, _) = watch::channel(0);
+        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, wake, events };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -117,6 +120,11 @@ impl SqliteStore {
     fn wake(&self) {
         self.inner.wake.send_modify(|v| *v = v.wrapping_add(1));
     }
+
+    /// Tells event watchers that events were appended.
+    fn logged(&self) {
+        self.inner.events.send_modify(|v| *v = v.wrapping_add(1));
+    }
 }
 
 /// Runs blocking SQLite work off the async threads, naming the step in errors.
@@ -138,6 +146,10 @@ impl Store for SqliteStore {
         if out.iter().any(|o| o.enqueued > 0) {
             self.wake();
         }
+        // Every created or updated document appended an event.
+        if out.iter().any(|o| o.result != "unchanged") {
+            self.logged();
+        }
         Ok(out)
     }
 
@@ -145,6 +157,7 @@ impl Store for SqliteStore {
         let (tenant, name) = (tenant.to_string(), name.to_string());
         self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
         self.wake();
+        self.logged();
         Ok(())
     }
 
@@ -192,6 +205,10 @@ impl Store for SqliteStore {
             .await?;
         if out.iter().any(|o| matches!(o, CompleteOutcome::Committed(fleetsync_model::Phase::Pending))) {
             self.wake();
+        }
+        // Every completion that was not stale appended a `Status` event.
+        if out.iter().any(|o| *o != CompleteOutcome::Stale) {
+            self.logged();
         }
         Ok(out)
     }
@@ -247,8 +264,24 @@ impl Store for SqliteStore {
         self.read("reading events", move |c, _| rows::events_read(c, after, limit)).await
     }
 
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
+        let mut total = EventsTrimmed::default();
+        loop {
+            let (step, more) = self.write("trimming events", move |tx, now, _| rows::events_trim_chunk(tx, now, &keep)).await?;
+            total.deleted += step.deleted;
+            total.horizon = step.horizon;
+            if !more {
+                return Ok(total);
+            }
+        }
+    }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.wake.subscribe()
+    }
+
+    fn events_subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.events.subscribe()
     }
 }
 
@@ -277,6 +310,30 @@ mod tests {
     }
 
     crate::conformance_tests!(harness());
+
+    /// A trim larger than one chunk takes several transactions and reports them all.
+    #[tokio::test]
+    async fn trims_in_chunks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.db");
+        let store = SqliteStore::open(&path, StoreConfig::default()).expect("open");
+        {
+            let mut c = Connection::open(&path).expect("connect");
+            let tx = c.transaction().expect("begin");
+            let mut insert = tx
+                .prepare("INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (0, 'default', 'SyncSet', 's', 'Updated', ?1)")
+                .expect("prepare");
+            for g in 0..25_000 {
+                insert.execute([g]).expect("insert");
+            }
+            drop(insert);
+            tx.commit().expect("commit");
+        }
+        let keep = EventRetention { max_events: Some(1_000), max_age: None };
+        assert_eq!(store.events_trim(keep).await.expect("trim"), EventsTrimmed { deleted: 24_000, horizon: 24_000 });
+        let kept = store.events_read(24_000, 10_000).await.expect("read");
+        assert_eq!((kept.len(), kept[0].seq), (1_000, 24_001));
+    }
 
     #[tokio::test]
     async fn open_reports_the_path_on_failure() {

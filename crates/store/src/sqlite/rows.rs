@@ -2,9 +2,10 @@
 
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
-use crate::{Event, QueueStats, Result, StatusFilter};
+use crate::event::{trim_cut, TRIM_CHUNK};
+use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilter, StoreError};
 use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
-use rusqlite::{params, Connection, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use std::collections::BTreeMap;
 
 pub(super) fn event_append(
@@ -21,7 +22,58 @@ pub(super) fn event_append(
     Ok(())
 }
 
+/// Events after `after`. The horizon is read *after* the events: it only ever rises,
+/// and a trim deletes and raises it in one transaction, so if it is still at or below
+/// `after` now, no event after `after` was missing when the page was read.
 pub(super) fn events_read(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
+    let events = events_page(c, after, limit)?;
+    let horizon = events_horizon(c)?;
+    if after < horizon {
+        return Err(StoreError::CursorExpired { cursor: after, horizon });
+    }
+    Ok(events)
+}
+
+pub(super) fn events_horizon(c: &Connection) -> Result<u64> {
+    let h: i64 = c.prepare_cached("SELECT v FROM meta WHERE k = 'events_horizon'")?.query_row([], |r| r.get(0))?;
+    Ok(u64::try_from(h).unwrap_or(0))
+}
+
+/// One chunk of a trim (see [`crate::Store::events_trim`]): deletes at most
+/// [`TRIM_CHUNK`] of the oldest events beyond `keep` and raises the horizon. Returns
+/// what it did and whether more is left to trim.
+pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &EventRetention) -> Result<(EventsTrimmed, bool)> {
+    let horizon = events_horizon(tx)?;
+    let last: i64 = tx.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?;
+    let last = u64::try_from(last).unwrap_or(0).max(horizon);
+    let first_young = match keep.max_age {
+        Some(age) => {
+            let cutoff = now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+            let seq: Option<i64> = tx
+                .prepare_cached("SELECT seq FROM events WHERE at >= ?1 ORDER BY seq LIMIT 1")?
+                .query_row(params![cutoff], |r| r.get(0))
+                .optional()?;
+            seq.map(|s| u64::try_from(s).unwrap_or(0))
+        }
+        None => None,
+    };
+    let cut = trim_cut(keep, last, first_young);
+    if cut <= horizon {
+        return Ok((EventsTrimmed { deleted: 0, horizon }, false));
+    }
+    // The TRIM_CHUNK-th oldest event, if the cut goes beyond it.
+    let chunk_end: Option<i64> = tx
+        .prepare_cached("SELECT seq FROM events ORDER BY seq LIMIT 1 OFFSET ?1")?
+        .query_row(params![i64::try_from(TRIM_CHUNK - 1).unwrap_or(0)], |r| r.get(0))
+        .optional()?;
+    let chunk_cut = chunk_end.map_or(cut, |s| cut.min(u64::try_from(s).unwrap_or(0)));
+    let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
+    let deleted = tx.prepare_cached("DELETE FROM events WHERE seq <= ?1")?.execute(params![cut_sql])?;
+    tx.prepare_cached("UPDATE meta SET v = ?1 WHERE k = 'events_horizon'")?.execute(params![cut_sql])?;
+    Ok((EventsTrimmed { deleted: deleted as u64, horizon: chunk_cut }, chunk_cut < cut))
+}
+
+fn events_page(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
     let mut stmt = c.prepare_cached(
         "SELECT seq, at, tenant, kind, name, action, generation FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
     )?;
@@ -94,7 +146,12 @@ pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> 
     }
     let oldest: Option<i64> =
         c.query_row("SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1", params![now.millis()], |r| r.get(0))?;
-    let last_event_seq: i64 = c.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?;
+    // The horizon counts when a trim emptied the log.
+    let last_event_seq: i64 = c.query_row(
+        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), (SELECT v FROM meta WHERE k = 'events_horizon'))",
+        [],
+        |r| r.get(0),
+    )?;
     Ok(QueueStats {
         by_phase,
         oldest_ready_age: oldest.map(|t| now.since(Timestamp(t))).unwrap_or_default(),

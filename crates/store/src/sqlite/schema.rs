@@ -50,6 +50,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE work ADD COLUMN shard INTEGER NOT NULL DEFAULT -1;
     CREATE INDEX work_shard_ready ON work (shard, run_at) WHERE phase = 'ready';
     "#,
+    // 4: the event log's horizon (retention): every event with seq <= it was trimmed.
+    // `events.seq` is AUTOINCREMENT, so a trimmed number is never handed out again,
+    // even when a trim empties the table.
+    r#"
+    INSERT INTO meta (k, v) VALUES ('events_horizon', 0);
+    "#,
 ];
 
 /// Brings the schema up to date; returns the version it ends at.
