@@ -19,7 +19,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let mut registry = Registry::default();
     let runtime_metrics = RuntimeMetrics::register(&mut registry);
     let queue_metrics = QueueMetrics::register(&mut registry);
-    let state = AppState { store: store.clone(), registry: Arc::new(registry), queue_metrics };
+    let state = AppState::new(store.clone(), Arc::new(registry), queue_metrics);
     let listener = tokio::net::TcpListener::bind(&a.listen)
         .await
         .with_context(|| format!("cannot listen on {} (is the port in use? set --listen)", a.listen))?;

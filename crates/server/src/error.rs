@@ -25,7 +25,14 @@ pub enum ApiError {
     Documents(#[from] ParseError),
     /// The store refused (not found) or failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+    /// The cursor is older than the event log's horizon: retention trimmed events
+    /// after it. The client must re-list and resume from a newer cursor.
+    #[error(
+        "the cursor {cursor} fell off the event log (oldest kept is {}): re-list (GET /v1/events without `after`) and resume from the newest `seq` you get",
+        horizon + 1
+    )]
+    CursorExpired { cursor: u64, horizon: u64 },
     /// A query or path parameter is malformed; `param` says which one.
     #[error("invalid {param}: {rule}")]
     InvalidParam { param: String, rule: String },
@@ -52,12 +59,14 @@ impl ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::CursorExpired { .. } | ApiError::Store(StoreError::CursorExpired { .. }) => StatusCode::GONE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 
-    /// The JSON body: the message, plus where a document broke a rule.
-    fn body(&self) -> Value {
+    /// The JSON body: the message, plus where a document broke a rule or where the
+    /// event log now starts.
+    pub(crate) fn body(&self) -> Value {
         if self.status().is_server_error() {
             return json!({ "error": INTERNAL_MESSAGE });
         }
@@ -68,7 +77,19 @@ impl ApiError {
             ApiError::Documents(ParseError::Yaml { index, .. }) => {
                 json!({ "error": self.to_string(), "document": format!("document {index}") })
             }
+            ApiError::CursorExpired { cursor, horizon } => {
+                json!({ "error": self.to_string(), "cursor": cursor, "horizon": horizon })
+            }
             _ => json!({ "error": self.to_string() }),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::CursorExpired { cursor, horizon } => ApiError::CursorExpired { cursor, horizon },
+            other => ApiError::Store(other),
         }
     }
 }
@@ -107,6 +128,16 @@ mod tests {
         assert_eq!(body["document"], "document 2");
         assert_eq!(body["rule"], "unknown");
         assert!(body["error"].as_str().is_some_and(|m| m.contains("document 2")));
+    }
+
+    #[test]
+    fn expired_cursor_is_410_with_the_horizon() {
+        let e = ApiError::from(StoreError::CursorExpired { cursor: 5, horizon: 9 });
+        assert_eq!(e.status(), StatusCode::GONE);
+        let body = e.body();
+        assert_eq!((body["cursor"].as_u64(), body["horizon"].as_u64()), (Some(5), Some(9)));
+        let msg = body["error"].as_str().unwrap_or_default();
+        assert!(msg.starts_with("the cursor 5 fell off the event log (oldest kept is 10): re-list"), "{msg}");
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! | `GET /v1/status?cluster=&syncset=` | key status |
 //! | `GET /v1/status/clusters/{name}`, `GET /v1/status/syncsets/{name}` | roll-ups |
 //! | `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` | explicit retry |
-//! | `GET /v1/events?after=&limit=` | the event log |
+//! | `GET /v1/events?after=&limit=` | the event log (410 if the cursor was trimmed) |
+//! | `GET /v1/events?after=&watch=true` | the event log, then each new event: NDJSON ([`events`]) |
 //! | `GET /healthz`, `GET /metrics` | operations |
 //!
 //! `?tenant=` selects the tenant (default `default`) wherever objects are named.
@@ -28,6 +29,7 @@ pub mod objects;
 pub mod status;
 
 pub use error::ApiError;
+pub use events::Watches;
 pub use metrics::QueueMetrics;
 
 use axum::extract::DefaultBodyLimit;
@@ -38,8 +40,9 @@ use fleetsync_store::Store;
 use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -49,6 +52,15 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// Refreshed from the store at each scrape.
     pub queue_metrics: QueueMetrics,
+    /// Event watch settings, and the switch [`serve`] uses to end the streams.
+    pub watches: Watches,
+}
+
+impl AppState {
+    /// The state with default watch settings.
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, queue_metrics: QueueMetrics) -> Self {
+        Self { store, registry, queue_metrics, watches: Watches::default() }
+    }
 }
 
 /// `{"items": [...]}`, the shape of every list.
@@ -81,14 +93,37 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then lets requests in
-/// flight finish.
+/// How long requests in flight may take to finish once shutdown begins.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Serves the API on `listener` until `shutdown` completes; then ends the event watch
+/// streams and lets requests in flight finish, for at most [`SHUTDOWN_GRACE`] (a client
+/// that stopped reading a stream cannot hold the server up).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    let watches = state.watches.clone();
+    let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        watches.close();
+        let _ = stopping_tx.send(());
+    };
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal).into_future();
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => return r,
+        _ = stopping => {}
+    }
+    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still in flight after the grace period: closing their connections");
+            Ok(())
+        }
+    }
 }
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {

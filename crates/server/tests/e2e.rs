@@ -54,7 +54,7 @@ async fn change_during_apply_converges_to_latest_through_the_api() {
     let mut registry = Registry::default();
     let metrics = RuntimeMetrics::register(&mut registry);
     let queue_metrics = QueueMetrics::register(&mut registry);
-    let app = router(AppState { store: store.clone(), registry: Arc::new(registry), queue_metrics });
+    let app = router(AppState::new(store.clone(), Arc::new(registry), queue_metrics));
 
     // ~25 ms per apply: a key of 5 resources runs for ~130 ms.
     let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.1), fail_rate: 0.0 });

@@ -105,6 +105,7 @@ async fn store_failures_are_hidden() {
         ("GET", "/v1/syncsets/x", StatusCode::INTERNAL_SERVER_ERROR),
         ("GET", "/v1/status", StatusCode::INTERNAL_SERVER_ERROR),
         ("GET", "/v1/events", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/events?watch=true", StatusCode::INTERNAL_SERVER_ERROR),
         ("POST", "/v1/apply", StatusCode::INTERNAL_SERVER_ERROR),
     ];
     for (method, uri, want) in cases {

@@ -1,15 +1,16 @@
 //! A test harness: the router over a real SQLite store in a temporary directory,
 //! called with `oneshot` (no port).
 
-use axum::body::{to_bytes, Body};
+use axum::body::{to_bytes, Body, BodyDataStream};
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use fleetsync_server::{router, AppState, QueueMetrics};
+use fleetsync_server::{router, AppState, QueueMetrics, Watches};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use std::sync::Arc;
+use std::time::Duration;
 use tower::ServiceExt;
 
 /// Two clusters labelled `env=prod` and one SyncSet selecting them: 2 keys.
@@ -35,6 +36,10 @@ spec:
 
 pub struct Api {
     pub router: Router,
+    /// The store behind the router, for what the API does not do (claims, trims).
+    pub store: Arc<dyn Store>,
+    /// The router's watch settings; `close()` ends its watch streams.
+    pub watches: Watches,
     _dir: tempfile::TempDir,
 }
 
@@ -58,9 +63,27 @@ impl Answer {
 
 impl Api {
     pub fn new() -> Self {
+        Self::with_watches(Watches::default())
+    }
+
+    pub fn with_watches(watches: Watches) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store");
-        Api { router: over(Arc::new(store)), _dir: dir }
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
+        let mut registry = Registry::default();
+        let queue_metrics = QueueMetrics::register(&mut registry);
+        let state = AppState { watches: watches.clone(), ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
+        Api { router: router(state), store, watches, _dir: dir }
+    }
+
+    /// Starts a GET whose body is read as it comes (a watch): status, content type,
+    /// and the body's lines.
+    pub async fn stream(&self, uri: &str) -> (StatusCode, String, Lines) {
+        let req = Request::builder().method("GET").uri(uri).body(Body::empty()).expect("request");
+        let resp = self.router.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        let content_type =
+            resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        (status, content_type, Lines { body: resp.into_body().into_data_stream(), buf: Vec::new() })
     }
 
     pub async fn call(&self, method: &str, uri: &str, body: impl Into<Body>) -> Answer {
@@ -86,5 +109,34 @@ impl Api {
 pub fn over(store: Arc<dyn Store>) -> Router {
     let mut registry = Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
-    router(AppState { store, registry: Arc::new(registry), queue_metrics })
+    router(AppState::new(store, Arc::new(registry), queue_metrics))
+}
+
+/// How long a test waits for a line before it fails (a bound on failure, not a delay:
+/// lines normally come within milliseconds).
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The lines of a streamed body (newline-delimited JSON).
+pub struct Lines {
+    body: BodyDataStream,
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    /// The next chunk the server sent, as its lines; `None` when the stream ended.
+    /// Panics if nothing comes within [`PATIENCE`].
+    pub async fn chunk(&mut self) -> Option<Vec<Value>> {
+        use futures_util::StreamExt;
+        let next = tokio::time::timeout(PATIENCE, self.body.next()).await.expect("a chunk within the patience");
+        let bytes = next?.expect("body chunk");
+        self.buf.extend_from_slice(&bytes);
+        assert_eq!(self.buf.last(), Some(&b'\n'), "a chunk ends with a whole line");
+        let lines = std::mem::take(&mut self.buf);
+        Some(lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).expect("a JSON line")).collect())
+    }
+
+    /// The lines of the next chunk, which must be there.
+    pub async fn expect_chunk(&mut self) -> Vec<Value> {
+        self.chunk().await.expect("the stream goes on")
+    }
 }

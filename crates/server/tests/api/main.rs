@@ -2,6 +2,7 @@
 //! `oneshot`.
 
 mod broken;
+mod events;
 mod harness;
 mod objects;
 mod ops;
