@@ -90,6 +90,23 @@ pub struct ServeArgs {
     /// Fraction of simulated applies that fail (clusters with a `simulator` endpoint).
     #[arg(long, env = "FLEETSYNC_SIM_FAIL_RATE", default_value_t = 0.0)]
     pub sim_fail_rate: f64,
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+}
+
+/// How much of the event log the hub keeps. A consumer whose cursor falls behind what
+/// is kept gets 410 Gone and re-lists.
+#[derive(Debug, Clone, Args)]
+pub struct RetentionArgs {
+    /// Keep at most this many events ("0": no limit by count).
+    #[arg(long, env = "FLEETSYNC_EVENT_RETENTION_COUNT", default_value_t = 1_000_000)]
+    pub event_retention_count: u64,
+    /// Drop events older than this ("0s": no limit by age).
+    #[arg(long, env = "FLEETSYNC_EVENT_RETENTION_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub event_retention_age: Duration,
+    /// How often the hub trims the log.
+    #[arg(long, env = "FLEETSYNC_EVENT_TRIM_EVERY", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub event_trim_every: Duration,
 }
 
 /// The engine's tuning knobs, shared by `serve` and `demo`.
@@ -170,6 +187,13 @@ pub struct GetArgs {
     pub output: Format,
     #[arg(long, default_value = "default")]
     pub tenant: String,
+    /// Events: keep following the log and print each new event as it is committed
+    /// (reconnects, resuming from the last event seen, when the hub restarts).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Events: only those after this sequence number (a cursor).
+    #[arg(long)]
+    pub after: Option<u64>,
 }
 
 #[derive(Debug, Args)]

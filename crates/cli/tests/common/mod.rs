@@ -33,6 +33,9 @@ pub struct Hub {
     child: Child,
     pub url: String,
     pub dir: tempfile::TempDir,
+    /// `serve`'s flags (listen address included), to start it again the same way.
+    args: Vec<String>,
+    log: Option<PathBuf>,
 }
 
 impl Hub {
@@ -54,19 +57,51 @@ impl Hub {
         Hub::spawn(dir, store, None)
     }
 
+    /// A hub on a SQLite file in a new temporary directory, with more `serve` flags.
+    pub fn start_flags(flags: &[&str]) -> Hub {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("hub.db").to_str().expect("utf-8").to_string();
+        let mut all = vec!["--db", &db];
+        all.extend_from_slice(flags);
+        Hub::spawn(dir, &all, None)
+    }
+
     fn spawn(dir: tempfile::TempDir, store: &[&str], log: Option<&Path>) -> Hub {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
         let listen = format!("127.0.0.1:{port}");
-        let mut cmd = bin();
-        cmd.args(["serve", "--listen", &listen]).args(store).stdout(Stdio::null());
-        match log {
-            Some(path) => cmd.env("RUST_LOG", "debug").stderr(std::fs::File::create(path).expect("log file")),
-            None => cmd.stderr(Stdio::null()),
-        };
-        let child = cmd.spawn().expect("spawn serve");
-        let hub = Hub { child, url: format!("http://{listen}"), dir };
+        let mut args = vec!["--listen".to_string(), listen.clone()];
+        args.extend(store.iter().map(|s| s.to_string()));
+        let log = log.map(Path::to_path_buf);
+        let child = Hub::launch(&args, log.as_deref());
+        let hub = Hub { child, url: format!("http://{listen}"), dir, args, log };
         hub.wait_until(Duration::from_secs(20), |h| h.cli(&["get", "clusters"]).status.success());
         hub
+    }
+
+    fn launch(args: &[String], log: Option<&Path>) -> Child {
+        let mut cmd = bin();
+        cmd.arg("serve").args(args).stdout(Stdio::null());
+        match log {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("log file");
+                cmd.env("RUST_LOG", "debug").stderr(file)
+            }
+            None => cmd.stderr(Stdio::null()),
+        };
+        cmd.spawn().expect("spawn serve")
+    }
+
+    /// Stops the hub (SIGTERM, graceful, or SIGKILL, a crash) and starts it again on
+    /// the same address and store; returns once it answers.
+    pub fn restart(&mut self, graceful: bool) {
+        if graceful {
+            assert!(self.terminate().success(), "serve exits 0 on SIGTERM");
+        } else {
+            self.child.kill().expect("kill -9");
+            self.child.wait().expect("wait");
+        }
+        self.child = Hub::launch(&self.args, self.log.as_deref());
+        self.wait_until(Duration::from_secs(30), |h| h.cli(&["get", "clusters"]).status.success());
     }
 
     pub fn cli(&self, args: &[&str]) -> Output {
