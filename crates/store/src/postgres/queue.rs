@@ -143,17 +143,21 @@ fn claim_sql(ready: &str, shards: &str) -> String {
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
              ready AS MATERIALIZED ({ready}),
-             picked AS (SELECT * FROM expired UNION ALL SELECT * FROM ready),
+             picked AS MATERIALIZED (SELECT * FROM expired UNION ALL SELECT * FROM ready),
+             -- `id = ANY(ARRAY(…))`, not `FROM picked`: the planner cannot estimate the
+             -- LIMIT above and chose a merge join over the whole primary key, reading every
+             -- dead version of the keys drained before (claims slowed as a drain went on).
              claimed AS (
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
-                 FROM picked p WHERE w.id = p.id
-                 RETURNING w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
-                     w.attempts, w.fence, p.pass, p.at)
+                 WHERE w.id = ANY(ARRAY(SELECT id FROM picked))
+                 RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
+                     w.attempts, w.fence)
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
                  COALESCE(cl.generation, 0)
-             FROM claimed c LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
-             ORDER BY c.pass, c.at, c.tenant, c.cluster, c.syncset"
+             FROM claimed c JOIN picked p ON p.id = c.id
+             LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
+             ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
 }
 
