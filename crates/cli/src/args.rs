@@ -109,9 +109,13 @@ pub struct RetentionArgs {
     pub event_trim_every: Duration,
 }
 
-/// The engine's tuning knobs, shared by `serve` and `demo`.
+/// The engine's tuning knobs, shared by `serve`, `worker`, `demo` and `bench`.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
+    /// This process's id among the members and on the leases it takes; must be unique
+    /// among the processes on one store (default: host-pid-random, new at each start).
+    #[arg(long, env = "FLEETSYNC_WORKER_ID")]
+    pub worker_id: Option<String>,
     /// Applies (keys) in flight at once in this process.
     #[arg(long, env = "FLEETSYNC_MAX_IN_FLIGHT", default_value_t = 4096)]
     pub max_in_flight: usize,
@@ -144,6 +148,31 @@ pub struct EngineArgs {
     /// Safety-net poll when nothing wakes the workers.
     #[arg(long, env = "FLEETSYNC_POLL_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
+}
+
+impl EngineArgs {
+    /// These knobs as command-line flags, for a child process (`bench hive-fleet
+    /// --processes` starts `fleetsync worker`s with the knobs it was given). Every
+    /// field is written, so the child's environment cannot override them; the worker
+    /// id is left out, since each child needs its own.
+    pub fn to_args(&self) -> Vec<String> {
+        let d = |v: Duration| humantime::format_duration(v).to_string();
+        [
+            ("--max-in-flight", self.max_in_flight.to_string()),
+            ("--max-per-cluster", self.max_per_cluster.to_string()),
+            ("--lease-ttl", d(self.lease_ttl)),
+            ("--renew-every", d(self.renew_every)),
+            ("--member-ttl", d(self.member_ttl)),
+            ("--backoff-base", d(self.backoff_base)),
+            ("--backoff-cap", d(self.backoff_cap)),
+            ("--max-attempts", self.max_attempts.to_string()),
+            ("--resync-every", d(self.resync_every)),
+            ("--poll-interval", d(self.poll_interval)),
+        ]
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_string(), value])
+        .collect()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -335,4 +364,23 @@ pub struct DrainArgs {
     pub timeout: Duration,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_knobs_survive_the_trip_to_a_child_process() {
+        let given = [
+            "fleetsync", "worker", "--max-in-flight", "7", "--max-per-cluster", "0", "--lease-ttl", "2s", "--renew-every",
+            "500ms", "--member-ttl", "1s 250ms", "--backoff-base", "3s", "--backoff-cap", "1m", "--max-attempts", "4",
+            "--resync-every", "0s", "--poll-interval", "40ms", "--worker-id", "w-1",
+        ];
+        let Command::Worker(w) = Cli::parse_from(given).command else { panic!("a worker") };
+        let forwarded: Vec<String> = ["fleetsync".to_string(), "worker".to_string()].into_iter().chain(w.engine.to_args()).collect();
+        let Command::Worker(back) = Cli::parse_from(forwarded).command else { panic!("a worker") };
+        let expected = EngineArgs { worker_id: None, ..w.engine };
+        assert_eq!(format!("{:?}", back.engine), format!("{expected:?}"));
+    }
 }

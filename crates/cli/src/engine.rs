@@ -7,7 +7,7 @@ use fleetsync_applier::sim::SimFleet;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_runtime::secrets::StoreSecrets;
-use fleetsync_runtime::RuntimeConfig;
+use fleetsync_runtime::{default_worker_id, RuntimeConfig};
 use fleetsync_store::{RetryPolicy, Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +36,15 @@ pub fn runtime_config(a: &EngineArgs) -> Result<RuntimeConfig> {
     if a.poll_interval < Duration::from_millis(10) {
         bail!("--poll-interval must be at least 10ms");
     }
+    let worker_id = match &a.worker_id {
+        Some(id) if id.trim().is_empty() || id.chars().any(char::is_control) => {
+            bail!("--worker-id must be a non-empty name without control characters, got {id:?}")
+        }
+        Some(id) => id.clone(),
+        None => default_worker_id(),
+    };
     Ok(RuntimeConfig {
+        worker_id,
         max_in_flight: a.max_in_flight,
         member_ttl: a.member_ttl,
         max_per_cluster: (a.max_per_cluster > 0).then_some(a.max_per_cluster),

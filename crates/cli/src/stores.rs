@@ -48,12 +48,14 @@ pub fn describe(a: &StoreArgs) -> String {
 /// `fleetsync worker`: the runtime alone, until SIGINT or SIGTERM.
 pub async fn worker(a: WorkerArgs) -> Result<()> {
     let url = required_url(&a.pg)?;
+    let config = runtime_config(&a.engine)?;
     let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
     let store: Arc<dyn Store> = Arc::new(store);
-    let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store), runtime_config(&a.engine)?, RuntimeMetrics::unregistered());
+    let id = config.worker_id.clone();
+    let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store), config, RuntimeMetrics::unregistered());
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
-    tracing::info!("fleetsync worker running");
+    tracing::info!(id, "fleetsync worker running");
     runtime.run(shutdown).await?;
     tracing::info!("stopped");
     Ok(())
