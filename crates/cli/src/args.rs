@@ -326,6 +326,18 @@ pub struct HiveFleetArgs {
     /// Give up if the fleet has not settled by then.
     #[arg(long, default_value = "20m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// Run the hub as `fleetsync worker` processes on this PostgreSQL (a fresh schema
+    /// per run, dropped afterwards) instead of in this process on SQLite.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Worker processes (needs --database-url above 1). Each gets the engine knobs
+    /// given here, so --max-in-flight is a per-process limit: to measure scaling, fix
+    /// it low enough that the limit, not the CPU, bounds a process's throughput.
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
+    /// PostgreSQL connections in each worker process's pool (with --database-url).
+    #[arg(long, default_value_t = 16)]
+    pub pool_size: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -1,9 +1,12 @@
 //! `fleetsync bench hive-fleet`: the fleet workload through the Kubernetes applier
 //! over loopback HTTP, against a `fleetsync sim` in its own process (so the CPU and
 //! memory figures are the hub's alone). With `--baseline hive`, the same workload the
-//! way today's controllers run it, in the same run, for a ratio.
+//! way today's controllers run it, in the same run, for a ratio. With `--database-url`
+//! the hub is `--processes` worker processes on PostgreSQL instead
+//! ([`crate::bench_processes`]).
 
 use crate::args::HiveFleetArgs;
+use crate::bench_processes::{self, ProcessUsage};
 use crate::engine::{check_fail_rate, runtime_config, store_config};
 use crate::process::{cpu_time, peak_rss_bytes};
 use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
@@ -33,6 +36,12 @@ struct BenchReport {
     report: Report,
     cpu_seconds: f64,
     verdict: Verdict,
+    /// Worker processes (with `--database-url` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    processes: Option<usize>,
+    /// Each worker process's share of `cpu_seconds` and its peak RSS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_process: Option<Vec<ProcessUsage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline: Option<BaselineReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,11 +62,22 @@ struct Verdict {
     overlaps: u64,
 }
 
+/// How the hub ran: its report, CPU time, store size, the simulator's report read
+/// once at the end, and (worker processes) each process's usage.
+pub(crate) struct HubRun {
+    pub report: Report,
+    pub cpu: Duration,
+    pub store_bytes: u64,
+    pub sim: SimReport,
+    pub per_process: Option<Vec<ProcessUsage>>,
+}
+
 pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     let shape = fleet_shape(a.clusters, a.syncsets, a.resources)?;
     if a.baseline.is_some() && a.baseline_workers == 0 {
         bail!("--baseline-workers must be at least 1");
     }
+    bench_processes::check(&a)?;
     let fail_rate = check_fail_rate(a.fail_rate)?;
     let _sim_process;
     let sim_url = match &a.sim {
@@ -70,7 +90,11 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         }
     };
     let http = reqwest::Client::new();
-    let (report, cpu, store_bytes, sim_report) = run_hub(&a, shape, &sim_url, &http).await?;
+    let hub = match &a.database_url {
+        None => run_hub(&a, shape, &sim_url, &http).await?,
+        Some(url) => bench_processes::run(&a, url, shape, &sim_url, &http).await?,
+    };
+    let HubRun { report, cpu, store_bytes, sim: sim_report, per_process } = hub;
     let verdict = verdict(&http, &sim_url, shape, &sim_report).await?;
     let clean = report.converged && verdict == Verdict { latest_generation: true, order_kept: true, overlaps: 0 };
     let baseline = match a.baseline {
@@ -78,7 +102,8 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         None => None,
     };
     let speedup = baseline.as_ref().map(|b| report.applies_per_sec / b.report.applies_per_sec.max(1e-9));
-    let out = BenchReport { report, cpu_seconds: cpu.as_secs_f64(), verdict, baseline, speedup };
+    let processes = a.database_url.is_some().then_some(a.processes);
+    let out = BenchReport { report, cpu_seconds: cpu.as_secs_f64(), verdict, processes, per_process, baseline, speedup };
     if a.json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
@@ -87,14 +112,8 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     Ok(clean)
 }
 
-/// Runs the hub on the embedded store until the fleet settles; returns its report,
-/// CPU time, store size, and the simulator's report read once at the end.
-async fn run_hub(
-    a: &HiveFleetArgs,
-    shape: FleetShape,
-    sim: &str,
-    http: &reqwest::Client,
-) -> Result<(Report, Duration, u64, SimReport)> {
+/// Runs the hub on the embedded store, in this process, until the fleet settles.
+async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest::Client) -> Result<HubRun> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
     let store = Arc::new(SqliteStore::open(dir.path().join("bench.db"), store_config(&a.engine)?)?);
     let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
@@ -115,24 +134,30 @@ async fn run_hub(
     shutdown.cancel();
     workers.await.context("the workers panicked")??;
 
-    let sim_report: SimReport = serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?)
-        .context("the simulator's report has an unexpected shape")?;
-    let applies = sim_report.totals.applies;
+    let sim_report = read_sim_report(http, sim).await?;
+    let report = hub_report(&sim_report, seconds, settled, parked, peak_rss_bytes());
+    Ok(HubRun { report, cpu, store_bytes: store.size_bytes(), sim: sim_report, per_process: None })
+}
+
+/// `GET /_sim/report`.
+pub(crate) async fn read_sim_report(http: &reqwest::Client, sim: &str) -> Result<SimReport> {
+    serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?).context("the simulator's report has an unexpected shape")
+}
+
+/// The hub's report: applies and make-spans as the simulator saw them, over `seconds`.
+pub(crate) fn hub_report(sim: &SimReport, seconds: f64, settled: bool, parked: u64, peak_rss_bytes: u64) -> Report {
+    let applies = sim.totals.applies;
     let ms = |v: f64| Duration::from_secs_f64(v.max(0.0) / 1e3);
-    let pairs = sim_report
-        .clusters
-        .values()
-        .map(|c| (ms(c.makespan_ms), ms(c.critical_path_ms)));
-    let report = Report {
+    let pairs = sim.clusters.values().map(|c| (ms(c.makespan_ms), ms(c.critical_path_ms)));
+    Report {
         applies,
         seconds,
         applies_per_sec: applies as f64 / seconds.max(1e-9),
         makespan_over_critical: quantiles(pairs),
         failed_keys: parked,
         converged: settled && parked == 0,
-        peak_rss_bytes: peak_rss_bytes(),
-    };
-    Ok((report, cpu, store.size_bytes(), sim_report))
+        peak_rss_bytes,
+    }
 }
 
 fn kube() -> KubeApplier {
@@ -286,11 +311,15 @@ fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usiz
         ("hub CPU seconds", format!("{:.1} ({:.0}% of one core)", b.cpu_seconds, 100.0 * b.cpu_seconds / r.seconds.max(1e-9))),
         ("hub peak RSS", format!("{:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0))),
         ("store size", format!("{:.1} MiB", store_bytes as f64 / (1024.0 * 1024.0))),
-        (
-            "sim verdict",
-            format!("latest generation {}, order kept {}, overlaps {}", b.verdict.latest_generation, b.verdict.order_kept, b.verdict.overlaps),
-        ),
     ];
+    if let (Some(n), Some(each)) = (b.processes, &b.per_process) {
+        let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+        let shares: Vec<String> = each.iter().map(|p| format!("{:.1} s / {:.0} MiB", p.cpu_seconds, mib(p.peak_rss_bytes))).collect();
+        rows.push(("worker processes", format!("{n} on PostgreSQL (CPU and RSS are their sums)")));
+        rows.push(("per process (CPU / RSS)", shares.join(", ")));
+    }
+    let v = &b.verdict;
+    rows.push(("sim verdict", format!("latest generation {}, order kept {}, overlaps {}", v.latest_generation, v.order_kept, v.overlaps)));
     if let (Some(base), Some(x)) = (&b.baseline, b.speedup) {
         rows.push(("baseline (hive)", format!("{workers} workers, {:.0} applies/s over {:.0} s", base.report.applies_per_sec, base.report.seconds)));
         rows.push(("speed-up", format!("{x:.0}×")));

@@ -258,12 +258,12 @@ impl Applier for NoopApplier {
 
 /// A plain connection for creating and dropping the bench's schemas and checking the
 /// peer's tables.
-struct Admin {
+pub(crate) struct Admin {
     client: tokio_postgres::Client,
 }
 
 impl Admin {
-    async fn connect(url: &str) -> Result<Self> {
+    pub(crate) async fn connect(url: &str) -> Result<Self> {
         let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
             .context("cannot connect to PostgreSQL (check --database-url)")?;
@@ -275,8 +275,9 @@ impl Admin {
         Ok(Self { client })
     }
 
-    /// The name comes from [`fresh_schema_name`]: a plain identifier, safe to splice.
-    async fn drop_schema(&self, schema: &str) -> Result<()> {
+    /// The name is one of the benches' own (`bench_…_<pid>…`): a plain identifier,
+    /// safe to splice.
+    pub(crate) async fn drop_schema(&self, schema: &str) -> Result<()> {
         self.client
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
             .await
@@ -289,14 +290,14 @@ impl Admin {
     /// ~28× the buffer reads, drain 2× slower) until autovacuum first analyzes the
     /// table, a minute or more later. A long-running hub has statistics; graphile_worker
     /// runs ANALYZE itself after large batches.
-    async fn analyze(&self, schema: &str) -> Result<()> {
+    pub(crate) async fn analyze(&self, schema: &str) -> Result<()> {
         self.client
             .batch_execute(&format!("ANALYZE {schema}.work, {schema}.clusters, {schema}.syncsets"))
             .await
             .with_context(|| format!("analyzing the tables of {schema}"))
     }
 
-    async fn count(&self, sql: &str) -> Result<i64> {
+    pub(crate) async fn count(&self, sql: &str) -> Result<i64> {
         Ok(self.client.query_one(sql, &[]).await.with_context(|| format!("running {sql}"))?.try_get(0)?)
     }
 }

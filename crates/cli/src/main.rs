@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod bench_processes;
 mod client;
 mod demo;
 mod drain;

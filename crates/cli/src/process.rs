@@ -1,27 +1,54 @@
-//! This process's CPU time and peak memory, read from /proc (Linux).
+//! CPU time and peak memory of this process or a child, read from /proc (Linux).
 
 use std::time::Duration;
 
-/// Peak resident set size (VmHWM), in bytes; 0 where /proc is not available.
-pub fn peak_rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+/// Which process to read: this one, or another by pid (a child, read before it is
+/// reaped: once it has exited /proc no longer has it).
+#[derive(Debug, Clone, Copy)]
+pub enum Proc {
+    Me,
+    Pid(u32),
 }
 
-/// User plus system CPU time used so far (utime + stime, in the kernel's USER_HZ
-/// ticks of 1/100 s).
+impl Proc {
+    fn read(self, file: &str) -> String {
+        let path = match self {
+            Proc::Me => format!("/proc/self/{file}"),
+            Proc::Pid(pid) => format!("/proc/{pid}/{file}"),
+        };
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    /// Peak resident set size (VmHWM), in bytes; 0 where /proc is not available.
+    pub fn peak_rss_bytes(self) -> u64 {
+        self.read("status")
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// User plus system CPU time used so far (utime + stime, in the kernel's USER_HZ
+    /// ticks of 1/100 s).
+    pub fn cpu_time(self) -> Duration {
+        let stat = self.read("stat");
+        // Fields after the command name (which may contain spaces) start after ')'.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        // utime and stime are fields 14 and 15 of stat; 12 and 13 after the name and state.
+        Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    }
+}
+
+/// This process's peak resident set size, in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    Proc::Me.peak_rss_bytes()
+}
+
+/// This process's CPU time so far.
 pub fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may contain spaces) start after ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-    // utime and stime are fields 14 and 15 of stat; 12 and 13 after the name and state.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    Proc::Me.cpu_time()
 }
 
 #[cfg(test)]
@@ -38,5 +65,8 @@ mod tests {
         assert!(x > 0);
         assert!(cpu_time() >= start);
         assert!(peak_rss_bytes() > 1024 * 1024, "a process uses more than 1 MiB");
+        let me = Proc::Pid(std::process::id());
+        assert!(me.peak_rss_bytes() > 1024 * 1024 && me.cpu_time() >= start, "by pid as by self");
+        assert_eq!(Proc::Pid(u32::MAX).cpu_time(), Duration::ZERO, "no such process");
     }
 }
