@@ -12,7 +12,7 @@ use crate::per_cluster::ClusterSlots;
 use crate::resync::resync_loop;
 use crate::{RuntimeConfig, RuntimeError};
 use fleetsync_applier::Applier;
-use fleetsync_model::Phase;
+use fleetsync_model::{Phase, Timestamp};
 use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,8 +122,10 @@ impl Runtime {
                 shards: shards.clone(),
                 ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
             };
-            // The store stamps the leases inside this call: they end no sooner than this.
+            // The store stamps the leases inside this call: they end no sooner than this,
+            // and what was due by `claimed_at` the claim saw.
             let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
+            let claimed_at = cfg.clock.now();
             let items = match self.store.work_claim(params).await {
                 Ok(items) => items,
                 Err(e) => {
@@ -150,28 +152,31 @@ impl Runtime {
             }
             drop(slots);
             if got < asked {
-                self.wait_for_work(&mut wake, &mut view, shards.as_deref(), &shared.slots, shutdown).await;
+                self.wait_for_work(&mut wake, &mut view, shards.as_deref(), &shared.slots, claimed_at, shutdown).await;
             }
         }
     }
 
     /// Sleeps until a wake-up, the next scheduled key of our shards, the safety poll, a
     /// change of the shards we own, or (with a per-cluster limit) the end of one of
-    /// this process's runs.
+    /// this process's runs. `claimed_at`: when the claim that came up short started.
     async fn wait_for_work(
         &self,
         wake: &mut watch::Receiver<u64>,
         view: &mut watch::Receiver<View>,
         shards: Option<&[u16]>,
         slots: &ClusterSlots,
+        claimed_at: Timestamp,
         shutdown: &CancellationToken,
     ) {
         let poll = self.config.poll_interval;
         let now = self.config.clock.now();
         let delay = match self.store.work_next_ready_at(shards).await {
-            // With a limit, a key that is due but was not claimed was held back: only
-            // a run ending (`freed`) makes room for it, so do not spin on it.
-            Ok(Some(at)) if slots.is_limited() && at <= now => poll,
+            // With a limit, a key that was due when the claim looked but was not
+            // claimed was held back: only a run ending (`freed`) makes room for it, so
+            // do not spin on it. One that became due since (a lease that ran out just
+            // after the claim) is not held back: claim it at once, below.
+            Ok(Some(at)) if slots.is_limited() && at <= claimed_at => poll,
             Ok(Some(at)) => at.since(now).clamp(Duration::from_millis(5), poll),
             _ => poll,
         };

@@ -1,0 +1,142 @@
+//! Take-over of a dead worker's key when its lease runs out between this worker's
+//! claim and its look at what is due next: the key must be claimed at once, not after
+//! the safety poll. (With a per-cluster limit, a due key the claim passed over is held
+//! back and waits for a run to end; a key that only became due after the claim looked
+//! is not held back.)
+
+use async_trait::async_trait;
+use fleetsync_applier::sim::{SimConfig, SimFleet};
+use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
+use fleetsync_store::sqlite::SqliteStore;
+use fleetsync_store::*;
+use fleetsync_testkit::{hive_fleet, FleetShape};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+const DEAD_LEASE: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
+    let config = StoreConfig { clock: clock.clone(), ..StoreConfig::default() };
+    let inner = SqliteStore::open(dir.path().join("f.db"), config).expect("open");
+    let shape = FleetShape { clusters: 1, syncsets: 1, resources: 1 };
+    inner.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
+    let dead = inner.work_claim(ClaimParams::new("dead", 1, DEAD_LEASE)).await.expect("claim");
+    assert_eq!(dead.len(), 1, "the dead worker holds the only key");
+
+    // The runtime's first claim finds the key leased; right after it, time moves past
+    // the dead worker's lease.
+    let store: Arc<dyn Store> = Arc::new(ExpireAfterClaim { inner, clock: clock.clone(), done: AtomicBool::new(false) });
+    let sim = SimFleet::new(SimConfig { latency: fleetsync_applier::latency::LatencyModel::hive_fleet_scaled(0.0), fail_rate: 0.0 });
+    let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() });
+    let config = RuntimeConfig {
+        clock,
+        max_per_cluster: Some(4),
+        poll_interval: Duration::from_secs(60),
+        ..RuntimeConfig::default()
+    };
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(Runtime::new(store.clone(), applier, config, RuntimeMetrics::unregistered()).run(shutdown.clone()));
+
+    let start = Instant::now();
+    loop {
+        let stats = store.queue_stats().await.expect("stats");
+        if stats.by_phase.get(&Phase::Applied) == Some(&1) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the expired key waited for the safety poll: {:?}", stats.by_phase);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    shutdown.cancel();
+    task.await.expect("joins").expect("runs");
+}
+
+/// The SQLite store, except that the clock jumps past the dead worker's lease right
+/// after the first claim made through it.
+struct ExpireAfterClaim {
+    inner: SqliteStore,
+    clock: Arc<ManualClock>,
+    done: AtomicBool,
+}
+
+#[async_trait]
+impl Store for ExpireAfterClaim {
+    async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
+        let claimed = self.inner.work_claim(params).await;
+        if !self.done.swap(true, Ordering::SeqCst) {
+            assert!(claimed.as_ref().is_ok_and(Vec::is_empty), "the first claim finds the key leased");
+            self.clock.advance(2 * DEAD_LEASE);
+        }
+        claimed
+    }
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        self.inner.objects_apply(docs).await
+    }
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+        self.inner.object_delete(kind, tenant, name).await
+    }
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
+        self.inner.cluster_get(tenant, name).await
+    }
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
+        self.inner.cluster_list(tenant).await
+    }
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
+        self.inner.syncset_get(tenant, name).await
+    }
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
+        self.inner.syncset_list(tenant).await
+    }
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
+        self.inner.secret_get(tenant, name).await
+    }
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
+        self.inner.secret_list(tenant).await
+    }
+    async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
+        self.inner.lease_renew(params).await
+    }
+    async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
+        self.inner.work_complete(completions).await
+    }
+    async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
+        self.inner.work_release(key, fence).await
+    }
+    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
+        self.inner.work_retry(key).await
+    }
+    async fn work_resync(&self) -> Result<u64> {
+        self.inner.work_resync().await
+    }
+    async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
+        self.inner.work_next_ready_at(shards).await
+    }
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
+        self.inner.member_heartbeat(beat).await
+    }
+    async fn member_leave(&self, id: &str) -> Result<()> {
+        self.inner.member_leave(id).await
+    }
+    async fn member_list(&self) -> Result<Vec<Member>> {
+        self.inner.member_list().await
+    }
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        self.inner.status_list(filter).await
+    }
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        self.inner.queue_stats().await
+    }
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.inner.events_read(after, limit).await
+    }
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.subscribe()
+    }
+}
