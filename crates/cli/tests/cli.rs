@@ -47,8 +47,9 @@ fn demo_with_failures_retries_and_converges() {
 
 #[test]
 fn bad_flags_say_what_to_fix() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["demo", "--fail-rate", "2"], "fail rate must be between 0 and 1"),
+        (&["demo", "--worker-id", " "], "--worker-id must be a non-empty name"),
         (&["demo", "--clusters", "0"], "--clusters, --syncsets and --resources must each be at least 1"),
         (&["demo", "--renew-every", "40s"], "--renew-every"),
         (&["demo", "--lease-ttl", "soon"], "--lease-ttl"),
@@ -141,6 +142,36 @@ fn bench_rejects_bad_flags() {
     assert!(!out.status.success() && stderr(&out).contains("--resources"), "{}", stderr(&out));
     let out = run(&["sim", "--fail-status", "200"]);
     assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
+    let out = run(&["bench", "hive-fleet", "--processes", "2"]);
+    assert!(!out.status.success() && stderr(&out).contains("--processes 2 needs --database-url"), "{}", stderr(&out));
+    let out = run(&["bench", "hive-fleet", "--processes", "0", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
+    assert!(!out.status.success() && stderr(&out).contains("--processes must be at least 1"), "{}", stderr(&out));
+}
+
+/// `bench hive-fleet --database-url … --processes N --json` as scripts run it: the
+/// hive-fleet fields plus `processes`, a clean verdict, each worker's usage, and the
+/// run's schema (`bench_fleet_<pid>`) dropped afterwards.
+#[test]
+fn bench_hive_fleet_with_worker_processes() {
+    let url = database_url();
+    let args = [
+        "bench", "hive-fleet", "--clusters", "20", "--syncsets", "5", "--resources", "3", "--latency-scale", "0.02",
+        "--database-url", &url, "--processes", "2", "--max-in-flight", "8", "--member-ttl", "1s", "--json",
+    ];
+    let child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run fleetsync");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait for fleetsync");
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    assert_eq!(v["processes"], 2, "{v}");
+    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
+    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(300), Some(0)));
+    let each = v["per_process"].as_array().expect("per_process");
+    assert_eq!(each.len(), 2, "{v}");
+    assert!(each.iter().all(|p| p["peak_rss_bytes"].as_u64() > Some(1 << 20)), "worker RSS read from /proc: {v}");
+    let sql = format!("SELECT count(*) FROM pg_namespace WHERE nspname = 'bench_fleet_{pid}'");
+    let left = std::process::Command::new("psql").args([url.as_str(), "-Atc", &sql]).output().expect("psql");
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the run's schema was left behind");
 }
 
 /// Many processes on one PostgreSQL store: `migrate`, then a hub (`serve`) and a
