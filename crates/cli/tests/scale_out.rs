@@ -1,0 +1,395 @@
+//! Scale-out with real processes on the real PostgreSQL: `fleetsync worker`s on one
+//! schema of the test's own (dropped afterwards), applying a fleet to a `fleetsync
+//! sim` child over HTTP, as users run them.
+//!
+//! * Three workers; one of them is killed with SIGKILL twenty times, a replacement
+//!   started each time, while the fleet runs and changes: every key converges to its
+//!   latest generation, the sim records no overlapping applies of a key, and the keys
+//!   each killed process held are taken over within 2 × the lease TTL.
+//! * Two workers with a fixed in-flight limit run a fleet and a third joins: only the
+//!   shards rendezvous hashing gives the newcomer move (seen in who holds which
+//!   shard's leases), and throughput rises.
+//!
+//! The two run one at a time: both measure time on a shared 2-core machine.
+
+mod common;
+
+use common::{bin, database_url, Schema};
+use fleetsync_model::shard::{owned_by, owner_of};
+use fleetsync_model::{Endpoint, Phase, WorkKey};
+use fleetsync_store::postgres::{PgOptions, PgStore};
+use fleetsync_store::{StatusFilter, Store, StoreConfig};
+use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, unsettled, wait_settled, FleetShape};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The lease TTL of the kill test; take-over must happen within twice this.
+const LEASE_TTL: Duration = Duration::from_secs(2);
+const KILLS: usize = 20;
+
+/// Three workers, one killed -9 twenty times while the fleet runs and changes.
+#[test]
+fn kill_9_a_worker_twenty_times_while_the_fleet_changes() {
+    let _one_at_a_time = serial();
+    block_on(kill_loop());
+}
+
+async fn kill_loop() {
+    // A run of a key (5 applies) takes ~0.3 s; a generation of the fleet a few seconds.
+    let sim = Sim::start(0.2);
+    let fx = Fixture::new("scale_kill").await;
+    let shape = FleetShape { clusters: 60, syncsets: 10, resources: 5 };
+    let mut revision = 1;
+    fx.load(shape, &sim, revision).await;
+    let knobs = ["--lease-ttl", "2s", "--renew-every", "500ms", "--member-ttl", "1s", "--max-in-flight", "16"];
+    let mut started = 0;
+    let mut start = |fx: &Fixture| {
+        started += 1;
+        Worker::start(fx, &format!("kill-{started:02}"), &knobs)
+    };
+    let mut workers: Vec<Worker> = (0..3).map(|_| start(&fx)).collect();
+
+    let mut takeovers = Vec::with_capacity(KILLS);
+    for kill in 1..=KILLS {
+        // The victim: the worker holding the most leases. The fleet changes again
+        // whenever it has nearly caught up, so every kill lands in the middle of work.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (victim, held) = loop {
+            let stats = fx.store.queue_stats().await.expect("queue stats");
+            if unsettled(&stats) < shape.keys() as u64 / 4 {
+                revision += 1;
+                fx.load(shape, &sim, revision).await;
+            }
+            let leases = fx.lease_counts().await;
+            let busiest = workers.iter().enumerate().map(|(i, w)| (leases.get(&w.id).copied().unwrap_or(0), i)).max();
+            if let Some((held, i)) = busiest.filter(|(n, _)| *n > 0) {
+                break (i, held);
+            }
+            assert!(Instant::now() < deadline, "kill {kill}: no worker holds a lease\n{}", fx.logs());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let mut dead = workers.swap_remove(victim);
+        dead.kill9();
+        let killed = Instant::now();
+        workers.push(start(&fx));
+
+        // Taken over: no key is left running under the dead process's lease.
+        loop {
+            let left = fx.lease_counts().await.get(&dead.id).copied().unwrap_or(0);
+            let took = killed.elapsed();
+            if left == 0 {
+                takeovers.push(took);
+                break;
+            }
+            assert!(
+                took <= 2 * LEASE_TTL,
+                "kill {kill}: {left} of the ~{held} keys {} held are not taken over {took:?} after it died\n{}",
+                dead.id,
+                fx.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    let (stats, settled) = wait_settled(&fx.store, Duration::from_secs(120)).await.expect("queue stats");
+    assert!(settled, "the fleet did not settle after the kills: {:?}\n{}", stats.by_phase, fx.logs());
+    let report = sim.get("/_sim/report").await;
+    fx.assert_latest(shape, &sim, revision).await;
+    assert_eq!(report["totals"]["overlaps"], 0, "two applies of one key at once: {}", report["totals"]);
+    assert_eq!(report["totals"]["order_violations"], 0, "{}", report["totals"]);
+    takeovers.sort();
+    println!(
+        "{KILLS} kills, {revision} generations, {} applies ({} refused as fenced); take-over after a kill: median {:?}, max {:?} (bound {:?})",
+        report["totals"]["applies"],
+        report["totals"]["fenced"],
+        takeovers[takeovers.len() / 2],
+        takeovers[takeovers.len() - 1],
+        2 * LEASE_TTL
+    );
+}
+
+/// Two workers run a fleet, each at a fixed in-flight limit; a third joins.
+#[test]
+fn a_joining_worker_takes_only_its_shards_and_throughput_rises() {
+    let _one_at_a_time = serial();
+    block_on(join());
+}
+
+async fn join() {
+    // 8 keys in flight per process, each apply ~110 ms: ~70 applies/s per process,
+    // far below what the CPU allows, so the limit bounds throughput. The fleet is big
+    // enough that no process runs out of work in its shards before the end. Loaded
+    // one SyncSet per transaction, so keys are claimed SyncSet by SyncSet, each a sweep
+    // over every cluster: a window of a few seconds sees most shards at work.
+    let sim = Sim::start(0.4);
+    let fx = Fixture::new("scale_join").await;
+    let shape = FleetShape { clusters: 120, syncsets: 10, resources: 6 };
+    fx.load_by_syncset(shape, &sim).await;
+    let knobs = ["--lease-ttl", "5s", "--renew-every", "1s", "--member-ttl", "3s", "--max-in-flight", "8"];
+    let ids: Vec<String> = ["join-a", "join-b", "join-c"].map(String::from).to_vec();
+    let (two, newcomer) = (&ids[..2], &ids[2]);
+    let _first: Vec<Worker> = two.iter().map(|id| Worker::start(&fx, id, &knobs)).collect();
+    fx.wait_sharded(two, None).await;
+    let before = fx.window(&sim, two).await;
+
+    let _joined = Worker::start(&fx, newcomer, &knobs);
+    fx.wait_sharded(&ids, Some(newcomer)).await;
+    let after = fx.window(&sim, &ids).await;
+
+    // Every shard seen in both windows kept its owner, unless the newcomer took it.
+    let mut moved = Vec::new();
+    for (shard, owner) in &after.owners {
+        match before.owners.get(shard) {
+            Some(was) if was != owner => {
+                assert_eq!(owner, newcomer, "shard {shard} moved from {was} to {owner}, not to the newcomer");
+                moved.push(*shard);
+            }
+            _ => {}
+        }
+    }
+    let newcomers = after.owners.values().filter(|o| *o == newcomer).count();
+    assert!(!moved.is_empty() && newcomers > 0, "the newcomer took no shard: {:?}", after.owners);
+    let report = sim.get("/_sim/report").await;
+    assert_eq!(report["totals"]["overlaps"], 0, "two applies of one key at once: {}", report["totals"]);
+    let ratio = after.rate / before.rate;
+    println!(
+        "2 workers: {:.0} applies/s; 3 workers: {:.0} applies/s ({ratio:.2}×); hashing gives the newcomer {} of 256 shards; \
+         seen at work: {} shards moving (all to the newcomer), the newcomer running keys of {newcomers}",
+        before.rate,
+        after.rate,
+        owned_by(newcomer, &ids).len(),
+        moved.len()
+    );
+    assert!(ratio > 1.2, "throughput did not rise enough with a third worker: {:.0} → {:.0} applies/s", before.rate, after.rate);
+}
+
+/// What a measuring window saw: applies per second, and who ran each shard's keys.
+struct Window {
+    rate: f64,
+    owners: BTreeMap<u16, String>,
+}
+
+/// One test's schema, its store, and a plain connection to look into it.
+struct Fixture {
+    schema: String,
+    store: PgStore,
+    db: tokio_postgres::Client,
+    url: String,
+    logs: tempfile::TempDir,
+    /// Dropped last: the schema goes once everything using it is gone.
+    _drop: Schema,
+}
+
+impl Fixture {
+    async fn new(prefix: &str) -> Fixture {
+        let url = database_url();
+        let schema = format!("{prefix}_{}", std::process::id());
+        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect to PostgreSQL");
+        tokio::spawn(connection);
+        db.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await.expect("drop a leftover schema");
+        let guard = Schema(schema.clone());
+        let options = PgOptions { schema: Some(schema.clone()), pool_size: 4, migrate: true };
+        let store = PgStore::connect_with(&url, options, StoreConfig::default()).await.expect("open the store");
+        let logs = tempfile::tempdir().expect("tempdir");
+        Fixture { schema, store, db, url, logs, _drop: guard }
+    }
+
+    /// Applies the fleet at `revision` (SyncSet generation `revision`), on the sim.
+    async fn load(&self, shape: FleetShape, sim: &Sim, revision: i64) {
+        let endpoint = |i: usize| Endpoint::Http { url: format!("{}/clusters/{}", sim.url, cluster_name(i)) };
+        self.store.objects_apply(hive_fleet(shape, endpoint, &format!("r{revision}"))).await.expect("apply the fleet");
+        if revision == 1 {
+            self.analyze().await;
+        }
+    }
+
+    /// The fleet at revision 1: the clusters, then each SyncSet in a transaction of its
+    /// own (its keys are claimable at a time of their own).
+    async fn load_by_syncset(&self, shape: FleetShape, sim: &Sim) {
+        let endpoint = |i: usize| Endpoint::Http { url: format!("{}/clusters/{}", sim.url, cluster_name(i)) };
+        let mut docs = hive_fleet(shape, endpoint, "r1");
+        let syncsets = docs.split_off(shape.clusters);
+        self.store.objects_apply(docs).await.expect("apply the clusters");
+        for s in syncsets {
+            self.store.objects_apply(vec![s]).await.expect("apply a SyncSet");
+        }
+        self.analyze().await;
+    }
+
+    /// Planner statistics for the freshly filled tables, as a long-running store has.
+    async fn analyze(&self) {
+        let s = &self.schema;
+        self.db.batch_execute(&format!("ANALYZE {s}.work, {s}.clusters, {s}.syncsets")).await.expect("analyze");
+    }
+
+    /// (shard, lease owner) of every key being run.
+    async fn running(&self) -> Vec<(u16, String)> {
+        let sql = format!("SELECT shard, lease_owner FROM {}.work WHERE phase = 'running'", self.schema);
+        let rows = self.db.query(&sql, &[]).await.expect("query running keys");
+        rows.iter().map(|r| (u16::try_from(r.get::<_, i16>(0)).expect("a shard"), r.get::<_, String>(1))).collect()
+    }
+
+    /// Keys being run, by lease owner.
+    async fn lease_counts(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for (_, owner) in self.running().await {
+            *counts.entry(owner).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Waits until `members` are exactly the live members, each has heard of the others
+    /// (its latest heartbeat is after the last one joined), and every key being run is
+    /// run by its shard's owner among them (leases taken before are over); with
+    /// `busy`, also until that member runs keys.
+    async fn wait_sharded(&self, members: &[String], busy: Option<&String>) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let live = self.store.member_list().await.expect("members");
+            let ids: Vec<&String> = live.iter().map(|m| &m.id).collect();
+            let last_join = live.iter().map(|m| m.started_at).max();
+            let heard = live.iter().all(|m| Some(m.heartbeat_at) > last_join);
+            let running = self.running().await;
+            let sharded = running.iter().all(|(shard, owner)| owner_of(*shard, members) == Some(owner.as_str()));
+            let working = busy.is_none_or(|b| running.iter().any(|(_, owner)| owner == b));
+            if ids.len() == members.len() && ids.iter().all(|id| members.contains(id)) && heard && sharded && working {
+                return;
+            }
+            assert!(Instant::now() < deadline, "members {members:?} did not settle: live {ids:?}, running {running:?}\n{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Measures applies/s over a few seconds while checking, every 100 ms, that every
+    /// key being run is run by its shard's owner among `members`.
+    async fn window(&self, sim: &Sim, members: &[String]) -> Window {
+        const LENGTH: Duration = Duration::from_secs(4);
+        let applies = || async { sim.get("/_sim/report").await["totals"]["applies"].as_u64().expect("applies") };
+        let (start, applied0) = (Instant::now(), applies().await);
+        let mut owners = BTreeMap::new();
+        while start.elapsed() < LENGTH {
+            for (shard, owner) in self.running().await {
+                let expected = owner_of(shard, members);
+                assert_eq!(Some(owner.as_str()), expected, "shard {shard} is run by {owner}, but hashing gives it to {expected:?} among {members:?}");
+                owners.insert(shard, owner);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (applied, seconds) = (applies().await - applied0, start.elapsed().as_secs_f64());
+        Window { rate: applied as f64 / seconds, owners }
+    }
+
+    /// Every key Applied at `revision`, in the store and on the sim's clusters.
+    async fn assert_latest(&self, shape: FleetShape, sim: &Sim, revision: i64) {
+        let statuses = self.store.status_list(&StatusFilter::default()).await.expect("status");
+        assert_eq!(statuses.len(), shape.keys());
+        for s in &statuses {
+            assert!(s.phase == Phase::Applied && s.generation == revision && s.observed_generation == revision, "{s:?}");
+        }
+        let keys = sim.get("/_sim/keys").await;
+        for c in 0..shape.clusters {
+            for s in 0..shape.syncsets {
+                let key = WorkKey::new("default", cluster_name(c), syncset_name(s)).to_string();
+                let resources = keys[&key].as_object().map(|r| r.values().filter_map(Value::as_i64).collect::<Vec<_>>());
+                assert_eq!(resources, Some(vec![revision; shape.resources]), "{key} on the sim");
+            }
+        }
+    }
+
+    /// The last lines of every worker's log, for a failure message.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(self.logs.path()).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out += &format!("--- {} (last lines)\n{}\n", path.display(), lines[lines.len().saturating_sub(15)..].join("\n"));
+        }
+        out
+    }
+}
+
+/// A `fleetsync worker` child on the fixture's schema, logging to a file; killed on drop.
+struct Worker {
+    id: String,
+    child: Child,
+}
+
+impl Worker {
+    fn start(fx: &Fixture, id: &str, knobs: &[&str]) -> Worker {
+        let log = std::fs::File::create(fx.logs.path().join(format!("{id}.log"))).expect("log file");
+        let child = bin()
+            .args(["worker", "--database-url", &fx.url, "--schema", &fx.schema, "--no-migrate", "--worker-id", id, "--pool-size", "4"])
+            .args(knobs)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start a worker");
+        Worker { id: id.to_string(), child }
+    }
+
+    /// SIGKILL: no goodbye, no lease released, no member leaving.
+    fn kill9(&mut self) {
+        self.child.kill().expect("kill -9");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `fleetsync sim` child process; its address is read from its first line.
+struct Sim {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Sim {
+    fn start(latency_scale: f64) -> Sim {
+        let mut child = bin()
+            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
+        let addr = line.trim().strip_prefix("listening on ").expect("sim prints its address");
+        Sim { url: format!("http://{addr}"), child, http: reqwest::Client::new() }
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let resp = self.http.get(format!("{}{path}", self.url)).send().await.expect("reach the sim");
+        resp.json().await.expect("JSON from the sim")
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One test at a time (a failed one does not hold the others up).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime").block_on(f)
+}
