@@ -136,6 +136,12 @@ impl Store for ExpireAfterClaim {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.inner.events_read(after, limit).await
     }
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
+        self.inner.events_trim(keep).await
+    }
+    fn events_subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.events_subscribe()
+    }
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.subscribe()
     }
