@@ -314,9 +314,10 @@ fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usiz
     ];
     if let (Some(n), Some(each)) = (b.processes, &b.per_process) {
         let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
-        let shares: Vec<String> = each.iter().map(|p| format!("{:.1} s / {:.0} MiB", p.cpu_seconds, mib(p.peak_rss_bytes))).collect();
+        let shares: Vec<String> =
+            each.iter().map(|p| format!("{} clusters, {:.1} s, {:.0} MiB", p.clusters, p.cpu_seconds, mib(p.peak_rss_bytes))).collect();
         rows.push(("worker processes", format!("{n} on PostgreSQL (CPU and RSS are their sums)")));
-        rows.push(("per process (CPU / RSS)", shares.join(", ")));
+        rows.push(("per process", shares.join("; ")));
     }
     let v = &b.verdict;
     rows.push(("sim verdict", format!("latest generation {}, order kept {}, overlaps {}", v.latest_generation, v.order_kept, v.overlaps)));

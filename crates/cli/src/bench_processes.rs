@@ -15,6 +15,10 @@
 //! `/proc/<pid>/stat` and `/proc/<pid>/status` once the fleet has settled, before the
 //! worker is stopped. `cpu_seconds` sums the workers; `peak_rss_bytes` sums their
 //! peaks (an upper bound of their peak together).
+//!
+//! Each worker's `clusters` is its share of the fleet by rendezvous hashing. A worker
+//! only runs keys of its own shards, so with a per-process limit the run lasts as long
+//! as the largest share takes: an uneven split shows up as less than linear scaling.
 
 use crate::args::HiveFleetArgs;
 use crate::bench::{hub_report, read_sim_report, HubRun};
@@ -23,6 +27,7 @@ use crate::engine::{runtime_config, store_config};
 use crate::process::Proc;
 use crate::report::progress_bar;
 use anyhow::{bail, Context, Result};
+use fleetsync_model::shard::{owner_of, shard_of};
 use fleetsync_model::{Endpoint, Phase};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::Store;
@@ -44,6 +49,8 @@ const POLL: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessUsage {
     pub id: String,
+    /// Clusters whose shards hashing gives this worker.
+    pub clusters: usize,
     pub cpu_seconds: f64,
     pub peak_rss_bytes: u64,
 }
@@ -109,7 +116,7 @@ async fn run_in(
     let progress = progress_bar(shape.applies() as u64, a.json);
     let (settled, parked) = workers.wait_settled(&store, &progress, shape.resources, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
-    let usage = workers.usage(&cpu0);
+    let usage = workers.usage(&cpu0, shape);
     progress.finish_and_clear();
     workers.stop().await;
 
@@ -211,14 +218,22 @@ impl Workers {
         self.children.iter().map(|(_, c)| Proc::Pid(c.id()).cpu_time()).collect()
     }
 
-    /// Each worker's CPU time since `cpu0` and its peak RSS (read while it runs).
-    fn usage(&self, cpu0: &[Duration]) -> Vec<ProcessUsage> {
+    /// Each worker's share of the fleet, CPU time since `cpu0` and peak RSS (read
+    /// while it runs).
+    fn usage(&self, cpu0: &[Duration], shape: FleetShape) -> Vec<ProcessUsage> {
+        let ids: Vec<String> = self.children.iter().map(|(id, _)| id.clone()).collect();
+        let owners: Vec<Option<&str>> = (0..shape.clusters).map(|c| owner_of(shard_of("default", &cluster_name(c)), &ids)).collect();
         self.children
             .iter()
             .zip(cpu0)
             .map(|((id, c), before)| {
                 let p = Proc::Pid(c.id());
-                ProcessUsage { id: id.clone(), cpu_seconds: p.cpu_time().saturating_sub(*before).as_secs_f64(), peak_rss_bytes: p.peak_rss_bytes() }
+                ProcessUsage {
+                    id: id.clone(),
+                    clusters: owners.iter().filter(|o| **o == Some(id.as_str())).count(),
+                    cpu_seconds: p.cpu_time().saturating_sub(*before).as_secs_f64(),
+                    peak_rss_bytes: p.peak_rss_bytes(),
+                }
             })
             .collect()
     }

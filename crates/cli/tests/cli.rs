@@ -169,6 +169,7 @@ fn bench_hive_fleet_with_worker_processes() {
     let each = v["per_process"].as_array().expect("per_process");
     assert_eq!(each.len(), 2, "{v}");
     assert!(each.iter().all(|p| p["peak_rss_bytes"].as_u64() > Some(1 << 20)), "worker RSS read from /proc: {v}");
+    assert_eq!(each.iter().filter_map(|p| p["clusters"].as_u64()).sum::<u64>(), 20, "the clusters are shared out: {v}");
     let sql = format!("SELECT count(*) FROM pg_namespace WHERE nspname = 'bench_fleet_{pid}'");
     let left = std::process::Command::new("psql").args([url.as_str(), "-Atc", &sql]).output().expect("psql");
     assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the run's schema was left behind");
