@@ -359,7 +359,8 @@ pub struct DrainArgs {
     /// the embedded SQLite store in a temporary file (WAL, synchronous=FULL).
     #[arg(long)]
     pub database_url: Option<String>,
-    /// Work items (keys) to enqueue and drain. The default runs in seconds on 2 cores.
+    /// Work items (keys) to enqueue and drain. The default drains in ~3 s on SQLite and
+    /// ~10 s on PostgreSQL (~10 s more with the peer) on a 2-core machine.
     #[arg(long, default_value_t = 50_000)]
     pub items: usize,
     /// Also drain the same number of items through this peer (needs --database-url).
