@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{bin, database_url, Schema};
+use common::{bin, database_url, Schema, SimChild};
 use fleetsync_model::shard::{owned_by, owner_of};
 use fleetsync_model::{Endpoint, Phase, WorkKey};
 use fleetsync_store::postgres::{PgOptions, PgStore};
@@ -23,7 +23,6 @@ use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, unsettled, wait_
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -350,37 +349,22 @@ impl Drop for Worker {
     }
 }
 
-/// A `fleetsync sim` child process; its address is read from its first line.
+/// A `fleetsync sim` child process and a client for its report endpoints.
 struct Sim {
-    child: Child,
     url: String,
     http: reqwest::Client,
+    _child: SimChild,
 }
 
 impl Sim {
     fn start(latency_scale: f64) -> Sim {
-        let mut child = bin()
-            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sim");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
-        let addr = line.trim().strip_prefix("listening on ").expect("sim prints its address");
-        Sim { url: format!("http://{addr}"), child, http: reqwest::Client::new() }
+        let child = SimChild::start(latency_scale);
+        Sim { url: format!("http://{}", child.addr), http: reqwest::Client::new(), _child: child }
     }
 
     async fn get(&self, path: &str) -> Value {
         let resp = self.http.get(format!("{}{path}", self.url)).send().await.expect("reach the sim");
         resp.json().await.expect("JSON from the sim")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -5,39 +5,10 @@
 mod common;
 
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// The marker that stands for a credential; it must never be printed.
 const MARKER: &str = "MARKER-7f3a9c-credential";
-
-/// A `fleetsync sim` child process; its address is read from its first line.
-struct Sim {
-    child: Child,
-    addr: String,
-}
-
-impl Sim {
-    fn start() -> Sim {
-        let mut child = bin()
-            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sim");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
-        let addr = line.trim().strip_prefix("listening on ").expect("sim prints its address").to_string();
-        Sim { child, addr }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
 
 fn kubeconfig(server: &str, token: &str) -> String {
     format!(
@@ -106,7 +77,7 @@ fn key_of<'a>(items: &'a [serde_json::Value], cluster: &str) -> Option<&'a serde
 
 #[test]
 fn kubeconfig_secrets_reach_clusters_and_never_show() {
-    let sim = Sim::start();
+    let sim = SimChild::start(0.0);
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("hub.log");
     let hub = Hub::start_logged(Some(&log));

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its own part of this
 
 use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -154,5 +155,35 @@ impl Drop for Schema {
     fn drop(&mut self) {
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0);
         let _ = Command::new("psql").args([database_url().as_str(), "-qc", &sql]).output();
+    }
+}
+
+/// A `fleetsync sim` child process, killed on drop; its address is read from its
+/// first line of output.
+pub struct SimChild {
+    child: Child,
+    /// `host:port`.
+    pub addr: String,
+}
+
+impl SimChild {
+    pub fn start(latency_scale: f64) -> SimChild {
+        let mut child = bin()
+            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
+        let addr = line.trim().strip_prefix("listening on ").expect("sim prints its address").to_string();
+        SimChild { child, addr }
+    }
+}
+
+impl Drop for SimChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
