@@ -127,7 +127,7 @@ async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest
     let shutdown = CancellationToken::new();
     let runtime = Runtime::new(store.clone(), applier, runtime_config(&a.engine)?, metrics);
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
-    let (settled, parked) = wait_settled(&*store, &progress, || applies_ok.get(), a.timeout).await?;
+    let (settled, parked) = wait_settled(&*store, &progress, || applies_ok.get(), shape.applies() as u64, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0);
     progress.finish_and_clear();

@@ -52,7 +52,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     let shutdown = CancellationToken::new();
     let runtime = Runtime::new(store.clone(), appliers(sim.clone(), store.clone()), runtime_cfg, RuntimeMetrics::unregistered());
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
-    let (settled, parked) = wait_settled(&*store, &progress, || sim.totals().applies, a.timeout).await?;
+    let (settled, parked) = wait_settled(&*store, &progress, || sim.totals().applies, shape.applies() as u64, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0);
     progress.finish_and_clear();

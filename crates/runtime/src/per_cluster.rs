@@ -24,10 +24,16 @@ impl ClusterSlots {
         Self { max, ..Self::default() }
     }
 
-    /// What a claim passes to the store, if there is a limit.
-    pub fn claim_limit(&self) -> Option<ClusterLimit> {
+    /// What a claim of at most `asked` keys passes to the store, if there is a limit.
+    /// Only clusters that such a claim could fill are passed: one with `max - asked`
+    /// or fewer in flight has room for the whole claim. A busy process claims a few
+    /// dozen keys at a time, so this is usually a handful of clusters rather than a
+    /// copy of every cluster's count on every claim.
+    pub fn claim_limit(&self, asked: usize) -> Option<ClusterLimit> {
         let max = self.max?;
-        let in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let roomy = max.saturating_sub(u32::try_from(asked).unwrap_or(u32::MAX));
+        let counts = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        let in_flight = counts.iter().filter(|(_, &n)| n > roomy).map(|(id, &n)| (id.clone(), n)).collect();
         Some(ClusterLimit { max, in_flight })
     }
 
@@ -80,12 +86,28 @@ mod tests {
         for k in [&a1, &a2, &b] {
             slots.take(k);
         }
-        let limit = slots.claim_limit().expect("limited");
+        let limit = slots.claim_limit(2).expect("limited");
         assert_eq!((limit.room("t", "a"), limit.room("t", "b"), limit.room("t", "c")), (0, 1, 2));
         slots.give_back(&a1);
-        assert_eq!(slots.claim_limit().expect("limited").room("t", "a"), 1);
+        assert_eq!(slots.claim_limit(2).expect("limited").room("t", "a"), 1);
         let unlimited = ClusterSlots::new(None);
         unlimited.take(&a1);
-        assert!(unlimited.claim_limit().is_none());
+        assert!(unlimited.claim_limit(2).is_none());
+    }
+
+    #[test]
+    fn passes_only_clusters_the_claim_could_fill() {
+        let slots = ClusterSlots::new(Some(4));
+        let (a, b) = (WorkKey::new("t", "a", "s1"), WorkKey::new("t", "b", "s1"));
+        for _ in 0..3 {
+            slots.take(&a);
+        }
+        slots.take(&b);
+        // A claim of 2 cannot fill b (1 + 2 <= 4): only a is passed, and room agrees.
+        let limit = slots.claim_limit(2).expect("limited");
+        assert_eq!(limit.in_flight.len(), 1);
+        assert_eq!((limit.room("t", "a"), limit.room("t", "b")), (1, 4));
+        // A claim of 4 could fill either.
+        assert_eq!(slots.claim_limit(4).expect("limited").in_flight.len(), 2);
     }
 }

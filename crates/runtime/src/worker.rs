@@ -118,7 +118,7 @@ impl Runtime {
             wake.borrow_and_update();
             let shards = view.borrow_and_update().shards.clone();
             let params = ClaimParams {
-                cluster_limit: shared.slots.claim_limit(),
+                cluster_limit: shared.slots.claim_limit(asked),
                 shards: shards.clone(),
                 ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
             };
