@@ -47,6 +47,25 @@ struct DrainReport {
     ratio: Option<f64>,
     drain_seconds: f64,
     enqueue_items_per_sec: f64,
+    /// With `--churn`: the drain under a held snapshot, round by round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    churn: Option<ChurnReport>,
+}
+
+/// `--churn`: the drain rate, round after round, while a long-open transaction keeps
+/// vacuum from removing any dead row version the rounds leave behind.
+#[derive(Debug, Serialize)]
+struct ChurnReport {
+    rounds: usize,
+    items_per_sec_by_round: Vec<f64>,
+    /// `1 - last / first` round's rate: how much the dead rows slowed the drain.
+    loss: f64,
+    /// `pg_total_relation_size` of the work table (with its indexes) before the first
+    /// round and after the last.
+    work_bytes_before: i64,
+    work_bytes_after: i64,
+    /// `n_dead_tup` of the work table after the last round (statistics, approximate).
+    work_dead_rows_after: i64,
 }
 
 #[derive(Debug, Serialize)]
@@ -77,8 +96,8 @@ impl Measured {
 
 pub async fn run(a: DrainArgs) -> Result<bool> {
     check(&a)?;
-    let (backend, ours) = match &a.database_url {
-        None => ("sqlite", drain_sqlite(&a).await?),
+    let (backend, (ours, churn)) = match &a.database_url {
+        None => ("sqlite", (drain_sqlite(&a).await?, None)),
         Some(url) => ("postgres", drain_postgres(url, &a).await?),
     };
     let peer = match (a.peer, &a.database_url) {
@@ -98,6 +117,7 @@ pub async fn run(a: DrainArgs) -> Result<bool> {
         }),
         drain_seconds: ours.drain.as_secs_f64(),
         enqueue_items_per_sec: ours.enqueue_rate(),
+        churn,
     };
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -114,6 +134,9 @@ fn check(a: &DrainArgs) -> Result<()> {
     if a.peer.is_some() && a.database_url.is_none() {
         bail!("--peer graphile-worker needs --database-url: graphile_worker runs on PostgreSQL only, and the ratio is only fair on the same database");
     }
+    if a.churn > 0 && a.database_url.is_none() {
+        bail!("--churn needs --database-url: it measures PostgreSQL's table bloat under a long-open transaction");
+    }
     Ok(())
 }
 
@@ -126,8 +149,9 @@ async fn drain_sqlite(a: &DrainArgs) -> Result<Measured> {
 }
 
 /// PostgreSQL in a schema of its own, created fresh and dropped afterwards (also when
-/// the drain fails), so runs never see each other's rows.
-async fn drain_postgres(url: &str, a: &DrainArgs) -> Result<Measured> {
+/// the drain fails), so runs never see each other's rows. Then, with `--churn`, the
+/// churn rounds on the same schema.
+async fn drain_postgres(url: &str, a: &DrainArgs) -> Result<(Measured, Option<ChurnReport>)> {
     let schema = fresh_schema_name();
     let admin = Admin::connect(url).await?;
     admin.drop_schema(&schema).await?;
@@ -136,7 +160,13 @@ async fn drain_postgres(url: &str, a: &DrainArgs) -> Result<Measured> {
         let store = PgStore::connect_with(url, options, store_config(&a.engine)?)
             .await
             .context("cannot open the PostgreSQL store (check --database-url)")?;
-        drain_ours(Arc::new(store), Some((&admin, schema.as_str())), a).await
+        let store: Arc<dyn Store> = Arc::new(store);
+        let measured = drain_ours(store.clone(), Some((&admin, schema.as_str())), a).await?;
+        let churn = match a.churn {
+            0 => None,
+            _ => Some(churn(store, url, &schema, a).await?),
+        };
+        Ok((measured, churn))
     }
     .await;
     admin.drop_schema(&schema).await?;
@@ -155,7 +185,7 @@ fn fresh_schema_name() -> String {
 /// (`analyze` names the schema) the enqueue ends with an ANALYZE, counted in its time.
 async fn drain_ours(store: Arc<dyn Store>, analyze: Option<(&Admin, &str)>, a: &DrainArgs) -> Result<Measured> {
     let start = Instant::now();
-    enqueue_ours(&*store, a.items).await?;
+    enqueue_ours(&*store, a.items, "r1").await?;
     if let Some((admin, schema)) = analyze {
         admin.analyze(schema).await?;
     }
@@ -178,8 +208,8 @@ async fn drain_ours(store: Arc<dyn Store>, analyze: Option<(&Admin, &str)>, a: &
 
 /// Enqueues exactly `items` keys in one `objects_apply` (one transaction), as a user
 /// applying a fleet would.
-async fn enqueue_ours(store: &dyn Store, items: usize) -> Result<()> {
-    let outcomes = store.objects_apply(drain_fleet(items)).await.context("enqueueing the items")?;
+async fn enqueue_ours(store: &dyn Store, items: usize, revision: &str) -> Result<()> {
+    let outcomes = store.objects_apply(drain_fleet(items, revision)).await.context("enqueueing the items")?;
     let enqueued: u64 = outcomes.iter().map(|o| o.enqueued).sum();
     ensure!(enqueued == items as u64, "enqueued {enqueued} keys, expected {items}");
     Ok(())
@@ -188,14 +218,15 @@ async fn enqueue_ours(store: &dyn Store, items: usize) -> Result<()> {
 /// Documents whose keys number exactly `items`: `items / S` clusters under S SyncSets
 /// (hive-fleet documents with one resource each), plus, for the remainder R < S, one
 /// more cluster under R SyncSets that select it alone.
-fn drain_fleet(items: usize) -> Vec<Document> {
+/// Re-applied at another `revision`, every SyncSet changes, so every key runs again.
+fn drain_fleet(items: usize, revision: &str) -> Vec<Document> {
     let per_cluster = items.clamp(1, SYNCSETS_PER_CLUSTER);
     let shape = FleetShape { clusters: items / per_cluster, syncsets: per_cluster, resources: 1 };
-    let mut docs = hive_fleet(shape, |_| Endpoint::Simulator {}, "r1");
+    let mut docs = hive_fleet(shape, |_| Endpoint::Simulator {}, revision);
     let rest = items % per_cluster;
     if rest > 0 {
         docs.push(labelled(hive_cluster(shape.clusters, Endpoint::Simulator {}), "rest"));
-        docs.extend((0..rest).map(|i| rest_syncset(shape.syncsets + i)));
+        docs.extend((0..rest).map(|i| rest_syncset(shape.syncsets + i, revision)));
     }
     docs
 }
@@ -209,12 +240,55 @@ fn labelled(mut doc: Document, fleet: &str) -> Document {
 }
 
 /// A hive SyncSet (one resource) that selects only `fleet=rest`.
-fn rest_syncset(i: usize) -> Document {
-    let mut doc = hive_syncset(i, 1, "r1");
+fn rest_syncset(i: usize, revision: &str) -> Document {
+    let mut doc = hive_syncset(i, 1, revision);
     if let Document::SyncSet(s) = &mut doc {
         s.spec.cluster_selector = Some(LabelSelector { match_labels: [("fleet".to_string(), "rest".to_string())].into() });
     }
     doc
+}
+
+/// `--churn`: `a.churn` rounds, each re-applying every item at a new revision and
+/// timing its drain (from the commit of the change to the last completion), with one
+/// runtime running throughout and another connection holding a transaction open (its
+/// snapshot keeps every dead row version of the rounds from being vacuumed).
+async fn churn(store: Arc<dyn Store>, url: &str, schema: &str, a: &DrainArgs) -> Result<ChurnReport> {
+    let admin = Admin::connect(url).await?;
+    let holder = Admin::connect(url).await?;
+    holder.hold_snapshot().await?;
+    let work = format!("{schema}.work");
+    let work_bytes_before = admin.count(&format!("SELECT pg_total_relation_size('{work}')")).await?;
+    let metrics = RuntimeMetrics::unregistered();
+    let applied = metrics.runs.get_or_create(&OutcomeLabel { outcome: "applied" }).clone();
+    let config = fleetsync_runtime::RuntimeConfig { resync_every: None, ..runtime_config(&a.engine)? };
+    let shutdown = CancellationToken::new();
+    let workers = tokio::spawn(Runtime::new(store.clone(), Arc::new(NoopApplier), config, metrics).run(shutdown.clone()));
+    let mut rates = Vec::with_capacity(a.churn);
+    for round in 1..=a.churn {
+        enqueue_ours(&*store, a.items, &format!("r{}", round + 1)).await?;
+        let start = Instant::now();
+        let target = (round * a.items) as u64;
+        if !wait_until(|| applied.get() >= target, a.timeout).await {
+            shutdown.cancel();
+            bail!("churn round {round} did not finish within --timeout {:?}", a.timeout);
+        }
+        rates.push(a.items as f64 / start.elapsed().as_secs_f64().max(1e-9));
+    }
+    shutdown.cancel();
+    workers.await.context("the workers panicked")??;
+    verify_all_applied(&*store, a.items).await?;
+    let work_bytes_after = admin.count(&format!("SELECT pg_total_relation_size('{work}')")).await?;
+    let stat = format!("SELECT COALESCE(n_dead_tup, 0) FROM pg_stat_user_tables WHERE schemaname = '{schema}' AND relname = 'work'");
+    let work_dead_rows_after = admin.count(&stat).await?;
+    let (first, last) = (rates.first().copied().unwrap_or(0.0), rates.last().copied().unwrap_or(0.0));
+    Ok(ChurnReport {
+        rounds: a.churn,
+        loss: 1.0 - last / first.max(1e-9),
+        items_per_sec_by_round: rates,
+        work_bytes_before,
+        work_bytes_after,
+        work_dead_rows_after,
+    })
 }
 
 /// Polls `done` every [`POLL`] until it holds (true) or `timeout` passes (false).
@@ -295,6 +369,16 @@ impl Admin {
             .batch_execute(&format!("ANALYZE {schema}.work, {schema}.clusters, {schema}.syncsets"))
             .await
             .with_context(|| format!("analyzing the tables of {schema}"))
+    }
+
+    /// Opens a transaction that stays open as long as this connection: with an xid
+    /// assigned, it holds back the horizon below which vacuum may remove row versions,
+    /// as a forgotten `BEGIN` in a psql session or a long report would.
+    async fn hold_snapshot(&self) -> Result<()> {
+        self.client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT txid_current();")
+            .await
+            .context("opening the long transaction that holds back vacuum")
     }
 
     pub(crate) async fn count(&self, sql: &str) -> Result<i64> {
@@ -437,5 +521,12 @@ fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
     table(&["", "drain items/s", "drain seconds", "enqueue items/s"], &rows);
     if let Some(x) = r.ratio {
         println!("\nratio (drain items/s, fleetsync / graphile-worker): {x:.2}");
+    }
+    if let Some(c) = &r.churn {
+        let rates: Vec<String> = c.items_per_sec_by_round.iter().map(|r| format!("{r:.0}")).collect();
+        println!("\nchurn: {} rounds of {} items with a transaction held open (vacuum held back)", c.rounds, r.items);
+        println!("  items/s by round: {}", rates.join(", "));
+        println!("  loss, last round against the first: {:.1}%", c.loss * 100.0);
+        println!("  work table: {} → {} bytes, {} dead rows after", c.work_bytes_before, c.work_bytes_after, c.work_dead_rows_after);
     }
 }

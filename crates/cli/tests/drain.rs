@@ -105,3 +105,27 @@ fn bad_drain_flags_say_what_to_fix() {
     let out = run(&["bench", "drain", "--items", "10", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
     assert!(!out.status.success() && stderr(&out).contains("cannot connect to PostgreSQL"), "{}", stderr(&out));
 }
+
+#[test]
+fn churn_under_a_held_transaction_reports_each_round() {
+    let url = database_url();
+    let (v, pid) = drain_json(&["--items", "600", "--database-url", &url, "--churn", "3"]);
+    assert_shape(&v, "postgres", 600);
+    let churn = &v["churn"];
+    assert_eq!(churn["rounds"], 3, "{v}");
+    let rates = churn["items_per_sec_by_round"].as_array().expect("rates by round");
+    assert_eq!(rates.len(), 3, "{v}");
+    assert!(rates.iter().all(|r| r.as_f64().is_some_and(|r| r > 0.0)), "{v}");
+    // The held transaction keeps every round's dead row versions: the table only grows.
+    let (before, after) = (churn["work_bytes_before"].as_i64().expect("before"), churn["work_bytes_after"].as_i64().expect("after"));
+    assert!(before > 0 && after > before, "work table {before} → {after} bytes: {v}");
+    assert!(churn["loss"].as_f64().is_some(), "{v}");
+    assert_schemas_dropped(&url, pid);
+}
+
+#[test]
+fn churn_without_a_database_says_what_is_missing() {
+    let out = run(&["bench", "drain", "--items", "10", "--churn", "2"]);
+    assert!(!out.status.success(), "must fail");
+    assert!(stderr(&out).contains("--churn needs --database-url"), "{}", stderr(&out));
+}
