@@ -1,8 +1,9 @@
 //! The kinds every simulated cluster serves, and the discovery documents that
 //! announce them (`/api`, `/api/v1`, `/apis`, `/apis/{group}/{version}`).
 //!
-//! The catalogue is fixed: the simulator exists to exercise an applier, not to host
-//! custom resources. Documents are rendered once, because kube-rs clients rediscover
+//! The catalogue is fixed: the simulator exists to exercise an applier and
+//! fleetsync's own custom resources (`fleetsync.io/v1` Cluster and SyncSet, with a
+//! `status` subresource), not to host arbitrary ones. Documents are rendered once, because kube-rs clients rediscover
 //! often (per new client, and after every 404 of an unknown kind).
 
 use axum::body::Bytes;
@@ -21,6 +22,9 @@ pub struct ResourceType {
     pub singular: &'static str,
     pub kind: &'static str,
     pub namespaced: bool,
+    /// Whether `.status` is written only through the `status` subresource (custom
+    /// resources here); main-resource writes then leave it alone.
+    pub status_subresource: bool,
 }
 
 const fn rt(
@@ -32,7 +36,13 @@ const fn rt(
     kind: &'static str,
     namespaced: bool,
 ) -> ResourceType {
-    ResourceType { group, version, api_version, plural, singular, kind, namespaced }
+    ResourceType { group, version, api_version, plural, singular, kind, namespaced, status_subresource: false }
+}
+
+/// A fleetsync custom resource: namespaced, with a `status` subresource.
+const fn crd(plural: &'static str, singular: &'static str, kind: &'static str) -> ResourceType {
+    let r = rt("fleetsync.io", "v1", "fleetsync.io/v1", plural, singular, kind, true);
+    ResourceType { status_subresource: true, ..r }
 }
 
 /// Every served kind; an object's position here is its compact type id.
@@ -71,12 +81,14 @@ pub const CATALOGUE: &[ResourceType] = &[
         "ClusterRoleBinding",
         false,
     ),
-    rt("fleetsync.io", "v1", "fleetsync.io/v1", "clusters", "cluster", "Cluster", true),
-    rt("fleetsync.io", "v1", "fleetsync.io/v1", "syncsets", "syncset", "SyncSet", true),
+    crd("clusters", "cluster", "Cluster"),
+    crd("syncsets", "syncset", "SyncSet"),
 ];
 
-/// The verbs the simulator implements for every kind (no watch).
-const VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update"];
+/// The verbs the simulator implements for every kind.
+const VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+/// The verbs of a `status` subresource.
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// Finds a kind by its API version (`v1`, `apps/v1`) and plural.
 pub fn lookup(api_version: &str, plural: &str) -> Option<(u8, &'static ResourceType)> {
@@ -119,6 +131,15 @@ impl Discovery {
                 "kind": r.kind,
                 "verbs": VERBS,
             }));
+            if r.status_subresource {
+                resources.entry(r.api_version).or_default().push(json!({
+                    "name": format!("{}/status", r.plural),
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": STATUS_VERBS,
+                }));
+            }
             let known = groups.iter().any(|g| g["name"] == r.group);
             if !r.group.is_empty() && !known {
                 let gv = json!({"groupVersion": r.api_version, "version": r.version});

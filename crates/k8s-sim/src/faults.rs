@@ -1,6 +1,6 @@
 //! Injected faults: a fleet-wide failure rate, and per-cluster overrides that tests
-//! set through the control endpoint (one cluster answering 403 to everything, or
-//! answering so late that the client times out).
+//! set through the control endpoint (one cluster answering 403 to everything,
+//! answering so late that the client times out, or delivering watch events late).
 
 use crate::status::ApiError;
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,10 @@ pub struct Faults {
     pub status: Option<u16>,
     /// Delay every object request by this much on top of the latency model.
     pub delay_ms: Option<u64>,
+    /// Deliver every watch event this much after its write (order kept): a watcher
+    /// then sees a stale view for a while, as behind a slow API server.
+    #[serde(default, alias = "watchDelayMs")]
+    pub watch_delay_ms: Option<u64>,
 }
 
 impl Faults {
@@ -28,6 +32,10 @@ impl Faults {
 
     pub fn delay(&self) -> Duration {
         Duration::from_millis(self.delay_ms.unwrap_or(0))
+    }
+
+    pub fn watch_delay(&self) -> Duration {
+        Duration::from_millis(self.watch_delay_ms.unwrap_or(0))
     }
 }
 
@@ -46,7 +54,7 @@ mod tests {
 
     #[test]
     fn the_cluster_override_wins_and_the_rate_hits_writes_only() {
-        let forbid = Faults { status: Some(403), delay_ms: None };
+        let forbid = Faults { status: Some(403), ..Faults::default() };
         assert_eq!(failure(&forbid, false, 1.0, 503, 0.5), Some(403));
         assert_eq!(failure(&Faults::default(), true, 1.0, 503, 0.99), Some(503));
         assert_eq!(failure(&Faults::default(), false, 1.0, 503, 0.0), None);
@@ -55,7 +63,7 @@ mod tests {
 
     #[test]
     fn only_error_statuses() {
-        assert!(Faults { status: Some(200), delay_ms: None }.validate().is_err());
-        assert!(Faults { status: Some(429), delay_ms: Some(5) }.validate().is_ok());
+        assert!(Faults { status: Some(200), ..Faults::default() }.validate().is_err());
+        assert!(Faults { status: Some(429), delay_ms: Some(5), watch_delay_ms: Some(3000) }.validate().is_ok());
     }
 }

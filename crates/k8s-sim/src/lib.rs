@@ -4,17 +4,24 @@
 //! One process serves many clusters, each at its own base URL
 //! `http://HOST:PORT/clusters/{cluster}` (a kube-rs client pointed there works as
 //! against a real API server): discovery for core and a few groups, server-side apply
-//! `PATCH`, `GET`, list and `DELETE`. Every object request waits a sample of the
-//! fleet workload's latency; failures can be injected fleet-wide (a rate and a
+//! `PATCH`, `GET`, list, watch and `DELETE`, and fleetsync's own custom resources
+//! (`fleetsync.io/v1` Cluster and SyncSet) with a `status` subresource. Every object
+//! request waits a sample of the fleet workload's latency; failures can be injected fleet-wide (a rate and a
 //! status) or per cluster (a status, a delay) through `PUT
 //! /_sim/clusters/{cluster}/faults`. Stale fencing tokens are refused, and every
 //! request is recorded so that a run can be judged: every key at its latest
 //! generation (`/_sim/keys`), order kept within a SyncSet and no two requests of
 //! one key in flight together (`/_sim/report`), make-span against critical path.
+//!
+//! Every write moves the cluster's `resourceVersion`; `GET <collection>?watch=true`
+//! streams changes as kube-rs's `watcher` expects (resume, `410 Expired` past a
+//! bounded history, bookmarks, label selectors), and a cluster's `watchDelayMs`
+//! fault delivers them late so that stale-watch scenarios can be tested.
 
 mod cluster;
 mod discovery;
 mod faults;
+mod feed;
 mod intern;
 mod manifest;
 mod objects;
@@ -23,7 +30,9 @@ mod record;
 mod report;
 mod requests;
 mod routes;
+mod selector;
 mod status;
+mod watching;
 
 pub use faults::Faults;
 pub use fleetsync_applier::latency::LatencyModel;

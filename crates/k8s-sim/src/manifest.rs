@@ -89,7 +89,7 @@ pub fn parse(raw: &[u8], kind: &ResourceType, namespace: Option<&str>, name: &st
 }
 
 /// JSON first (what kube-rs sends, and much faster to parse), YAML otherwise.
-fn decode(raw: &[u8]) -> Result<Map<String, Value>> {
+pub fn decode(raw: &[u8]) -> Result<Map<String, Value>> {
     let is_json = raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     let value: Value = if is_json {
         serde_json::from_slice(raw).map_err(|e| ApiError::BadRequest(format!("error decoding JSON body: {e}")))?

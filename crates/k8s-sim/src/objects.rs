@@ -1,13 +1,18 @@
-//! One cluster's objects: server-side apply, get, list and delete.
+//! One cluster's objects: server-side apply, get, list, delete, and writes to the
+//! `status` subresource.
 //!
 //! Apply is simplified to "the applied object replaces the stored one", keeping the
-//! server's fields (uid, creation time). It still behaves as clients expect where it
-//! matters: `resourceVersion` moves only when something changed, `generation` only
-//! when something other than metadata changed, and another field manager's object is
-//! a conflict unless the apply is forced.
+//! server's fields (uid, creation time) and its status. It still behaves as clients
+//! expect where it matters: `resourceVersion` moves only when something changed,
+//! `generation` only when something other than metadata changed (for custom
+//! resources: `.spec`; status writes never move it), and another field manager's
+//! object is a conflict unless the apply is forced. Every change is published to the
+//! cluster's [`Feed`] for watchers.
 
 use crate::discovery::{by_id, ResourceType};
+use crate::feed::{Change, EventType, Feed};
 use crate::manifest::Incoming;
+use crate::selector::Filter;
 use crate::status::{ApiError, Result};
 use serde_json::json;
 use std::collections::HashMap;
@@ -42,6 +47,8 @@ struct Stored {
     meta: Box<str>,
     /// Shared between equal objects (see `intern`).
     body: Arc<str>,
+    /// The `.status` value as JSON, written through the `status` subresource only.
+    status: Option<Box<str>>,
     owner: Option<Owner>,
 }
 
@@ -65,11 +72,23 @@ pub struct Applied {
     pub json: String,
 }
 
-/// A cluster's objects and its resource version counter.
+/// A write to the `status` subresource.
+#[derive(Debug)]
+pub struct StatusWrite {
+    /// A JSON merge patch of `.status` (`PATCH`), or its replacement (`PUT`, apply).
+    pub merge: bool,
+    pub status: serde_json::Value,
+    /// The `metadata.resourceVersion` the writer read, if it sent one: the write is
+    /// refused (409) if the object has moved since.
+    pub precondition: Option<u64>,
+}
+
+/// A cluster's objects, its resource version counter and its change feed.
 #[derive(Debug, Default)]
 pub struct ObjectStore {
     objects: HashMap<ObjectId, Stored>,
     resource_version: u64,
+    pub feed: Feed,
 }
 
 impl ObjectStore {
@@ -85,7 +104,8 @@ impl ObjectStore {
             }
             let body_changed = *old.body != *a.body;
             let meta_changed = *old.meta != *a.incoming.meta;
-            if body_changed || meta_changed || *old.manager != *a.manager {
+            let changed = body_changed || meta_changed || *old.manager != *a.manager;
+            if changed {
                 self.resource_version += 1;
                 old.resource_version = self.resource_version;
                 old.generation += i64::from(body_changed);
@@ -94,7 +114,11 @@ impl ObjectStore {
                 old.manager = a.manager.into();
             }
             old.owner = a.owner;
-            return Ok(Applied { created: false, json: render(kind, old) });
+            let json = render(kind, old);
+            if changed {
+                publish(&mut self.feed, &id, EventType::Modified, self.resource_version, &json);
+            }
+            return Ok(Applied { created: false, json });
         }
         self.resource_version += 1;
         let stored = Stored {
@@ -105,9 +129,11 @@ impl ObjectStore {
             manager: a.manager.into(),
             meta: a.incoming.meta.as_str().into(),
             body: a.body,
+            status: None,
             owner: a.owner,
         };
         let json = render(kind, &stored);
+        publish(&mut self.feed, &id, EventType::Added, self.resource_version, &json);
         self.objects.insert(id, stored);
         Ok(Applied { created: true, json })
     }
@@ -118,9 +144,38 @@ impl ObjectStore {
         self.objects.get(id).map(|s| render(kind, s)).ok_or_else(|| ApiError::not_found(kind.plural, &id.name))
     }
 
-    /// The `<Kind>List` of one kind, in one namespace or all, sorted like the API
-    /// server sorts (namespace, then name).
-    pub fn list(&self, kind_id: u8, namespace: Option<&str>) -> Result<String> {
+    /// Writes `.status` of an existing object; `generation` stays. Answers with the
+    /// object.
+    pub fn write_status(&mut self, id: &ObjectId, w: StatusWrite) -> Result<String> {
+        let kind = kind_of(id)?;
+        let old = self.objects.get_mut(id).ok_or_else(|| ApiError::not_found(kind.plural, &id.name))?;
+        if w.precondition.is_some_and(|rv| rv != old.resource_version) {
+            return Err(ApiError::Modified {
+                plural: format!("{}.{}", kind.plural, kind.group),
+                name: id.name.to_string(),
+            });
+        }
+        let mut status = if w.merge {
+            old.status.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(serde_json::Value::Null)
+        } else {
+            serde_json::Value::Null
+        };
+        merge_patch(&mut status, w.status);
+        let status = (!status.is_null()).then(|| status.to_string().into_boxed_str());
+        if status != old.status {
+            self.resource_version += 1;
+            old.resource_version = self.resource_version;
+            old.status = status;
+            let json = render(kind, old);
+            publish(&mut self.feed, id, EventType::Modified, self.resource_version, &json);
+            return Ok(json);
+        }
+        Ok(render(kind, old))
+    }
+
+    /// The objects of one kind (in one namespace or all) that `filter` selects, as
+    /// JSON, sorted like the API server sorts (namespace, then name).
+    pub fn items(&self, kind_id: u8, namespace: Option<&str>, filter: &Filter) -> Result<Vec<String>> {
         let kind = by_id(kind_id).ok_or_else(|| ApiError::no_such_path("list"))?;
         let mut items: Vec<(&ObjectId, &Stored)> = self
             .objects
@@ -128,26 +183,41 @@ impl ObjectStore {
             .filter(|(id, _)| id.kind == kind_id && namespace.is_none_or(|ns| *id.namespace == *ns))
             .collect();
         items.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Ok(items.into_iter().map(|(_, s)| render(kind, s)).filter(|json| filter.matches_json(json)).collect())
+    }
+
+    /// The `<Kind>List` of [`ObjectStore::items`], at the cluster's resource version.
+    pub fn list(&self, kind_id: u8, namespace: Option<&str>, filter: &Filter) -> Result<String> {
+        let kind = by_id(kind_id).ok_or_else(|| ApiError::no_such_path("list"))?;
         let mut out = format!(
             r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}"}},"items":["#,
             kind.kind, kind.api_version, self.resource_version
         );
-        for (i, (_, s)) in items.iter().enumerate() {
+        for (i, item) in self.items(kind_id, namespace, filter)?.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&render(kind, s));
+            out.push_str(item);
         }
         out.push_str("]}");
         Ok(out)
+    }
+
+    /// The version of the cluster's latest change.
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
     }
 
     /// Removes the object; answers with a `Status` of success, as the API server
     /// does for a deletion that completed at once.
     pub fn delete(&mut self, id: &ObjectId) -> Result<String> {
         let kind = kind_of(id)?;
-        let gone = self.objects.remove(id).ok_or_else(|| ApiError::not_found(kind.plural, &id.name))?;
+        let mut gone = self.objects.remove(id).ok_or_else(|| ApiError::not_found(kind.plural, &id.name))?;
         self.resource_version += 1;
+        if self.feed.is_active() {
+            gone.resource_version = self.resource_version;
+            publish(&mut self.feed, id, EventType::Deleted, self.resource_version, &render(kind, &gone));
+        }
         let status = json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": {"name": &*id.name, "group": kind.group, "kind": kind.plural, "uid": uid(gone.uid)},
@@ -179,6 +249,36 @@ impl ObjectStore {
     }
 }
 
+/// Publishes a change to the feed (building it only if someone watches).
+fn publish(feed: &mut Feed, id: &ObjectId, event: EventType, resource_version: u64, json: &str) {
+    if feed.is_active() {
+        let at = tokio::time::Instant::now();
+        let (kind, namespace, object) = (id.kind, id.namespace.clone(), Arc::from(json));
+        feed.publish(Change { resource_version, kind, namespace, event, object, at });
+    }
+}
+
+/// Applies a JSON merge patch (RFC 7386) to `target`.
+fn merge_patch(target: &mut serde_json::Value, patch: serde_json::Value) {
+    use serde_json::Value;
+    let Value::Object(patch) = patch else {
+        *target = patch;
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(map) = target {
+        for (k, v) in patch {
+            if v.is_null() {
+                map.remove(&k);
+            } else {
+                merge_patch(map.entry(k).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
 fn kind_of(id: &ObjectId) -> Result<&'static ResourceType> {
     by_id(id.kind).ok_or_else(|| ApiError::no_such_path("unknown kind"))
 }
@@ -207,6 +307,10 @@ fn render(kind: &ResourceType, s: &Stored) -> String {
     if !s.body.is_empty() {
         out.push(',');
         out.push_str(&s.body);
+    }
+    if let Some(status) = &s.status {
+        out.push_str(r#","status":"#);
+        out.push_str(status);
     }
     out.push('}');
     out
@@ -281,9 +385,11 @@ mod tests {
         apply(&mut s, &incoming("a", "1", "x"), "m", false).expect("create");
         assert!(s.get(&id("a")).is_ok());
         assert_eq!(s.get(&id("b")).map_err(|e| e.code()), Err(404));
-        let list: Value = serde_json::from_str(&s.list(id("a").kind, Some("app")).expect("list")).expect("json");
+        let all = Filter::default();
+        let list: Value = serde_json::from_str(&s.list(id("a").kind, Some("app"), &all).expect("list")).expect("json");
         assert_eq!((list["kind"].as_str(), list["items"].as_array().map(Vec::len)), (Some("ConfigMapList"), Some(1)));
-        let other: Value = serde_json::from_str(&s.list(id("a").kind, Some("other")).expect("list")).expect("json");
+        let other: Value =
+            serde_json::from_str(&s.list(id("a").kind, Some("other"), &all).expect("list")).expect("json");
         assert_eq!(other["items"].as_array().map(Vec::len), Some(0));
         let status: Value = serde_json::from_str(&s.delete(&id("a")).expect("delete")).expect("json");
         assert_eq!(status["status"], "Success");

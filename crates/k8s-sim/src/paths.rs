@@ -16,7 +16,8 @@ pub enum Target<'a> {
     Resources { api_version: String },
     /// `/version`: the server version.
     Version,
-    /// An object (`name` is some) or a collection (`name` is none).
+    /// An object (`name` is some), one of its subresources, or a collection (`name`
+    /// is none).
     Object(ObjectPath<'a>),
 }
 
@@ -27,6 +28,8 @@ pub struct ObjectPath<'a> {
     pub namespace: Option<&'a str>,
     pub plural: &'a str,
     pub name: Option<&'a str>,
+    /// `status` in `.../{name}/status`; whether the kind has it is checked later.
+    pub subresource: Option<&'a str>,
 }
 
 /// Parses `rest`, the path after `/clusters/{cluster}/`; `None` if no shape fits.
@@ -43,15 +46,18 @@ pub fn parse(rest: &str) -> Option<Target<'_>> {
         ["apis", group, version, tail @ ..] => (format!("{group}/{version}"), tail),
         _ => return None,
     };
-    let (namespace, plural, name) = match tail {
+    // `namespaces/{ns}/{plural}` is a collection, never a namespace's subresource.
+    let (namespace, plural, name, subresource) = match tail {
         [] => return Some(Target::Resources { api_version }),
-        [plural] => (None, *plural, None),
-        [plural, name] => (None, *plural, Some(*name)),
-        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
-        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
+        [plural] => (None, *plural, None, None),
+        [plural, name] => (None, *plural, Some(*name), None),
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
+        ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
         _ => return None,
     };
-    Some(Target::Object(ObjectPath { api_version, namespace, plural, name }))
+    Some(Target::Object(ObjectPath { api_version, namespace, plural, name, subresource }))
 }
 
 #[cfg(test)]
@@ -59,7 +65,7 @@ mod tests {
     use super::*;
 
     fn object<'a>(gv: &str, ns: Option<&'a str>, plural: &'a str, name: Option<&'a str>) -> Option<Target<'a>> {
-        Some(Target::Object(ObjectPath { api_version: gv.into(), namespace: ns, plural, name }))
+        Some(Target::Object(ObjectPath { api_version: gv.into(), namespace: ns, plural, name, subresource: None }))
     }
 
     #[test]
@@ -87,8 +93,18 @@ mod tests {
     }
 
     #[test]
+    fn subresource_paths() {
+        let status = |ns| {
+            let (api_version, plural, name) = ("fleetsync.io/v1".into(), "syncsets", Some("s"));
+            Some(Target::Object(ObjectPath { api_version, namespace: ns, plural, name, subresource: Some("status") }))
+        };
+        assert_eq!(parse("apis/fleetsync.io/v1/namespaces/t/syncsets/s/status"), status(Some("t")));
+        assert_eq!(parse("apis/fleetsync.io/v1/syncsets/s/status"), status(None));
+    }
+
+    #[test]
     fn other_shapes_are_not_served() {
-        for p in ["", "healthz", "api/v1/namespaces/app/configmaps/a/status", "api//v1", "apis/apps"] {
+        for p in ["", "healthz", "api/v1/namespaces/app/configmaps/a/status/x", "api//v1", "apis/apps"] {
             assert_eq!(parse(p), None, "{p}");
         }
     }

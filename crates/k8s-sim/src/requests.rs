@@ -1,6 +1,7 @@
 //! One request to a cluster's objects, through its whole life: check it, open its
 //! fenced flight, wait the simulated latency (no lock held), then fail it or commit
-//! it under the cluster's lock.
+//! it under the cluster's lock. Watches are handed to [`crate::watching`] once their
+//! latency is waited; writes to the `status` subresource are never fenced.
 //!
 //! Refusals found before the wait (bad body, stale token) are still answered after
 //! it: a real API server takes its round trip to say no, too.
@@ -9,10 +10,11 @@ use crate::cluster::{Cluster, ClusterState, Flight};
 use crate::discovery::{lookup, ResourceType};
 use crate::faults::{failure, Faults};
 use crate::manifest::{self, Incoming};
-use crate::objects::{Apply, ObjectId, Owner};
+use crate::objects::{Apply, ObjectId, Owner, StatusWrite};
 use crate::paths::ObjectPath;
 use crate::record::{bump, FenceClaim, Verb, FENCE_HEADER, KEY_HEADER};
 use crate::status::{ApiError, Result};
+use crate::watching::{self, ListQuery, Scope};
 use crate::Shared;
 use axum::extract::Query;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
@@ -45,9 +47,15 @@ struct ApplyQuery {
 /// What the request does, once its path is resolved.
 enum Op<'a> {
     Get(&'a str),
-    List,
+    List(ListQuery),
+    Watch(ListQuery),
     Apply(&'a str),
     Delete(&'a str),
+    /// `PATCH` (merge = true) or `PUT` of `.../{name}/status`.
+    WriteStatus {
+        name: &'a str,
+        merge: bool,
+    },
 }
 
 /// Serves one object request.
@@ -60,12 +68,24 @@ pub async fn serve(sim: &Shared, req: ObjectRequest<'_>) -> Result<Response> {
     if misplaced {
         return Err(ApiError::no_such_path(req.uri.path()));
     }
-    let op = match (req.method, path.name) {
-        (&Method::GET, Some(name)) => Op::Get(name),
-        (&Method::GET, None) => Op::List,
-        (&Method::PATCH, Some(name)) => Op::Apply(name),
-        (&Method::DELETE, Some(name)) => Op::Delete(name),
-        (m, _) => return Err(ApiError::MethodNotAllowed(format!("{m} is not supported on {}", req.uri.path()))),
+    if path.subresource.is_some_and(|sub| sub != "status" || !kind.status_subresource) {
+        return Err(ApiError::no_such_path(req.uri.path()));
+    }
+    let op = match (req.method, path.name, path.subresource.is_some()) {
+        (&Method::GET, Some(name), _) => Op::Get(name),
+        (&Method::GET, None, _) => {
+            let q = ListQuery::from_uri(req.uri)?;
+            if q.is_watch() {
+                Op::Watch(q)
+            } else {
+                Op::List(q)
+            }
+        }
+        (&Method::PATCH, Some(name), false) => Op::Apply(name),
+        (&Method::DELETE, Some(name), false) => Op::Delete(name),
+        (&Method::PATCH, Some(name), true) => Op::WriteStatus { name, merge: true },
+        (&Method::PUT, Some(name), true) => Op::WriteStatus { name, merge: false },
+        (m, _, _) => return Err(ApiError::MethodNotAllowed(format!("{m} is not supported on {}", req.uri.path()))),
     };
     let cluster = sim.clusters.get_or_create(req.cluster);
     let faults = cluster.lock().faults;
@@ -77,10 +97,23 @@ pub async fn serve(sim: &Shared, req: ObjectRequest<'_>) -> Result<Response> {
             fail_read(&faults)?;
             Ok(json(StatusCode::OK, cluster.lock().objects.get(&id(name))?))
         }
-        Op::List => {
+        Op::List(q) => {
+            let filter = q.filter()?;
             pause(sim, wait, &faults).await?;
             fail_read(&faults)?;
-            Ok(json(StatusCode::OK, cluster.lock().objects.list(kind_id, path.namespace)?))
+            Ok(json(StatusCode::OK, cluster.lock().objects.list(kind_id, path.namespace, &filter)?))
+        }
+        Op::Watch(q) => {
+            let namespace = path.namespace.map(str::to_string);
+            let scope = Scope { kind_id, kind, namespace, filter: q.filter()? };
+            pause(sim, wait, &faults).await?;
+            fail_read(&faults)?;
+            watching::serve(cluster, scope, &q, sim.closing.subscribe())
+        }
+        Op::WriteStatus { name, merge } => {
+            let write = read_status_write(&req, merge, name);
+            pause(sim, wait, &faults).await?;
+            commit_status(sim, &cluster, &faults, &id(name), write?)
         }
         Op::Apply(name) => {
             let admitted = read_apply(&req, kind, name)
@@ -114,6 +147,38 @@ fn read_apply(req: &ObjectRequest<'_>, kind: &ResourceType, name: &str) -> Resul
     let force = q.force.as_deref() == Some("true");
     let incoming = manifest::parse(req.body, kind, req.path.namespace, name)?;
     Ok(ReadApply { incoming, manager, force })
+}
+
+/// Reads a write to `.status`: a merge patch (or, as kube-rs's `patch_status` with
+/// `Patch::Apply` sends, an apply) or a whole object (`PUT`). Only `.status` and
+/// the `metadata.resourceVersion` precondition are taken from it.
+fn read_status_write(req: &ObjectRequest<'_>, merge: bool, name: &str) -> Result<StatusWrite> {
+    let content_type = req.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let merge = match (merge, essence.as_str()) {
+        (true, "application/merge-patch+json") => true,
+        (true, manifest::APPLY_PATCH) | (false, "application/json" | "") => false,
+        _ => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "{essence:?} is not supported on a status subresource: use application/merge-patch+json or {}",
+                manifest::APPLY_PATCH
+            )))
+        }
+    };
+    let mut body = manifest::decode(req.body)?;
+    let meta = body.remove("metadata").unwrap_or_default();
+    if let Some(n) = meta["name"].as_str().filter(|n| *n != name) {
+        return Err(ApiError::BadRequest(format!("metadata.name {n:?} does not match the name in the path {name:?}")));
+    }
+    let precondition = match meta["resourceVersion"].as_str() {
+        Some(rv) => Some(
+            rv.parse()
+                .map_err(|_| ApiError::BadRequest(format!("metadata.resourceVersion {rv:?} is not a version")))?,
+        ),
+        None => None,
+    };
+    let status = body.remove("status").unwrap_or(serde_json::Value::Null);
+    Ok(StatusWrite { merge, status, precondition })
 }
 
 /// The key and token a delete carries in its headers; none without a key header.
@@ -221,6 +286,21 @@ fn commit_apply(
             Err(e)
         }
     }
+}
+
+fn commit_status(
+    sim: &Shared,
+    cluster: &Cluster,
+    faults: &Faults,
+    id: &ObjectId,
+    write: StatusWrite,
+) -> Result<Response> {
+    if let Some(code) = fail_write(sim, faults) {
+        bump(&sim.counters.failures);
+        return Err(ApiError::Injected { code });
+    }
+    let object = cluster.lock().objects.write_status(id, write)?;
+    Ok(json(StatusCode::OK, object))
 }
 
 fn commit_delete(

@@ -31,6 +31,13 @@ pub enum ApiError {
     /// A newer fencing token was seen for the key: the caller lost its lease.
     #[error("stale fencing token {fence} for {key}: {newest} has been seen")]
     Fenced { key: String, fence: i64, newest: i64 },
+    /// A watch asked for a resource version older than the cluster's watch history
+    /// keeps: the client must list again.
+    #[error("too old resource version: {asked} ({oldest})")]
+    Expired { asked: u64, oldest: u64 },
+    /// A write carried a `resourceVersion` precondition that is no longer current.
+    #[error("Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again")]
+    Modified { plural: String, name: String },
     /// A failure injected by the configuration or a per-cluster fault.
     #[error("simulated failure ({code})")]
     Injected { code: u16 },
@@ -60,8 +67,17 @@ impl ApiError {
             Self::Invalid(_) => 422,
             Self::UnsupportedMediaType(_) => 415,
             Self::MethodNotAllowed(_) => 405,
-            Self::Conflict(_) | Self::Fenced { .. } => 409,
+            Self::Conflict(_) | Self::Fenced { .. } | Self::Modified { .. } => 409,
+            Self::Expired { .. } => 410,
             Self::Injected { code } => *code,
+        }
+    }
+
+    /// The `reason` of the `Status`: by code, except where Kubernetes is more precise.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Expired { .. } => "Expired",
+            _ => reason(self.code()),
         }
     }
 
@@ -74,7 +90,7 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.to_string(),
-            "reason": reason(code),
+            "reason": self.reason(),
             "code": code,
         });
         if let Self::NotFound { name, kind, .. } = self {
@@ -126,6 +142,13 @@ mod tests {
         let s = e.to_status();
         assert_eq!((s["code"].as_u64(), s["reason"].as_str()), (Some(409), Some("Conflict")));
         assert!(s["message"].as_str().is_some_and(|m| m.contains("stale fencing token")), "{s}");
+    }
+
+    #[test]
+    fn an_expired_version_is_gone_with_reason_expired() {
+        let s = ApiError::Expired { asked: 3, oldest: 10 }.to_status();
+        assert_eq!((s["code"].as_u64(), s["reason"].as_str()), (Some(410), Some("Expired")));
+        assert_eq!(s["message"], "too old resource version: 3 (10)");
     }
 
     #[test]

@@ -54,7 +54,9 @@ async fn order_within_a_run_is_checked() {
 #[tokio::test(start_paused = true)]
 async fn a_request_overtaken_in_flight_does_not_land() {
     let sim = Sim::new(SimConfig { latency: LatencyModel::zero(), ..SimConfig::default() });
-    sim.server.set_faults("c1", fleetsync_k8s_sim::Faults { status: None, delay_ms: Some(1000) }).expect("faults");
+    sim.server
+        .set_faults("c1", fleetsync_k8s_sim::Faults { delay_ms: Some(1000), ..Default::default() })
+        .expect("faults");
     let old = fenced(cm("a", "old"), KEY, 1, 1, 0);
     let new = fenced(cm("a", "new"), KEY, 2, 2, 0);
     let (r_old, r_new) = tokio::join!(sim.apply("c1", &old), async {

@@ -29,7 +29,7 @@ async fn serves_over_loopback_and_shuts_down_through_a_hang() {
     assert_eq!(sim.key_generations()["t/c1/s"]["v1/ConfigMap/app/a"], 4);
 
     // A request held by a simulated hang does not hold up shutdown.
-    sim.set_faults("c1", Faults { status: None, delay_ms: Some(600_000) }).expect("faults");
+    sim.set_faults("c1", Faults { delay_ms: Some(600_000), ..Faults::default() }).expect("faults");
     let hung = tokio::spawn({
         let (http, url) = (http.clone(), format!("{base}{}", object_uri("c1", &obj)));
         async move { http.get(url).send().await.map(|r| r.status()) }

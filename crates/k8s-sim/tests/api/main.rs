@@ -8,4 +8,6 @@ mod fencing;
 mod harness;
 mod kube_client;
 mod loopback;
+mod status;
 mod throughput;
+mod watch;
