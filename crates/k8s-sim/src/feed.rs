@@ -1,8 +1,10 @@
 //! One cluster's change feed: what watches are served from.
 //!
 //! Every write that moves the cluster's `resourceVersion` is published here. The
-//! feed is dormant until the cluster is first watched, so the fleet benchmark
-//! (thousands of clusters, nobody watching) pays one branch per write and no memory.
+//! feed is dormant until the cluster is first listed or watched, so the fleet
+//! benchmark (thousands of clusters, applied to and never listed) pays one branch per
+//! write and no memory. A list starts it too because a client lists, then watches
+//! from the list's version: writes made in between must still be there.
 //! Once active it keeps a bounded history (the last [`HISTORY`] changes) so that a
 //! watcher can resume from a version it saw, and a broadcast channel for watchers
 //! following live. A resume from before the history is [`ApiError::Expired`]: the
@@ -65,7 +67,7 @@ pub struct Feed {
 }
 
 #[derive(Debug)]
-struct Active {
+pub struct Active {
     history: VecDeque<Arc<Change>>,
     /// Watches may resume from this version or later: every change after it is
     /// still in the history.
@@ -93,15 +95,21 @@ impl Feed {
         let _ = active.live.send(change);
     }
 
+    /// Starts keeping changes from now on (the cluster being at `current`), if not
+    /// already.
+    pub fn activate(&mut self, current: u64) -> &mut Active {
+        self.active.get_or_insert_with(|| Active {
+            history: VecDeque::new(),
+            horizon: current,
+            live: broadcast::channel(HISTORY).0,
+        })
+    }
+
     /// Starts a watcher after version `from`, the cluster being at `current`. Called
     /// under the cluster's lock, so no change falls between the backlog and the live
     /// channel.
     pub fn follow(&mut self, from: u64, current: u64) -> Result<Following, ApiError> {
-        let active = self.active.get_or_insert_with(|| Active {
-            history: VecDeque::new(),
-            horizon: current,
-            live: broadcast::channel(HISTORY).0,
-        });
+        let active = self.activate(current);
         if from < active.horizon {
             return Err(ApiError::Expired { asked: from, oldest: active.horizon });
         }
@@ -130,9 +138,11 @@ mod tests {
         let mut feed = Feed::default();
         feed.publish(change(1));
         assert!(!feed.is_active());
-        let first = feed.follow(1, 1).expect("from now");
-        assert!(first.backlog.is_empty());
-        for rv in 2..=5 {
+        feed.activate(1);
+        feed.publish(change(2));
+        let first = feed.follow(1, 2).expect("from the activation on");
+        assert_eq!(first.backlog.len(), 1);
+        for rv in 3..=5 {
             feed.publish(change(rv));
         }
         let resumed = feed.follow(3, 5).expect("resume");

@@ -203,6 +203,11 @@ impl ObjectStore {
         Ok(out)
     }
 
+    /// Starts keeping the cluster's changes for watchers (see [`Feed`]).
+    pub fn keep_history(&mut self) {
+        self.feed.activate(self.resource_version);
+    }
+
     /// The version of the cluster's latest change.
     pub fn resource_version(&self) -> u64 {
         self.resource_version

@@ -101,7 +101,9 @@ pub async fn serve(sim: &Shared, req: ObjectRequest<'_>) -> Result<Response> {
             let filter = q.filter()?;
             pause(sim, wait, &faults).await?;
             fail_read(&faults)?;
-            Ok(json(StatusCode::OK, cluster.lock().objects.list(kind_id, path.namespace, &filter)?))
+            let mut state = cluster.lock();
+            state.objects.keep_history();
+            Ok(json(StatusCode::OK, state.objects.list(kind_id, path.namespace, &filter)?))
         }
         Op::Watch(q) => {
             let namespace = path.namespace.map(str::to_string);

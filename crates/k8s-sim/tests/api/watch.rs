@@ -41,12 +41,24 @@ async fn events_arrive_in_order_with_increasing_versions_and_resume() {
 }
 
 #[tokio::test]
+async fn a_watch_from_a_lists_version_sees_the_writes_made_since() {
+    let sim = Sim::instant();
+    sim.apply("c1", &cm("a", "1")).await;
+    let rv = list_rv(&sim, CMS).await;
+    sim.apply("c1", &cm("b", "1")).await;
+    let mut w = sim.watch(&format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    let (t, name, version) = w.next_brief().await;
+    assert_eq!((t.as_str(), name.as_str(), version), ("ADDED", "b", rv + 1), "kube-rs's watcher lists, then watches");
+}
+
+#[tokio::test]
 async fn too_old_a_version_is_gone_with_reason_expired() {
     let sim = Sim::instant();
     for v in 0..3 {
         sim.apply("c1", &cm("a", &v.to_string())).await;
     }
-    // The cluster's history starts when it is first watched: version 1 is before it.
+    // The cluster's history starts when it is first listed or watched: version 1 is
+    // before it.
     let mut w = sim.watch(&format!("{CMS}?watch=true&resourceVersion=1")).await;
     assert_eq!(w.status, 200, "as the API server does: the 410 comes as an event");
     let e = w.next().await.expect("an event");
