@@ -1,0 +1,90 @@
+//! What users of the source plug in: event handlers, which see every watch event
+//! once, and the reconciler, which sees the latest state of an object when its spec
+//! changed and answers the status to write back.
+
+use async_trait::async_trait;
+use kube::api::DynamicObject;
+use std::fmt;
+
+/// The custom resources the source watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CrKind {
+    SyncSet,
+    Cluster,
+}
+
+impl CrKind {
+    pub const ALL: [CrKind; 2] = [CrKind::SyncSet, CrKind::Cluster];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            CrKind::SyncSet => "SyncSet",
+            CrKind::Cluster => "Cluster",
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            CrKind::SyncSet => "syncsets",
+            CrKind::Cluster => "clusters",
+        }
+    }
+
+    /// The same kind as fleetsync's documents know it.
+    pub fn document_kind(self) -> fleetsync_model::Kind {
+        match self {
+            CrKind::SyncSet => fleetsync_model::Kind::SyncSet,
+            CrKind::Cluster => fleetsync_model::Kind::Cluster,
+        }
+    }
+}
+
+impl fmt::Display for CrKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind())
+    }
+}
+
+/// What happened to the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Created or changed (including status-only changes).
+    Applied,
+    Deleted,
+}
+
+/// One watch event, as handlers receive it.
+#[derive(Debug, Clone)]
+pub struct SourceEvent {
+    pub kind: CrKind,
+    pub change: Change,
+    pub object: DynamicObject,
+}
+
+/// Receives every watch event of the watched custom resources: each version of
+/// each object once, in the order the watch delivered them (a re-list after a
+/// broken watch does not repeat versions already delivered). Runs before the
+/// reconciler sees the state.
+#[async_trait]
+pub trait EventHandler: Send + Sync {
+    async fn handle(&self, event: &SourceEvent);
+}
+
+/// Why a reconcile failed; written to the object's status as `error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ReconcileError(pub String);
+
+/// Acts on the latest state of an object whose spec changed (never on a state
+/// older than the source's own last write to it, never because of a status write).
+#[async_trait]
+pub trait Reconciler: Send + Sync {
+    /// Answers the status to write back (the source adds `observedGeneration`).
+    async fn reconcile(&self, kind: CrKind, object: &DynamicObject) -> Result<serde_json::Value, ReconcileError>;
+
+    /// The object was deleted.
+    async fn deleted(&self, kind: CrKind, object: &DynamicObject) -> Result<(), ReconcileError> {
+        let _ = (kind, object);
+        Ok(())
+    }
+}

@@ -1,0 +1,24 @@
+//! The Kubernetes source: SyncSets and Clusters kept as custom resources
+//! (`fleetsync.io/v1`, namespaced: the namespace is the tenant) in a hub cluster.
+//!
+//! [`KubeSource`] watches them with kube-rs's `watcher`, hands every watch event to
+//! the [`EventHandler`]s (each version of each object once, in order), and gives the
+//! [`Reconciler`] the latest state of an object whose spec changed;
+//! [`StoreReconciler`] writes it into the fleetsync store. The reconcile's outcome
+//! goes back to the object's `status` subresource.
+//!
+//! Its own status writes do not re-trigger it (status does not move
+//! `metadata.generation`), and after each one it records the `resourceVersion` the
+//! write returned and does not act on an older state of that object until the
+//! watch delivers that version, or until [`SourceConfig::own_write_timeout`] (5 s by
+//! default) passes: see [`expect`]. This is DESIGN.md's guarantee 8 for an external
+//! source of truth.
+
+pub mod expect;
+pub mod handler;
+pub mod source;
+pub mod store_reconciler;
+
+pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
+pub use source::{api_resource, KubeSource, ObjectKey, SourceConfig};
+pub use store_reconciler::{document, StoreReconciler};

@@ -1,0 +1,241 @@
+//! The run loop: watch the custom resources, hand every event to the handlers,
+//! reconcile the states the [tracker](crate::expect) lets through, and write each
+//! reconcile's status back to the object's `status` subresource.
+//!
+//! One task does it all, in watch order, so handlers see events in order and a
+//! reconcile never runs beside another one of the same object.
+
+use crate::expect::{version, Tracker};
+use crate::handler::{Change, CrKind, EventHandler, Reconciler, SourceEvent};
+use futures_util::stream::{self, BoxStream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How the source runs.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// Watch one namespace (tenant), or all of them.
+    pub namespace: Option<String>,
+    /// How long to hold an object after the source's own status write while waiting
+    /// for the watch to deliver it (5 s by default; see [`crate::expect`]).
+    pub own_write_timeout: Duration,
+    /// The pause after a watch error before the watch is retried.
+    pub retry_after: Duration,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self { namespace: None, own_write_timeout: Duration::from_secs(5), retry_after: Duration::from_millis(200) }
+    }
+}
+
+/// Which object: kind, namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub kind: CrKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    fn of(kind: CrKind, o: &DynamicObject) -> Self {
+        let namespace = o.metadata.namespace.clone().unwrap_or_default();
+        Self { kind, namespace, name: o.metadata.name.clone().unwrap_or_default() }
+    }
+}
+
+/// Watches SyncSet and Cluster custom resources in a hub cluster.
+pub struct KubeSource {
+    client: Client,
+    config: SourceConfig,
+    reconciler: Arc<dyn Reconciler>,
+    handlers: Vec<Arc<dyn EventHandler>>,
+}
+
+impl std::fmt::Debug for KubeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeSource").field("config", &self.config).field("handlers", &self.handlers.len()).finish()
+    }
+}
+
+/// The custom resource type of a kind, for kube-rs's dynamic API.
+pub fn api_resource(kind: CrKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("fleetsync.io", "v1", kind.kind()), kind.plural())
+}
+
+impl KubeSource {
+    pub fn new(client: Client, reconciler: Arc<dyn Reconciler>) -> Self {
+        Self { client, config: SourceConfig::default(), reconciler, handlers: Vec::new() }
+    }
+
+    pub fn config(mut self, config: SourceConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Adds an event handler (called in the order added).
+    pub fn handler(mut self, handler: Arc<dyn EventHandler>) -> Self {
+        self.handlers.push(handler);
+        self
+    }
+
+    fn api(&self, kind: CrKind, namespace: Option<&str>) -> Api<DynamicObject> {
+        let ar = api_resource(kind);
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    /// Runs until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let streams: Vec<BoxStream<'static, (CrKind, Result<watcher::Event<DynamicObject>, watcher::Error>)>> =
+            CrKind::ALL
+                .into_iter()
+                .map(|kind| {
+                    let api = self.api(kind, self.config.namespace.as_deref());
+                    watcher(api, watcher::Config::default()).map(move |e| (kind, e)).boxed()
+                })
+                .collect();
+        let mut events = stream::select_all(streams);
+        let mut state = RunState::new(self.config.own_write_timeout);
+        tokio::pin!(shutdown);
+        loop {
+            let deadline = state.tracker.next_deadline();
+            tokio::select! {
+                () = &mut shutdown => return,
+                next = events.next() => match next {
+                    Some((kind, Ok(event))) => self.on_event(&mut state, kind, event).await,
+                    Some((kind, Err(e))) => {
+                        tracing::warn!(%kind, error = %e, "watch failed; retrying");
+                        tokio::time::sleep(self.config.retry_after).await;
+                    }
+                    None => return,
+                },
+                () = sleep_until(deadline) => {
+                    for (key, object) in state.tracker.expire(Instant::now()) {
+                        tracing::debug!(?key, "own write not seen in time: acting on the newest known state");
+                        self.reconcile(&mut state, &key, object).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_event(&self, state: &mut RunState, kind: CrKind, event: watcher::Event<DynamicObject>) {
+        match event {
+            watcher::Event::Init => {
+                state.relisted.insert(kind, HashSet::new());
+            }
+            watcher::Event::InitApply(object) => {
+                state.relisted.entry(kind).or_default().insert(ObjectKey::of(kind, &object));
+                self.applied(state, kind, object).await;
+            }
+            watcher::Event::InitDone => {
+                // Objects deleted while the watch was broken: a re-list no longer has them.
+                let listed = state.relisted.remove(&kind).unwrap_or_default();
+                let gone: Vec<(ObjectKey, DynamicObject)> = state
+                    .delivered
+                    .iter()
+                    .filter(|(k, _)| k.kind == kind && !listed.contains(k))
+                    .map(|(k, d)| (k.clone(), d.last.clone()))
+                    .collect();
+                for (_, object) in gone {
+                    self.deleted(state, kind, object).await;
+                }
+            }
+            watcher::Event::Apply(object) => self.applied(state, kind, object).await,
+            watcher::Event::Delete(object) => self.deleted(state, kind, object).await,
+        }
+    }
+
+    async fn applied(&self, state: &mut RunState, kind: CrKind, object: DynamicObject) {
+        let key = ObjectKey::of(kind, &object);
+        let delivered = state.delivered.get(&key).map(|d| d.version.clone());
+        if delivered.as_ref() != Some(&object.metadata.resource_version) {
+            self.notify(kind, Change::Applied, &object).await;
+            let d = Delivered { version: object.metadata.resource_version.clone(), last: object.clone() };
+            state.delivered.insert(key.clone(), d);
+        }
+        if let Some(due) = state.tracker.observed(&key, object, Instant::now()) {
+            self.reconcile(state, &key, due).await;
+        }
+    }
+
+    async fn deleted(&self, state: &mut RunState, kind: CrKind, object: DynamicObject) {
+        let key = ObjectKey::of(kind, &object);
+        state.delivered.remove(&key);
+        state.tracker.forget(&key);
+        self.notify(kind, Change::Deleted, &object).await;
+        if let Err(e) = self.reconciler.deleted(kind, &object).await {
+            tracing::warn!(?key, error = %e, "handling a deletion failed");
+        }
+    }
+
+    async fn notify(&self, kind: CrKind, change: Change, object: &DynamicObject) {
+        let event = SourceEvent { kind, change, object: object.clone() };
+        for h in &self.handlers {
+            h.handle(&event).await;
+        }
+    }
+
+    /// Reconciles one state and writes the outcome to the object's status; the
+    /// version that write produced holds the object (see [`Tracker::wrote`]).
+    async fn reconcile(&self, state: &mut RunState, key: &ObjectKey, object: DynamicObject) {
+        let generation = object.metadata.generation.unwrap_or(0);
+        let outcome = self.reconciler.reconcile(key.kind, &object).await;
+        state.tracker.acted(key, generation);
+        let mut status = match outcome {
+            Ok(status) => status,
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        if let Some(map) = status.as_object_mut() {
+            map.insert("observedGeneration".into(), generation.into());
+            map.entry("error").or_insert(serde_json::Value::Null);
+        }
+        let api = self.api(key.kind, Some(&key.namespace));
+        let patch = Patch::Merge(json!({"status": status}));
+        match api.patch_status(&key.name, &PatchParams::default(), &patch).await {
+            Ok(written) => {
+                tracing::debug!(?key, version = ?version(&written), "status written");
+                state.tracker.wrote(key, written, Instant::now());
+            }
+            Err(e) => tracing::warn!(?key, error = %e, "writing status failed"),
+        }
+    }
+}
+
+/// What was last delivered to handlers for one object.
+struct Delivered {
+    version: Option<String>,
+    last: DynamicObject,
+}
+
+/// The loop's state.
+struct RunState {
+    tracker: Tracker<ObjectKey>,
+    delivered: HashMap<ObjectKey, Delivered>,
+    /// Objects seen by a re-list in progress, per kind.
+    relisted: HashMap<CrKind, HashSet<ObjectKey>>,
+}
+
+impl RunState {
+    fn new(timeout: Duration) -> Self {
+        Self { tracker: Tracker::new(timeout), delivered: HashMap::new(), relisted: HashMap::new() }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,110 @@
+//! The reconciler that makes the custom resources fleetsync's desired state: it
+//! writes each one's spec into the store as a document and answers the status of
+//! the keys it affects.
+//!
+//! A custom resource maps to a document field for field: its namespace is the
+//! tenant, its name and labels are the document's, its `spec` is the document's
+//! spec; everything else (annotations, status, server fields) stays in Kubernetes.
+
+use crate::handler::{CrKind, ReconcileError, Reconciler};
+use async_trait::async_trait;
+use fleetsync_model::document::{parse_value, DEFAULT_TENANT};
+use fleetsync_model::{Document, API_VERSION};
+use fleetsync_store::{StatusFilter, Store, StoreError};
+use kube::api::DynamicObject;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Writes custom resources into a [`Store`].
+pub struct StoreReconciler<S: ?Sized> {
+    store: Arc<S>,
+}
+
+impl<S: Store + ?Sized> StoreReconciler<S> {
+    pub fn new(store: Arc<S>) -> Self {
+        Self { store }
+    }
+}
+
+/// The fleetsync document a custom resource stands for; a validation error names
+/// the field, as `fleetsync apply` would.
+pub fn document(kind: CrKind, object: &DynamicObject) -> Result<Document, ReconcileError> {
+    let meta = &object.metadata;
+    let value = json!({
+        "apiVersion": API_VERSION,
+        "kind": kind.kind(),
+        "metadata": {
+            "name": meta.name.as_deref().unwrap_or_default(),
+            "namespace": meta.namespace.as_deref().unwrap_or(DEFAULT_TENANT),
+            "labels": meta.labels.clone().unwrap_or_default(),
+        },
+        "spec": object.data.get("spec").cloned().unwrap_or(Value::Null),
+    });
+    parse_value(1, value).map_err(|e| ReconcileError(e.to_string()))
+}
+
+fn store_error(e: StoreError) -> ReconcileError {
+    ReconcileError(format!("the store refused the change: {e}"))
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Reconciler for StoreReconciler<S> {
+    async fn reconcile(&self, kind: CrKind, object: &DynamicObject) -> Result<Value, ReconcileError> {
+        let doc = document(kind, object)?;
+        let (tenant, name) = (doc.metadata().namespace.clone(), doc.metadata().name.clone());
+        let outcome = self.store.objects_apply(vec![doc]).await.map_err(store_error)?;
+        let generation = outcome.first().map_or(0, |o| o.generation);
+        let mut status = json!({"storeGeneration": generation});
+        if kind == CrKind::SyncSet {
+            let filter = StatusFilter { tenant: Some(tenant), cluster: None, syncset: Some(name) };
+            let keys = self.store.status_list(&filter).await.map_err(store_error)?;
+            let keys: Vec<Value> = keys
+                .iter()
+                .map(|k| json!({"cluster": k.key.cluster, "phase": k.phase.as_str(), "observedGeneration": k.observed_generation}))
+                .collect();
+            status["keys"] = keys.into();
+        }
+        Ok(status)
+    }
+
+    async fn deleted(&self, kind: CrKind, object: &DynamicObject) -> Result<(), ReconcileError> {
+        let tenant = object.metadata.namespace.as_deref().unwrap_or(DEFAULT_TENANT);
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        match self.store.object_delete(kind.document_kind(), tenant, name).await {
+            Ok(()) | Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cr(kind: &str, spec: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "fleetsync.io/v1", "kind": kind,
+            "metadata": {"name": "s", "namespace": "team", "labels": {"env": "prod"}, "resourceVersion": "3"},
+            "spec": spec, "status": {"x": 1},
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn a_custom_resource_maps_to_its_document() {
+        let spec = json!({"clusterNames": ["c1"], "resources": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}}]});
+        let Document::SyncSet(s) = document(CrKind::SyncSet, &cr("SyncSet", spec)).expect("valid") else {
+            panic!("a SyncSet")
+        };
+        assert_eq!((s.metadata.tenant(), s.metadata.name.as_str()), ("team", "s"));
+        assert_eq!(s.metadata.labels.get("env").map(String::as_str), Some("prod"));
+        assert_eq!(s.spec.resources.len(), 1);
+    }
+
+    #[test]
+    fn an_invalid_spec_names_the_field() {
+        let err = document(CrKind::Cluster, &cr("Cluster", json!({"endpoint": {"http": {"url": "ftp://x"}}})))
+            .expect_err("bad url");
+        assert!(err.0.contains("spec.endpoint.http.url"), "{err}");
+    }
+}
