@@ -52,6 +52,9 @@ impl ObjectKey {
     }
 }
 
+/// The watch events of one kind, tagged with it.
+type WatchEvents = BoxStream<'static, (CrKind, Result<watcher::Event<DynamicObject>, watcher::Error>)>;
+
 /// Watches SyncSet and Cluster custom resources in a hub cluster.
 pub struct KubeSource {
     client: Client,
@@ -97,14 +100,13 @@ impl KubeSource {
 
     /// Runs until `shutdown` completes.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let streams: Vec<BoxStream<'static, (CrKind, Result<watcher::Event<DynamicObject>, watcher::Error>)>> =
-            CrKind::ALL
-                .into_iter()
-                .map(|kind| {
-                    let api = self.api(kind, self.config.namespace.as_deref());
-                    watcher(api, watcher::Config::default()).map(move |e| (kind, e)).boxed()
-                })
-                .collect();
+        let streams: Vec<WatchEvents> = CrKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let api = self.api(kind, self.config.namespace.as_deref());
+                watcher(api, watcher::Config::default()).map(move |e| (kind, e)).boxed()
+            })
+            .collect();
         let mut events = stream::select_all(streams);
         let mut state = RunState::new(self.config.own_write_timeout);
         tokio::pin!(shutdown);
