@@ -423,11 +423,11 @@ mod tests {
         let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
         let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0 };
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
-        let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec { endpoint: Endpoint::Kubeconfig { secret_ref: "kc".into() } } };
+        let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
         let err = k.apply(&by_secret, &m, &ctx).await.expect_err("nothing listens");
         assert!(matches!(err, ApplyError::Unreachable(_)), "{err}");
         assert_eq!(k.open_clients(), 1);
-        let in_pod = Cluster { metadata: ObjectMeta::new("p"), spec: ClusterSpec { endpoint: Endpoint::InCluster {} } };
+        let in_pod = Cluster { metadata: ObjectMeta::new("p"), spec: ClusterSpec::new(Endpoint::InCluster {}) };
         let err = k.apply(&in_pod, &m, &ctx).await.expect_err("not in a pod");
         assert!(matches!(&err, ApplyError::Unsupported(msg) if msg.contains("not running in a Kubernetes pod")), "{err}");
     }
@@ -435,11 +435,11 @@ mod tests {
     #[tokio::test]
     async fn other_endpoints_are_refused_and_bad_urls_named() {
         let k = KubeApplier::new(KubeConfig::default());
-        let sim = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec { endpoint: Endpoint::Simulator {} } };
+        let sim = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Simulator {}) };
         let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0 };
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         assert!(matches!(k.apply(&sim, &m, &ctx).await, Err(ApplyError::Unsupported(_))));
-        let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec { endpoint: Endpoint::Http { url: "http://[::1".into() } } };
+        let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Http { url: "http://[::1".into() }) };
         let err = k.apply(&bad, &m, &ctx).await.expect_err("bad URL");
         assert!(matches!(&err, ApplyError::Invalid(m) if m.contains("http://[::1")), "{err}");
     }

@@ -234,7 +234,7 @@ mod tests {
     }
 
     fn cluster() -> Cluster {
-        Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec { endpoint: Endpoint::Simulator {} } }
+        Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Simulator {}) }
     }
 
     fn cm(name: &str) -> Manifest {

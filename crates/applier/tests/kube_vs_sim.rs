@@ -36,7 +36,7 @@ fn quiet() -> SimConfig {
 
 fn cluster(s: &Sim, name: &str) -> Cluster {
     let url = format!("{}/clusters/{name}", s.base);
-    Cluster { metadata: ObjectMeta::new(name), spec: ClusterSpec { endpoint: Endpoint::Http { url } } }
+    Cluster { metadata: ObjectMeta::new(name), spec: ClusterSpec::new(Endpoint::Http { url }) }
 }
 
 fn cm(name: &str, value: &str) -> Manifest {
@@ -130,7 +130,7 @@ async fn slow_target_times_out_and_unreachable_is_typed() {
     assert!(matches!(err, ApplyError::Timeout(_)), "{err:?}");
     assert!(err.is_retryable());
 
-    let dead = Cluster { metadata: ObjectMeta::new("dead"), spec: ClusterSpec { endpoint: Endpoint::Http { url: "http://127.0.0.1:9/clusters/dead".into() } } };
+    let dead = Cluster { metadata: ObjectMeta::new("dead"), spec: ClusterSpec::new(Endpoint::Http { url: "http://127.0.0.1:9/clusters/dead".into() }) };
     let err = k.apply(&dead, &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("nothing listens on port 9");
     assert!(matches!(err, ApplyError::Unreachable(_)), "{err:?}");
     assert!(err.is_retryable());

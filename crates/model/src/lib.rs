@@ -5,12 +5,14 @@
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
+//! * [`live`]: live state reported by agents, and drift from what was applied.
 //! * [`status`]: what a key and a cluster look like to a user.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
 
 pub mod cluster;
 pub mod document;
 pub mod key;
+pub mod live;
 pub mod manifest;
 pub mod names;
 pub mod secret;
@@ -20,12 +22,13 @@ pub mod status;
 pub mod syncset;
 pub mod time;
 
-pub use cluster::{Cluster, ClusterSpec, Endpoint};
+pub use cluster::{AgentSpec, Cluster, ClusterSpec, Endpoint, AGENT_TOKEN_KEY};
 pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
 pub use key::WorkKey;
+pub use live::{LiveReport, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
-pub use status::{ClusterCondition, ClusterStatus, KeyStatus, Phase, ResourceOutcome, ResourceResult};
+pub use status::{ClusterCondition, ClusterStatus, Drift, KeyStatus, Phase, ResourceOutcome, ResourceResult};
 pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

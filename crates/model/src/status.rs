@@ -84,6 +84,21 @@ pub struct KeyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<Timestamp>,
     pub updated_at: Timestamp,
+    /// Resources whose live state (as the cluster's agent last reported it) differs
+    /// from what this key applies. A drift enqueues the key again (self-healing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<Drift>,
+}
+
+/// One resource that drifted from what its key applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drift {
+    pub resource: ResourceRef,
+    /// `deleted`, or the first field that differs (e.g. `data.k`).
+    pub reason: String,
+    /// The live version that showed the drift.
+    pub resource_version: String,
 }
 
 /// The roll-up condition of a cluster.
@@ -152,6 +167,7 @@ mod tests {
             next_attempt_at: None,
             last_applied_at: None,
             updated_at: Timestamp(0),
+            drift: vec![],
         }
     }
 

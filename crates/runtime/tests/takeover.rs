@@ -130,6 +130,12 @@ impl Store for ExpireAfterClaim {
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         self.inner.status_list(filter).await
     }
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<fleetsync_store::LiveRecord>) -> Result<fleetsync_store::LiveRecorded> {
+        self.inner.live_record(tenant, cluster, records).await
+    }
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<fleetsync_store::LiveResource>> {
+        self.inner.live_list(tenant, cluster).await
+    }
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.inner.queue_stats().await
     }

@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod event;
+pub mod live;
 pub mod queue;
 pub mod retry;
 
@@ -27,6 +28,7 @@ mod stored;
 
 pub use error::{Result, StoreError};
 pub use event::{Event, EventRetention, EventsTrimmed};
+pub use live::{LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 pub use queue::{
     ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, QueueStats, RenewParams,
     RunOutcome, StatusFilter,
@@ -118,8 +120,19 @@ pub trait Store: Send + Sync + 'static {
         };
         Ok(self.status_list(&filter).await?.into_iter().next())
     }
+    /// Statuses with each key's drift (see [`live_record`](Store::live_record)).
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
     async fn queue_stats(&self) -> Result<QueueStats>;
+
+    /// Persists live state reported by the agent of `tenant/cluster`, in one
+    /// transaction: each record is stored as its resource's latest state unless its
+    /// `resourceVersion` is the one already stored (a resend: acknowledged, not stored
+    /// or acted on twice) or older. Each stored record that drifted enqueues its key
+    /// again (coalesced like any change), so the key re-applies what drifted.
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded>;
+
+    /// The latest live state stored for each resource of a cluster, by resource.
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>>;
 
     /// Events with a sequence number greater than `after`, oldest first, at most
     /// `limit`. [`StoreError::CursorExpired`] if `after` is older than the log's horizon

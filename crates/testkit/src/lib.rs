@@ -51,7 +51,7 @@ pub fn hive_fleet(shape: FleetShape, endpoint: impl Fn(usize) -> Endpoint, revis
 pub fn hive_cluster(i: usize, endpoint: Endpoint) -> Document {
     let mut metadata = ObjectMeta::new(cluster_name(i));
     metadata.labels.insert("fleet".into(), "hive".into());
-    Document::Cluster(Cluster { metadata, spec: ClusterSpec { endpoint } })
+    Document::Cluster(Cluster { metadata, spec: ClusterSpec::new(endpoint) })
 }
 
 /// SyncSet `i` with `resources` ConfigMaps (~1 KiB each) at `revision`.

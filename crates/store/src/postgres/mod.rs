@@ -36,6 +36,7 @@
 
 mod conninfo;
 mod listen;
+mod live;
 mod members;
 mod objects;
 mod queue;
@@ -44,7 +45,7 @@ mod schema;
 
 use crate::{
     ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
-    Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
+    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -555,7 +556,28 @@ impl Store for PgStore {
     }
 
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
-        self.read("reading status", |c, now| Box::pin(rows::status_list(c, now, filter.clone()))).await
+        self.read("reading status", |c, now| {
+            let filter = filter.clone();
+            Box::pin(async move {
+                let mut statuses = rows::status_list(c, now, filter.clone()).await?;
+                crate::live::attach_drift(&mut statuses, live::drifts(c, &filter).await?);
+                Ok(statuses)
+            })
+        })
+        .await
+    }
+
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        let records = Arc::new(records);
+        self.write("recording live state", |tx| {
+            let (records, tenant, cluster) = (records.clone(), tenant.to_string(), cluster.to_string());
+            Box::pin(async move { live::record(tx, tenant, cluster, &records).await })
+        })
+        .await
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        self.read("listing live state", |c, _| Box::pin(live::list(c, tenant.to_string(), cluster.to_string()))).await
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {

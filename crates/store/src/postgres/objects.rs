@@ -155,6 +155,7 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
         // Without the cluster there is no way to reach it: its keys end here.
         Kind::Cluster => {
             tx.execute("DELETE FROM work WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
+            tx.execute("DELETE FROM live_state WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
         }
         // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.
         Kind::SyncSet => {

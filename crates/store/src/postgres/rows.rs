@@ -112,6 +112,7 @@ fn key_status(r: &Row, now: Timestamp) -> PgResult<KeyStatus> {
         next_attempt_at: (db_phase == "ready" && run_at > now).then_some(run_at),
         last_applied_at: r.try_get::<_, Option<i64>>(11)?.map(Timestamp),
         updated_at: Timestamp(r.try_get(12)?),
+        drift: Vec::new(),
     })
 }
 

@@ -96,6 +96,19 @@ const MIGRATIONS: &[(&str, &str)] = &[
     INSERT INTO events_horizon (horizon) VALUES (0);
     "#,
     ),
+    (
+        "live state reported by agents",
+        r#"
+    -- The latest version of each resource fleetsync applied, its drift from the desired
+    -- manifest, and how many versions were stored (each once: deduplicated by version).
+    CREATE TABLE live_state (
+        tenant text NOT NULL, cluster text NOT NULL, resource text NOT NULL,
+        syncset text NOT NULL, resource_version text NOT NULL, state text NOT NULL,
+        object text, drift text, versions bigint NOT NULL, updated_at bigint NOT NULL,
+        PRIMARY KEY (tenant, cluster, resource));
+    CREATE INDEX live_state_drift ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -5,6 +5,7 @@
 //! Both run on tokio's blocking pool. `synchronous = FULL`: a commit is on disk before
 //! the call returns, which is what the API's 2xx promises.
 
+mod live;
 mod members;
 mod objects;
 mod queue;
@@ -13,7 +14,7 @@ mod schema;
 
 use crate::{
     ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
-    Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
+    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
@@ -253,7 +254,26 @@ impl Store for SqliteStore {
 
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         let filter = filter.clone();
-        self.read("reading status", move |c, now| rows::status_list(c, now, &filter)).await
+        self.read("reading status", move |c, now| {
+            let mut statuses = rows::status_list(c, now, &filter)?;
+            crate::live::attach_drift(&mut statuses, live::drifts(c, &filter)?);
+            Ok(statuses)
+        })
+        .await
+    }
+
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
+        let out = self.write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records)).await?;
+        if !out.requeued.is_empty() {
+            self.wake();
+        }
+        Ok(out)
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
+        self.read("listing live state", move |c, _| live::list(c, &tenant, &cluster)).await
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {

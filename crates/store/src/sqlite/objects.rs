@@ -136,6 +136,7 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
         // Without the cluster there is no way to reach it: its keys end here.
         Kind::Cluster => {
             tx.execute("DELETE FROM work WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
+            tx.execute("DELETE FROM live_state WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
         }
         // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.
         Kind::SyncSet => {

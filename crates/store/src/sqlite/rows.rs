@@ -114,6 +114,7 @@ fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, Strin
         next_attempt_at: (db_phase == "ready" && run_at > now).then_some(run_at),
         last_applied_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
         updated_at: Timestamp(r.get(12)?),
+        drift: Vec::new(),
     };
     Ok((status, r.get(9)?))
 }

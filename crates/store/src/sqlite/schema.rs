@@ -56,6 +56,16 @@ const MIGRATIONS: &[&str] = &[
     r#"
     INSERT INTO meta (k, v) VALUES ('events_horizon', 0);
     "#,
+    // 5: live state reported by agents: the latest version of each resource fleetsync
+    // applied, its drift from the desired manifest, and how many versions were stored.
+    r#"
+    CREATE TABLE live_state (
+        tenant TEXT NOT NULL, cluster TEXT NOT NULL, resource TEXT NOT NULL,
+        syncset TEXT NOT NULL, resource_version TEXT NOT NULL, state TEXT NOT NULL,
+        object TEXT, drift TEXT, versions INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, cluster, resource)) WITHOUT ROWID;
+    CREATE INDEX live_state_drift ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL;
+    "#,
 ];
 
 /// Brings the schema up to date; returns the version it ends at.

@@ -1,0 +1,107 @@
+//! Live state reported by agents: what the store keeps of it, and the rules every
+//! backend applies the same way (deduplication by `resourceVersion`, drift shown in
+//! key status).
+
+use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, Timestamp, WorkKey};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One report, as the hub asks the store to keep it: already matched to the key that
+/// applies the resource and judged against that key's manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveRecord {
+    pub resource: ResourceRef,
+    /// The SyncSet of the key (on the reporting cluster) that applies the resource.
+    pub syncset: String,
+    pub resource_version: String,
+    pub state: LiveState,
+    /// The live object (present only).
+    pub object: Option<serde_json::Value>,
+    /// Where the live state differs from the desired one (`deleted`, or a field);
+    /// `None` if it matches.
+    pub drift: Option<String>,
+}
+
+/// What the store did with one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LiveOutcome {
+    /// Persisted as the resource's latest state.
+    Stored,
+    /// This `resourceVersion` is the one already stored: nothing written again.
+    Duplicate,
+    /// Older than the stored version (a resend overtaken by a newer report): ignored.
+    Stale,
+}
+
+/// The answer to a batch: one outcome per record, in input order, and the keys that
+/// were enqueued again because a stored record drifted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveRecorded {
+    pub outcomes: Vec<LiveOutcome>,
+    pub requeued: Vec<WorkKey>,
+}
+
+/// A resource's latest live state, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveResource {
+    pub syncset: String,
+    pub resource: ResourceRef,
+    pub resource_version: String,
+    pub state: LiveState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
+    /// How many distinct versions of the resource were stored (each exactly once).
+    pub versions: u64,
+    pub updated_at: Timestamp,
+}
+
+/// Whether a report at `new` replaces the stored version `old` (`None`: nothing
+/// stored). Versions are opaque strings to Kubernetes clients, so equality is the
+/// deduplication rule; where both are decimal numbers (etcd revisions, the
+/// simulator's counter), an older one is a resend that was overtaken and is ignored.
+pub fn judge(old: Option<&str>, new: &str) -> LiveOutcome {
+    let Some(old) = old else { return LiveOutcome::Stored };
+    if old == new {
+        return LiveOutcome::Duplicate;
+    }
+    match (old.parse::<u64>(), new.parse::<u64>()) {
+        (Ok(o), Ok(n)) if n < o => LiveOutcome::Stale,
+        _ => LiveOutcome::Stored,
+    }
+}
+
+/// The stored identity of a resource: its reference as JSON (fields in a fixed
+/// order, so equal references give equal text).
+pub(crate) fn resource_id(r: &ResourceRef) -> String {
+    serde_json::to_string(r).unwrap_or_default()
+}
+
+/// Shows each key's drifted resources in its status.
+pub(crate) fn attach_drift(statuses: &mut [KeyStatus], drifts: Vec<(WorkKey, Drift)>) {
+    let mut by_key: HashMap<WorkKey, Vec<Drift>> = HashMap::new();
+    for (key, d) in drifts {
+        by_key.entry(key).or_default().push(d);
+    }
+    for s in statuses {
+        if let Some(mut d) = by_key.remove(&s.key) {
+            d.sort_by(|a, b| a.resource.cmp(&b.resource));
+            s.drift = d;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_dedupe_and_order() {
+        assert_eq!(judge(None, "5"), LiveOutcome::Stored);
+        assert_eq!(judge(Some("5"), "5"), LiveOutcome::Duplicate);
+        assert_eq!(judge(Some("5"), "4"), LiveOutcome::Stale);
+        assert_eq!(judge(Some("5"), "12"), LiveOutcome::Stored);
+        assert_eq!(judge(Some("abc"), "abd"), LiveOutcome::Stored, "opaque versions: newest report wins");
+    }
+}

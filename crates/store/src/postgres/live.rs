@@ -1,0 +1,132 @@
+//! Live state reported by agents on PostgreSQL (see [`crate::live`]). A batch is
+//! judged in Rust against the versions stored, then written with one set-based
+//! upsert; reports of one cluster are serialized by an advisory lock, so two hub
+//! processes receiving the same resend cannot both store it.
+
+use super::{query, queue, Failure, PgResult, Tx};
+use crate::live::{judge, resource_id, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
+use crate::stored::{corrupt, decode, json};
+use crate::{StatusFilter, StoreError};
+use deadpool_postgres::GenericClient;
+use fleetsync_model::{Drift, LiveState, Timestamp, WorkKey};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The rows a batch writes, one per resource (the last stored record of it wins;
+/// `bump` counts every version of it the batch stored).
+#[derive(Default)]
+struct Upserts {
+    resources: Vec<String>,
+    syncsets: Vec<String>,
+    versions: Vec<String>,
+    states: Vec<&'static str>,
+    objects: Vec<Option<String>>,
+    drifts: Vec<Option<String>>,
+    bumps: Vec<i64>,
+}
+
+pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, records: &[LiveRecord]) -> PgResult<LiveRecorded> {
+    let lock = format!("fleetsync live {} {tenant}/{cluster}", tx.schema);
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
+    let ids: Vec<String> = records.iter().map(|r| resource_id(&r.resource)).collect();
+    let rows = tx
+        .query(
+            "SELECT resource, resource_version FROM live_state WHERE tenant = $1 AND cluster = $2 AND resource = ANY($3)",
+            &[&tenant, &cluster, &ids],
+        )
+        .await?;
+    let mut current: HashMap<String, String> = HashMap::new();
+    for row in rows {
+        current.insert(row.try_get(0)?, row.try_get(1)?);
+    }
+    let mut out = LiveRecorded::default();
+    let mut last: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
+    for (i, (r, id)) in records.iter().zip(&ids).enumerate() {
+        let outcome = judge(current.get(id).map(String::as_str), &r.resource_version);
+        if outcome == LiveOutcome::Stored {
+            current.insert(id.clone(), r.resource_version.clone());
+            let entry = last.entry(id.as_str()).or_insert((i, 0));
+            *entry = (i, entry.1 + 1);
+        }
+        out.outcomes.push(outcome);
+    }
+    let mut u = Upserts::default();
+    let mut drifted = BTreeSet::new();
+    for (id, (i, bump)) in last {
+        let r = &records[i];
+        u.resources.push(id.to_string());
+        u.syncsets.push(r.syncset.clone());
+        u.versions.push(r.resource_version.clone());
+        u.states.push(r.state.as_str());
+        u.objects.push(r.object.as_ref().map(|o| json("live_state", o)).transpose()?);
+        u.drifts.push(r.drift.clone());
+        u.bumps.push(bump);
+        if r.drift.is_some() {
+            drifted.insert(r.syncset.clone());
+        }
+    }
+    if !u.resources.is_empty() {
+        tx.execute(
+            "INSERT INTO live_state AS l (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at)
+             SELECT $1, $2, u.resource, u.syncset, u.rv, u.state, u.object, u.drift, u.bump, $3
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
+                  AS u(resource, syncset, rv, state, object, drift, bump)
+             ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
+                 resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
+                 drift = excluded.drift, versions = l.versions + excluded.versions, updated_at = excluded.updated_at",
+            &[&tenant, &cluster, &tx.now.millis(), &u.resources, &u.syncsets, &u.versions, &u.states, &u.objects, &u.drifts, &u.bumps],
+        )
+        .await?;
+    }
+    for syncset in drifted {
+        let key = WorkKey::new(tenant.clone(), cluster.clone(), syncset);
+        match queue::retry(tx, key.clone()).await {
+            Ok(()) => out.requeued.push(key),
+            Err(Failure::Store(StoreError::NotFound { .. })) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+pub(super) async fn list<C: GenericClient>(c: &C, tenant: String, cluster: String) -> PgResult<Vec<LiveResource>> {
+    let rows = query(
+        c,
+        "SELECT resource, syncset, resource_version, state, drift, versions, updated_at FROM live_state
+         WHERE tenant = $1 AND cluster = $2 ORDER BY resource",
+        &[&tenant, &cluster],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let state: &str = r.try_get(3)?;
+            Ok(LiveResource {
+                resource: decode("live_state", r.try_get(0)?)?,
+                syncset: r.try_get(1)?,
+                resource_version: r.try_get(2)?,
+                state: LiveState::parse(state).ok_or_else(|| corrupt("live_state", format!("state {state:?}")))?,
+                drift: r.try_get(4)?,
+                versions: u64::try_from(r.try_get::<_, i64>(5)?).unwrap_or(0),
+                updated_at: Timestamp(r.try_get(6)?),
+            })
+        })
+        .collect()
+}
+
+/// The drifted resources of the keys a status query covers.
+pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter) -> PgResult<Vec<(WorkKey, Drift)>> {
+    let rows = query(
+        c,
+        "SELECT tenant, cluster, syncset, resource, drift, resource_version FROM live_state
+         WHERE drift IS NOT NULL AND ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2)
+             AND ($3::text IS NULL OR syncset = $3)",
+        &[&f.tenant, &f.cluster, &f.syncset],
+    )
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);
+            let drift = Drift { resource: decode("live_state", r.try_get(3)?)?, reason: r.try_get(4)?, resource_version: r.try_get(5)? };
+            Ok((key, drift))
+        })
+        .collect()
+}

@@ -1,0 +1,99 @@
+//! Live state reported by agents (see [`crate::live`]): stored once per version,
+//! drift re-enqueues the key, and drift is read back for status.
+
+use super::queue;
+use crate::live::{judge, resource_id, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
+use crate::stored::{corrupt, decode, json};
+use crate::{Result, StatusFilter, StoreError};
+use fleetsync_model::{Drift, LiveState, Timestamp, WorkKey};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use std::collections::BTreeSet;
+
+pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster: &str, records: &[LiveRecord]) -> Result<LiveRecorded> {
+    let mut out = LiveRecorded::default();
+    let mut drifted = BTreeSet::new();
+    for r in records {
+        let id = resource_id(&r.resource);
+        let stored: Option<String> = tx
+            .prepare_cached("SELECT resource_version FROM live_state WHERE tenant = ?1 AND cluster = ?2 AND resource = ?3")?
+            .query_row(params![tenant, cluster, id], |row| row.get(0))
+            .optional()?;
+        let outcome = judge(stored.as_deref(), &r.resource_version);
+        if outcome == LiveOutcome::Stored {
+            let object = r.object.as_ref().map(|o| json("live_state", o)).transpose()?;
+            tx.prepare_cached(
+                "INSERT INTO live_state (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9)
+                 ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
+                     resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
+                     drift = excluded.drift, versions = versions + 1, updated_at = excluded.updated_at",
+            )?
+            .execute(params![tenant, cluster, id, r.syncset, r.resource_version, r.state.as_str(), object, r.drift, now.millis()])?;
+            if r.drift.is_some() {
+                drifted.insert(r.syncset.clone());
+            }
+        }
+        out.outcomes.push(outcome);
+    }
+    for syncset in drifted {
+        let key = WorkKey::new(tenant, cluster, syncset);
+        match queue::retry(tx, now, &key) {
+            Ok(()) => out.requeued.push(key),
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn list(c: &Connection, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT resource, syncset, resource_version, state, drift, versions, updated_at FROM live_state
+         WHERE tenant = ?1 AND cluster = ?2 ORDER BY resource",
+    )?;
+    let rows = stmt.query_map(params![tenant, cluster], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, Option<String>>(4)?,
+            r.get::<_, i64>(5)?,
+            r.get::<_, i64>(6)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (resource, syncset, resource_version, state, drift, versions, at) = row?;
+        Ok(LiveResource {
+            syncset,
+            resource: decode("live_state", &resource)?,
+            resource_version,
+            state: LiveState::parse(&state).ok_or_else(|| corrupt("live_state", format!("state {state:?}")))?,
+            drift,
+            versions: u64::try_from(versions).unwrap_or(0),
+            updated_at: Timestamp(at),
+        })
+    })
+    .collect()
+}
+
+/// The drifted resources of the keys a status query covers.
+pub(super) fn drifts(c: &Connection, f: &StatusFilter) -> Result<Vec<(WorkKey, Drift)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT tenant, cluster, syncset, resource, drift, resource_version FROM live_state
+         WHERE drift IS NOT NULL AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)",
+    )?;
+    let rows = stmt.query_map(params![f.tenant, f.cluster, f.syncset], |r| {
+        Ok((
+            WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+            r.get::<_, String>(3)?,
+            r.get::<_, String>(4)?,
+            r.get::<_, String>(5)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (key, resource, reason, resource_version) = row?;
+        Ok((key, Drift { resource: decode("live_state", &resource)?, reason, resource_version }))
+    })
+    .collect()
+}
