@@ -39,6 +39,15 @@ pub enum ApiError {
     /// The request body could not be read (e.g. it is not UTF-8).
     #[error("invalid request body: {0}")]
     BadBody(String),
+    /// A field of a JSON body breaks a rule; `field` is its path (`reports[2].object`).
+    #[error("invalid {field}: {rule}")]
+    InvalidField { field: String, rule: String },
+    /// No credentials, or ones nobody has.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// Valid credentials that do not allow this request.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     #[error("request body is larger than the limit of {limit} bytes")]
     BodyTooLarge { limit: usize },
     #[error("no route for {method} {path}")]
@@ -59,6 +68,9 @@ impl ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::InvalidField { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::CursorExpired { .. } | ApiError::Store(StoreError::CursorExpired { .. }) => StatusCode::GONE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
         }
@@ -77,6 +89,7 @@ impl ApiError {
             ApiError::Documents(ParseError::Yaml { index, .. }) => {
                 json!({ "error": self.to_string(), "document": format!("document {index}") })
             }
+            ApiError::InvalidField { field, .. } => json!({ "error": self.to_string(), "field": field }),
             ApiError::CursorExpired { cursor, horizon } => {
                 json!({ "error": self.to_string(), "cursor": cursor, "horizon": horizon })
             }

@@ -15,10 +15,13 @@
 //! | `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` | explicit retry |
 //! | `GET /v1/events?after=&limit=` | the event log (410 if the cursor was trimmed) |
 //! | `GET /v1/events?after=&watch=true` | the event log, then each new event: NDJSON ([`events`]) |
+//! | `POST /v1/agent/reports`, `GET /v1/agent/resources` | agents (token per cluster, [`agent`]) |
+//! | `GET /v1/live?cluster=` | live state reported by agents |
 //! | `GET /healthz`, `GET /metrics` | operations |
 //!
 //! `?tenant=` selects the tenant (default `default`) wherever objects are named.
 
+pub mod agent;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -85,6 +88,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status/syncsets/{name}", get(status::syncset))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))
         .route("/v1/events", get(events::list))
+        .route("/v1/agent/reports", post(agent::report))
+        .route("/v1/agent/resources", get(agent::resources))
+        .route("/v1/live", get(agent::live))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::scrape))
         .fallback(no_route)

@@ -78,6 +78,12 @@ impl Store for Broken {
     async fn status_list(&self, _: &StatusFilter) -> Result<Vec<KeyStatus>> {
         fail()
     }
+    async fn live_record(&self, _: &str, _: &str, _: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        fail()
+    }
+    async fn live_list(&self, _: &str, _: &str) -> Result<Vec<LiveResource>> {
+        fail()
+    }
     async fn queue_stats(&self) -> Result<QueueStats> {
         fail()
     }

@@ -1,6 +1,7 @@
 //! The HTTP API end to end: the router over a real SQLite store, called with
 //! `oneshot`.
 
+mod agent;
 mod broken;
 mod events;
 mod harness;

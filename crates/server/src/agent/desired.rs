@@ -1,0 +1,48 @@
+//! What fleetsync wants on a cluster: the manifests of the SyncSets of its keys, by
+//! resource, to match reports to keys and to judge drift.
+
+use crate::error::Result;
+use fleetsync_model::live::difference;
+use fleetsync_model::{LiveReport, LiveState, ResourceRef};
+use fleetsync_store::{StatusFilter, Store};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The desired manifest of each resource applied to one cluster, with its SyncSet.
+#[derive(Debug, Default)]
+pub struct Desired {
+    by_resource: BTreeMap<ResourceRef, (String, Value)>,
+}
+
+impl Desired {
+    /// Reads the cluster's keys that are to be on it and their SyncSets' manifests.
+    pub async fn load(store: &dyn Store, tenant: &str, cluster: &str) -> Result<Desired> {
+        let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), syncset: None };
+        let mut by_resource = BTreeMap::new();
+        for key in store.status_list(&filter).await?.into_iter().filter(|k| k.desired) {
+            let Some(set) = store.syncset_get(tenant, &key.key.syncset).await? else { continue };
+            for m in set.spec.resources {
+                if let Ok(r) = m.resource_ref() {
+                    by_resource.insert(r, (key.key.syncset.clone(), m.0));
+                }
+            }
+        }
+        Ok(Desired { by_resource })
+    }
+
+    /// The SyncSet that applies the reported resource and the drift, if any; `None`
+    /// if fleetsync does not apply it to this cluster.
+    pub fn judge(&self, r: &LiveReport) -> Option<(String, Option<String>)> {
+        let (syncset, manifest) = self.by_resource.get(&r.resource)?;
+        let drift = match (r.state, &r.object) {
+            (LiveState::Present, Some(object)) => difference(manifest, object),
+            _ => Some("deleted".to_string()),
+        };
+        Some((syncset.clone(), drift))
+    }
+
+    /// Every resource applied to the cluster.
+    pub fn resources(&self) -> Vec<ResourceRef> {
+        self.by_resource.keys().cloned().collect()
+    }
+}

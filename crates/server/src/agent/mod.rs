@@ -1,0 +1,155 @@
+//! The agents' side of the API: live-state reports from `fleetsync agent`, what an
+//! agent should watch, and the live state stored.
+//!
+//! | Route | |
+//! |---|---|
+//! | `POST /v1/agent/reports` | a [`ReportBatch`] → one result per report, once persisted |
+//! | `GET /v1/agent/resources?tenant=&cluster=` | the resources fleetsync applies to the cluster |
+//! | `GET /v1/live?tenant=&cluster=` | the latest live state stored per resource |
+//!
+//! The two agent routes need the cluster's agent token ([`auth`]). A report is matched
+//! to the key whose SyncSet lists the resource ([`desired`]); reports of resources
+//! fleetsync does not apply there are acknowledged and dropped.
+
+pub mod auth;
+pub mod desired;
+
+use crate::error::{ApiError, Result};
+use crate::extract::{check_name, default_tenant, ApiQuery, ApiText};
+use crate::{AppState, Items};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::Json;
+use fleetsync_model::{Kind, LiveReport, LiveState, ReportBatch, ResourceRef};
+use fleetsync_store::{LiveOutcome, LiveRecord, LiveResource, StoreError};
+use serde::{Deserialize, Serialize};
+
+/// What happened to one report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReportResult {
+    /// Persisted as the resource's latest state.
+    Stored,
+    /// Already persisted at this version (a resend).
+    Duplicate,
+    /// Older than the version persisted.
+    Stale,
+    /// Not a resource fleetsync applies to this cluster: not stored.
+    Unmanaged,
+}
+
+impl From<LiveOutcome> for ReportResult {
+    fn from(o: LiveOutcome) -> Self {
+        match o {
+            LiveOutcome::Stored => ReportResult::Stored,
+            LiveOutcome::Duplicate => ReportResult::Duplicate,
+            LiveOutcome::Stale => ReportResult::Stale,
+        }
+    }
+}
+
+/// One acknowledged report: the agent may forget it (unless it has a newer one).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ack {
+    pub resource: ResourceRef,
+    pub resource_version: String,
+    pub result: ReportResult,
+    /// Where the live state differs from the desired one, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
+}
+
+/// The answer to a batch, sent only after it was committed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Acks {
+    pub items: Vec<Ack>,
+    /// SyncSets enqueued again on this cluster because their resources drifted.
+    pub requeued: Vec<String>,
+}
+
+/// `POST /v1/agent/reports`: checks, judges and persists a batch in one transaction.
+pub async fn report(State(state): State<AppState>, headers: HeaderMap, ApiText(body): ApiText) -> Result<Json<Acks>> {
+    let batch = parse_batch(&body)?;
+    auth::authorize(state.store.as_ref(), &headers, &batch.tenant, &batch.cluster).await?;
+    let desired = desired::Desired::load(state.store.as_ref(), &batch.tenant, &batch.cluster).await?;
+    let mut items = Vec::with_capacity(batch.reports.len());
+    let mut records = Vec::new();
+    for r in batch.reports {
+        let judged = desired.judge(&r);
+        items.push(Ack {
+            resource: r.resource.clone(),
+            resource_version: r.resource_version.clone(),
+            result: ReportResult::Unmanaged,
+            drift: judged.as_ref().and_then(|(_, d)| d.clone()),
+        });
+        if let Some((syncset, drift)) = judged {
+            records.push((items.len() - 1, record(r, syncset, drift)));
+        }
+    }
+    let (at, records): (Vec<usize>, Vec<LiveRecord>) = records.into_iter().unzip();
+    let recorded = state.store.live_record(&batch.tenant, &batch.cluster, records).await?;
+    for (i, outcome) in at.into_iter().zip(recorded.outcomes) {
+        items[i].result = outcome.into();
+    }
+    Ok(Json(Acks { items, requeued: recorded.requeued.into_iter().map(|k| k.syncset).collect() }))
+}
+
+fn record(r: LiveReport, syncset: String, drift: Option<String>) -> LiveRecord {
+    let object = if r.state == LiveState::Present { r.object } else { None };
+    LiveRecord { resource: r.resource, syncset, resource_version: r.resource_version, state: r.state, object, drift }
+}
+
+/// The batch, or a 400 (not JSON) / 422 (a field breaks a rule) naming the field.
+fn parse_batch(body: &str) -> Result<ReportBatch> {
+    let mut de = serde_json::Deserializer::from_str(body);
+    let batch: ReportBatch = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::BadBody(format!("not a JSON report batch: {inner}"))
+        } else {
+            ApiError::InvalidField { field: if field == "." { "body".into() } else { field }, rule: inner.to_string() }
+        }
+    })?;
+    batch.validate().map_err(|(field, rule)| ApiError::InvalidField { field, rule })?;
+    Ok(batch)
+}
+
+/// `?tenant=&cluster=` of the agent routes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterQuery {
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    pub cluster: String,
+}
+
+impl ClusterQuery {
+    fn check(&self) -> Result<()> {
+        check_name("query parameter `tenant`", &self.tenant)?;
+        check_name("query parameter `cluster`", &self.cluster)
+    }
+}
+
+/// `GET /v1/agent/resources`: what the agent of a cluster is to watch.
+pub async fn resources(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<ClusterQuery>,
+) -> Result<Json<Items<ResourceRef>>> {
+    q.check()?;
+    auth::authorize(state.store.as_ref(), &headers, &q.tenant, &q.cluster).await?;
+    let desired = desired::Desired::load(state.store.as_ref(), &q.tenant, &q.cluster).await?;
+    Ok(Json(Items { items: desired.resources() }))
+}
+
+/// `GET /v1/live`: the live state stored for a cluster (objects left out).
+pub async fn live(State(state): State<AppState>, ApiQuery(q): ApiQuery<ClusterQuery>) -> Result<Json<Items<LiveResource>>> {
+    q.check()?;
+    if state.store.cluster_get(&q.tenant, &q.cluster).await?.is_none() {
+        return Err(StoreError::not_found(Kind::Cluster, &q.tenant, &q.cluster).into());
+    }
+    Ok(Json(Items { items: state.store.live_list(&q.tenant, &q.cluster).await? }))
+}
