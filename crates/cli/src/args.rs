@@ -32,6 +32,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks).
     Sim(SimArgs),
+    /// Run beside a cluster: report the live state of what fleetsync applied there.
+    Agent(AgentArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -262,6 +264,43 @@ pub struct DemoArgs {
     pub db: Option<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The hub's API.
+    #[arg(long, env = "FLEETSYNC_AGENT_HUB")]
+    pub hub: String,
+    #[arg(long, env = "FLEETSYNC_AGENT_TENANT", default_value = "default")]
+    pub tenant: String,
+    /// The cluster this agent reports for (its token must be that cluster's).
+    #[arg(long, env = "FLEETSYNC_AGENT_CLUSTER")]
+    pub cluster: String,
+    /// A file holding the cluster's agent token: the `token` value of the Secret its
+    /// `spec.agent.tokenSecretRef` names.
+    #[arg(long, env = "FLEETSYNC_AGENT_TOKEN_FILE")]
+    pub token_file: PathBuf,
+    /// The cluster's Kubernetes API, e.g. http://HOST:PORT/clusters/NAME of `fleetsync sim`.
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET")]
+    pub target: String,
+    /// How often the target is looked at for changes (one list per kind).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub poll_interval: Duration,
+    /// How often the list of resources to watch is read from the hub again.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub resources_interval: Duration,
+    /// Most reports in one request to the hub.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// The first wait before resending reports the hub did not acknowledge (doubles
+    /// with each failure, up to --backoff-cap).
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub backoff_base: Duration,
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub backoff_cap: Duration,
+    /// How long one request (to the hub or the target) may take.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
 }
 
 #[derive(Debug, Args)]

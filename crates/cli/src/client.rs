@@ -140,7 +140,7 @@ fn print_table(resource: Resource, items: &[Value]) {
             }),
         ),
         Resource::Status => table(
-            &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "LAST ERROR"],
+            &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"],
             &rows(&|k| {
                 vec![
                     text(&k["cluster"]),
@@ -149,6 +149,7 @@ fn print_table(resource: Resource, items: &[Value]) {
                     text(&k["generation"]),
                     text(&k["observedGeneration"]),
                     text(&k["attempts"]),
+                    k["drift"].as_array().map_or(0, Vec::len).to_string(),
                     clip(text(&k["lastError"]), 60),
                 ]
             }),

@@ -1,5 +1,6 @@
 //! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
 
+mod agent;
 mod args;
 mod bench;
 mod bench_processes;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
             Command::Delete(a) => client::delete(&cli.server, a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
             Command::Sim(a) => sim::run(a).await.map(|()| true),
+            Command::Agent(a) => agent::run(a).await.map(|()| true),
             Command::Bench(args::BenchCommand::HiveFleet(a)) => bench::run(a).await,
             Command::Bench(args::BenchCommand::Drain(a)) => drain::run(a).await,
         }
@@ -65,7 +67,7 @@ fn main() -> ExitCode {
 /// Logs go to stderr; `RUST_LOG` overrides. The hub logs at info, one-shot commands
 /// only warn, so their stdout stays clean for scripts.
 fn init_tracing(command: &Command) {
-    let default = if matches!(command, Command::Serve(_) | Command::Worker(_)) { "info" } else { "warn" };
+    let default = if matches!(command, Command::Serve(_) | Command::Worker(_) | Command::Agent(_)) { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
