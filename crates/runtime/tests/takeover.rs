@@ -79,8 +79,17 @@ impl Store for ExpireAfterClaim {
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
         self.inner.objects_apply(docs).await
     }
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        self.inner.objects_apply_own(docs, own).await
+    }
     async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
         self.inner.object_delete(kind, tenant, name).await
+    }
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
+        self.inner.consumer_get(name).await
+    }
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
+        self.inner.consumer_ack(name, seq).await
     }
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
         self.inner.cluster_get(tenant, name).await

@@ -7,9 +7,8 @@
 //! [`ManualClock`]: leases and backoff are tested without sleeping.
 
 use crate::{
-    LiveOutcome, LiveRecord,
-    ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventRetention, EventsTrimmed, RenewParams, RetryPolicy, RunOutcome,
-    StatusFilter, Store, StoreConfig, StoreError,
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventRetention, EventsTrimmed, LiveOutcome, LiveRecord, OwnWrite,
+    RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use fleetsync_model::{
@@ -35,7 +34,9 @@ macro_rules! conformance_tests {
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
             relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
             cluster_limit_holds_back, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
-            live_state_deduplicated_and_drift_requeues);
+            live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
+            requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
+            own_write_that_unselects_the_writer_dirties_it);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -613,4 +614,149 @@ pub async fn live_state_deduplicated_and_drift_requeues(h: &dyn Harness) {
     assert!(s.live_list("default", "other").await.expect("list").is_empty());
     s.object_delete(Kind::Cluster, "default", "c1").await.expect("delete");
     assert!(s.live_list("default", "c1").await.expect("list").is_empty(), "a deleted cluster's live state goes with it");
+}
+
+/// A consumer's cursor starts unknown, moves forward with each acknowledgement, never
+/// back, is kept per name, and survives a reopen.
+pub async fn consumer_cursors_only_move_forward(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    {
+        let s = h.open(config(clock.clone())).await;
+        assert_eq!(s.consumer_get("audit").await.expect("get"), None, "an unknown consumer starts at 0");
+        assert_eq!(s.consumer_ack("audit", 5).await.expect("ack"), 5);
+        assert_eq!(s.consumer_ack("audit", 3).await.expect("late ack"), 5, "an older ack does not move it back");
+        assert_eq!(s.consumer_ack("audit", 5).await.expect("repeated ack"), 5);
+        assert_eq!(s.consumer_ack("audit", 9).await.expect("ack"), 9);
+        assert_eq!(s.consumer_ack("mailer", 2).await.expect("other"), 2);
+        assert_eq!(s.consumer_get("audit").await.expect("get"), Some(9));
+    }
+    let s = h.open(config(clock)).await;
+    assert_eq!(s.consumer_get("audit").await.expect("get after reopen"), Some(9), "cursors are durable");
+    assert_eq!(s.consumer_get("mailer").await.expect("get"), Some(2), "each name has its own cursor");
+}
+
+/// Names that cannot be stored are refused with a message saying why.
+pub async fn consumer_names_are_checked(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let long = "x".repeat(crate::MAX_CONSUMER_NAME + 1);
+    for bad in ["", long.as_str(), "new\nline"] {
+        let get = s.consumer_get(bad).await;
+        assert!(matches!(get, Err(StoreError::InvalidConsumerName { .. })), "get {bad:?}: {get:?}");
+        let ack = s.consumer_ack(bad, 1).await;
+        assert!(matches!(ack, Err(StoreError::InvalidConsumerName { .. })), "ack {bad:?}: {ack:?}");
+    }
+    let name = "x".repeat(crate::MAX_CONSUMER_NAME);
+    assert_eq!(s.consumer_ack(&name, 1).await.expect("longest name"), 1);
+}
+
+fn requeue(item: &ClaimedItem, after: Duration) -> RunOutcome {
+    RunOutcome::Requeue { generation: item.generation, inventory: vec![], after }
+}
+
+/// A requeue commits the run and makes the key claimable again after its delay, not
+/// before, with attempts starting over.
+pub async fn requeue_runs_again_after_its_delay(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let after = Duration::from_secs(10);
+    let item = claim(&*s, "w", 1).await.remove(0);
+    assert_eq!(complete(&*s, &item, requeue(&item, after)).await, CompleteOutcome::Committed(Phase::Pending));
+    let st = s.status_get(&item.key).await.expect("status").expect("exists");
+    assert_eq!((st.observed_generation, st.next_attempt_at, st.last_error), (1, Some(clock.now().plus(after)), None));
+    assert_eq!(s.work_next_ready_at(None).await.expect("next"), Some(clock.now().plus(after)));
+    clock.advance(after - Duration::from_millis(1));
+    assert!(claim(&*s, "w", 1).await.is_empty(), "not before its delay");
+    clock.advance(Duration::from_millis(1));
+    let again = claim(&*s, "w", 1).await.remove(0);
+    assert_eq!((again.generation, again.attempt), (1, 1), "a requeue is not a failed attempt");
+    assert_eq!(complete(&*s, &again, applied(&again)).await, CompleteOutcome::Committed(Phase::Applied));
+}
+
+/// A change that lands during the run is not held back by a requeue's delay.
+pub async fn requeue_yields_to_a_newer_change(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    let item = claim(&*s, "w", 1).await.remove(0);
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("update during run");
+    let outcome = complete(&*s, &item, requeue(&item, Duration::from_secs(3600))).await;
+    assert_eq!(outcome, CompleteOutcome::Committed(Phase::Pending));
+    let again = claim(&*s, "w", 1).await;
+    assert_eq!(again.iter().map(|i| i.generation).collect::<Vec<_>>(), [2], "claimable at once, at the new generation");
+}
+
+/// Two clusters selected by `s1`, both keys claimed.
+async fn two_keys_claimed(s: &dyn Store) -> (ClaimedItem, ClaimedItem) {
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1")])
+        .await
+        .expect("apply");
+    let mut items = claim(s, "w", 10).await;
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    let c2 = items.pop().expect("c2/s1");
+    (items.pop().expect("c1/s1"), c2)
+}
+
+fn own(item: &ClaimedItem) -> OwnWrite {
+    OwnWrite { key: item.key.clone(), fence: item.fence }
+}
+
+/// An own write is applied and logged, enqueues the other keys it affects, and leaves
+/// the writer's key clean (with its attempts); a change by someone else during the
+/// same run still makes it dirty.
+pub async fn own_write_leaves_the_writer_clean(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let (mine, other) = two_keys_claimed(&*s).await;
+    let before = seqs(&*s, 0).await.len();
+    let out = s.objects_apply_own(vec![syncset("s1", 1, "annotated")], own(&mine)).await.expect("own write");
+    assert_eq!((out[0].result, out[0].generation), ("updated", 2));
+    let events = s.events_read(0, 100).await.expect("events");
+    assert_eq!(events.len(), before + 1, "the own write is in the log");
+    let last = events.last().expect("event");
+    assert_eq!((last.kind.as_str(), last.action.as_str(), last.generation), ("SyncSet", "Updated", 2));
+    let st = s.status_get(&mine.key).await.expect("status").expect("exists");
+    assert_eq!((st.generation, st.attempts), (2, 1), "the key takes the new generation and keeps its attempts");
+
+    assert_eq!(complete(&*s, &mine, applied(&mine)).await, CompleteOutcome::Committed(Phase::Applied), "not dirty");
+    assert_eq!(complete(&*s, &other, applied(&other)).await, CompleteOutcome::Committed(Phase::Pending), "others are enqueued");
+    let next = claim(&*s, "w", 10).await;
+    assert_eq!(next.iter().map(|i| (i.key.clone(), i.generation)).collect::<Vec<_>>(), [(other.key.clone(), 2)]);
+    complete(&*s, &next[0], applied(&next[0])).await;
+
+    // Someone else's change during the run is a real change: the own write does not hide it.
+    s.objects_apply(vec![syncset("s1", 1, "v3")]).await.expect("third party");
+    let mut items = claim(&*s, "w", 10).await;
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    s.objects_apply(vec![syncset("s1", 1, "third party")]).await.expect("change during the run");
+    s.objects_apply_own(vec![syncset("s1", 1, "annotated again")], own(&items[0])).await.expect("own write");
+    assert_eq!(complete(&*s, &items[0], applied(&items[0])).await, CompleteOutcome::Committed(Phase::Pending));
+}
+
+/// An own write whose token is no longer the key's current one writes nothing.
+pub async fn own_write_with_a_stale_token_is_refused(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    let (mine, _) = two_keys_claimed(&*s).await;
+    clock.advance(TTL + Duration::from_millis(1));
+    let taken = claim(&*s, "w2", 10).await;
+    assert_eq!(taken.len(), 2, "both leases expired and were taken over");
+    let before = seqs(&*s, 0).await;
+    match s.objects_apply_own(vec![syncset("s1", 1, "late")], own(&mine)).await {
+        Err(StoreError::LeaseLost { key, fence }) => assert_eq!((key, fence), (mine.key.clone(), mine.fence)),
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    assert_eq!(seqs(&*s, 0).await, before, "nothing logged");
+    let ss = s.syncset_get("default", "s1").await.expect("get").expect("exists");
+    assert_eq!(ss.metadata.generation, 1, "nothing written");
+    let unknown = OwnWrite { key: key("nope", "s1"), fence: 1 };
+    assert!(matches!(s.objects_apply_own(vec![syncset("s1", 1, "x")], unknown).await, Err(StoreError::LeaseLost { .. })));
+}
+
+/// An own write that makes the writer's key unwanted (its cluster no longer selected)
+/// is a real change for it: the key runs again, to remove what it applied.
+pub async fn own_write_that_unselects_the_writer_dirties_it(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let (mine, _) = two_keys_claimed(&*s).await;
+    s.objects_apply_own(vec![cluster("c1", &[("env", "dev")])], own(&mine)).await.expect("relabel own cluster");
+    assert_eq!(complete(&*s, &mine, applied(&mine)).await, CompleteOutcome::Committed(Phase::Pending));
+    let again = claim(&*s, "w", 10).await;
+    assert_eq!(again.len(), 1);
+    assert!(again[0].key == mine.key && !again[0].desired, "runs again, for removal");
 }

@@ -1,6 +1,7 @@
 //! The store's error type.
 
-use fleetsync_model::Kind;
+use crate::Fence;
+use fleetsync_model::{Kind, WorkKey};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -19,6 +20,13 @@ pub enum StoreError {
     /// cursor at or after the horizon.
     #[error("cursor {cursor} fell off the event log: events up to {horizon} were trimmed")]
     CursorExpired { cursor: u64, horizon: u64 },
+    /// A consumer name that cannot be stored; `reason` says what to change.
+    #[error("invalid consumer name {name:?}: {reason}")]
+    InvalidConsumerName { name: String, reason: &'static str },
+    /// An own write (see [`Store::objects_apply_own`](crate::Store::objects_apply_own))
+    /// whose writer no longer holds the key with this token: nothing was written.
+    #[error("write refused: the lease on {key} with token {fence} is no longer held")]
+    LeaseLost { key: WorkKey, fence: Fence },
 }
 
 impl StoreError {

@@ -9,6 +9,7 @@
 //! interface. Time comes from the injected [`Clock`](fleetsync_model::Clock) of
 //! [`StoreConfig`], so leases and backoff are testable without sleeping.
 
+pub mod consumer;
 pub mod error;
 pub mod event;
 pub mod live;
@@ -26,12 +27,13 @@ pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod stored;
 
+pub use consumer::{check_consumer_name, MAX_CONSUMER_NAME};
 pub use error::{Result, StoreError};
 pub use event::{Event, EventRetention, EventsTrimmed};
 pub use live::{LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 pub use queue::{
-    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, QueueStats, RenewParams,
-    RunOutcome, StatusFilter,
+    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,
+    RenewParams, RunOutcome, StatusFilter,
 };
 pub use retry::RetryPolicy;
 
@@ -63,6 +65,16 @@ pub trait Store: Send + Sync + 'static {
     /// is unchanged keeps its generation (idempotent apply); a changed one gets the next
     /// generation, is appended to the event log, and enqueues every key it affects.
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>>;
+
+    /// [`objects_apply`](Store::objects_apply) by a reconciler that holds `own.key` with
+    /// token `own.fence` (DESIGN.md guarantee 8: a reconciler's own writes do not
+    /// re-trigger it). The write is logged and enqueues every *other* key it affects as
+    /// usual, but does not make `own.key` dirty, so the reconciler does not run again
+    /// because of its own write. (A write that changes whether `own.key` is wanted at
+    /// all — its SyncSet no longer selects the cluster — is a real change for it and
+    /// makes it dirty as usual.) [`StoreError::LeaseLost`] and nothing written if the
+    /// token is not the key's current one.
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>>;
 
     /// Deletes a Cluster (its keys go with it) or a SyncSet (its keys are enqueued for
     /// removal, so Sync mode deletes what it applied). `NotFound` if absent.
@@ -147,6 +159,15 @@ pub trait Store: Send + Sync + 'static {
     /// log is empty. Deletes in chunks of bounded size; safe to run from several
     /// processes at once.
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed>;
+
+    /// The cursor of the named event consumer: the last event sequence number it
+    /// acknowledged, or `None` if it never did (it starts at 0).
+    /// [`StoreError::InvalidConsumerName`] for a name [`check_consumer_name`] refuses.
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>>;
+
+    /// Moves the named consumer's cursor forward to `seq`, durably; an acknowledgement
+    /// never moves it back (an older `seq` leaves it where it is). Returns the cursor.
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64>;
 
     /// A receiver that changes after every commit that appended events: object writes
     /// and deletes, and completions (status transitions); on PostgreSQL also commits by

@@ -79,6 +79,9 @@ pub(crate) enum Finish<'a> {
     /// `phase` is `Applied`, or `Pending` if the key became dirty meanwhile. `run_at`,
     /// `last_applied_at` = now; `observed_generation`, `inventory` as given; no error.
     Applied { phase: Phase, generation: i64, inventory: &'a [ResourceRef] },
+    /// Like `Applied`, but `ready` again at `run_at` (now, if the key became dirty
+    /// meanwhile), with attempts reset to 0: a requeue is not a failure.
+    Requeue { generation: i64, inventory: &'a [ResourceRef], run_at: Timestamp },
     /// Removed, but wanted again meanwhile (SyncSet re-created): ready now, starting
     /// from nothing (`observed_generation` 0, empty inventory, no error).
     Restart,
@@ -92,7 +95,7 @@ impl Finish<'_> {
     pub(crate) fn outcome(&self) -> CompleteOutcome {
         match self {
             Finish::Applied { phase, .. } | Finish::Failed { phase, .. } => CompleteOutcome::Committed(*phase),
-            Finish::Restart => CompleteOutcome::Committed(Phase::Pending),
+            Finish::Restart | Finish::Requeue { .. } => CompleteOutcome::Committed(Phase::Pending),
             Finish::Delete => CompleteOutcome::Removed,
         }
     }
@@ -115,6 +118,10 @@ pub(crate) fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &Re
         RunOutcome::Applied { generation, inventory } => {
             let phase = if h.dirty { Phase::Pending } else { Phase::Applied };
             Finish::Applied { phase, generation: *generation, inventory }
+        }
+        RunOutcome::Requeue { generation, inventory, after } => {
+            let run_at = if h.dirty { now } else { now.plus(*after) };
+            Finish::Requeue { generation: *generation, inventory, run_at }
         }
         RunOutcome::Removed if h.desired => Finish::Restart,
         RunOutcome::Removed => Finish::Delete,
@@ -164,6 +171,19 @@ mod tests {
         assert_eq!(f(&held(true, 3)), Some(CompleteOutcome::Committed(Phase::Pending)));
         let Some(Finish::Failed { run_at, .. }) = finish(&held(false, 2), &c, Timestamp(1_000), &retry) else { panic!() };
         assert_eq!(run_at, Timestamp(3_000));
+    }
+
+    #[test]
+    fn requeue_waits_unless_a_change_arrived() {
+        let retry = RetryPolicy::default();
+        let after = Duration::from_secs(5);
+        let c = completion(7, RunOutcome::Requeue { generation: 3, inventory: vec![], after });
+        let run_at = |dirty| match finish(&held(dirty, 1), &c, Timestamp(1_000), &retry) {
+            Some(Finish::Requeue { run_at, generation: 3, .. }) => run_at,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(run_at(false), Timestamp(6_000));
+        assert_eq!(run_at(true), Timestamp(1_000), "a newer change runs it at once");
     }
 
     #[test]

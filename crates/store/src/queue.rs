@@ -116,6 +116,14 @@ pub struct RenewParams {
     pub lease_ttl: Duration,
 }
 
+/// Who makes an own write ([`Store::objects_apply_own`](crate::Store::objects_apply_own)):
+/// the key a reconciler holds and the fencing token of its lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnWrite {
+    pub key: WorkKey,
+    pub fence: Fence,
+}
+
 /// The result of one run of a key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
@@ -133,6 +141,10 @@ pub enum RunOutcome {
     Failed { error: String },
     /// The key's resources were removed (or left, in Upsert mode); the key is gone.
     Removed,
+    /// Done with `generation` for now, but run again `after` this long (a reconciler
+    /// polling something outside the store), or at once if a change arrived meanwhile.
+    /// Attempts start over: a requeue is not a failure.
+    Requeue { generation: i64, inventory: Vec<ResourceRef>, after: Duration },
 }
 
 /// The store's answer to one completion.

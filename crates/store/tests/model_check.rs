@@ -278,6 +278,7 @@ impl Model {
                 CompleteOutcome::Committed(phase)
             }
             RunOutcome::Removed => unreachable!("the model never removes"),
+            RunOutcome::Requeue { .. } => unreachable!("the model never requeues"),
         }
     }
 

@@ -21,7 +21,16 @@ impl Store for Broken {
     async fn objects_apply(&self, _: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
+    async fn objects_apply_own(&self, _: Vec<Document>, _: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        fail()
+    }
     async fn object_delete(&self, _: Kind, _: &str, _: &str) -> Result<()> {
+        fail()
+    }
+    async fn consumer_get(&self, _: &str) -> Result<Option<u64>> {
+        fail()
+    }
+    async fn consumer_ack(&self, _: &str, _: u64) -> Result<u64> {
         fail()
     }
     async fn cluster_get(&self, _: &str, _: &str) -> Result<Option<Cluster>> {

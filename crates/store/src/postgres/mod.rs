@@ -35,6 +35,7 @@
 //!   why each index exists.
 
 mod conninfo;
+mod consumers;
 mod listen;
 mod live;
 mod members;
@@ -44,8 +45,9 @@ mod rows;
 mod schema;
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
-    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
+    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
+    Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -202,8 +204,15 @@ impl PgStore {
             schema: &self.inner.schema,
             events: Vec::new(),
             wake: false,
+            own: None,
         };
-        let out = f(&mut tx).await?;
+        let out = match f(&mut tx).await {
+            Ok(out) => out,
+            Err(e) => {
+                tx.rollback().await;
+                return Err(e);
+            }
+        };
         let committed = tx.commit().await?;
         Ok((out, committed))
     }
@@ -240,6 +249,8 @@ pub(super) struct Tx<'c> {
     schema: &'c str,
     events: Vec<NewEvent>,
     wake: bool,
+    /// The key making an own write in this transaction: enqueues leave it clean.
+    pub(super) own: Option<WorkKey>,
 }
 
 /// What a commit is to tell this process's waiters.
@@ -294,6 +305,13 @@ impl Tx<'_> {
         let name = format!("fleetsync objects {} {tenant}", self.schema);
         self.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&name]).await?;
         Ok(())
+    }
+
+    /// Ends the transaction without effect, now: the connection goes back to the pool
+    /// clean (dropping it would only queue a ROLLBACK for whenever the connection task
+    /// next runs). A failure here means the connection is gone, which ends it too.
+    async fn rollback(self) {
+        let _ = self.tx.rollback().await;
     }
 
     /// Appends the events under the log's lock (held until commit, so `seq` follows
@@ -474,6 +492,15 @@ impl Store for PgStore {
         .await
     }
 
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        let (docs, own) = (Arc::new(docs), Arc::new(own));
+        self.write("applying an own write", |tx| {
+            let (docs, own) = (docs.clone(), own.clone());
+            Box::pin(async move { objects::apply_own(tx, &docs, &own).await })
+        })
+        .await
+    }
+
     async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
         self.write("deleting an object", |tx| Box::pin(objects::delete(tx, kind, tenant.to_string(), name.to_string()))).await
     }
@@ -598,6 +625,16 @@ impl Store for PgStore {
                 return Ok(total);
             }
         }
+    }
+
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
+        check_consumer_name(name)?;
+        self.read("reading a consumer cursor", |c, _| Box::pin(consumers::get(c, name.to_string()))).await
+    }
+
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
+        check_consumer_name(name)?;
+        self.write("acknowledging events", |tx| Box::pin(consumers::ack(tx, name.to_string(), seq))).await
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {

@@ -7,7 +7,7 @@ use super::queue::{enqueue, Enqueues};
 use super::{query, PgResult, Tx};
 use crate::lifecycle::Enqueue;
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
-use crate::{ApplyOutcome, StoreError};
+use crate::{ApplyOutcome, OwnWrite, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, WorkKey};
 use serde::de::DeserializeOwned;
@@ -25,6 +25,29 @@ pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<Ap
             Document::SyncSet(s) => apply_syncset(tx, s).await?,
             Document::Secret(s) => apply_secret(tx, s).await?,
         });
+    }
+    Ok(out)
+}
+
+/// An own write (see [`crate::Store::objects_apply_own`]): applied as usual, with
+/// `own.key` exempt from becoming dirty ([`enqueue`] reads it from the transaction), then
+/// refused — rolled back — unless the key is still running with `own.fence`. The check
+/// comes last and locks the row, so a take-over cannot commit between the check and this
+/// commit; coming after the enqueues, which lock rows in key order, it usually finds the
+/// row locked already.
+pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite) -> PgResult<Vec<ApplyOutcome>> {
+    tx.own = Some(own.key.clone());
+    let out = apply(tx, docs).await?;
+    let k = &own.key;
+    let held = tx
+        .query_opt(
+            "SELECT 1 FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3 AND phase = 'running' AND fence = $4
+             FOR UPDATE",
+            &[&k.tenant, &k.cluster, &k.syncset, &own.fence],
+        )
+        .await?;
+    if held.is_none() {
+        return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence }.into());
     }
     Ok(out)
 }

@@ -50,10 +50,15 @@ impl Enqueues {
 /// one). A running key stays running and becomes dirty. Resets attempts (a new change
 /// deserves a fresh set of retries) and un-parks a parked key. A removal keeps the
 /// row's generation and mode; a new row for a removal starts at generation 0, Upsert.
+/// The key of an own write ([`Tx::own`]) takes the new generation but stays clean, with
+/// its attempts, unless whether it is wanted (`desired`) changes.
 pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
     if e.tenants.is_empty() {
         return Ok(0);
     }
+    let own = tx.own.as_ref();
+    let (own_tenant, own_cluster, own_syncset) =
+        (own.map(|k| k.tenant.as_str()), own.map(|k| k.cluster.as_str()), own.map(|k| k.syncset.as_str()));
     tx.execute(
         "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
                                phase, run_at, fence, attempts, observed_generation, updated_at, shard)
@@ -65,12 +70,26 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
              desired = EXCLUDED.desired,
              apply_mode = CASE WHEN EXCLUDED.desired THEN EXCLUDED.apply_mode ELSE w.apply_mode END,
              generation = CASE WHEN EXCLUDED.desired THEN EXCLUDED.generation ELSE w.generation END,
-             want_seq = w.want_seq + 1,
-             attempts = 0,
+             want_seq = CASE WHEN (w.tenant, w.cluster, w.syncset) = ($9::text, $10::text, $11::text)
+                                  AND EXCLUDED.desired = w.desired THEN w.want_seq ELSE w.want_seq + 1 END,
+             attempts = CASE WHEN (w.tenant, w.cluster, w.syncset) = ($9::text, $10::text, $11::text)
+                                  AND EXCLUDED.desired = w.desired THEN w.attempts ELSE 0 END,
              run_at = CASE WHEN w.phase = 'running' THEN w.run_at ELSE EXCLUDED.run_at END,
              phase = CASE WHEN w.phase = 'running' THEN 'running' ELSE 'ready' END,
              updated_at = EXCLUDED.updated_at",
-        &[&e.tenants, &e.clusters, &e.syncsets, &e.desired, &e.modes, &e.generations, &tx.now.millis(), &e.shards],
+        &[
+            &e.tenants,
+            &e.clusters,
+            &e.syncsets,
+            &e.desired,
+            &e.modes,
+            &e.generations,
+            &tx.now.millis(),
+            &e.shards,
+            &own_tenant,
+            &own_cluster,
+            &own_syncset,
+        ],
     )
     .await?;
     tx.wake();
@@ -267,6 +286,8 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
     let now = tx.now;
     let mut updates = Updates::default();
     let mut deletes: Vec<i64> = Vec::new();
+    // Requeued keys start their attempts over (a requeue is not a failure).
+    let mut requeued: Vec<i64> = Vec::new();
     let mut outcomes = Vec::with_capacity(items.len());
     for c in items {
         // A key completed earlier in this batch is no longer running: later ones are stale.
@@ -283,6 +304,11 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
         match &fin {
             Finish::Applied { phase, generation, inventory } => {
                 updates.push(h.id, *phase, now, Some(*generation), resources, Some(json("work", inventory)?), None, Some(now))
+            }
+            Finish::Requeue { generation, inventory, run_at } => {
+                let inventory = Some(json("work", inventory)?);
+                updates.push(h.id, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now));
+                requeued.push(h.id);
             }
             Finish::Restart => updates.push(h.id, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None),
             Finish::Delete => deletes.push(h.id),
@@ -311,6 +337,9 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
             &[&u.ids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at, &now.millis()],
         )
         .await?;
+    }
+    if !requeued.is_empty() {
+        tx.execute("UPDATE work SET attempts = 0 WHERE id = ANY($1)", &[&requeued]).await?;
     }
     if !deletes.is_empty() {
         tx.execute("DELETE FROM work WHERE id = ANY($1)", &[&deletes]).await?;

@@ -109,6 +109,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE INDEX live_state_drift ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL;
     "#,
     ),
+    (
+        "durable cursors of named event consumers",
+        r#"
+    -- The last event each named consumer acknowledged; only ever raised.
+    CREATE TABLE consumers (
+        name text PRIMARY KEY, acked_seq bigint NOT NULL, updated_at bigint NOT NULL);
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -5,6 +5,7 @@
 //! Both run on tokio's blocking pool. `synchronous = FULL`: a commit is on disk before
 //! the call returns, which is what the API's 2xx promises.
 
+mod consumers;
 mod live;
 mod members;
 mod objects;
@@ -13,8 +14,9 @@ mod rows;
 mod schema;
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
-    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, QueueStats, RenewParams, Result, StatusFilter, Store, StoreConfig, StoreError,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
+    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
+    Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
@@ -122,6 +124,17 @@ impl SqliteStore {
         self.inner.wake.send_modify(|v| *v = v.wrapping_add(1));
     }
 
+    /// Wakes workers and event watchers after documents were applied, as needed.
+    fn applied(&self, out: &[ApplyOutcome]) {
+        if out.iter().any(|o| o.enqueued > 0) {
+            self.wake();
+        }
+        // Every created or updated document appended an event.
+        if out.iter().any(|o| o.result != "unchanged") {
+            self.logged();
+        }
+    }
+
     /// Tells event watchers that events were appended.
     fn logged(&self) {
         self.inner.events.send_modify(|v| *v = v.wrapping_add(1));
@@ -144,13 +157,13 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 impl Store for SqliteStore {
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
         let out = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
-        if out.iter().any(|o| o.enqueued > 0) {
-            self.wake();
-        }
-        // Every created or updated document appended an event.
-        if out.iter().any(|o| o.result != "unchanged") {
-            self.logged();
-        }
+        self.applied(&out);
+        Ok(out)
+    }
+
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        let out = self.write("applying an own write", move |tx, now, _| objects::apply_own(tx, now, &docs, &own)).await?;
+        self.applied(&out);
         Ok(out)
     }
 
@@ -294,6 +307,18 @@ impl Store for SqliteStore {
                 return Ok(total);
             }
         }
+    }
+
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
+        check_consumer_name(name)?;
+        let name = name.to_string();
+        self.read("reading a consumer cursor", move |c, _| consumers::get(c, &name)).await
+    }
+
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
+        check_consumer_name(name)?;
+        let name = name.to_string();
+        self.write("acknowledging events", move |tx, now, _| consumers::ack(tx, now, &name, seq)).await
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {

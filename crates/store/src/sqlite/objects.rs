@@ -4,7 +4,7 @@ use super::queue::enqueue;
 use super::rows::event_append;
 use crate::lifecycle::Enqueue;
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
-use crate::{ApplyOutcome, Result, StoreError};
+use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
@@ -18,6 +18,30 @@ pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> 
             Document::Secret(s) => apply_secret(tx, now, s),
         })
         .collect()
+}
+
+/// An own write (see [`crate::Store::objects_apply_own`]): refused unless `own.key` is
+/// running with `own.fence`; then applied as usual, after which the key's `want_seq` and
+/// attempts are put back as they were, so the write leaves it as clean as it found it —
+/// unless the write changed whether the key is wanted (`desired`), which is a real change
+/// for it. Exact, because SQLite serializes every write: nothing else touched the row
+/// in between.
+pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: &OwnWrite) -> Result<Vec<ApplyOutcome>> {
+    let k = &own.key;
+    let before: Option<(i64, i64, u32, bool)> = tx
+        .prepare_cached(
+            "SELECT id, want_seq, attempts, desired FROM work
+             WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND phase = 'running' AND fence = ?4",
+        )?
+        .query_row(params![k.tenant, k.cluster, k.syncset, own.fence], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    let Some((id, want_seq, attempts, desired)) = before else {
+        return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence });
+    };
+    let out = apply(tx, now, docs)?;
+    tx.prepare_cached("UPDATE work SET want_seq = ?1, attempts = ?2 WHERE id = ?3 AND desired = ?4")?
+        .execute(params![want_seq, attempts, id, desired])?;
+    Ok(out)
 }
 
 /// Upserts a document row; returns (generation, result) or None if unchanged.

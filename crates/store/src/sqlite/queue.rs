@@ -202,6 +202,15 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
             )?
             .execute(params![db_phase(*phase), now.millis(), generation, resources, json("work", inventory)?, h.id])?;
         }
+        Finish::Requeue { generation, inventory, run_at } => {
+            tx.prepare_cached(
+                "UPDATE work SET phase = 'ready', run_at = ?1, observed_generation = ?2, resources = ?3, inventory = ?4,
+                     attempts = 0, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                     last_applied_at = ?5, updated_at = ?5
+                 WHERE id = ?6",
+            )?
+            .execute(params![run_at.millis(), generation, resources, json("work", inventory)?, now.millis(), h.id])?;
+        }
         Finish::Restart => {
             tx.prepare_cached(
                 "UPDATE work SET phase = 'ready', run_at = ?1, observed_generation = 0, resources = ?2, inventory = '[]',

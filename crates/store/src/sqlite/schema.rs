@@ -66,6 +66,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, cluster, resource)) WITHOUT ROWID;
     CREATE INDEX live_state_drift ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL;
     "#,
+    // 6: durable cursors of named event consumers (the last event each acknowledged).
+    r#"
+    CREATE TABLE consumers (
+        name TEXT PRIMARY KEY, acked_seq INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the schema up to date; returns the version it ends at.
