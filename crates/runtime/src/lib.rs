@@ -1,10 +1,16 @@
 //! The runtime: workers that claim keys from the store, apply each SyncSet's resources
 //! in order (many keys at once, on async I/O), keep their leases alive, and commit
-//! results in batches.
+//! results in batches — and the library for writing your own reconcilers on the same
+//! engine: [`reconciler`] (latest state of a key, exclusively) and [`handlers`] (every
+//! event, in order, at least once, from a durable cursor). A runnable example is
+//! `examples/reconciler.rs` (`cargo run -p fleetsync-runtime --example reconciler`).
 //!
 //! One module per concept, after kube-runtime:
 //! * [`worker`]: the claim loop — bounded concurrency, instant wake-up, safety poll.
-//! * [`executor`]: one run of one key, in order, stopping at the first failure.
+//! * [`reconciler`]: the `Reconciler` trait, its `Context` and `Action`s.
+//! * [`syncset`]: the SyncSet applier as a reconciler: one run of one key, in order,
+//!   stopping at the first failure.
+//! * [`handlers`]: event handlers and the named consumer that drives them.
 //! * [`committer`]: group commit of completions (no batching window: it commits
 //!   whatever is queued the moment the previous commit ends).
 //! * [`membership`]: heartbeats, and the shards this process owns.
@@ -18,16 +24,21 @@
 
 pub mod cache;
 pub mod committer;
-pub mod executor;
+pub mod handlers;
 pub mod leases;
 pub mod membership;
 pub mod metrics;
 pub mod per_cluster;
+pub mod reconciler;
 pub mod resync;
 pub mod secrets;
+pub mod syncset;
 pub mod worker;
 
+pub use handlers::{Consumer, ConsumerConfig, ConsumerError, EventHandler, HandlerError, OnExpired};
 pub use metrics::RuntimeMetrics;
+pub use reconciler::{Action, Context, ReconcileError, Reconciler};
+pub use syncset::SyncSetReconciler;
 pub use worker::Runtime;
 
 use fleetsync_model::{Clock, SystemClock};

@@ -3,13 +3,15 @@
 //! until the store says work may be there (an in-process wake-up), the earliest
 //! backed-off key is due, or the safety poll fires — whichever comes first.
 
+use crate::cache::ObjectCache;
 use crate::committer::Committer;
-use crate::executor::Executor;
 use crate::leases::Leases;
 use crate::membership::{Membership, View};
 use crate::metrics::RuntimeMetrics;
 use crate::per_cluster::ClusterSlots;
+use crate::reconciler::{self, Context, Reconciler};
 use crate::resync::resync_loop;
+use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
 use fleetsync_applier::Applier;
 use fleetsync_model::{Phase, Timestamp};
@@ -23,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 /// A worker process's engine. Build it, then [`run`](Runtime::run) it until shutdown.
 pub struct Runtime {
     store: Arc<dyn Store>,
-    applier: Arc<dyn Applier>,
+    reconciler: Arc<dyn Reconciler>,
     config: RuntimeConfig,
     metrics: RuntimeMetrics,
 }
@@ -31,7 +33,9 @@ pub struct Runtime {
 /// What each key task shares.
 struct Shared {
     store: Arc<dyn Store>,
-    executor: Executor,
+    reconciler: Arc<dyn Reconciler>,
+    /// Clusters and SyncSets by generation, shared by every run's [`Context`].
+    cache: Arc<ObjectCache>,
     committer: Committer,
     leases: Arc<Leases>,
     metrics: RuntimeMetrics,
@@ -42,8 +46,17 @@ struct Shared {
 }
 
 impl Runtime {
+    /// A runtime that applies SyncSets to clusters through `applier` (the
+    /// [`SyncSetReconciler`]).
     pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig, metrics: RuntimeMetrics) -> Self {
-        Self { store, applier, config, metrics }
+        let reconciler = Arc::new(SyncSetReconciler::new(applier, metrics.clone()));
+        Self::with_reconciler(store, reconciler, config, metrics)
+    }
+
+    /// A runtime that runs `reconciler` on every key it claims, with the same leases,
+    /// fencing, retries and group commit as the SyncSet applier.
+    pub fn with_reconciler(store: Arc<dyn Store>, reconciler: Arc<dyn Reconciler>, config: RuntimeConfig, metrics: RuntimeMetrics) -> Self {
+        Self { store, reconciler, config, metrics }
     }
 
     /// Runs until `shutdown` fires, then stops claiming, lets runs in flight finish
@@ -63,7 +76,8 @@ impl Runtime {
         let member = tokio::spawn(membership.run(self.store.clone(), self.metrics.clone(), leaving.clone()));
         let shared = Arc::new(Shared {
             store: self.store.clone(),
-            executor: Executor::new(self.store.clone(), self.applier.clone(), self.metrics.clone()),
+            reconciler: self.reconciler.clone(),
+            cache: Arc::new(ObjectCache::default()),
             committer,
             leases,
             metrics: self.metrics.clone(),
@@ -195,7 +209,9 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
     let token = shared.abort.child_token();
     shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
     shared.metrics.applies_in_flight.inc();
-    match shared.executor.run(&item, &token).await {
+    let ctx = Context::new(shared.store.clone(), item, shared.cache.clone(), token);
+    let item = ctx.item();
+    match reconciler::run(&*shared.reconciler, &ctx).await {
         Some(completion) => {
             shared.leases.completing(&item.key, item.fence);
             match shared.committer.commit(completion).await {

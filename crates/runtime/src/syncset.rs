@@ -1,55 +1,53 @@
-//! One run of one key: apply the SyncSet's resources to the cluster in order,
-//! stopping at the first failure; in Sync mode, then delete what was removed from the
-//! SyncSet. A run is abandoned (no completion) when its cancellation token fires: the
-//! lease was lost, or shutdown ran out of grace.
+//! The SyncSet applier, written as a [`Reconciler`] on the same API users get: apply
+//! the SyncSet's resources to the cluster in order, stopping at the first failure; in
+//! Sync mode, then delete what was removed from the SyncSet. A run is abandoned (no
+//! completion) when the context is cancelled: the lease was lost, or shutdown ran out
+//! of grace.
 
-use crate::cache::ObjectCache;
 use crate::metrics::{OutcomeLabel, RuntimeMetrics};
+use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
+use async_trait::async_trait;
 use fleetsync_applier::{ApplyContext, ApplyError, Applier};
 use fleetsync_model::{ApplyMode, Cluster, ResourceOutcome, ResourceRef, ResourceResult};
-use fleetsync_store::{ClaimedItem, Completion, RunOutcome, Store};
+use fleetsync_store::RunOutcome;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-/// The run was cancelled; nothing is to be committed.
-#[derive(Debug)]
-pub struct Cancelled;
-
-pub struct Executor {
-    store: Arc<dyn Store>,
+/// The default reconciler of a [`Runtime`](crate::Runtime): SyncSets onto clusters.
+pub struct SyncSetReconciler {
     applier: Arc<dyn Applier>,
-    cache: ObjectCache,
     metrics: RuntimeMetrics,
 }
 
-type Run = Result<(RunOutcome, Vec<ResourceResult>), Cancelled>;
+type Run = Result<(RunOutcome, Vec<ResourceResult>), ReconcileError>;
 
-impl Executor {
-    pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, metrics: RuntimeMetrics) -> Self {
-        Self { store, applier, cache: ObjectCache::default(), metrics }
+#[async_trait]
+impl Reconciler for SyncSetReconciler {
+    async fn reconcile(&self, ctx: &Context) -> Result<Action, ReconcileError> {
+        let (outcome, resources) = self.run(ctx).await?;
+        Ok(Action::Report { outcome, resources })
+    }
+}
+
+impl SyncSetReconciler {
+    pub fn new(applier: Arc<dyn Applier>, metrics: RuntimeMetrics) -> Self {
+        Self { applier, metrics }
     }
 
-    /// Runs the claimed key; `None` if cancelled.
-    pub async fn run(&self, item: &ClaimedItem, cancel: &CancellationToken) -> Option<Completion> {
-        let (outcome, resources) = self.run_inner(item, cancel).await.ok()?;
-        Some(Completion { key: item.key.clone(), fence: item.fence, outcome, resources })
-    }
-
-    async fn run_inner(&self, item: &ClaimedItem, cancel: &CancellationToken) -> Run {
-        let k = &item.key;
-        let cluster = match self.cache.cluster(&*self.store, &k.tenant, &k.cluster, item.cluster_generation).await {
+    async fn run(&self, ctx: &Context) -> Run {
+        let (k, item) = (ctx.key(), ctx.item());
+        let cluster = match ctx.cluster().await {
             Ok(Some(c)) => c,
             // The cluster was deleted after the claim; its keys are gone with it.
             Ok(None) => return Ok((RunOutcome::Removed, Vec::new())),
             Err(e) => return Ok(failed(format!("reading cluster {}: {e}", k.cluster))),
         };
         if !item.desired {
-            return self.remove(item, &cluster, cancel).await;
+            return self.remove(ctx, &cluster).await;
         }
-        let syncset = match self.cache.syncset(&*self.store, &k.tenant, &k.syncset, item.generation).await {
+        let syncset = match ctx.syncset().await {
             Ok(Some(s)) => s,
             Ok(None) => return Ok(failed("SyncSet deleted while claimed; its removal runs next".into())),
             Err(e) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),
@@ -62,8 +60,8 @@ impl Executor {
             let Ok(r) = manifest.resource_ref() else {
                 return Ok(failed(format!("resource {index} has no valid identity")));
             };
-            let ctx = ApplyContext { key: k.clone(), fence: item.fence, generation, index };
-            let (res, ms) = self.timed(cancel, self.applier.apply(&cluster, manifest, &ctx)).await?;
+            let apply_ctx = ApplyContext { key: k.clone(), fence: item.fence, generation, index };
+            let (res, ms) = self.timed(ctx, self.applier.apply(&cluster, manifest, &apply_ctx)).await?;
             if let Err(e) = res {
                 let error = format!("{r}: {e}");
                 results.push(result(r, ResourceOutcome::Failed, Some(e.to_string()), ms));
@@ -76,7 +74,7 @@ impl Executor {
         if item.apply_mode == ApplyMode::Sync {
             let keep: HashSet<&ResourceRef> = applied.iter().collect();
             let gone: Vec<ResourceRef> = item.inventory.iter().filter(|r| !keep.contains(r)).cloned().collect();
-            if let Some(error) = self.delete_all(item, &cluster, gone, generation, &mut results, cancel).await? {
+            if let Some(error) = self.delete_all(ctx, &cluster, gone, generation, &mut results).await? {
                 return Ok((RunOutcome::Failed { error }, results));
             }
         }
@@ -84,11 +82,12 @@ impl Executor {
     }
 
     /// Removes what the key applied (Sync mode) or leaves it (Upsert mode).
-    async fn remove(&self, item: &ClaimedItem, cluster: &Cluster, cancel: &CancellationToken) -> Run {
+    async fn remove(&self, ctx: &Context, cluster: &Cluster) -> Run {
+        let item = ctx.item();
         let mut results = Vec::new();
         if item.apply_mode == ApplyMode::Sync {
             let gone = item.inventory.clone();
-            if let Some(error) = self.delete_all(item, cluster, gone, item.generation, &mut results, cancel).await? {
+            if let Some(error) = self.delete_all(ctx, cluster, gone, item.generation, &mut results).await? {
                 return Ok((RunOutcome::Failed { error }, results));
             }
         }
@@ -99,16 +98,15 @@ impl Executor {
     /// returns the first error.
     async fn delete_all(
         &self,
-        item: &ClaimedItem,
+        ctx: &Context,
         cluster: &Cluster,
         gone: Vec<ResourceRef>,
         generation: i64,
         results: &mut Vec<ResourceResult>,
-        cancel: &CancellationToken,
-    ) -> Result<Option<String>, Cancelled> {
+    ) -> Result<Option<String>, ReconcileError> {
         for (index, r) in gone.into_iter().rev().enumerate() {
-            let ctx = ApplyContext { key: item.key.clone(), fence: item.fence, generation, index };
-            let (res, ms) = self.timed(cancel, self.applier.delete(cluster, &r, &ctx)).await?;
+            let apply_ctx = ApplyContext { key: ctx.key().clone(), fence: ctx.fence(), generation, index };
+            let (res, ms) = self.timed(ctx, self.applier.delete(cluster, &r, &apply_ctx)).await?;
             match res {
                 Ok(()) => results.push(result(r, ResourceOutcome::Deleted, None, ms)),
                 Err(e) => {
@@ -124,14 +122,11 @@ impl Executor {
     /// Awaits one target call unless cancelled; records its latency and outcome.
     async fn timed(
         &self,
-        cancel: &CancellationToken,
+        ctx: &Context,
         call: impl Future<Output = Result<(), ApplyError>>,
-    ) -> Result<(Result<(), ApplyError>, u32), Cancelled> {
+    ) -> Result<(Result<(), ApplyError>, u32), ReconcileError> {
         let start = Instant::now();
-        let res = tokio::select! {
-            res = call => res,
-            () = cancel.cancelled() => return Err(Cancelled),
-        };
+        let res = ctx.until_cancelled(call).await?;
         let elapsed = start.elapsed();
         self.metrics.apply_duration.observe(elapsed.as_secs_f64());
         let outcome = if res.is_ok() { "ok" } else { "error" };
