@@ -57,7 +57,7 @@ impl Reconciler for Reviewer {
 fn cluster() -> Document {
     let mut metadata = ObjectMeta::new("edge-1");
     metadata.labels.insert("env".into(), "prod".into());
-    Document::Cluster(Cluster { metadata, spec: ClusterSpec { endpoint: Endpoint::Simulator {} } })
+    Document::Cluster(Cluster { metadata, spec: ClusterSpec::new(Endpoint::Simulator {}) })
 }
 
 /// The SyncSet `web` at `version`, as a user would apply it (without the label).
