@@ -94,6 +94,25 @@ pub struct ServeArgs {
     pub sim_fail_rate: f64,
     #[command(flatten)]
     pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub kube_source: KubeSourceArgs,
+}
+
+/// SyncSets and Clusters kept as custom resources (`fleetsync.io/v1`) in a hub
+/// Kubernetes cluster, watched into the store, with status written back.
+#[derive(Debug, Clone, Args)]
+pub struct KubeSourceArgs {
+    /// The hub cluster's API server (no credentials: `fleetsync sim`, or a local
+    /// `kubectl proxy`); off when not given.
+    #[arg(long, env = "FLEETSYNC_KUBE_SOURCE_URL")]
+    pub kube_source_url: Option<String>,
+    /// Watch one namespace (tenant) only; all when not given.
+    #[arg(long, env = "FLEETSYNC_KUBE_SOURCE_NAMESPACE")]
+    pub kube_source_namespace: Option<String>,
+    /// After its own status write, how long the source waits for the watch to deliver
+    /// that version before it acts on the object again.
+    #[arg(long, env = "FLEETSYNC_KUBE_SOURCE_OWN_WRITE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub kube_source_own_write_timeout: Duration,
 }
 
 /// How much of the event log the hub keeps. A consumer whose cursor falls behind what

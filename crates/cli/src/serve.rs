@@ -1,10 +1,11 @@
 //! `fleetsync serve`: the HTTP API and the workers in one process, on the embedded
 //! store, until SIGINT or SIGTERM.
 
-use crate::args::{RetentionArgs, ServeArgs};
+use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs};
 use crate::engine::{appliers, check_fail_rate, runtime_config, store_config};
 use anyhow::{Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
+use fleetsync_kube_source::{KubeSource, SourceConfig, StoreReconciler};
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_server::{AppState, QueueMetrics};
 use fleetsync_store::{EventRetention, Store};
@@ -19,6 +20,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let retention = retention(&a.retention)?;
     let sim = SimConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimConfig::default() };
     let store = open_store(&a.store, store_config(&a.engine)?).await?;
+    let source = kube_source(&a.kube_source, &store)?;
     let mut registry = Registry::default();
     let runtime_metrics = RuntimeMetrics::register(&mut registry);
     let queue_metrics = QueueMetrics::register(&mut registry);
@@ -31,6 +33,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     tokio::spawn(stop_on_signal(shutdown.clone()));
     let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(sim), store.clone()), runtime_cfg, runtime_metrics);
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
+    let source = source.map(|source| tokio::spawn(source.run(shutdown.clone().cancelled_owned())));
     let trimmer = retention.map(|keep| tokio::spawn(trim_loop(store.clone(), keep, a.retention.event_trim_every, shutdown.clone())));
     tracing::info!(listen = %listener.local_addr()?, store = %describe(&a.store), "fleetsync hub serving");
     fleetsync_server::serve(listener, state, shutdown.clone().cancelled_owned()).await.context("the HTTP server failed")?;
@@ -39,8 +42,28 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(t) = trimmer {
         let _ = t.await;
     }
+    if let Some(s) = source {
+        let _ = s.await;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The Kubernetes source, if `--kube-source-url` is given: it writes the hub cluster's
+/// custom resources into `store` and their keys' status back.
+fn kube_source(a: &KubeSourceArgs, store: &Arc<dyn Store>) -> Result<Option<KubeSource>> {
+    let Some(url) = &a.kube_source_url else { return Ok(None) };
+    if a.kube_source_own_write_timeout.is_zero() {
+        anyhow::bail!("--kube-source-own-write-timeout must be above zero");
+    }
+    let client = fleetsync_kube_source::client_for(url).context("--kube-source-url")?;
+    let config = SourceConfig {
+        namespace: a.kube_source_namespace.clone(),
+        own_write_timeout: a.kube_source_own_write_timeout,
+        ..SourceConfig::default()
+    };
+    tracing::info!(url, "watching SyncSet and Cluster custom resources in the hub cluster");
+    Ok(Some(KubeSource::new(client, Arc::new(StoreReconciler::new(store.clone()))).config(config)))
 }
 
 /// The event log's retention from the flags; `None` if it is unbounded both ways.

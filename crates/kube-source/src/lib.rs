@@ -20,5 +20,5 @@ pub mod source;
 pub mod store_reconciler;
 
 pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
-pub use source::{api_resource, KubeSource, ObjectKey, SourceConfig};
+pub use source::{api_resource, client_for, ConnectError, KubeSource, ObjectKey, SourceConfig};
 pub use store_reconciler::{document, StoreReconciler};

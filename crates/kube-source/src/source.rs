@@ -37,6 +37,29 @@ impl Default for SourceConfig {
     }
 }
 
+/// Why no client for the hub cluster could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("invalid hub cluster URL {url:?}: {reason} (give http://HOST:PORT[/path] or https://…)")]
+    Url { url: String, reason: String },
+    #[error("cannot make a client for the hub cluster at {url}: {reason}")]
+    Client { url: String, reason: String },
+}
+
+/// A client for the hub cluster's API server at `url`, without credentials: for
+/// `fleetsync sim` or a local authenticating proxy such as `kubectl proxy`.
+pub fn client_for(url: &str) -> Result<Client, ConnectError> {
+    let bad = |reason: String| ConnectError::Url { url: url.to_string(), reason };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(bad("the scheme must be http or https".into()));
+    }
+    let uri: http::Uri = url.parse().map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("no host".into()));
+    }
+    Client::try_from(kube::Config::new(uri)).map_err(|e| ConnectError::Client { url: url.to_string(), reason: e.to_string() })
+}
+
 /// Which object: kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
