@@ -302,9 +302,10 @@ pub struct AgentArgs {
     /// The cluster's Kubernetes API, e.g. http://HOST:PORT/clusters/NAME of `fleetsync sim`.
     #[arg(long, env = "FLEETSYNC_AGENT_TARGET")]
     pub target: String,
-    /// How often the target is looked at for changes (one list per kind).
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
-    pub poll_interval: Duration,
+    /// How long one watch of a kind lasts before the agent lists the kind again in
+    /// full (a safety net: changes arrive through the watch at once).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub relist_interval: Duration,
     /// How often the list of resources to watch is read from the hub again.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub resources_interval: Duration,

@@ -144,7 +144,7 @@ impl Agent {
     fn start(hub: &str, sim: &str, token: &Path, log: &Path) -> Agent {
         let args: Vec<String> = [
             "agent", "--hub", hub, "--cluster", "c1", "--token-file", token.to_str().expect("utf-8"),
-            "--target", &format!("http://{sim}/clusters/c1"), "--poll-interval", "20ms", "--resources-interval", "1s",
+            "--target", &format!("http://{sim}/clusters/c1"), "--resources-interval", "1s",
             "--request-timeout", "1s", "--backoff-base", "20ms", "--backoff-cap", "400ms", "--batch", "500",
         ]
         .iter()
@@ -345,7 +345,7 @@ fn agent_restart_resends_full_state_and_drift_is_repaired() {
     wait_for("the deletion to be repaired", Duration::from_secs(30), || http.sim_state(&sim.addr).contains_key("cm-10"));
     let deletion = start.elapsed();
     repairs.sort();
-    println!("drift to repair (agent poll 20 ms): p50 {:?}, max {:?}; deletion to re-creation {deletion:?}", repairs[5], repairs[9]);
+    println!("drift to repair (agent watching): p50 {:?}, max {:?}; deletion to re-creation {deletion:?}", repairs[5], repairs[9]);
     wait_for("drift to clear in status", Duration::from_secs(30), || {
         common::status_items(&hub).iter().all(|k| k["drift"].as_array().is_none_or(Vec::is_empty))
     });

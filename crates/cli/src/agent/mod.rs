@@ -4,10 +4,13 @@
 //!
 //! Two loops share an [`Outbox`]:
 //! * the **watcher** learns from the hub what to watch (`GET /v1/agent/resources`,
-//!   again every `--resources-interval`), looks at the target every
-//!   `--poll-interval` (one list per kind), and puts a report into the outbox for each
-//!   resource whose version changed or that disappeared. Its first look reports every
-//!   watched resource: on start the agent sends its full state.
+//!   again every `--resources-interval`) and watches the target, one task per kind:
+//!   a list (one request, all namespaces), then a Kubernetes watch from the list's
+//!   version. Each change of a watched resource goes into the outbox as the watch
+//!   delivers it. The first list reports every watched resource: on start the agent
+//!   sends its full state. A watch the server ends (every `--relist-interval`), that
+//!   breaks, or whose version is gone (`410`) is followed by a re-list, which reports
+//!   what changed meanwhile, and objects that vanished as deleted.
 //! * the **sender** sends the pending reports in batches and forgets each only once
 //!   the hub has answered that it persisted it; while the hub is down, restarting or
 //!   unreachable it resends with capped exponential backoff. Nothing is lost meanwhile:
@@ -28,8 +31,7 @@ use hub::Hub;
 pub use outbox::Outbox;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
-use target::Target;
+use target::{ObjectKey, Target, WatchEvent};
 
 pub async fn run(a: AgentArgs) -> Result<()> {
     check_dns1123_label(&a.cluster).map_err(|r| anyhow::anyhow!("--cluster {:?}: {r}", a.cluster))?;
@@ -104,67 +106,183 @@ enum Seen {
     Deleted,
 }
 
-/// Learns what to watch, looks at the target, and puts every change into the outbox.
-async fn watch_loop(hub: Hub, mut target: Target, outbox: Arc<Outbox>, a: &AgentArgs, backoff: RetryPolicy) -> Result<()> {
-    let mut watched: Option<Vec<ResourceRef>> = None;
-    let mut refreshed = Instant::now();
-    let mut failures = 0u32;
-    let mut seen: HashMap<ResourceRef, Seen> = HashMap::new();
-    loop {
-        if watched.is_none() || refreshed.elapsed() >= a.resources_interval {
-            match hub.resources().await {
-                Ok(list) => {
-                    failures = 0;
-                    seen.retain(|r, _| list.contains(r));
-                    watched = Some(list);
-                }
-                Err(e) if e.is_fatal() => return Err(e.into()),
-                Err(e) => {
-                    failures = failures.saturating_add(1);
-                    tracing::warn!(error = %e, "cannot read what to watch from the hub");
-                }
-            }
-            refreshed = Instant::now();
-        }
-        let Some(list) = &watched else {
-            tokio::time::sleep(backoff.next_delay(failures)).await;
-            continue;
-        };
-        observe(&mut target, list, &mut seen, &outbox).await;
-        tokio::time::sleep(a.poll_interval).await;
+/// The kind of a resource: `(apiVersion, kind)`.
+type KindId = (String, String);
+
+/// The watched resources of one kind, by `(namespace, name)`.
+type Watched = HashMap<ObjectKey, ResourceRef>;
+
+/// A running watch of one kind, and how to tell it which of its resources to report.
+struct KindWatch {
+    watched: tokio::sync::watch::Sender<Watched>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for KindWatch {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
-/// One look at the target: a report for each watched resource that changed (every
-/// one, the first time).
-async fn observe(target: &mut Target, watched: &[ResourceRef], seen: &mut HashMap<ResourceRef, Seen>, outbox: &Outbox) {
-    let mut by_kind: BTreeMap<(&str, &str), Vec<&ResourceRef>> = BTreeMap::new();
-    for r in watched {
-        by_kind.entry((r.api_version.as_str(), r.kind.as_str())).or_default().push(r);
-    }
-    for resources in by_kind.values() {
-        let listing = match target.list(resources[0]).await {
-            Ok(l) => l,
+/// Learns from the hub what to watch, and keeps one [`watch_kind`] task per kind.
+async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &AgentArgs, backoff: RetryPolicy) -> Result<()> {
+    let mut kinds: HashMap<KindId, KindWatch> = HashMap::new();
+    let mut failures = 0u32;
+    loop {
+        let list = match hub.resources().await {
+            Ok(list) => list,
+            Err(e) if e.is_fatal() => return Err(e.into()),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot list the target");
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, "cannot read what to watch from the hub");
+                tokio::time::sleep(backoff.next_delay(failures)).await;
                 continue;
             }
         };
-        for r in resources {
-            let report = match listing.objects.get(&(r.namespace.clone(), r.name.clone())) {
-                Some(object) => {
-                    let version = object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-                    live_report(r, version, LiveState::Present, Some(object.clone()))
+        failures = 0;
+        let mut by_kind: BTreeMap<KindId, Watched> = BTreeMap::new();
+        for r in list {
+            let key = (r.namespace.clone(), r.name.clone());
+            by_kind.entry((r.api_version.clone(), r.kind.clone())).or_default().insert(key, r);
+        }
+        kinds.retain(|k, _| by_kind.contains_key(k));
+        for (kind, resources) in by_kind {
+            match kinds.get(&kind) {
+                Some(w) => {
+                    w.watched.send_if_modified(|old| std::mem::replace(old, resources.clone()) != resources);
                 }
-                None => live_report(r, listing.resource_version.clone(), LiveState::Deleted, None),
+                None => {
+                    let (tx, rx) = tokio::sync::watch::channel(resources);
+                    let task = tokio::spawn(watch_kind(target.clone(), rx, outbox.clone(), a.relist_interval, backoff));
+                    kinds.insert(kind, KindWatch { watched: tx, task });
+                }
+            }
+        }
+        tokio::time::sleep(a.resources_interval).await;
+    }
+}
+
+/// What one kind's watch knows of the target: every object of the kind, and the
+/// newest version it has seen of the collection.
+#[derive(Default)]
+struct KindState {
+    objects: HashMap<ObjectKey, serde_json::Value>,
+    resource_version: String,
+    seen: HashMap<ResourceRef, Seen>,
+}
+
+impl KindState {
+    /// Puts a report into the outbox for each watched resource whose state differs
+    /// from the last one reported (every one, the first time): the full state after
+    /// a (re-)list, including, as deleted, objects that vanished meanwhile.
+    fn report_all(&mut self, watched: &Watched, outbox: &Outbox) {
+        self.seen.retain(|r, _| watched.get(&(r.namespace.clone(), r.name.clone())) == Some(r));
+        for (key, r) in watched {
+            let report = match self.objects.get(key) {
+                Some(object) => live_report(r, target::version_of(object), LiveState::Present, Some(object.clone())),
+                None => live_report(r, self.resource_version.clone(), LiveState::Deleted, None),
             };
-            let now = match report.state {
-                LiveState::Present => Seen::Version(report.resource_version.clone()),
-                LiveState::Deleted => Seen::Deleted,
-            };
-            if seen.get(*r) != Some(&now) {
-                seen.insert((*r).clone(), now);
-                outbox.put(report);
+            self.report(report, outbox);
+        }
+    }
+
+    /// Applies one watch event; reports it if it is about a watched resource.
+    fn apply(&mut self, event: WatchEvent, watched: &Watched, outbox: &Outbox) {
+        let (object, state) = match event {
+            WatchEvent::Applied(o) => (o, LiveState::Present),
+            WatchEvent::Deleted(o) => (o, LiveState::Deleted),
+            WatchEvent::Bookmark(version) => {
+                self.resource_version = version;
+                return;
+            }
+            WatchEvent::Gone => return,
+        };
+        let Some(key) = target::key_of(&object) else { return };
+        let version = target::version_of(&object);
+        self.resource_version.clone_from(&version);
+        let watched = watched.get(&key);
+        match state {
+            LiveState::Present => {
+                self.objects.insert(key, object.clone());
+            }
+            LiveState::Deleted => {
+                self.objects.remove(&key);
+            }
+        }
+        if let Some(r) = watched {
+            let object = (state == LiveState::Present).then_some(object);
+            self.report(live_report(r, version, state, object), outbox);
+        }
+    }
+
+    fn report(&mut self, report: LiveReport, outbox: &Outbox) {
+        let now = match report.state {
+            LiveState::Present => Seen::Version(report.resource_version.clone()),
+            LiveState::Deleted => Seen::Deleted,
+        };
+        if self.seen.get(&report.resource) != Some(&now) {
+            self.seen.insert(report.resource.clone(), now);
+            outbox.put(report);
+        }
+    }
+}
+
+/// Watches one kind: lists it (the full state), then follows its watch, putting
+/// each change of a watched resource into the outbox as it arrives. A watch that
+/// ends (every `relist`), breaks or answers `410 Gone` is followed by a re-list.
+async fn watch_kind(
+    mut target: Target,
+    mut watched: tokio::sync::watch::Receiver<Watched>,
+    outbox: Arc<Outbox>,
+    relist: std::time::Duration,
+    backoff: RetryPolicy,
+) {
+    let mut state = KindState::default();
+    let mut failures = 0u32;
+    loop {
+        if failures > 0 {
+            tokio::time::sleep(backoff.next_delay(failures)).await;
+        }
+        let Some(kind) = watched.borrow_and_update().values().next().cloned() else { return };
+        match follow(&mut target, &kind, &mut watched, &mut state, &outbox, relist).await {
+            Ok(()) => failures = 0,
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                tracing::warn!(kind = kind.kind, error = %e, "cannot watch the target; will re-list");
+            }
+        }
+    }
+}
+
+/// One list and the watch that follows it, until the watch ends.
+async fn follow(
+    target: &mut Target,
+    kind: &ResourceRef,
+    watched: &mut tokio::sync::watch::Receiver<Watched>,
+    state: &mut KindState,
+    outbox: &Outbox,
+    relist: std::time::Duration,
+) -> Result<(), String> {
+    let listing = target.list(kind).await?;
+    state.objects = listing.objects;
+    state.resource_version = listing.resource_version;
+    state.report_all(&watched.borrow_and_update(), outbox);
+    let mut watch = target.watch(kind, &state.resource_version, relist).await?;
+    loop {
+        tokio::select! {
+            event = watch.next() => match event? {
+                Some(WatchEvent::Gone) => {
+                    tracing::info!(kind = kind.kind, "the watch's version is gone; re-listing");
+                    return Ok(());
+                }
+                Some(event) => state.apply(event, &watched.borrow(), outbox),
+                None => return Ok(()),
+            },
+            changed = watched.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+                state.report_all(&watched.borrow_and_update(), outbox);
             }
         }
     }

@@ -1,8 +1,11 @@
 //! The cluster the agent runs beside, read through its Kubernetes API: discovery
-//! (the plural name of each kind) and lists of the kinds fleetsync applied.
+//! (the plural name of each kind), lists and watches of the kinds fleetsync applied.
 //!
-//! Each kind is listed across all namespaces in one request, so one look at the
-//! cluster costs one request per kind, whatever the number of objects.
+//! Each kind is listed and watched across all namespaces in one request, so the
+//! cost does not grow with the number of objects. The watch is read by hand (not
+//! with kube-rs's `watcher`) because the agent needs the list's collection version:
+//! it is the version an absent object is reported deleted at, and the hub refuses a
+//! report older than the one it holds.
 
 use super::hub::describe;
 use fleetsync_model::ResourceRef;
@@ -14,15 +17,84 @@ use std::time::Duration;
 /// collection's version (the version a deletion is reported at).
 #[derive(Debug, Default)]
 pub struct Listing {
-    pub objects: HashMap<(Option<String>, String), Value>,
+    pub objects: HashMap<ObjectKey, Value>,
     pub resource_version: String,
 }
 
-/// The target's API.
+/// One event of a watch.
 #[derive(Debug)]
+pub enum WatchEvent {
+    /// `ADDED` or `MODIFIED`: the object as it now is.
+    Applied(Value),
+    /// `DELETED`: the object's last state, at the deletion's version.
+    Deleted(Value),
+    /// Every change up to this version has been sent.
+    Bookmark(String),
+    /// `410 Gone`: the version watched from is too old; re-list.
+    Gone,
+}
+
+/// An open watch: newline-delimited JSON events read as they arrive.
+#[derive(Debug)]
+pub struct Watch {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+    url: String,
+}
+
+impl Watch {
+    /// The next event, or `None` once the server ended the watch.
+    pub async fn next(&mut self) -> Result<Option<WatchEvent>, String> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return parse_event(&line).map(Some).map_err(|e| format!("watch {}: {e}", self.url));
+            }
+            match self.response.chunk().await {
+                Ok(Some(bytes)) => self.buffer.extend_from_slice(&bytes),
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(format!("watch {}: {}", self.url, describe(&e))),
+            }
+        }
+    }
+}
+
+fn parse_event(line: &[u8]) -> Result<WatchEvent, String> {
+    let event: Value = serde_json::from_slice(line).map_err(|e| format!("an event that is not JSON: {e}"))?;
+    let object = event["object"].clone();
+    match event["type"].as_str() {
+        Some("ADDED" | "MODIFIED") => Ok(WatchEvent::Applied(object)),
+        Some("DELETED") => Ok(WatchEvent::Deleted(object)),
+        Some("BOOKMARK") => Ok(WatchEvent::Bookmark(version_of(&object))),
+        Some("ERROR") if object["code"] == 410 => Ok(WatchEvent::Gone),
+        Some("ERROR") => Err(format!("the server ended the watch: {}", object["message"].as_str().unwrap_or("no message"))),
+        other => Err(format!("an event of unknown type {other:?}")),
+    }
+}
+
+/// An object's `metadata.resourceVersion` (empty if it has none).
+pub fn version_of(object: &Value) -> String {
+    object["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string()
+}
+
+/// Which object of a kind: `(namespace, name)`.
+pub type ObjectKey = (Option<String>, String);
+
+/// An object's `(namespace, name)`.
+pub fn key_of(object: &Value) -> Option<ObjectKey> {
+    let meta = &object["metadata"];
+    Some((meta["namespace"].as_str().map(str::to_string), meta["name"].as_str()?.to_string()))
+}
+
+/// The target's API.
+#[derive(Debug, Clone)]
 pub struct Target {
     http: reqwest::Client,
     base: String,
+    timeout: Duration,
     /// `(apiVersion, kind)` → the collection's path, from discovery.
     paths: HashMap<(String, String), String>,
 }
@@ -30,7 +102,7 @@ pub struct Target {
 impl Target {
     pub fn new(base: &str, timeout: Duration) -> anyhow::Result<Target> {
         let http = reqwest::Client::builder().timeout(timeout).build()?;
-        Ok(Target { http, base: base.trim_end_matches('/').to_string(), paths: HashMap::new() })
+        Ok(Target { http, base: base.trim_end_matches('/').to_string(), timeout, paths: HashMap::new() })
     }
 
     /// Lists every object of `r`'s kind (in all namespaces).
@@ -38,15 +110,28 @@ impl Target {
         let path = self.collection(&r.api_version, &r.kind).await?;
         let list = self.get(&path).await?;
         let resource_version = list["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
-        let mut objects = HashMap::new();
-        for item in list["items"].as_array().into_iter().flatten() {
-            let meta = &item["metadata"];
-            let namespace = meta["namespace"].as_str().map(str::to_string);
-            if let Some(name) = meta["name"].as_str() {
-                objects.insert((namespace, name.to_string()), item.clone());
-            }
-        }
+        let objects = list["items"].as_array().into_iter().flatten().filter_map(|o| Some((key_of(o)?, o.clone()))).collect();
         Ok(Listing { objects, resource_version })
+    }
+
+    /// Watches `r`'s kind (in all namespaces) for changes after `resource_version`;
+    /// the server ends the watch after `lasting` (with a bookmark).
+    pub async fn watch(&mut self, r: &ResourceRef, resource_version: &str, lasting: Duration) -> Result<Watch, String> {
+        let path = self.collection(&r.api_version, &r.kind).await?;
+        let seconds = lasting.as_secs().max(1);
+        let url = format!(
+            "{}{path}?watch=true&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={seconds}",
+            self.base
+        );
+        // The client's timeout bounds a whole request; a watch lasts `lasting`.
+        let request = self.http.get(&url).timeout(lasting + self.timeout);
+        let response = request.send().await.map_err(|e| format!("GET {url}: {}", describe(&e)))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            return Err(format!("GET {url}: {status}: {}", body.chars().take(200).collect::<String>()));
+        }
+        Ok(Watch { response, buffer: Vec::new(), url })
     }
 
     /// The path of a kind's collection across namespaces, found by discovery once.
