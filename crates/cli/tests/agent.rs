@@ -351,6 +351,28 @@ fn agent_restart_resends_full_state_and_drift_is_repaired() {
     });
 }
 
+/// The agent's link to the target is reset (its watch breaks) while an object
+/// changes and another is deleted: once the link is back the agent re-lists, reports
+/// the change and the vanished object as deleted, and the hub re-creates it.
+#[test]
+fn a_broken_watch_is_followed_by_a_relist_that_reports_vanished_objects() {
+    let (hub, sim, http, dir) = setup(5);
+    let link = Proxy::start(&sim.addr);
+    let log = dir.path().join("agent.log");
+    let _agent = Agent::start(&hub.url, &link.addr, &dir.path().join("token"), &log);
+    wait_for("the full state", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
+    link.set(RESET);
+    std::thread::sleep(Duration::from_millis(200));
+    http.meddle(&sim.addr, vec![("cm-0".to_string(), "v", "while-cut".to_string())], |_| {});
+    http.delete(&sim.addr, "cm-4");
+    std::thread::sleep(Duration::from_millis(300));
+    link.set(PASS);
+    wait_for("the vanished object to be re-applied", Duration::from_secs(30), || http.sim_state(&sim.addr).contains_key("cm-4"));
+    wait_for("the hub to converge", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
+    let text = std::fs::read_to_string(&log).expect("agent log");
+    assert!(text.contains("cannot watch the target; will re-list"), "the watch should have broken: {text}");
+}
+
 /// A token reports for its own cluster only: the agent of c2 with c1's token is
 /// refused (403) and exits saying so; a wrong token is 401; bad flags say what to fix.
 #[test]
