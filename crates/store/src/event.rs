@@ -43,6 +43,26 @@ pub struct EventsTrimmed {
     pub horizon: u64,
 }
 
+/// A whole trim from its chunks: runs `chunk` (one bounded transaction, answering
+/// what it did and whether more is left) until nothing is left, adding up the rows
+/// deleted; the horizon is the last chunk's. Each backend supplies the chunk.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) async fn trim_in_chunks<F, Fut>(mut chunk: F) -> crate::Result<EventsTrimmed>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::Result<(EventsTrimmed, bool)>>,
+{
+    let mut total = EventsTrimmed::default();
+    loop {
+        let (step, more) = chunk().await?;
+        total.deleted += step.deleted;
+        total.horizon = step.horizon;
+        if !more {
+            return Ok(total);
+        }
+    }
+}
+
 /// Where an age-based trim may cut: before the first event at or after `cutoff`.
 pub(crate) fn age_cut(first_young: Option<u64>, last: u64) -> u64 {
     match first_young {

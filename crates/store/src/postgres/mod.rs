@@ -616,15 +616,7 @@ impl Store for PgStore {
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
-        let mut total = EventsTrimmed::default();
-        loop {
-            let (step, more) = self.write("trimming events", |tx| Box::pin(rows::events_trim_chunk(tx, keep))).await?;
-            total.deleted += step.deleted;
-            total.horizon = step.horizon;
-            if !more {
-                return Ok(total);
-            }
-        }
+        crate::event::trim_in_chunks(|| self.write("trimming events", move |tx| Box::pin(rows::events_trim_chunk(tx, keep)))).await
     }
 
     async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {

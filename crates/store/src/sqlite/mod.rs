@@ -298,15 +298,7 @@ impl Store for SqliteStore {
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
-        let mut total = EventsTrimmed::default();
-        loop {
-            let (step, more) = self.write("trimming events", move |tx, now, _| rows::events_trim_chunk(tx, now, &keep)).await?;
-            total.deleted += step.deleted;
-            total.horizon = step.horizon;
-            if !more {
-                return Ok(total);
-            }
-        }
+        crate::event::trim_in_chunks(|| self.write("trimming events", move |tx, now, _| rows::events_trim_chunk(tx, now, &keep))).await
     }
 
     async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
