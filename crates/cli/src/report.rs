@@ -83,15 +83,17 @@ pub async fn wait_settled(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last_read: Option<tokio::time::Instant> = None;
     loop {
-        progress.set_position(applies());
+        let done = applies();
+        progress.set_position(done);
         let due = last_read.is_none_or(|t| t.elapsed() >= Duration::from_secs(2));
         let timed_out = tokio::time::Instant::now() >= deadline;
-        if applies() >= expected || due || timed_out {
+        if done >= expected || due || timed_out {
             let stats = store.queue_stats().await.context("reading queue stats")?;
             last_read = Some(tokio::time::Instant::now());
-            progress.set_message(format!("{} keys to go", unsettled(&stats)));
-            if unsettled(&stats) == 0 || timed_out {
-                return Ok((unsettled(&stats) == 0, parked(&stats)));
+            let left = unsettled(&stats);
+            progress.set_message(format!("{left} keys to go"));
+            if left == 0 || timed_out {
+                return Ok((left == 0, parked(&stats)));
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
