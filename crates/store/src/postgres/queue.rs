@@ -12,6 +12,8 @@ use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion,
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
 use std::collections::{HashMap, HashSet};
+use super::cursor::{Floors, ReadyPos};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 /// Keys to enqueue in one statement (distinct keys; see [`enqueue`]).
@@ -92,90 +94,167 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
         ],
     )
     .await?;
-    tx.wake();
+    tx.wake_at(tx.now);
     Ok(e.len())
 }
 
 /// Leases up to `limit` keys: expired leases first (their keys have waited longest),
 /// then ready keys by `run_at`, and equal `run_at` (one transaction's changes) by
 /// cluster, so a cluster's SyncSets are claimed together. `SKIP LOCKED`: concurrent
-/// claimers take different keys without waiting for each other.
-pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams) -> PgResult<Vec<ClaimedItem>> {
+/// claimers take different keys without waiting for each other. Both scans start at
+/// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts.
+pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgResult<(Vec<ClaimedItem>, Floors)> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     if limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), from));
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let now = tx.now.millis();
     let shards: Option<Vec<i16>> = p.shards.as_ref().map(|s| s.iter().map(|s| *s as i16).collect());
+    let f = &from.ready_from;
     let rows = match &p.cluster_limit {
-        None => tx.query(&CLAIM, &[&now, &limit, &p.owner, &expires, &shards]).await?,
+        None => {
+            let params: [&(dyn ToSql + Sync); 10] =
+                [&now, &limit, &p.owner, &expires, &shards, &from.expired_from, &f.run_at, &f.tenant, &f.cluster, &f.syncset];
+            tx.query(&CLAIM, &params).await?
+        }
         Some(cl) => {
             let (tenants, clusters, busy) = in_flight_arrays(cl);
             let (max, window) = (i64::from(cl.max), ClusterLimit::window(limit));
-            tx.query(&CLAIM_LIMITED, &[&now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy, &shards]).await?
+            let params: [&(dyn ToSql + Sync); 15] = [
+                &now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy, &shards,
+                &from.expired_from, &f.run_at, &f.tenant, &f.cluster, &f.syncset,
+            ];
+            tx.query(&CLAIM_LIMITED, &params).await?
         }
     };
-    rows.iter().map(claimed_item).collect()
+    let next = next_floors(&from, now, limit, &rows, p.cluster_limit.is_some())?;
+    Ok((rows.iter().map(claimed_item).collect::<PgResult<_>>()?, next))
 }
 
-static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, "$5"));
-static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, "$10"));
+/// Where the claim after the one that returned `rows` starts. Nothing it skipped may
+/// fall behind: a key held back by the per-cluster limit (`left`, the first of the
+/// window not claimed) or beyond a full batch stays ahead of the cursor; when every due
+/// key was claimed, the next claim starts at `now` (keys made ready later with an
+/// earlier `run_at` are announced, see `cursor.rs`).
+fn next_floors(from: &Floors, now: i64, limit: i64, rows: &[Row], limited: bool) -> PgResult<Floors> {
+    let (mut expired, mut last_expired, mut ready, mut last_ready, mut left) = (0, None, 0, None, None);
+    let mut expired_left: Option<i64> = None;
+    for r in rows {
+        let (pass, at): (i32, i64) = (r.try_get(10)?, r.try_get(11)?);
+        if pass == 0 {
+            expired += 1;
+            last_expired = Some(at);
+        } else {
+            ready += 1;
+            last_ready = Some(ReadyPos { run_at: at, tenant: r.try_get(0)?, cluster: r.try_get(1)?, syncset: r.try_get(2)? });
+        }
+        expired_left = r.try_get(16)?;
+        if let Some(run_at) = r.try_get::<_, Option<i64>>(12)? {
+            left = Some(ReadyPos { run_at, tenant: r.try_get(13)?, cluster: r.try_get(14)?, syncset: r.try_get(15)? });
+        }
+    }
+    let expired_from = match (expired_left, last_expired) {
+        // An empty result does not say whether an expired lease was passed over.
+        _ if rows.is_empty() => from.expired_from,
+        (Some(at), _) => at,
+        // The batch was full of expired leases: more may follow the last one.
+        (None, Some(at)) if expired >= limit => at,
+        _ => now,
+    };
+    let asked = limit - expired;
+    let ready_from = match (left, last_ready) {
+        (Some(left), _) => left,
+        // A limited claim that returned nothing does not say whether it saw keys.
+        _ if asked == 0 || (limited && rows.is_empty()) => from.ready_from.clone(),
+        (None, Some(last)) if ready >= asked => last,
+        _ => ReadyPos::at(now),
+    };
+    Ok(Floors { ready_from, expired_from })
+}
 
-/// Ready keys, in claim order.
-const READY: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards}
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, 5, None));
+static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, 10, Some(LEFT_IN_WINDOW)));
+
+/// Ready keys, in claim order, from the cursor on.
+const READY: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
                  ORDER BY run_at, tenant, cluster, syncset
                  LIMIT $2 - (SELECT count(*) FROM expired)
                  FOR UPDATE SKIP LOCKED";
 
 /// Ready keys in claim order, skipping those of clusters at their limit ($5), within a
-/// window of the first $6 ready keys; $7–$9 are the claimer's in-flight counts. The
-/// window function cannot sit beside `FOR UPDATE`, so it picks ids and the outer query
-/// locks them (re-checking that each is still ready).
-const READY_LIMITED: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
-                 WHERE id IN (
-                     SELECT r.id FROM (
+/// window (`win`) of the first $6 ready keys from the cursor on; $7–$9 are the
+/// claimer's in-flight counts. The window function cannot sit beside `FOR UPDATE`, so
+/// it picks ids and the outer query locks them (re-checking that each is still ready).
+const READY_LIMITED: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE ctid = ANY(ARRAY(
+                     SELECT r.ctid FROM (
                          SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
-                         FROM (SELECT id, run_at, tenant, cluster, syncset FROM work
-                               WHERE phase = 'ready' AND run_at <= $1 AND {in_shards}
-                               ORDER BY run_at, tenant, cluster, syncset LIMIT $6) c) r
+                         FROM win c) r
                      LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
                        ON b.tenant = r.tenant AND b.cluster = r.cluster
                      WHERE r.rn + COALESCE(b.n, 0) <= $5
                      ORDER BY r.run_at, r.tenant, r.cluster, r.syncset
-                     LIMIT $2 - (SELECT count(*) FROM expired))
+                     LIMIT $2 - (SELECT count(*) FROM expired)))
                    AND phase = 'ready' AND run_at <= $1
                  ORDER BY run_at, tenant, cluster, syncset
                  FOR UPDATE SKIP LOCKED";
 
+/// The window of a limited claim (a CTE of its own: the cursor's next position is the
+/// first of it that was not claimed).
+const WINDOW: &str = "win AS MATERIALIZED (
+                 SELECT id, ctid, run_at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
+                 ORDER BY run_at, tenant, cluster, syncset LIMIT $6),";
+
+/// The first key of the window a limited claim did not claim.
+const LEFT_IN_WINDOW: &str = "SELECT run_at, tenant, cluster, syncset FROM win
+                 WHERE id <> ALL(ARRAY(SELECT id FROM picked))
+                 ORDER BY run_at, tenant, cluster, syncset LIMIT 1";
+
 /// The claim: expired leases first, then `ready`, each leased with a new fence; only
-/// keys of the shards in parameter `shards` (a `smallint[]`; NULL: every shard).
-fn claim_sql(ready: &str, shards: &str) -> String {
-    let in_shards = format!("({shards}::smallint[] IS NULL OR shard = ANY({shards}::smallint[]))");
-    let ready = ready.replace("{in_shards}", &in_shards);
+/// keys of the shards in parameter `$shards` (a `smallint[]`; NULL: every shard); the
+/// cursor is in the four parameters after it. `left`: the query for the first key a
+/// limited claim's window held back (NULLs without one).
+fn claim_sql(ready: &str, shards: usize, left: Option<&str>) -> String {
+    let in_shards = format!("(${shards}::smallint[] IS NULL OR shard = ANY(${shards}::smallint[]))");
+    let expired_from = format!("${}", shards + 1);
+    let (r, t, c, s) = (shards + 2, shards + 3, shards + 4, shards + 5);
+    // `run_at >= …` alone as well: an index on (shard, run_at) can use that part.
+    let from_cursor = format!("run_at >= ${r}::bigint AND (run_at, tenant, cluster, syncset) >= (${r}::bigint, ${t}::text, ${c}::text, ${s}::text)");
+    let fill = |sql: &str| sql.replace("{in_shards}", &in_shards).replace("{from_cursor}", &from_cursor);
+    let window = if left.is_some() { fill(WINDOW) } else { String::new() };
+    let left = left.unwrap_or("SELECT NULL::bigint AS run_at, NULL::text AS tenant, NULL::text AS cluster, NULL::text AS syncset");
+    let ready = fill(ready);
     format!(
         "WITH expired AS MATERIALIZED (
-                 SELECT id, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'running' AND lease_expires_at <= $1 AND {in_shards}
+                 SELECT id, ctid, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'running' AND lease_expires_at <= $1 AND lease_expires_at >= {expired_from}::bigint AND {in_shards}
                  ORDER BY lease_expires_at, tenant, cluster, syncset
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
+             {window}
              ready AS MATERIALIZED ({ready}),
              picked AS MATERIALIZED (SELECT * FROM expired UNION ALL SELECT * FROM ready),
-             -- `id = ANY(ARRAY(…))`, not `FROM picked`: the planner cannot estimate the
-             -- LIMIT above and chose a merge join over the whole primary key, reading every
-             -- dead version of the keys drained before (claims slowed as a drain went on).
+             -- By `ctid`, the row versions just locked (a TID scan), not by `id`: the
+             -- primary key holds an entry for every version of the key that vacuum has not
+             -- removed yet, and a join on it read them all. (A version locked here that
+             -- committed after this statement's snapshot is not visible to the UPDATE and
+             -- stays ready; only an enqueue or retry makes one, and those are announced; an
+             -- expired lease so passed over holds the expiry cursor back, last column.)
              claimed AS (
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
-                 WHERE w.id = ANY(ARRAY(SELECT id FROM picked))
+                 WHERE w.ctid = ANY(ARRAY(SELECT ctid FROM picked))
                  RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
                      w.attempts, w.fence)
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
-                 COALESCE(cl.generation, 0)
+                 COALESCE(cl.generation, 0), p.pass, p.at, l.run_at, l.tenant, l.cluster, l.syncset,
+                 (SELECT min(e.at) FROM expired e WHERE e.id <> ALL(ARRAY(SELECT id FROM claimed)))
              FROM claimed c JOIN picked p ON p.id = c.id
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
+             LEFT JOIN ({left}) l ON true
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
 }
@@ -260,7 +339,7 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
     let rows = tx
         .query(
             "SELECT w.id, w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
-                    w.tenant, w.cluster, w.syncset
+                    w.tenant, w.cluster, w.syncset, w.ctid::text
              FROM work w
              WHERE (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
              ORDER BY w.tenant, w.cluster, w.syncset
@@ -269,7 +348,12 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
         )
         .await?;
     let mut held: HashMap<WorkKey, Held> = HashMap::with_capacity(rows.len());
+    // Where each locked row version is: the writes below go straight to it (a TID scan)
+    // instead of through an index that may hold an entry for every version of the key
+    // vacuum has not removed yet. Locked, so it is the latest version until commit.
+    let mut ctids: HashMap<i64, String> = HashMap::with_capacity(rows.len());
     for r in &rows {
+        ctids.insert(r.try_get(0)?, r.try_get(10)?);
         let key = WorkKey::new(r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?, r.try_get::<_, String>(9)?);
         let h = Held {
             id: r.try_get(0)?,
@@ -285,9 +369,7 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
 
     let now = tx.now;
     let mut updates = Updates::default();
-    let mut deletes: Vec<i64> = Vec::new();
-    // Requeued keys start their attempts over (a requeue is not a failure).
-    let mut requeued: Vec<i64> = Vec::new();
+    let mut deletes: Vec<String> = Vec::new();
     let mut outcomes = Vec::with_capacity(items.len());
     for c in items {
         // A key completed earlier in this batch is no longer running: later ones are stale.
@@ -300,58 +382,68 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
             continue;
         };
         h.running = false;
+        let ctid = ctids.get(&h.id).cloned().ok_or_else(|| corrupt("work", format!("row {} without a location", h.id)))?;
         let resources = json("work", &c.resources)?;
         match &fin {
             Finish::Applied { phase, generation, inventory } => {
-                updates.push(h.id, *phase, now, Some(*generation), resources, Some(json("work", inventory)?), None, Some(now))
+                let inventory = Some(json("work", inventory)?);
+                updates.push(ctid, *phase, now, Some(*generation), resources, inventory, None, Some(now), false)
             }
+            // Requeued keys start their attempts over (a requeue is not a failure).
             Finish::Requeue { generation, inventory, run_at } => {
                 let inventory = Some(json("work", inventory)?);
-                updates.push(h.id, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now));
-                requeued.push(h.id);
+                updates.push(ctid, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now), true)
             }
-            Finish::Restart => updates.push(h.id, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None),
-            Finish::Delete => deletes.push(h.id),
+            Finish::Restart => updates.push(ctid, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None, false),
+            Finish::Delete => deletes.push(ctid),
             Finish::Failed { phase, run_at, error } => {
-                updates.push(h.id, *phase, *run_at, None, resources, None, Some(error.to_string()), None)
+                updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
             }
         }
-        if fin.outcome() == CompleteOutcome::Committed(Phase::Pending) {
-            tx.wake();
+        // Ready again: wake the claimers, and tell their cursors when it is due (a
+        // retry's backoff is not a wake-up's business, but its `run_at` is the cursors').
+        match (&fin, fin.outcome()) {
+            (Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. }, CompleteOutcome::Committed(Phase::Pending | Phase::Failed)) => {
+                tx.wake_at(*run_at)
+            }
+            (_, CompleteOutcome::Committed(Phase::Pending)) => tx.wake_at(now),
+            _ => {}
         }
         let name = format!("{}/{}", c.key.cluster, c.key.syncset);
         tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
         outcomes.push(fin.outcome());
     }
-    if !updates.ids.is_empty() {
+    if !updates.ctids.is_empty() {
         let u = &updates;
         tx.execute(
             "UPDATE work w SET phase = u.phase, run_at = u.run_at,
                  observed_generation = COALESCE(u.observed, w.observed_generation),
                  resources = u.resources, inventory = COALESCE(u.inventory, w.inventory), last_error = u.last_error,
                  last_applied_at = COALESCE(u.applied_at, w.last_applied_at),
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $9
-             FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[])
-                  AS u(id, phase, run_at, observed, resources, inventory, last_error, applied_at)
-             WHERE w.id = u.id",
-            &[&u.ids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at, &now.millis()],
+                 attempts = CASE WHEN u.reset_attempts THEN 0 ELSE w.attempts END,
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $10
+             FROM unnest($1::text[]::tid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                         $8::bigint[], $9::bool[])
+                  AS u(ctid, phase, run_at, observed, resources, inventory, last_error, applied_at, reset_attempts)
+             WHERE w.ctid = ANY($1::text[]::tid[]) AND w.ctid = u.ctid",
+            &[
+                &u.ctids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at,
+                &u.reset_attempts, &now.millis(),
+            ],
         )
         .await?;
     }
-    if !requeued.is_empty() {
-        tx.execute("UPDATE work SET attempts = 0 WHERE id = ANY($1)", &[&requeued]).await?;
-    }
     if !deletes.is_empty() {
-        tx.execute("DELETE FROM work WHERE id = ANY($1)", &[&deletes]).await?;
+        tx.execute("DELETE FROM work WHERE ctid = ANY($1::text[]::tid[])", &[&deletes]).await?;
     }
     Ok(outcomes)
 }
 
-/// Row updates of a completion batch, as columns; `None` keeps the row's value (except
-/// `errors`, where `None` clears it).
+/// Row updates of a completion batch, as columns, by row version (`ctid`, as text);
+/// `None` keeps the row's value (except `errors`, where `None` clears it).
 #[derive(Default)]
 struct Updates {
-    ids: Vec<i64>,
+    ctids: Vec<String>,
     phases: Vec<&'static str>,
     run_ats: Vec<i64>,
     observed: Vec<Option<i64>>,
@@ -359,13 +451,14 @@ struct Updates {
     inventories: Vec<Option<String>>,
     errors: Vec<Option<String>>,
     applied_at: Vec<Option<i64>>,
+    reset_attempts: Vec<bool>,
 }
 
 impl Updates {
     #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
-        id: i64,
+        ctid: String,
         phase: Phase,
         run_at: Timestamp,
         observed: Option<i64>,
@@ -373,8 +466,9 @@ impl Updates {
         inventory: Option<String>,
         error: Option<String>,
         applied_at: Option<Timestamp>,
+        reset_attempts: bool,
     ) {
-        self.ids.push(id);
+        self.ctids.push(ctid);
         self.phases.push(db_phase(phase));
         self.run_ats.push(run_at.millis());
         self.observed.push(observed);
@@ -382,6 +476,7 @@ impl Updates {
         self.inventories.push(inventory);
         self.errors.push(error);
         self.applied_at.push(applied_at.map(Timestamp::millis));
+        self.reset_attempts.push(reset_attempts);
     }
 }
 
@@ -395,7 +490,7 @@ pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgRe
         )
         .await?;
     if n > 0 {
-        tx.wake();
+        tx.wake_at(tx.now);
     }
     Ok(())
 }
@@ -415,7 +510,7 @@ pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
     if n == 0 {
         return Err(StoreError::key_not_found(&key).into());
     }
-    tx.wake();
+    tx.wake_at(tx.now);
     Ok(())
 }
 
@@ -428,18 +523,21 @@ pub(super) async fn resync(tx: &mut Tx<'_>) -> PgResult<u64> {
         )
         .await?;
     if n > 0 {
-        tx.wake();
+        tx.wake_at(tx.now);
     }
     Ok(n)
 }
 
-pub(super) async fn next_ready_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>) -> PgResult<Option<Timestamp>> {
+pub(super) async fn next_ready_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>, from: Floors) -> PgResult<Option<Timestamp>> {
+    let f = &from.ready_from;
     let rows = query(
         c,
         "SELECT LEAST(
-             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND ($1::smallint[] IS NULL OR shard = ANY($1))),
-             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND ($1::smallint[] IS NULL OR shard = ANY($1))))",
-        &[&shards],
+             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND ($1::smallint[] IS NULL OR shard = ANY($1))
+                 AND run_at >= $2::bigint AND (run_at, tenant, cluster, syncset) >= ($2::bigint, $3::text, $4::text, $5::text)),
+             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND ($1::smallint[] IS NULL OR shard = ANY($1))
+                 AND lease_expires_at >= $6::bigint))",
+        &[&shards, &f.run_at, &f.tenant, &f.cluster, &f.syncset, &from.expired_from],
     )
     .await?;
     let at: Option<i64> = match rows.first() {
