@@ -133,48 +133,59 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgRe
 }
 
 /// Where the claim after the one that returned `rows` starts. Nothing it skipped may
-/// fall behind: a key held back by the per-cluster limit (`left`, the first of the
-/// window not claimed) or beyond a full batch stays ahead of the cursor; when every due
-/// key was claimed, the next claim starts at `now` (keys made ready later with an
-/// earlier `run_at` are announced, see `cursor.rs`).
+/// fall behind the cursor: a key held back by the per-cluster limit, one beyond a full
+/// batch or window, an expired lease it locked but could not take. When every due key
+/// was claimed, the next claim starts at `now` (keys made ready later with an earlier
+/// `run_at` are announced, see `cursor.rs`).
 fn next_floors(from: &Floors, now: i64, limit: i64, rows: &[Row], limited: bool) -> PgResult<Floors> {
-    let (mut expired, mut last_expired, mut ready, mut last_ready, mut left) = (0, None, 0, None, None);
-    let mut expired_left: Option<i64> = None;
+    // An empty result says nothing about what the claim saw (the columns below come
+    // with claimed rows): stay.
+    let Some(first) = rows.first() else { return Ok(from.clone()) };
+    let (mut claimed_expired, mut last_expired, mut ready, mut last_ready) = (0, None, 0, None);
     for r in rows {
         let (pass, at): (i32, i64) = (r.try_get(10)?, r.try_get(11)?);
         if pass == 0 {
-            expired += 1;
+            claimed_expired += 1;
             last_expired = Some(at);
         } else {
             ready += 1;
             last_ready = Some(ReadyPos { run_at: at, tenant: r.try_get(0)?, cluster: r.try_get(1)?, syncset: r.try_get(2)? });
         }
-        expired_left = r.try_get(16)?;
-        if let Some(run_at) = r.try_get::<_, Option<i64>>(12)? {
-            left = Some(ReadyPos { run_at, tenant: r.try_get(13)?, cluster: r.try_get(14)?, syncset: r.try_get(15)? });
-        }
     }
-    let expired_from = match (expired_left, last_expired) {
-        // An empty result does not say whether an expired lease was passed over.
-        _ if rows.is_empty() => from.expired_from,
-        (Some(at), _) => at,
+    let held_back = match first.try_get::<_, Option<i64>>(12)? {
+        Some(run_at) => Some(ReadyPos { run_at, tenant: first.try_get(13)?, cluster: first.try_get(14)?, syncset: first.try_get(15)? }),
+        None => None,
+    };
+    let (expired_locked, expired_min): (i64, Option<i64>) = (first.try_get(16)?, first.try_get(17)?);
+    let expired_from = match (expired_min, last_expired) {
+        // A lease locked but not taken (it changed under the claim) is looked at again.
+        (Some(min), _) if expired_locked > claimed_expired => min,
         // The batch was full of expired leases: more may follow the last one.
-        (None, Some(at)) if expired >= limit => at,
+        (_, Some(at)) if claimed_expired >= limit => at,
         _ => now,
     };
-    let asked = limit - expired;
-    let ready_from = match (left, last_ready) {
-        (Some(left), _) => left,
-        // A limited claim that returned nothing does not say whether it saw keys.
-        _ if asked == 0 || (limited && rows.is_empty()) => from.ready_from.clone(),
-        (None, Some(last)) if ready >= asked => last,
+    let asked = limit - expired_locked;
+    // Whether due keys were left unseen: beyond the window, or beyond the batch.
+    let cut = if limited {
+        let (allowed, window_full): (Option<i64>, Option<bool>) = (first.try_get(18)?, first.try_get(19)?);
+        window_full.unwrap_or(false) || allowed.unwrap_or(0) > asked
+    } else {
+        ready >= asked
+    };
+    let mut ready_from = match last_ready {
+        _ if asked <= 0 => from.ready_from.clone(),
+        Some(last) if cut || ready >= asked => last,
+        None if cut => from.ready_from.clone(),
         _ => ReadyPos::at(now),
     };
+    if let Some(held_back) = held_back {
+        ready_from = ready_from.min(held_back);
+    }
     Ok(Floors { ready_from, expired_from })
 }
 
-static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, 5, None));
-static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, 10, Some(LEFT_IN_WINDOW)));
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, 5, false));
+static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, 10, true));
 
 /// Ready keys, in claim order, from the cursor on.
 const READY: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
@@ -183,49 +194,55 @@ const READY: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, 
                  LIMIT $2 - (SELECT count(*) FROM expired)
                  FOR UPDATE SKIP LOCKED";
 
-/// Ready keys in claim order, skipping those of clusters at their limit ($5), within a
-/// window (`win`) of the first $6 ready keys from the cursor on; $7–$9 are the
-/// claimer's in-flight counts. The window function cannot sit beside `FOR UPDATE`, so
-/// it picks ids and the outer query locks them (re-checking that each is still ready).
+/// A limited claim's window (`win`): the first $6 ready keys from the cursor on, each
+/// `allowed` unless its cluster ($7–$9: the claimer's in-flight counts) would exceed
+/// $5 with it. CTEs of their own: the cursor's next position depends on them.
+const RANKED: &str = "win AS MATERIALIZED (
+                 SELECT id, ctid, run_at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
+                 ORDER BY run_at, tenant, cluster, syncset LIMIT $6),
+             ranked AS MATERIALIZED (
+                 SELECT r.*, r.rn + COALESCE(b.n, 0) <= $5 AS allowed FROM (
+                     SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
+                     FROM win c) r
+                 LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
+                   ON b.tenant = r.tenant AND b.cluster = r.cluster),";
+
+/// The allowed keys of the window, in claim order. The window function cannot sit
+/// beside `FOR UPDATE`, so this locks the rows it picked (re-checking each is ready).
 const READY_LIMITED: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
                  WHERE ctid = ANY(ARRAY(
-                     SELECT r.ctid FROM (
-                         SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
-                         FROM win c) r
-                     LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
-                       ON b.tenant = r.tenant AND b.cluster = r.cluster
-                     WHERE r.rn + COALESCE(b.n, 0) <= $5
-                     ORDER BY r.run_at, r.tenant, r.cluster, r.syncset
+                     SELECT ctid FROM ranked WHERE allowed
+                     ORDER BY run_at, tenant, cluster, syncset
                      LIMIT $2 - (SELECT count(*) FROM expired)))
                    AND phase = 'ready' AND run_at <= $1
                  ORDER BY run_at, tenant, cluster, syncset
                  FOR UPDATE SKIP LOCKED";
 
-/// The window of a limited claim (a CTE of its own: the cursor's next position is the
-/// first of it that was not claimed).
-const WINDOW: &str = "win AS MATERIALIZED (
-                 SELECT id, ctid, run_at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
-                 ORDER BY run_at, tenant, cluster, syncset LIMIT $6),";
-
-/// The first key of the window a limited claim did not claim.
-const LEFT_IN_WINDOW: &str = "SELECT run_at, tenant, cluster, syncset FROM win
-                 WHERE id <> ALL(ARRAY(SELECT id FROM picked))
-                 ORDER BY run_at, tenant, cluster, syncset LIMIT 1";
+/// What a limited claim tells its cursor: the first key held back (`h`), how many
+/// were allowed, whether the window was full.
+const LIMITED_FACTS: (&str, &str) = (
+    "SELECT run_at, tenant, cluster, syncset FROM ranked WHERE NOT allowed ORDER BY run_at, tenant, cluster, syncset LIMIT 1",
+    "(SELECT count(*) FILTER (WHERE allowed) FROM ranked) AS allowed, (SELECT count(*) FROM win) >= $6 AS window_full",
+);
+/// An unlimited claim holds nothing back and has no window.
+const UNLIMITED_FACTS: (&str, &str) = (
+    "SELECT NULL::bigint AS run_at, NULL::text AS tenant, NULL::text AS cluster, NULL::text AS syncset",
+    "NULL::bigint AS allowed, NULL::bool AS window_full",
+);
 
 /// The claim: expired leases first, then `ready`, each leased with a new fence; only
 /// keys of the shards in parameter `$shards` (a `smallint[]`; NULL: every shard); the
-/// cursor is in the four parameters after it. `left`: the query for the first key a
-/// limited claim's window held back (NULLs without one).
-fn claim_sql(ready: &str, shards: usize, left: Option<&str>) -> String {
+/// cursor is in the five parameters after it (expiry, then the ready position). Each
+/// row also carries what the cursor needs (columns 10 on, see [`next_floors`]).
+fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
     let in_shards = format!("(${shards}::smallint[] IS NULL OR shard = ANY(${shards}::smallint[]))");
     let expired_from = format!("${}", shards + 1);
     let (r, t, c, s) = (shards + 2, shards + 3, shards + 4, shards + 5);
     // `run_at >= …` alone as well: an index on (shard, run_at) can use that part.
     let from_cursor = format!("run_at >= ${r}::bigint AND (run_at, tenant, cluster, syncset) >= (${r}::bigint, ${t}::text, ${c}::text, ${s}::text)");
     let fill = |sql: &str| sql.replace("{in_shards}", &in_shards).replace("{from_cursor}", &from_cursor);
-    let window = if left.is_some() { fill(WINDOW) } else { String::new() };
-    let left = left.unwrap_or("SELECT NULL::bigint AS run_at, NULL::text AS tenant, NULL::text AS cluster, NULL::text AS syncset");
+    let (ranked, (held, window)) = if limited { (fill(RANKED), LIMITED_FACTS) } else { (String::new(), UNLIMITED_FACTS) };
     let ready = fill(ready);
     format!(
         "WITH expired AS MATERIALIZED (
@@ -234,27 +251,31 @@ fn claim_sql(ready: &str, shards: usize, left: Option<&str>) -> String {
                  ORDER BY lease_expires_at, tenant, cluster, syncset
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
-             {window}
+             {ranked}
              ready AS MATERIALIZED ({ready}),
              picked AS MATERIALIZED (SELECT * FROM expired UNION ALL SELECT * FROM ready),
              -- By `ctid`, the row versions just locked (a TID scan), not by `id`: the
              -- primary key holds an entry for every version of the key that vacuum has not
              -- removed yet, and a join on it read them all. (A version locked here that
              -- committed after this statement's snapshot is not visible to the UPDATE and
-             -- stays ready; only an enqueue or retry makes one, and those are announced; an
-             -- expired lease so passed over holds the expiry cursor back, last column.)
+             -- stays as it is: a ready one was made by an enqueue or retry, which are
+             -- announced; an expired lease holds the expiry cursor back, see below.)
              claimed AS (
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
                  WHERE w.ctid = ANY(ARRAY(SELECT ctid FROM picked))
                  RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
-                     w.attempts, w.fence)
+                     w.attempts, w.fence),
+             facts AS MATERIALIZED (
+                 SELECT h.run_at, h.tenant, h.cluster, h.syncset,
+                     (SELECT count(*) FROM expired) AS expired_locked, (SELECT min(at) FROM expired) AS expired_min, {window}
+                 FROM (SELECT 1) one LEFT JOIN ({held}) h ON true)
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
-                 COALESCE(cl.generation, 0), p.pass, p.at, l.run_at, l.tenant, l.cluster, l.syncset,
-                 (SELECT min(e.at) FROM expired e WHERE e.id <> ALL(ARRAY(SELECT id FROM claimed)))
+                 COALESCE(cl.generation, 0), p.pass, p.at,
+                 f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full
              FROM claimed c JOIN picked p ON p.id = c.id
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
-             LEFT JOIN ({left}) l ON true
+             CROSS JOIN facts f
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
 }
