@@ -98,6 +98,18 @@ pub(super) enum Verify {
     ChainAndName(Roots),
 }
 
+impl Verify {
+    /// What `mode` checks, given the root certificates found (if any).
+    fn for_mode(mode: SslMode, roots: Option<Roots>) -> Verify {
+        match (mode, roots) {
+            (SslMode::Disable | SslMode::Allow | SslMode::Prefer, _) | (SslMode::Require, None) => Verify::Nothing,
+            (SslMode::Require, Some(roots)) => Verify::Chain(roots),
+            (SslMode::VerifyCa, roots) => Verify::Chain(roots.unwrap_or(Roots::System)),
+            (SslMode::VerifyFull, roots) => Verify::ChainAndName(roots.unwrap_or(Roots::System)),
+        }
+    }
+}
+
 /// The TLS half of the connection settings (the rest is tokio-postgres' `Config`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct TlsSettings {
@@ -142,13 +154,7 @@ impl TlsSettings {
             Some((setting, value)) => Some(Roots::File { path: PathBuf::from(value), setting }),
             None => default_root_file(env),
         };
-        let verify = match (mode, roots) {
-            (SslMode::Disable | SslMode::Allow | SslMode::Prefer, _) | (SslMode::Require, None) => Verify::Nothing,
-            (SslMode::Require, Some(roots)) => Verify::Chain(roots),
-            (SslMode::VerifyCa, roots) => Verify::Chain(roots.unwrap_or(Roots::System)),
-            (SslMode::VerifyFull, roots) => Verify::ChainAndName(roots.unwrap_or(Roots::System)),
-        };
-        Ok(TlsSettings { mode, verify })
+        Ok(TlsSettings { mode, verify: Verify::for_mode(mode, roots) })
     }
 
     /// The connector every connection of a store uses: loads the root certificates
