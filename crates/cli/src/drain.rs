@@ -58,7 +58,9 @@ struct DrainReport {
 struct ChurnReport {
     rounds: usize,
     items_per_sec_by_round: Vec<f64>,
-    /// `1 - last / first` round's rate: how much the dead rows slowed the drain.
+    /// `1 - late / early`, where early and late are the medians of the first and the
+    /// last three rounds' rates (one round with fewer): how much the dead rows slowed
+    /// the drain. Medians, so one round disturbed by the machine decides nothing.
     loss: f64,
     /// `pg_total_relation_size` of the work table (with its indexes) before the first
     /// round and after the last.
@@ -280,15 +282,26 @@ async fn churn(store: Arc<dyn Store>, url: &str, schema: &str, a: &DrainArgs) ->
     let work_bytes_after = admin.count(&format!("SELECT pg_total_relation_size('{work}')")).await?;
     let stat = format!("SELECT COALESCE(n_dead_tup, 0) FROM pg_stat_user_tables WHERE schemaname = '{schema}' AND relname = 'work'");
     let work_dead_rows_after = admin.count(&stat).await?;
-    let (first, last) = (rates.first().copied().unwrap_or(0.0), rates.last().copied().unwrap_or(0.0));
     Ok(ChurnReport {
         rounds: a.churn,
-        loss: 1.0 - last / first.max(1e-9),
+        loss: loss(&rates),
         items_per_sec_by_round: rates,
         work_bytes_before,
         work_bytes_after,
         work_dead_rows_after,
     })
+}
+
+/// `1 - late / early` (see [`ChurnReport::loss`]).
+fn loss(rates: &[f64]) -> f64 {
+    let n = (rates.len() / 2).clamp(1, 3);
+    let median = |r: &[f64]| {
+        let mut r = r.to_vec();
+        r.sort_by(f64::total_cmp);
+        r.get(r.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (early, late) = (median(&rates[..n.min(rates.len())]), median(&rates[rates.len().saturating_sub(n)..]));
+    1.0 - late / early.max(1e-9)
 }
 
 /// Polls `done` every [`POLL`] until it holds (true) or `timeout` passes (false).
@@ -526,7 +539,22 @@ fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
         let rates: Vec<String> = c.items_per_sec_by_round.iter().map(|r| format!("{r:.0}")).collect();
         println!("\nchurn: {} rounds of {} items with a transaction held open (vacuum held back)", c.rounds, r.items);
         println!("  items/s by round: {}", rates.join(", "));
-        println!("  loss, last round against the first: {:.1}%", c.loss * 100.0);
+        println!("  loss, median of the last rounds against the first (up to 3 each): {:.1}%", c.loss * 100.0);
         println!("  work table: {} → {} bytes, {} dead rows after", c.work_bytes_before, c.work_bytes_after, c.work_dead_rows_after);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loss;
+
+    #[test]
+    fn loss_compares_the_medians_of_the_first_and_last_rounds() {
+        let rates = [100.0, 90.0, 110.0, 50.0, 80.0, 95.0, 70.0];
+        // early: median(100, 90, 110) = 100; late: median(80, 95, 70) = 80.
+        assert!((loss(&rates) - 0.2).abs() < 1e-9, "{}", loss(&rates));
+        assert!((loss(&[100.0, 50.0]) - 0.5).abs() < 1e-9, "two rounds: last against first");
+        assert!(loss(&[100.0]).abs() < 1e-9, "one round loses nothing against itself");
+        assert!((loss(&[100.0, 300.0, 80.0, 120.0]) - (1.0 - 120.0 / 300.0)).abs() < 1e-9, "two each");
     }
 }

@@ -384,3 +384,71 @@ async fn bad_connection_settings_name_the_problem() {
     let e = err(PgStore::connect(&test_url(), Some("Not A Schema"), cfg()).await);
     assert!(e.contains("invalid schema name"), "{e}");
 }
+
+/// Claims start from a cursor, not from the oldest index entry (`cursor.rs`). A key made
+/// ready in another process with an older clock reading than this claimer's cursor — a
+/// transaction that read its clock before this claim and committed after it — is
+/// announced with the NOTIFY and still claimed at once, not at the next full scan.
+#[tokio::test]
+async fn a_key_ready_behind_the_cursor_is_announced_and_claimed() {
+    use fleetsync_model::ManualClock;
+    use std::sync::Arc;
+    let scratch = Scratch::new().await;
+    let t0 = fleetsync_model::Timestamp(1_000_000);
+    let (clock_here, clock_there) = (Arc::new(ManualClock::new(t0)), Arc::new(ManualClock::new(t0)));
+    let url = test_url();
+    let open = |clock: Arc<ManualClock>| {
+        let config = StoreConfig { clock, ..StoreConfig::default() };
+        PgStore::connect(&url, Some(&scratch.schema), config)
+    };
+    let here = open(clock_here.clone()).await.expect("connect here");
+    let there = open(clock_there.clone()).await.expect("connect there");
+    let claim = |s: PgStore| async move { s.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await };
+
+    there.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply");
+    clock_here.advance(Duration::from_secs(60));
+    let first = claim(here.clone()).await.expect("claim");
+    assert_eq!(first.len(), 1);
+    assert!(claim(here.clone()).await.expect("claim").is_empty(), "nothing else: the cursor is now a minute ahead of `there`");
+
+    // `there` still reads the old time: its new key is due a minute before the cursor.
+    let mut rx = here.subscribe();
+    rx.borrow_and_update();
+    there.objects_apply(vec![syncset("s2", 1, "v1")]).await.expect("apply s2");
+    woken_within(&mut rx, Duration::from_secs(2)).await.expect("the NOTIFY arrives");
+    let got = claim(here.clone()).await.expect("claim");
+    assert_eq!(got.iter().map(|i| i.key.syncset.as_str()).collect::<Vec<_>>(), ["s2"], "claimed behind the cursor");
+}
+
+/// The claim's cursor moves past what it claimed but never past a key it held back: a
+/// cluster at its limit keeps its ready keys claimable once a run ends.
+#[tokio::test]
+async fn keys_held_back_by_the_cluster_limit_stay_ahead_of_the_cursor() {
+    use fleetsync_store::ClusterLimit;
+    let scratch = Scratch::new().await;
+    let store = scratch.store().await;
+    let mut docs = vec![cluster("c1", &[("env", "prod")])];
+    docs.extend((0..6).map(|i| syncset(&format!("s{i}"), 1, "v1")));
+    store.objects_apply(docs).await.expect("apply");
+    let limited = |in_flight: u32| ClaimParams {
+        cluster_limit: Some(ClusterLimit { max: 2, in_flight: [(("default".to_string(), "c1".to_string()), in_flight)].into() }),
+        ..ClaimParams::new("w", 10, Duration::from_secs(30))
+    };
+    let first = store.work_claim(limited(0)).await.expect("claim");
+    assert_eq!(first.len(), 2, "two at most in flight");
+    assert!(store.work_claim(limited(2)).await.expect("claim").is_empty(), "the cluster is full");
+    let applied = |items: &[fleetsync_store::ClaimedItem]| -> Vec<Completion> {
+        let done = |i: &fleetsync_store::ClaimedItem| RunOutcome::Applied { generation: i.generation, inventory: vec![] };
+        items.iter().map(|i| Completion { key: i.key.clone(), fence: i.fence, outcome: done(i), resources: vec![] }).collect()
+    };
+    store.work_complete(applied(&first)).await.expect("complete");
+    let mut claimed: Vec<String> = first.iter().map(|i| i.key.syncset.clone()).collect();
+    while claimed.len() < 6 {
+        let got = store.work_claim(limited(0)).await.expect("claim");
+        assert_eq!(got.len(), 2, "the held-back keys are claimable again (have {claimed:?})");
+        store.work_complete(applied(&got)).await.expect("complete");
+        claimed.extend(got.into_iter().map(|i| i.key.syncset));
+    }
+    claimed.sort();
+    assert_eq!(claimed, ["s0", "s1", "s2", "s3", "s4", "s5"]);
+}

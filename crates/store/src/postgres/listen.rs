@@ -1,19 +1,24 @@
 //! Wake-ups across processes: LISTEN/NOTIFY.
 //!
-//! A transaction that makes work claimable calls `pg_notify('fleetsync_work', schema)`,
-//! one that appends events `pg_notify('fleetsync_events', schema)`; PostgreSQL delivers
-//! them when (and only if) it commits. Each store keeps one dedicated connection
-//! (outside the pool) that LISTENs to both and bumps the store's matching `watch`
-//! channel on every notification for its schema (or with an empty payload), so a
-//! worker or an event watcher waiting in any process wakes within milliseconds.
+//! A transaction that makes work claimable calls `pg_notify('fleetsync_work',
+//! 'schema@run_at')` with the earliest `run_at` it wrote (the claim cursors move back to
+//! it, see `cursor.rs`), one that appends events `pg_notify('fleetsync_events', schema)`;
+//! PostgreSQL delivers them when (and only if) it commits. Each store keeps one
+//! dedicated connection (outside the pool) that LISTENs to both and bumps the store's
+//! matching `watch` channel on every notification for its schema (or with an empty
+//! payload), so a worker or an event watcher waiting in any process wakes within
+//! milliseconds.
 //!
 //! The connection is pinged every [`PING_EVERY`] and has TCP keepalives; when it drops
 //! (PostgreSQL restarted, network gone) it is re-established with capped exponential
-//! backoff, and both watches are bumped once after reconnecting, because a notification
-//! may have been missed meanwhile. The task ends when the store's last clone is dropped.
+//! backoff, and both watches are bumped once after reconnecting (and the claim cursors
+//! start over), because a notification may have been missed meanwhile. The task ends
+//! when the store's last clone is dropped.
 
+use super::cursor::ClaimCursors;
 use super::{describe, BoxFuture};
 use std::future::{pending, poll_fn, Future};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio_postgres::tls::MakeTlsConnect;
@@ -37,6 +42,7 @@ type Listening = (Client, Connection<Socket, <MakeRustlsConnect as MakeTlsConnec
 struct Wakes {
     work: watch::Sender<u64>,
     events: watch::Sender<u64>,
+    cursors: Arc<ClaimCursors>,
 }
 
 /// Keeps the listener running; dropping it stops the task.
@@ -59,11 +65,12 @@ pub(super) async fn start(
     schema: String,
     wake: watch::Sender<u64>,
     events: watch::Sender<u64>,
+    cursors: Arc<ClaimCursors>,
 ) -> Result<Listener, String> {
     let target = Target { cfg, tls };
     let first = listen(&target).await?;
     let (stop_tx, stop_rx) = oneshot::channel();
-    let wakes = Wakes { work: wake, events };
+    let wakes = Wakes { work: wake, events, cursors };
     tokio::spawn(run(target, schema, wakes, first, stop_rx));
     Ok(Listener { _stop: stop_tx })
 }
@@ -110,6 +117,7 @@ async fn run(target: Target, schema: String, wake: Wakes, first: Listening, mut 
                     Ok(l) => {
                         tracing::info!(schema, "wake-up listener reconnected");
                         backoff = MIN_BACKOFF;
+                        wake.cursors.lower(None);
                         bump(&wake.work);
                         bump(&wake.events);
                         l
@@ -141,13 +149,14 @@ async fn pump((client, mut connection): Listening, schema: &str, wake: &Wakes, s
         tokio::select! {
             _ = &mut *stop => return Ended::Stopped,
             msg = poll_fn(|cx| connection.poll_message(cx)) => match msg {
-                Some(Ok(AsyncMessage::Notification(n))) if n.payload().is_empty() || n.payload() == schema => {
-                    match n.channel() {
-                        CHANNEL => bump(&wake.work),
-                        EVENTS_CHANNEL => bump(&wake.events),
-                        _ => {}
+                Some(Ok(AsyncMessage::Notification(n))) => match (n.channel(), for_schema(n.payload(), schema)) {
+                    (CHANNEL, Some(run_at)) => {
+                        wake.cursors.lower(run_at);
+                        bump(&wake.work);
                     }
-                }
+                    (EVENTS_CHANNEL, Some(_)) => bump(&wake.events),
+                    _ => {}
+                },
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Ended::Lost(describe(&e)),
                 None => return Ended::Lost("connection closed".into()),
@@ -180,7 +189,38 @@ async fn in_flight<F: Future + Unpin>(f: &mut Option<F>) -> F::Output {
     }
 }
 
+/// The payload of a work notification: the schema and the earliest `run_at` made ready.
+pub(super) fn work_payload(schema: &str, run_at: i64) -> String {
+    format!("{schema}@{run_at}")
+}
+
+/// Whether a notification with `payload` is for `schema` (an empty payload is for
+/// every schema), and the `run_at` it announces (`None`: not said, so anywhere).
+fn for_schema(payload: &str, schema: &str) -> Option<Option<i64>> {
+    match payload.split_once('@') {
+        Some((s, at)) if s == schema => Some(at.parse().ok()),
+        None if payload.is_empty() || payload == schema => Some(None),
+        _ => None,
+    }
+}
+
 /// Tells the channel's waiters to look again.
 pub(super) fn bump(wake: &watch::Sender<u64>) {
     wake.send_modify(|v| *v = v.wrapping_add(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_names_its_schema_and_when_its_keys_are_due() {
+        assert_eq!(for_schema(&work_payload("fs_a", 1234), "fs_a"), Some(Some(1234)));
+        assert_eq!(for_schema(&work_payload("fs_a", -5), "fs_a"), Some(Some(-5)));
+        assert_eq!(for_schema(&work_payload("fs_a", 1234), "fs_b"), None, "another schema's");
+        assert_eq!(for_schema("fs_a", "fs_a"), Some(None), "no time said: anywhere");
+        assert_eq!(for_schema("", "fs_a"), Some(None), "for everyone");
+        assert_eq!(for_schema("fs_a@soon", "fs_a"), Some(None), "an unreadable time: anywhere");
+        assert_eq!(for_schema("fs_ab", "fs_a"), None);
+    }
 }

@@ -37,6 +37,7 @@
 
 mod conninfo;
 mod consumers;
+mod cursor;
 mod listen;
 mod live;
 mod members;
@@ -103,6 +104,8 @@ struct Inner {
     wake: watch::Sender<u64>,
     /// Bumped after every commit that appended events, here or in another process.
     events: watch::Sender<u64>,
+    /// Where this process's claims start (see `cursor.rs`).
+    cursors: Arc<cursor::ClaimCursors>,
     _listener: listen::Listener,
 }
 
@@ -142,10 +145,11 @@ impl PgStore {
         drop(client);
         let (wake, _) = watch::channel(0);
         let (events, _) = watch::channel(0);
-        let listener = listen::start(info.pg, tls, schema.clone(), wake.clone(), events.clone())
+        let cursors = Arc::new(cursor::ClaimCursors::default());
+        let listener = listen::start(info.pg, tls, schema.clone(), wake.clone(), events.clone(), cursors.clone())
             .await
             .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
-        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, _listener: listener }) })
+        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, _listener: listener }) })
     }
 
     /// Brings the schema up to date without opening a store (what `fleetsync migrate`
@@ -180,7 +184,8 @@ impl PgStore {
         loop {
             match self.write_once(&mut f).await {
                 Ok((out, committed)) => {
-                    if committed.woke {
+                    if let Some(run_at) = committed.wake_at {
+                        self.inner.cursors.lower(Some(run_at));
                         listen::bump(&self.inner.wake);
                     }
                     if committed.logged {
@@ -209,7 +214,7 @@ impl PgStore {
             now: self.inner.config.clock.now(),
             schema: &self.inner.schema,
             events: Vec::new(),
-            wake: false,
+            wake_at: None,
             own: None,
         };
         let out = match f(&mut tx).await {
@@ -254,15 +259,16 @@ pub(super) struct Tx<'c> {
     pub(super) now: Timestamp,
     schema: &'c str,
     events: Vec<NewEvent>,
-    wake: bool,
+    /// The earliest `run_at` of the keys this transaction made ready, if any.
+    wake_at: Option<i64>,
     /// The key making an own write in this transaction: enqueues leave it clean.
     pub(super) own: Option<WorkKey>,
 }
 
 /// What a commit is to tell this process's waiters.
 struct Committed {
-    /// Work may have become claimable.
-    woke: bool,
+    /// Work may have become claimable, due from this `run_at` on.
+    wake_at: Option<i64>,
     /// Events were appended.
     logged: bool,
 }
@@ -301,9 +307,10 @@ impl Tx<'_> {
         self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation });
     }
 
-    /// Wakes waiting workers (in every process) when the transaction commits.
-    pub(super) fn wake(&mut self) {
-        self.wake = true;
+    /// Wakes waiting workers (in every process) when the transaction commits, and
+    /// moves their claim cursors back to `run_at`, when the keys made ready are due.
+    pub(super) fn wake_at(&mut self, run_at: Timestamp) {
+        self.wake_at = Some(self.wake_at.map_or(run_at.millis(), |at| at.min(run_at.millis())));
     }
 
     /// Serializes object writes within a tenant, across processes, until commit.
@@ -342,14 +349,14 @@ impl Tx<'_> {
             )
             .await?;
         }
-        if self.wake {
-            self.execute("SELECT pg_notify($1, $2)", &[&listen::CHANNEL, &self.schema]).await?;
+        if let Some(run_at) = self.wake_at {
+            self.execute("SELECT pg_notify($1, $2)", &[&listen::CHANNEL, &listen::work_payload(self.schema, run_at)]).await?;
         }
         if logged {
             self.execute("SELECT pg_notify($1, $2)", &[&listen::EVENTS_CHANNEL, &self.schema]).await?;
         }
         self.tx.commit().await.map_err(Failure::Commit)?;
-        Ok(Committed { woke: self.wake, logged })
+        Ok(Committed { wake_at: self.wake_at, logged })
     }
 }
 
@@ -551,7 +558,11 @@ impl Store for PgStore {
     }
 
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
-        self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone()))).await
+        let cursors = &self.inner.cursors;
+        let from = cursors.begin(&params.owner, params.shards.as_deref());
+        let (items, next) = self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone()))).await?;
+        cursors.end(&params.owner, params.shards.as_deref(), next);
+        Ok(items)
     }
 
     async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
@@ -587,8 +598,9 @@ impl Store for PgStore {
 
     async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
         // Shards are below 256 (`SHARDS`), so they fit PostgreSQL's smallint.
+        let from = self.inner.cursors.earliest(shards);
         let shards: Option<Vec<i16>> = shards.map(|s| s.iter().map(|s| *s as i16).collect());
-        self.read("reading the next ready time", |c, _| Box::pin(queue::next_ready_at(c, shards.clone()))).await
+        self.read("reading the next ready time", |c, _| Box::pin(queue::next_ready_at(c, shards.clone(), from.clone()))).await
     }
 
     async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {

@@ -12,6 +12,8 @@ use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion,
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
 use std::collections::{HashMap, HashSet};
+use super::cursor::{Floors, ReadyPos};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 /// Keys to enqueue in one statement (distinct keys; see [`enqueue`]).
@@ -92,90 +94,188 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
         ],
     )
     .await?;
-    tx.wake();
+    tx.wake_at(tx.now);
     Ok(e.len())
 }
 
 /// Leases up to `limit` keys: expired leases first (their keys have waited longest),
 /// then ready keys by `run_at`, and equal `run_at` (one transaction's changes) by
 /// cluster, so a cluster's SyncSets are claimed together. `SKIP LOCKED`: concurrent
-/// claimers take different keys without waiting for each other.
-pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams) -> PgResult<Vec<ClaimedItem>> {
+/// claimers take different keys without waiting for each other. Both scans start at
+/// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts.
+pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgResult<(Vec<ClaimedItem>, Floors)> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     if limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), from));
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let now = tx.now.millis();
     let shards: Option<Vec<i16>> = p.shards.as_ref().map(|s| s.iter().map(|s| *s as i16).collect());
+    let f = &from.ready_from;
     let rows = match &p.cluster_limit {
-        None => tx.query(&CLAIM, &[&now, &limit, &p.owner, &expires, &shards]).await?,
+        None => {
+            let params: [&(dyn ToSql + Sync); 10] =
+                [&now, &limit, &p.owner, &expires, &shards, &from.expired_from, &f.run_at, &f.tenant, &f.cluster, &f.syncset];
+            tx.query(&CLAIM, &params).await?
+        }
         Some(cl) => {
             let (tenants, clusters, busy) = in_flight_arrays(cl);
             let (max, window) = (i64::from(cl.max), ClusterLimit::window(limit));
-            tx.query(&CLAIM_LIMITED, &[&now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy, &shards]).await?
+            let params: [&(dyn ToSql + Sync); 15] = [
+                &now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy, &shards,
+                &from.expired_from, &f.run_at, &f.tenant, &f.cluster, &f.syncset,
+            ];
+            tx.query(&CLAIM_LIMITED, &params).await?
         }
     };
-    rows.iter().map(claimed_item).collect()
+    let next = next_floors(&from, now, limit, &rows, p.cluster_limit.is_some())?;
+    Ok((rows.iter().map(claimed_item).collect::<PgResult<_>>()?, next))
 }
 
-static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, "$5"));
-static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, "$10"));
+/// Where the claim after the one that returned `rows` starts. Nothing it skipped may
+/// fall behind the cursor: a key held back by the per-cluster limit, one beyond a full
+/// batch or window, an expired lease it locked but could not take. When every due key
+/// was claimed, the next claim starts at `now` (keys made ready later with an earlier
+/// `run_at` are announced, see `cursor.rs`).
+fn next_floors(from: &Floors, now: i64, limit: i64, rows: &[Row], limited: bool) -> PgResult<Floors> {
+    // An empty result says nothing about what the claim saw (the columns below come
+    // with claimed rows): stay.
+    let Some(first) = rows.first() else { return Ok(from.clone()) };
+    let (mut claimed_expired, mut last_expired, mut ready, mut last_ready) = (0, None, 0, None);
+    for r in rows {
+        let (pass, at): (i32, i64) = (r.try_get(10)?, r.try_get(11)?);
+        if pass == 0 {
+            claimed_expired += 1;
+            last_expired = Some(at);
+        } else {
+            ready += 1;
+            last_ready = Some(ReadyPos { run_at: at, tenant: r.try_get(0)?, cluster: r.try_get(1)?, syncset: r.try_get(2)? });
+        }
+    }
+    let held_back = match first.try_get::<_, Option<i64>>(12)? {
+        Some(run_at) => Some(ReadyPos { run_at, tenant: first.try_get(13)?, cluster: first.try_get(14)?, syncset: first.try_get(15)? }),
+        None => None,
+    };
+    let (expired_locked, expired_min): (i64, Option<i64>) = (first.try_get(16)?, first.try_get(17)?);
+    let expired_from = match (expired_min, last_expired) {
+        // A lease locked but not taken (it changed under the claim) is looked at again.
+        (Some(min), _) if expired_locked > claimed_expired => min,
+        // The batch was full of expired leases: more may follow the last one.
+        (_, Some(at)) if claimed_expired >= limit => at,
+        _ => now,
+    };
+    let asked = limit - expired_locked;
+    // Whether due keys were left unseen: beyond the window, or beyond the batch.
+    let cut = if limited {
+        let (allowed, window_full): (Option<i64>, Option<bool>) = (first.try_get(18)?, first.try_get(19)?);
+        window_full.unwrap_or(false) || allowed.unwrap_or(0) > asked
+    } else {
+        ready >= asked
+    };
+    let mut ready_from = match last_ready {
+        _ if asked <= 0 => from.ready_from.clone(),
+        Some(last) if cut || ready >= asked => last,
+        None if cut => from.ready_from.clone(),
+        _ => ReadyPos::at(now),
+    };
+    if let Some(held_back) = held_back {
+        ready_from = ready_from.min(held_back);
+    }
+    Ok(Floors { ready_from, expired_from })
+}
 
-/// Ready keys, in claim order.
-const READY: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards}
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, 5, false));
+static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, 10, true));
+
+/// Ready keys, in claim order, from the cursor on.
+const READY: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
                  ORDER BY run_at, tenant, cluster, syncset
                  LIMIT $2 - (SELECT count(*) FROM expired)
                  FOR UPDATE SKIP LOCKED";
 
-/// Ready keys in claim order, skipping those of clusters at their limit ($5), within a
-/// window of the first $6 ready keys; $7–$9 are the claimer's in-flight counts. The
-/// window function cannot sit beside `FOR UPDATE`, so it picks ids and the outer query
-/// locks them (re-checking that each is still ready).
-const READY_LIMITED: &str = "SELECT id, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
-                 WHERE id IN (
-                     SELECT r.id FROM (
-                         SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
-                         FROM (SELECT id, run_at, tenant, cluster, syncset FROM work
-                               WHERE phase = 'ready' AND run_at <= $1 AND {in_shards}
-                               ORDER BY run_at, tenant, cluster, syncset LIMIT $6) c) r
-                     LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
-                       ON b.tenant = r.tenant AND b.cluster = r.cluster
-                     WHERE r.rn + COALESCE(b.n, 0) <= $5
-                     ORDER BY r.run_at, r.tenant, r.cluster, r.syncset
-                     LIMIT $2 - (SELECT count(*) FROM expired))
+/// A limited claim's window (`win`): the first $6 ready keys from the cursor on, each
+/// `allowed` unless its cluster ($7–$9: the claimer's in-flight counts) would exceed
+/// $5 with it. CTEs of their own: the cursor's next position depends on them.
+const RANKED: &str = "win AS MATERIALIZED (
+                 SELECT id, ctid, run_at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
+                 ORDER BY run_at, tenant, cluster, syncset LIMIT $6),
+             ranked AS MATERIALIZED (
+                 SELECT r.*, r.rn + COALESCE(b.n, 0) <= $5 AS allowed FROM (
+                     SELECT c.*, row_number() OVER (PARTITION BY c.tenant, c.cluster ORDER BY c.run_at, c.syncset) AS rn
+                     FROM win c) r
+                 LEFT JOIN unnest($7::text[], $8::text[], $9::bigint[]) AS b(tenant, cluster, n)
+                   ON b.tenant = r.tenant AND b.cluster = r.cluster),";
+
+/// The allowed keys of the window, in claim order. The window function cannot sit
+/// beside `FOR UPDATE`, so this locks the rows it picked (re-checking each is ready).
+const READY_LIMITED: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+                 WHERE ctid = ANY(ARRAY(
+                     SELECT ctid FROM ranked WHERE allowed
+                     ORDER BY run_at, tenant, cluster, syncset
+                     LIMIT $2 - (SELECT count(*) FROM expired)))
                    AND phase = 'ready' AND run_at <= $1
                  ORDER BY run_at, tenant, cluster, syncset
                  FOR UPDATE SKIP LOCKED";
 
+/// What a limited claim tells its cursor: the first key held back (`h`), how many
+/// were allowed, whether the window was full.
+const LIMITED_FACTS: (&str, &str) = (
+    "SELECT run_at, tenant, cluster, syncset FROM ranked WHERE NOT allowed ORDER BY run_at, tenant, cluster, syncset LIMIT 1",
+    "(SELECT count(*) FILTER (WHERE allowed) FROM ranked) AS allowed, (SELECT count(*) FROM win) >= $6 AS window_full",
+);
+/// An unlimited claim holds nothing back and has no window.
+const UNLIMITED_FACTS: (&str, &str) = (
+    "SELECT NULL::bigint AS run_at, NULL::text AS tenant, NULL::text AS cluster, NULL::text AS syncset",
+    "NULL::bigint AS allowed, NULL::bool AS window_full",
+);
+
 /// The claim: expired leases first, then `ready`, each leased with a new fence; only
-/// keys of the shards in parameter `shards` (a `smallint[]`; NULL: every shard).
-fn claim_sql(ready: &str, shards: &str) -> String {
-    let in_shards = format!("({shards}::smallint[] IS NULL OR shard = ANY({shards}::smallint[]))");
-    let ready = ready.replace("{in_shards}", &in_shards);
+/// keys of the shards in parameter `$shards` (a `smallint[]`; NULL: every shard); the
+/// cursor is in the five parameters after it (expiry, then the ready position). Each
+/// row also carries what the cursor needs (columns 10 on, see [`next_floors`]).
+fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
+    let in_shards = format!("(${shards}::smallint[] IS NULL OR shard = ANY(${shards}::smallint[]))");
+    let expired_from = format!("${}", shards + 1);
+    let (r, t, c, s) = (shards + 2, shards + 3, shards + 4, shards + 5);
+    // `run_at >= …` alone as well: an index on (shard, run_at) can use that part.
+    let from_cursor = format!("run_at >= ${r}::bigint AND (run_at, tenant, cluster, syncset) >= (${r}::bigint, ${t}::text, ${c}::text, ${s}::text)");
+    let fill = |sql: &str| sql.replace("{in_shards}", &in_shards).replace("{from_cursor}", &from_cursor);
+    let (ranked, (held, window)) = if limited { (fill(RANKED), LIMITED_FACTS) } else { (String::new(), UNLIMITED_FACTS) };
+    let ready = fill(ready);
     format!(
         "WITH expired AS MATERIALIZED (
-                 SELECT id, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
-                 WHERE phase = 'running' AND lease_expires_at <= $1 AND {in_shards}
+                 SELECT id, ctid, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
+                 WHERE phase = 'running' AND lease_expires_at <= $1 AND lease_expires_at >= {expired_from}::bigint AND {in_shards}
                  ORDER BY lease_expires_at, tenant, cluster, syncset
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
+             {ranked}
              ready AS MATERIALIZED ({ready}),
              picked AS MATERIALIZED (SELECT * FROM expired UNION ALL SELECT * FROM ready),
-             -- `id = ANY(ARRAY(…))`, not `FROM picked`: the planner cannot estimate the
-             -- LIMIT above and chose a merge join over the whole primary key, reading every
-             -- dead version of the keys drained before (claims slowed as a drain went on).
+             -- By `ctid`, the row versions just locked (a TID scan), not by `id`: the
+             -- primary key holds an entry for every version of the key that vacuum has not
+             -- removed yet, and a join on it read them all. (A version locked here that
+             -- committed after this statement's snapshot is not visible to the UPDATE and
+             -- stays as it is: a ready one was made by an enqueue or retry, which are
+             -- announced; an expired lease holds the expiry cursor back, see below.)
              claimed AS (
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
-                 WHERE w.id = ANY(ARRAY(SELECT id FROM picked))
+                 WHERE w.ctid = ANY(ARRAY(SELECT ctid FROM picked))
                  RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
-                     w.attempts, w.fence)
+                     w.attempts, w.fence),
+             facts AS MATERIALIZED (
+                 SELECT h.run_at, h.tenant, h.cluster, h.syncset,
+                     (SELECT count(*) FROM expired) AS expired_locked, (SELECT min(at) FROM expired) AS expired_min, {window}
+                 FROM (SELECT 1) one LEFT JOIN ({held}) h ON true)
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
-                 COALESCE(cl.generation, 0)
+                 COALESCE(cl.generation, 0), p.pass, p.at,
+                 f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full
              FROM claimed c JOIN picked p ON p.id = c.id
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
+             CROSS JOIN facts f
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
 }
@@ -260,7 +360,7 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
     let rows = tx
         .query(
             "SELECT w.id, w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
-                    w.tenant, w.cluster, w.syncset
+                    w.tenant, w.cluster, w.syncset, w.ctid::text
              FROM work w
              WHERE (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
              ORDER BY w.tenant, w.cluster, w.syncset
@@ -269,7 +369,12 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
         )
         .await?;
     let mut held: HashMap<WorkKey, Held> = HashMap::with_capacity(rows.len());
+    // Where each locked row version is: the writes below go straight to it (a TID scan)
+    // instead of through an index that may hold an entry for every version of the key
+    // vacuum has not removed yet. Locked, so it is the latest version until commit.
+    let mut ctids: HashMap<i64, String> = HashMap::with_capacity(rows.len());
     for r in &rows {
+        ctids.insert(r.try_get(0)?, r.try_get(10)?);
         let key = WorkKey::new(r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?, r.try_get::<_, String>(9)?);
         let h = Held {
             id: r.try_get(0)?,
@@ -285,9 +390,7 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
 
     let now = tx.now;
     let mut updates = Updates::default();
-    let mut deletes: Vec<i64> = Vec::new();
-    // Requeued keys start their attempts over (a requeue is not a failure).
-    let mut requeued: Vec<i64> = Vec::new();
+    let mut deletes: Vec<String> = Vec::new();
     let mut outcomes = Vec::with_capacity(items.len());
     for c in items {
         // A key completed earlier in this batch is no longer running: later ones are stale.
@@ -300,58 +403,68 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
             continue;
         };
         h.running = false;
+        let ctid = ctids.get(&h.id).cloned().ok_or_else(|| corrupt("work", format!("row {} without a location", h.id)))?;
         let resources = json("work", &c.resources)?;
         match &fin {
             Finish::Applied { phase, generation, inventory } => {
-                updates.push(h.id, *phase, now, Some(*generation), resources, Some(json("work", inventory)?), None, Some(now))
+                let inventory = Some(json("work", inventory)?);
+                updates.push(ctid, *phase, now, Some(*generation), resources, inventory, None, Some(now), false)
             }
+            // Requeued keys start their attempts over (a requeue is not a failure).
             Finish::Requeue { generation, inventory, run_at } => {
                 let inventory = Some(json("work", inventory)?);
-                updates.push(h.id, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now));
-                requeued.push(h.id);
+                updates.push(ctid, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now), true)
             }
-            Finish::Restart => updates.push(h.id, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None),
-            Finish::Delete => deletes.push(h.id),
+            Finish::Restart => updates.push(ctid, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None, false),
+            Finish::Delete => deletes.push(ctid),
             Finish::Failed { phase, run_at, error } => {
-                updates.push(h.id, *phase, *run_at, None, resources, None, Some(error.to_string()), None)
+                updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
             }
         }
-        if fin.outcome() == CompleteOutcome::Committed(Phase::Pending) {
-            tx.wake();
+        // Ready again: wake the claimers, and tell their cursors when it is due (a
+        // retry's backoff is not a wake-up's business, but its `run_at` is the cursors').
+        match (&fin, fin.outcome()) {
+            (Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. }, CompleteOutcome::Committed(Phase::Pending | Phase::Failed)) => {
+                tx.wake_at(*run_at)
+            }
+            (_, CompleteOutcome::Committed(Phase::Pending)) => tx.wake_at(now),
+            _ => {}
         }
         let name = format!("{}/{}", c.key.cluster, c.key.syncset);
         tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
         outcomes.push(fin.outcome());
     }
-    if !updates.ids.is_empty() {
+    if !updates.ctids.is_empty() {
         let u = &updates;
         tx.execute(
             "UPDATE work w SET phase = u.phase, run_at = u.run_at,
                  observed_generation = COALESCE(u.observed, w.observed_generation),
                  resources = u.resources, inventory = COALESCE(u.inventory, w.inventory), last_error = u.last_error,
                  last_applied_at = COALESCE(u.applied_at, w.last_applied_at),
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $9
-             FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[])
-                  AS u(id, phase, run_at, observed, resources, inventory, last_error, applied_at)
-             WHERE w.id = u.id",
-            &[&u.ids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at, &now.millis()],
+                 attempts = CASE WHEN u.reset_attempts THEN 0 ELSE w.attempts END,
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $10
+             FROM unnest($1::text[]::tid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                         $8::bigint[], $9::bool[])
+                  AS u(ctid, phase, run_at, observed, resources, inventory, last_error, applied_at, reset_attempts)
+             WHERE w.ctid = ANY($1::text[]::tid[]) AND w.ctid = u.ctid",
+            &[
+                &u.ctids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at,
+                &u.reset_attempts, &now.millis(),
+            ],
         )
         .await?;
     }
-    if !requeued.is_empty() {
-        tx.execute("UPDATE work SET attempts = 0 WHERE id = ANY($1)", &[&requeued]).await?;
-    }
     if !deletes.is_empty() {
-        tx.execute("DELETE FROM work WHERE id = ANY($1)", &[&deletes]).await?;
+        tx.execute("DELETE FROM work WHERE ctid = ANY($1::text[]::tid[])", &[&deletes]).await?;
     }
     Ok(outcomes)
 }
 
-/// Row updates of a completion batch, as columns; `None` keeps the row's value (except
-/// `errors`, where `None` clears it).
+/// Row updates of a completion batch, as columns, by row version (`ctid`, as text);
+/// `None` keeps the row's value (except `errors`, where `None` clears it).
 #[derive(Default)]
 struct Updates {
-    ids: Vec<i64>,
+    ctids: Vec<String>,
     phases: Vec<&'static str>,
     run_ats: Vec<i64>,
     observed: Vec<Option<i64>>,
@@ -359,13 +472,14 @@ struct Updates {
     inventories: Vec<Option<String>>,
     errors: Vec<Option<String>>,
     applied_at: Vec<Option<i64>>,
+    reset_attempts: Vec<bool>,
 }
 
 impl Updates {
     #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
-        id: i64,
+        ctid: String,
         phase: Phase,
         run_at: Timestamp,
         observed: Option<i64>,
@@ -373,8 +487,9 @@ impl Updates {
         inventory: Option<String>,
         error: Option<String>,
         applied_at: Option<Timestamp>,
+        reset_attempts: bool,
     ) {
-        self.ids.push(id);
+        self.ctids.push(ctid);
         self.phases.push(db_phase(phase));
         self.run_ats.push(run_at.millis());
         self.observed.push(observed);
@@ -382,6 +497,7 @@ impl Updates {
         self.inventories.push(inventory);
         self.errors.push(error);
         self.applied_at.push(applied_at.map(Timestamp::millis));
+        self.reset_attempts.push(reset_attempts);
     }
 }
 
@@ -395,7 +511,7 @@ pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgRe
         )
         .await?;
     if n > 0 {
-        tx.wake();
+        tx.wake_at(tx.now);
     }
     Ok(())
 }
@@ -415,7 +531,7 @@ pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
     if n == 0 {
         return Err(StoreError::key_not_found(&key).into());
     }
-    tx.wake();
+    tx.wake_at(tx.now);
     Ok(())
 }
 
@@ -428,18 +544,21 @@ pub(super) async fn resync(tx: &mut Tx<'_>) -> PgResult<u64> {
         )
         .await?;
     if n > 0 {
-        tx.wake();
+        tx.wake_at(tx.now);
     }
     Ok(n)
 }
 
-pub(super) async fn next_ready_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>) -> PgResult<Option<Timestamp>> {
+pub(super) async fn next_ready_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>, from: Floors) -> PgResult<Option<Timestamp>> {
+    let f = &from.ready_from;
     let rows = query(
         c,
         "SELECT LEAST(
-             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND ($1::smallint[] IS NULL OR shard = ANY($1))),
-             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND ($1::smallint[] IS NULL OR shard = ANY($1))))",
-        &[&shards],
+             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND ($1::smallint[] IS NULL OR shard = ANY($1))
+                 AND run_at >= $2::bigint AND (run_at, tenant, cluster, syncset) >= ($2::bigint, $3::text, $4::text, $5::text)),
+             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND ($1::smallint[] IS NULL OR shard = ANY($1))
+                 AND lease_expires_at >= $6::bigint))",
+        &[&shards, &f.run_at, &f.tenant, &f.cluster, &f.syncset, &from.expired_from],
     )
     .await?;
     let at: Option<i64> = match rows.first() {

@@ -16,9 +16,13 @@
 //! - `work_ready (run_at, tenant, cluster, syncset) WHERE phase = 'ready'` serves
 //!   claims in their order and holds only pending keys, so it stays small however many
 //!   keys are idle.
-//! - `work_running (id) WHERE phase = 'running'` finds leases to take over without
-//!   indexing `lease_expires_at`; a claim scans the running keys (at most the
-//!   in-flight work of all workers) for expired ones.
+//! - `work_expiry (lease_expires_at) WHERE phase = 'running'` finds leases to take
+//!   over. (Until migration 7 it was `work_running (id)`, which kept renewals HOT but
+//!   made every claim read every running entry, dead ones included: under a long-open
+//!   snapshot that grew with all work ever done. Renewals are rare; claims are not.)
+//! - Claims scan both indexes from a per-claimer cursor, not from the start, so dead
+//!   entries vacuum could not remove yet are passed once, not on every claim
+//!   (`cursor.rs`).
 //! - Fencing tokens come from the `work_fence` SEQUENCE: strictly increasing store-wide,
 //!   never rolled back, and no hot counter row to bloat.
 //! - Times are epoch milliseconds (`bigint`) from the store's clock, like SQLite's, so
@@ -115,6 +119,15 @@ const MIGRATIONS: &[(&str, &str)] = &[
     -- The last event each named consumer acknowledged; only ever raised.
     CREATE TABLE consumers (
         name text PRIMARY KEY, acked_seq bigint NOT NULL, updated_at bigint NOT NULL);
+    "#,
+    ),
+    (
+        "expired leases found by their expiry",
+        r#"
+    -- Claims look for expired leases from where they last looked (a cursor on
+    -- lease_expires_at), which needs them in that order.
+    CREATE INDEX work_expiry ON work (lease_expires_at) WHERE phase = 'running';
+    DROP INDEX work_running;
     "#,
     ),
 ];
