@@ -159,7 +159,7 @@ async fn drain_postgres(url: &str, a: &DrainArgs) -> Result<(Measured, Option<Ch
     admin.drop_schema(&schema).await?;
     let options = PgOptions { schema: Some(schema.clone()), pool_size: a.pool_size, migrate: true };
     let result = async {
-        let store = PgStore::connect_with(url, options, store_config(&a.engine)?)
+        let store = PgStore::connect_with(&plain_unless_said(url), options, store_config(&a.engine)?)
             .await
             .context("cannot open the PostgreSQL store (check --database-url)")?;
         let store: Arc<dyn Store> = Arc::new(store);
@@ -248,6 +248,23 @@ fn rest_syncset(i: usize, revision: &str) -> Document {
         s.spec.cluster_selector = Some(LabelSelector { match_labels: [("fleet".to_string(), "rest".to_string())].into() });
     }
     doc
+}
+
+/// The URL with `sslmode=disable` added unless it (or `PGSSLMODE`) says a mode: the
+/// peer (graphile_worker's tokio-postgres driver, built without TLS here) and the
+/// churn's connections talk plain text, so the store does too and the comparison is
+/// of the engines, not of encryption. Say `sslmode=require` to measure with TLS.
+fn plain_unless_said(url: &str) -> String {
+    if url.contains("sslmode") || std::env::var_os("PGSSLMODE").is_some() {
+        return url.to_string();
+    }
+    let url = url.trim();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}sslmode=disable")
+    } else {
+        format!("{url} sslmode=disable")
+    }
 }
 
 /// `--churn`: `a.churn` rounds, each re-applying every item at a new revision and
@@ -547,6 +564,18 @@ fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
 #[cfg(test)]
 mod tests {
     use super::loss;
+
+    #[test]
+    fn the_store_talks_plain_text_like_the_peer_unless_told_otherwise() {
+        use super::plain_unless_said;
+        if std::env::var_os("PGSSLMODE").is_some() {
+            return; // the environment decides; nothing to add
+        }
+        assert_eq!(plain_unless_said("postgres://u@h/db"), "postgres://u@h/db?sslmode=disable");
+        assert_eq!(plain_unless_said("postgres://u@h/db?application_name=x"), "postgres://u@h/db?application_name=x&sslmode=disable");
+        assert_eq!(plain_unless_said("host=h dbname=db"), "host=h dbname=db sslmode=disable");
+        assert_eq!(plain_unless_said("postgres://u@h/db?sslmode=require"), "postgres://u@h/db?sslmode=require");
+    }
 
     #[test]
     fn loss_compares_the_medians_of_the_first_and_last_rounds() {

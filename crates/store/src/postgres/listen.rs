@@ -3,16 +3,17 @@
 //! A transaction that makes work claimable calls `pg_notify('fleetsync_work',
 //! 'schema@run_at')` with the earliest `run_at` it wrote (the claim cursors move back to
 //! it, see `cursor.rs`), one that appends events `pg_notify('fleetsync_events', schema)`;
-//! PostgreSQL delivers
-//! them when (and only if) it commits. Each store keeps one dedicated connection
-//! (outside the pool) that LISTENs to both and bumps the store's matching `watch`
-//! channel on every notification for its schema (or with an empty payload), so a
-//! worker or an event watcher waiting in any process wakes within milliseconds.
+//! PostgreSQL delivers them when (and only if) it commits. Each store keeps one
+//! dedicated connection (outside the pool) that LISTENs to both and bumps the store's
+//! matching `watch` channel on every notification for its schema (or with an empty
+//! payload), so a worker or an event watcher waiting in any process wakes within
+//! milliseconds.
 //!
 //! The connection is pinged every [`PING_EVERY`] and has TCP keepalives; when it drops
 //! (PostgreSQL restarted, network gone) it is re-established with capped exponential
 //! backoff, and both watches are bumped once after reconnecting (and the claim cursors
-//! start over), because a notification may have been missed meanwhile. The task ends when the store's last clone is dropped.
+//! start over), because a notification may have been missed meanwhile. The task ends
+//! when the store's last clone is dropped.
 
 use super::cursor::ClaimCursors;
 use super::{describe, BoxFuture};
@@ -20,8 +21,9 @@ use std::future::{pending, poll_fn, Future};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
-use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The notification channel for claimable work.
 pub(super) const CHANNEL: &str = "fleetsync_work";
@@ -34,7 +36,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// safety poll aside), so it must be back within about a second of the server.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-type Listening = (Client, Connection<Socket, NoTlsStream>);
+type Listening = (Client, Connection<Socket, <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream>);
 
 /// The store's channels, one per notification channel.
 struct Wakes {
@@ -48,25 +50,34 @@ pub(super) struct Listener {
     _stop: oneshot::Sender<()>,
 }
 
+/// How the listener connects: the store's settings and TLS connector, so it
+/// reconnects exactly as the pool does.
+struct Target {
+    cfg: Config,
+    tls: MakeRustlsConnect,
+}
+
 /// Establishes the LISTEN connection (so that wake-ups work once this returns) and
 /// spawns the task that keeps it.
 pub(super) async fn start(
     cfg: Config,
+    tls: MakeRustlsConnect,
     schema: String,
     wake: watch::Sender<u64>,
     events: watch::Sender<u64>,
     cursors: Arc<ClaimCursors>,
 ) -> Result<Listener, String> {
-    let first = listen(&cfg).await?;
+    let target = Target { cfg, tls };
+    let first = listen(&target).await?;
     let (stop_tx, stop_rx) = oneshot::channel();
     let wakes = Wakes { work: wake, events, cursors };
-    tokio::spawn(run(cfg, schema, wakes, first, stop_rx));
+    tokio::spawn(run(target, schema, wakes, first, stop_rx));
     Ok(Listener { _stop: stop_tx })
 }
 
 /// Connects and subscribes.
-async fn listen(cfg: &Config) -> Result<Listening, String> {
-    let (client, mut connection) = cfg.connect(NoTls).await.map_err(|e| describe(&e))?;
+async fn listen(target: &Target) -> Result<Listening, String> {
+    let (client, mut connection) = target.cfg.connect(target.tls.clone()).await.map_err(|e| describe(&e))?;
     {
         let sql = format!("LISTEN {CHANNEL}; LISTEN {EVENTS_CHANNEL}");
         let subscribe = client.batch_execute(&sql);
@@ -91,7 +102,7 @@ enum Ended {
     Lost(String),
 }
 
-async fn run(cfg: Config, schema: String, wake: Wakes, first: Listening, mut stop: oneshot::Receiver<()>) {
+async fn run(target: Target, schema: String, wake: Wakes, first: Listening, mut stop: oneshot::Receiver<()>) {
     let mut current = Some(first);
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -100,7 +111,7 @@ async fn run(cfg: Config, schema: String, wake: Wakes, first: Listening, mut sto
             None => {
                 let attempt = tokio::select! {
                     _ = &mut stop => return,
-                    attempt = listen(&cfg) => attempt,
+                    attempt = listen(&target) => attempt,
                 };
                 match attempt {
                     Ok(l) => {

@@ -6,7 +6,8 @@
 //! - **Connections.** [`PgStore::connect`] takes a URL or `key=value` string plus the
 //!   usual `PG*` environment variables (precedence, defaults and what is not supported
 //!   are in `conninfo.rs`), an optional schema (made the `search_path`), and uses a pool of
-//!   [`PgOptions::pool_size`] connections (default 16), plus one for LISTEN.
+//!   [`PgOptions::pool_size`] connections (default 16), plus one for LISTEN. All of them
+//!   use TLS as `sslmode` says (`tls.rs`).
 //! - **Transactions** are READ COMMITTED with the server's `synchronous_commit` (on by
 //!   default): a call returns after its commit is durable. `now` comes from the store's
 //!   clock and is passed as a parameter; the database clock is never used. A transaction
@@ -44,6 +45,7 @@ mod objects;
 mod queue;
 mod rows;
 mod schema;
+mod tls;
 
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
@@ -60,7 +62,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 /// How often a write transaction is tried when it fails in a way that is safe to retry.
 const WRITE_ATTEMPTS: u32 = 4;
@@ -124,23 +126,27 @@ impl PgStore {
     /// Connects, brings the schema up to date (or checks it is, see
     /// [`PgOptions::migrate`]) and starts listening for wake-ups.
     pub async fn connect_with(url: &str, options: PgOptions, config: StoreConfig) -> Result<PgStore> {
-        let cfg = conninfo::config(url, options.schema.as_deref())?;
-        let target = conninfo::describe_target(&cfg);
-        let manager = Manager::from_config(cfg.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let info = conninfo::config(url, options.schema.as_deref())?;
+        let tls = info.tls.connector()?;
+        let target = conninfo::describe_target(&info.pg);
+        let manager = Manager::from_config(info.pg.clone(), tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|e| StoreError::Backend { step: "creating the connection pool", message: e.to_string() })?;
-        let connecting = |message: String| StoreError::Backend { step: "connecting to PostgreSQL", message: format!("{target}: {message}") };
-        let mut client = pool.get().await.map_err(|e| connecting(pool_error(&e)))?;
+        let connecting = |e: PoolError| StoreError::Backend {
+            step: "connecting to PostgreSQL",
+            message: format!("{target}: {}", with_hint(pool_error(&e), &info.tls, backend_error(&e))),
+        };
+        let mut client = pool.get().await.map_err(connecting)?;
         let schema = prepare_schema(&mut client, options.schema.as_deref(), options.migrate).await?;
         drop(client);
         let (wake, _) = watch::channel(0);
         let (events, _) = watch::channel(0);
         let cursors = Arc::new(cursor::ClaimCursors::default());
-        let listener = listen::start(cfg, schema.clone(), wake.clone(), events.clone(), cursors.clone())
+        let listener = listen::start(info.pg, tls, schema.clone(), wake.clone(), events.clone(), cursors.clone())
             .await
             .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
         Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, _listener: listener }) })
@@ -149,10 +155,10 @@ impl PgStore {
     /// Brings the schema up to date without opening a store (what `fleetsync migrate`
     /// does); returns the version it is at.
     pub async fn migrate(url: &str, schema: Option<&str>) -> Result<i32> {
-        let cfg = conninfo::config(url, schema)?;
-        let (mut client, connection) = cfg.connect(NoTls).await.map_err(|e| StoreError::Backend {
+        let info = conninfo::config(url, schema)?;
+        let (mut client, connection) = info.pg.connect(info.tls.connector()?).await.map_err(|e| StoreError::Backend {
             step: "connecting to PostgreSQL",
-            message: format!("{}: {}", conninfo::describe_target(&cfg), describe(&e)),
+            message: format!("{}: {}", conninfo::describe_target(&info.pg), with_hint(describe(&e), &info.tls, Some(&e))),
         })?;
         let driver = tokio::spawn(connection);
         let schema = prepare_schema(&mut client, schema, true).await?;
@@ -480,6 +486,21 @@ pub(super) fn describe(e: &tokio_postgres::Error) -> String {
     s
 }
 
+/// `message`, and what to check if the server's certificate was the trouble.
+fn with_hint(message: String, tls: &tls::TlsSettings, e: Option<&tokio_postgres::Error>) -> String {
+    match e.and_then(|e| tls.hint(e)) {
+        Some(hint) => format!("{message} ({hint})"),
+        None => message,
+    }
+}
+
+fn backend_error(e: &PoolError) -> Option<&tokio_postgres::Error> {
+    match e {
+        PoolError::Backend(e) => Some(e),
+        _ => None,
+    }
+}
+
 fn pool_error(e: &PoolError) -> String {
     match e {
         PoolError::Backend(e) => describe(e),
@@ -658,7 +679,7 @@ pub fn drop_schema_blocking(url: &str, schema: &str) {
     let _ = std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         rt.block_on(async {
-            if let Ok((client, conn)) = tokio_postgres::connect(&url, NoTls).await {
+            if let Ok((client, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
                 tokio::spawn(conn);
                 let _ = client.batch_execute(&sql).await;
             }
@@ -684,7 +705,7 @@ mod tests {
     impl Harness {
         async fn new() -> Self {
             let schema = format!("fs_{:016x}", rand::random::<u64>());
-            let (client, conn) = tokio_postgres::connect(&test_url(), NoTls).await.expect("connect to the test database");
+            let (client, conn) = tokio_postgres::connect(&test_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
             tokio::spawn(conn);
             client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.expect("create schema");
             Harness { schema }
