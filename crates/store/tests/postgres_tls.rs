@@ -20,19 +20,7 @@ const BY_NAME: &str = "host=localhost hostaddr=127.0.0.1 port=5432 user=postgres
 const BY_WRONG_NAME: &str = "host=fleetsync.invalid hostaddr=127.0.0.1 port=5432 user=postgres dbname=test";
 
 /// A self-signed CA certificate (its key was thrown away): valid, and it signed nothing.
-const UNRELATED_CA: &str = "-----BEGIN CERTIFICATE-----
-MIIBtzCCAV2gAwIBAgIUFvUivrJALfTjoMaxhMmmHnFc3jowCgYIKoZIzj0EAwIw
-MDEuMCwGA1UEAwwlZmxlZXRzeW5jIHRlc3QgQ0EgdGhhdCBzaWduZWQgbm90aGlu
-ZzAgFw0yNjExMjIwMzA4NDZaGA8yMTI2MTAyOTAzMDg0NlowMDEuMCwGA1UEAwwl
-ZmxlZXRzeW5jIHRlc3QgQ0EgdGhhdCBzaWduZWQgbm90aGluZzBZMBMGByqGSM49
-AgEGCCqGSM49AwEHA0IABCsyRGFBD8ze/x2taHrdPJsj6F3tjOpu/k6VuGxB3hDi
-YTJLTkMnpfGz2mJSzJbydtvzhPwR/Yp5oqkA4Ge7bk6jUzBRMB0GA1UdDgQWBBTq
-i58BpF5w3OpdJyOBNQIG5cB+5zAfBgNVHSMEGDAWgBTqi58BpF5w3OpdJyOBNQIG
-5cB+5zAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCICY1PufWYcLY
-/i3U0zb+eQsdrba1WKdeaFII7rRQIfRvAiEAsjfgIe8952/vksSyLV2Ot9wTU/VK
-LccOl/xh+ptLdoA=
------END CERTIFICATE-----
-";
+const UNRELATED_CA: &str = include_str!("data/unrelated-ca.pem");
 
 fn test_url() -> String {
     std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())

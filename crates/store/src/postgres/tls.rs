@@ -331,19 +331,7 @@ mod tests {
     use super::*;
 
     /// A self-signed CA certificate (its key was thrown away): valid, trusted by nobody.
-    const UNRELATED_CA: &str = "-----BEGIN CERTIFICATE-----
-MIIBtzCCAV2gAwIBAgIUFvUivrJALfTjoMaxhMmmHnFc3jowCgYIKoZIzj0EAwIw
-MDEuMCwGA1UEAwwlZmxlZXRzeW5jIHRlc3QgQ0EgdGhhdCBzaWduZWQgbm90aGlu
-ZzAgFw0yNjExMjIwMzA4NDZaGA8yMTI2MTAyOTAzMDg0NlowMDEuMCwGA1UEAwwl
-ZmxlZXRzeW5jIHRlc3QgQ0EgdGhhdCBzaWduZWQgbm90aGluZzBZMBMGByqGSM49
-AgEGCCqGSM49AwEHA0IABCsyRGFBD8ze/x2taHrdPJsj6F3tjOpu/k6VuGxB3hDi
-YTJLTkMnpfGz2mJSzJbydtvzhPwR/Yp5oqkA4Ge7bk6jUzBRMB0GA1UdDgQWBBTq
-i58BpF5w3OpdJyOBNQIG5cB+5zAfBgNVHSMEGDAWgBTqi58BpF5w3OpdJyOBNQIG
-5cB+5zAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCICY1PufWYcLY
-/i3U0zb+eQsdrba1WKdeaFII7rRQIfRvAiEAsjfgIe8952/vksSyLV2Ot9wTU/VK
-LccOl/xh+ptLdoA=
------END CERTIFICATE-----
-";
+    const UNRELATED_CA: &str = include_str!("../../tests/data/unrelated-ca.pem");
 
     fn verify_full_with(path: &Path) -> TlsSettings {
         TlsSettings { mode: SslMode::VerifyFull, verify: Verify::ChainAndName(Roots::File { path: path.into(), setting: "sslrootcert" }) }
