@@ -100,8 +100,17 @@ async fn claim(s: &dyn Store, owner: &str, limit: usize) -> Vec<ClaimedItem> {
 }
 
 async fn complete(s: &dyn Store, item: &ClaimedItem, outcome: RunOutcome) -> CompleteOutcome {
-    let c = Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] };
-    s.work_complete(vec![c]).await.expect("complete")[0]
+    s.work_complete(vec![completion(item, outcome)]).await.expect("complete")[0]
+}
+
+/// A completion of `item` with `outcome` (no per-resource results).
+fn completion(item: &ClaimedItem, outcome: RunOutcome) -> Completion {
+    Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] }
+}
+
+/// A completion saying `item` applied the generation it was claimed at.
+pub fn applied_completion(item: &ClaimedItem) -> Completion {
+    completion(item, applied(item))
 }
 
 fn applied(item: &ClaimedItem) -> RunOutcome {

@@ -6,9 +6,9 @@
 //! Database: `FLEETSYNC_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`.
 //! Each test works in a schema of its own, dropped at the end.
 
-use fleetsync_store::conformance::{cluster, syncset};
+use fleetsync_store::conformance::{applied_completion, cluster, syncset};
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::{ClaimParams, Completion, EventRetention, EventsTrimmed, RunOutcome, Store, StoreConfig, StoreError};
+use fleetsync_store::{ClaimParams, EventRetention, EventsTrimmed, Store, StoreConfig, StoreError};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 
@@ -92,13 +92,7 @@ async fn events_appended_in_another_process_wake_watchers_here() {
 
     let item = there.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
     rx.borrow_and_update();
-    let done = Completion {
-        key: item.key.clone(),
-        fence: item.fence,
-        outcome: RunOutcome::Applied { generation: item.generation, inventory: vec![] },
-        resources: vec![],
-    };
-    there.work_complete(vec![done]).await.expect("complete");
+    there.work_complete(vec![applied_completion(&item)]).await.expect("complete");
     let took = woken_within(&mut rx, Duration::from_secs(5)).await.expect("woken by a status transition there");
     eprintln!("cross-process event wake-up {took:?} after the completion returned");
 }
@@ -291,15 +285,7 @@ async fn a_cursor_reader_sees_every_event_while_processes_write() {
                 if items.is_empty() {
                     return;
                 }
-                let done = items
-                    .iter()
-                    .map(|i| Completion {
-                        key: i.key.clone(),
-                        fence: i.fence,
-                        outcome: RunOutcome::Applied { generation: i.generation, inventory: vec![] },
-                        resources: vec![],
-                    })
-                    .collect();
+                let done = items.iter().map(applied_completion).collect();
                 store.work_complete(done).await.expect("complete");
             }
         }));
@@ -437,10 +423,7 @@ async fn keys_held_back_by_the_cluster_limit_stay_ahead_of_the_cursor() {
     let first = store.work_claim(limited(0)).await.expect("claim");
     assert_eq!(first.len(), 2, "two at most in flight");
     assert!(store.work_claim(limited(2)).await.expect("claim").is_empty(), "the cluster is full");
-    let applied = |items: &[fleetsync_store::ClaimedItem]| -> Vec<Completion> {
-        let done = |i: &fleetsync_store::ClaimedItem| RunOutcome::Applied { generation: i.generation, inventory: vec![] };
-        items.iter().map(|i| Completion { key: i.key.clone(), fence: i.fence, outcome: done(i), resources: vec![] }).collect()
-    };
+    let applied = |items: &[fleetsync_store::ClaimedItem]| items.iter().map(applied_completion).collect::<Vec<_>>();
     store.work_complete(applied(&first)).await.expect("complete");
     let mut claimed: Vec<String> = first.iter().map(|i| i.key.syncset.clone()).collect();
     while claimed.len() < 6 {

@@ -8,9 +8,9 @@
 //! `FLEETSYNC_TEST_SERVER_CERT`, default `/etc/ssl/certs/ssl-cert-snakeoil.pem` (the
 //! server's own certificate, its own CA). Each test works in a schema of its own.
 
-use fleetsync_store::conformance::{cluster, syncset};
+use fleetsync_store::conformance::{applied_completion, cluster, syncset};
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::{ClaimParams, Completion, RunOutcome, Store, StoreConfig};
+use fleetsync_store::{ClaimParams, Store, StoreConfig};
 use std::time::Duration;
 use tokio_postgres::NoTls;
 
@@ -192,13 +192,7 @@ async fn a_store_over_tls_enqueues_claims_and_completes() {
         .expect("the other store's write woke this one through its LISTEN connection")
         .expect("watch open");
     let item = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim").remove(0);
-    let done = Completion {
-        key: item.key.clone(),
-        fence: item.fence,
-        outcome: RunOutcome::Applied { generation: item.generation, inventory: vec![] },
-        resources: vec![],
-    };
-    store.work_complete(vec![done]).await.expect("complete");
+    store.work_complete(vec![applied_completion(&item)]).await.expect("complete");
     let status = other.status_get(&item.key).await.expect("status").expect("the key");
     assert_eq!(status.observed_generation, item.generation);
     let (encrypted, all) = scratch.sessions().await;
