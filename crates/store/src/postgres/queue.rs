@@ -236,11 +236,9 @@ const UNLIMITED_FACTS: (&str, &str) = (
 /// cursor is in the five parameters after it (expiry, then the ready position). Each
 /// row also carries what the cursor needs (columns 10 on, see [`next_floors`]).
 fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
-    let in_shards = format!("(${shards}::smallint[] IS NULL OR shard = ANY(${shards}::smallint[]))");
+    let in_shards = in_shards(shards);
     let expired_from = format!("${}", shards + 1);
-    let (r, t, c, s) = (shards + 2, shards + 3, shards + 4, shards + 5);
-    // `run_at >= …` alone as well: an index on (shard, run_at) can use that part.
-    let from_cursor = format!("run_at >= ${r}::bigint AND (run_at, tenant, cluster, syncset) >= (${r}::bigint, ${t}::text, ${c}::text, ${s}::text)");
+    let from_cursor = from_cursor(shards + 2);
     let fill = |sql: &str| sql.replace("{in_shards}", &in_shards).replace("{from_cursor}", &from_cursor);
     let (ranked, (held, window)) = if limited { (fill(RANKED), LIMITED_FACTS) } else { (String::new(), UNLIMITED_FACTS) };
     let ready = fill(ready);
@@ -278,6 +276,18 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
              CROSS JOIN facts f
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
+}
+
+/// Only keys of the shards in parameter `$n` (a `smallint[]`; NULL: every shard).
+fn in_shards(n: usize) -> String {
+    format!("(${n}::smallint[] IS NULL OR shard = ANY(${n}::smallint[]))")
+}
+
+/// Only ready keys at or after a cursor position, given in parameters `$n` to `$n+3`.
+/// `run_at >= …` alone as well: an index on (shard, run_at) can use that part.
+fn from_cursor(n: usize) -> String {
+    let (r, t, c, s) = (n, n + 1, n + 2, n + 3);
+    format!("run_at >= ${r}::bigint AND (run_at, tenant, cluster, syncset) >= (${r}::bigint, ${t}::text, ${c}::text, ${s}::text)")
 }
 
 /// The claimer's in-flight counts as three parallel arrays, for `unnest`.
@@ -549,18 +559,20 @@ pub(super) async fn resync(tx: &mut Tx<'_>) -> PgResult<u64> {
     Ok(n)
 }
 
+/// When the next key of the shards ($1) is due, looking from the claimers' cursors
+/// ($2–$5 ready, $6 expiry) as a claim would.
+static NEXT_READY: LazyLock<String> = LazyLock::new(|| {
+    let (in_shards, from_cursor) = (in_shards(1), from_cursor(2));
+    format!(
+        "SELECT LEAST(
+             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND {in_shards} AND {from_cursor}),
+             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND {in_shards} AND lease_expires_at >= $6::bigint))"
+    )
+});
+
 pub(super) async fn next_ready_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>, from: Floors) -> PgResult<Option<Timestamp>> {
     let f = &from.ready_from;
-    let rows = query(
-        c,
-        "SELECT LEAST(
-             (SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND ($1::smallint[] IS NULL OR shard = ANY($1))
-                 AND run_at >= $2::bigint AND (run_at, tenant, cluster, syncset) >= ($2::bigint, $3::text, $4::text, $5::text)),
-             (SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running' AND ($1::smallint[] IS NULL OR shard = ANY($1))
-                 AND lease_expires_at >= $6::bigint))",
-        &[&shards, &f.run_at, &f.tenant, &f.cluster, &f.syncset, &from.expired_from],
-    )
-    .await?;
+    let rows = query(c, &NEXT_READY, &[&shards, &f.run_at, &f.tenant, &f.cluster, &f.syncset, &from.expired_from]).await?;
     let at: Option<i64> = match rows.first() {
         Some(r) => r.try_get(0)?,
         None => None,
