@@ -169,6 +169,10 @@ pub struct EngineArgs {
     /// Safety-net poll when nothing wakes the workers.
     #[arg(long, env = "FLEETSYNC_POLL_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
+    /// With free slots and nothing ready in its own shards, a process takes keys of
+    /// other processes' shards that have been due this long ("0s": never).
+    #[arg(long, env = "FLEETSYNC_STEAL_AFTER", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub steal_after: Duration,
 }
 
 impl EngineArgs {
@@ -189,6 +193,7 @@ impl EngineArgs {
             ("--max-attempts", self.max_attempts.to_string()),
             ("--resync-every", d(self.resync_every)),
             ("--poll-interval", d(self.poll_interval)),
+            ("--steal-after", d(self.steal_after)),
         ]
         .into_iter()
         .flat_map(|(flag, value)| [flag.to_string(), value])
@@ -455,7 +460,7 @@ mod tests {
         let given = [
             "fleetsync", "worker", "--max-in-flight", "7", "--max-per-cluster", "0", "--lease-ttl", "2s", "--renew-every",
             "500ms", "--member-ttl", "1s 250ms", "--backoff-base", "3s", "--backoff-cap", "1m", "--max-attempts", "4",
-            "--resync-every", "0s", "--poll-interval", "40ms", "--worker-id", "w-1",
+            "--resync-every", "0s", "--poll-interval", "40ms", "--steal-after", "250ms", "--worker-id", "w-1",
         ];
         let Command::Worker(w) = Cli::parse_from(given).command else { panic!("a worker") };
         let forwarded: Vec<String> = ["fleetsync".to_string(), "worker".to_string()].into_iter().chain(w.engine.to_args()).collect();

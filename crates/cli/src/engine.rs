@@ -51,6 +51,7 @@ pub fn runtime_config(a: &EngineArgs) -> Result<RuntimeConfig> {
         lease_ttl: a.lease_ttl,
         renew_every: a.renew_every,
         poll_interval: a.poll_interval,
+        steal_after: (!a.steal_after.is_zero()).then_some(a.steal_after),
         resync_every: (!a.resync_every.is_zero()).then_some(a.resync_every),
         ..RuntimeConfig::default()
     })

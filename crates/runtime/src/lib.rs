@@ -65,6 +65,12 @@ pub struct RuntimeConfig {
     pub renew_every: Duration,
     /// The safety-net poll when nothing wakes the worker.
     pub poll_interval: Duration,
+    /// Work stealing: with free slots and nothing ready in its own shards, this process
+    /// also claims keys of other members' shards that have been due at least this long
+    /// (their owner is saturated), so a member whose shards hold less work does not sit
+    /// idle while another's backlog waits. Shards never move for it, so a cluster's keys
+    /// stay with its owner while the owner keeps up. `None`: never steal.
+    pub steal_after: Option<Duration>,
     /// Re-apply everything this often (jittered by ±10%); `None` disables it.
     pub resync_every: Option<Duration>,
     /// On shutdown, how long runs in flight may take to finish before their keys are
@@ -93,6 +99,7 @@ impl Default for RuntimeConfig {
             member_ttl: Duration::from_secs(10),
             renew_every: Duration::from_secs(10),
             poll_interval: Duration::from_secs(5),
+            steal_after: Some(Duration::from_secs(1)),
             resync_every: Some(Duration::from_secs(2 * 3600)),
             shutdown_grace: Duration::from_secs(20),
             clock: Arc::new(SystemClock),

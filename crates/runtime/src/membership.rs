@@ -24,13 +24,17 @@ pub struct View {
     pub members: Vec<String>,
     /// The shards this process claims from; `None`: every shard (it is alone).
     pub shards: Option<Vec<u16>>,
+    /// The other members' shards, where this process may steal keys that have
+    /// waited too long (see `RuntimeConfig::steal_after`); empty when it is alone.
+    pub others: Vec<u16>,
 }
 
 impl View {
     fn of(id: &str, members: Vec<String>) -> View {
         let mine = owned_by(id, &members);
+        let others = (0..SHARDS).filter(|s| mine.binary_search(s).is_err()).collect();
         let shards = (mine.len() < usize::from(SHARDS)).then_some(mine);
-        View { members, shards }
+        View { members, shards, others }
     }
 }
 
@@ -99,5 +103,12 @@ mod tests {
         let two = View::of("a", vec!["a".into(), "b".into()]);
         let mine = two.shards.expect("a share");
         assert!(!mine.is_empty() && mine.len() < usize::from(SHARDS));
+        assert_eq!(mine.len() + two.others.len(), usize::from(SHARDS), "every shard is mine or another's");
+        assert!(two.others.iter().all(|s| !mine.contains(s)), "no shard is both mine and another's");
+    }
+
+    #[test]
+    fn alone_there_is_nothing_to_steal() {
+        assert!(View::of("a", vec!["a".into()]).others.is_empty());
     }
 }

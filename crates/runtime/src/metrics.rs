@@ -25,6 +25,8 @@ pub struct RuntimeMetrics {
     pub parked: Counter,
     pub commit_transactions: Counter,
     pub claimed: Counter,
+    /// Keys claimed from other members' shards (work stealing), also in `claimed`.
+    pub stolen: Counter,
 }
 
 impl RuntimeMetrics {
@@ -40,6 +42,7 @@ impl RuntimeMetrics {
             parked: Counter::default(),
             commit_transactions: Counter::default(),
             claimed: Counter::default(),
+            stolen: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("fleetsync");
         r.register("applies_in_flight", "Resource applies (keys) in flight in this process", m.applies_in_flight.clone());
@@ -51,6 +54,7 @@ impl RuntimeMetrics {
         r.register("parked", "Runs that parked their key after max attempts", m.parked.clone());
         r.register("commit_transactions", "Store transactions that committed completions", m.commit_transactions.clone());
         r.register("claimed_keys", "Keys claimed by this process", m.claimed.clone());
+        r.register("stolen_keys", "Keys this process claimed from other members' shards (their owner was behind)", m.stolen.clone());
         m
     }
 

@@ -112,6 +112,8 @@ impl Runtime {
     /// Claims while there is room. When saturated it waits for `refill` free slots
     /// before claiming again, so a busy process claims in batches (one transaction
     /// for many keys) rather than one key per freed slot; an idle one claims at once.
+    /// Slots its own shards cannot fill go to keys stolen from others (see
+    /// [`RuntimeConfig::steal_after`](crate::RuntimeConfig::steal_after)).
     async fn claim_loop(&self, shared: &Arc<Shared>, tasks: &mut JoinSet<()>, mut view: watch::Receiver<View>, shutdown: &CancellationToken) {
         let cfg = &self.config;
         let room = Arc::new(Semaphore::new(cfg.max_in_flight));
@@ -130,55 +132,105 @@ impl Runtime {
             }
             let asked = slots.num_permits().min(cfg.claim_batch);
             wake.borrow_and_update();
-            let shards = view.borrow_and_update().shards.clone();
-            let params = ClaimParams {
-                cluster_limit: shared.slots.claim_limit(asked),
-                shards: shards.clone(),
-                ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
-            };
-            // The store stamps the leases inside this call: they end no sooner than this,
-            // and what was due by `claimed_at` the claim saw.
-            let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
+            let View { shards, others, .. } = view.borrow_and_update().clone();
+            // The store stamps the leases inside the claim: they end no sooner than
+            // this, and what was due by `claimed_at` the claim saw.
             let claimed_at = cfg.clock.now();
-            let items = match self.store.work_claim(params).await {
-                Ok(items) => items,
-                Err(e) => {
-                    tracing::error!(error = %e, "claiming failed; trying again shortly");
+            let got = match self.claim(shared, tasks, &mut slots, shards.clone(), asked).await {
+                Ok(got) => got,
+                Err(()) => {
                     drop(slots);
                     sleep_or_stop(cfg.poll_interval.min(Duration::from_secs(1)), shutdown).await;
                     continue;
                 }
             };
-            let got = items.len();
-            self.metrics.claimed.inc_by(got as u64);
-            for item in items {
-                match slots.split(1) {
-                    Some(permit) => {
-                        shared.slots.take(&item.key);
-                        tasks.spawn(run_key(shared.clone(), item, valid_until, permit));
-                    }
-                    None => {
-                        // Cannot happen (we asked for at most as many keys as slots);
-                        // give the key back rather than run it unbounded.
-                        let _ = shared.store.work_release(&item.key, item.fence).await;
-                    }
-                }
-            }
+            let (stolen, steal_due) = match cfg.steal_after {
+                Some(after) if got < asked && !others.is_empty() => self.steal(shared, tasks, &mut slots, others, asked - got, after).await,
+                _ => (0, None),
+            };
             drop(slots);
-            if got < asked {
-                self.wait_for_work(&mut wake, &mut view, shards.as_deref(), &shared.slots, claimed_at, shutdown).await;
+            if got + stolen < asked {
+                self.wait_for_work(&mut wake, &mut view, shards.as_deref(), steal_due, &shared.slots, claimed_at, shutdown).await;
             }
         }
     }
 
+    /// Claims up to `asked` keys of `shards` and starts a run for each, each taking one
+    /// of `slots`. `Err` when the store failed (logged here).
+    async fn claim(
+        &self,
+        shared: &Arc<Shared>,
+        tasks: &mut JoinSet<()>,
+        slots: &mut OwnedSemaphorePermit,
+        shards: Option<Vec<u16>>,
+        asked: usize,
+    ) -> Result<usize, ()> {
+        let cfg = &self.config;
+        let params = ClaimParams {
+            cluster_limit: shared.slots.claim_limit(asked),
+            shards,
+            ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
+        };
+        let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
+        let items = self.store.work_claim(params).await.map_err(|e| tracing::error!(error = %e, "claiming failed; trying again shortly"))?;
+        let got = items.len();
+        self.metrics.claimed.inc_by(got as u64);
+        for item in items {
+            match slots.split(1) {
+                Some(permit) => {
+                    shared.slots.take(&item.key);
+                    tasks.spawn(run_key(shared.clone(), item, valid_until, permit));
+                }
+                None => {
+                    // Cannot happen (we asked for at most as many keys as slots);
+                    // give the key back rather than run it unbounded.
+                    let _ = shared.store.work_release(&item.key, item.fence).await;
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// Steals up to `asked` keys from the `others`' shards if one of them has been
+    /// due for `after` or longer. Returns how many it took and, when the earliest due
+    /// key there is not overdue yet, when it will be (so the wait ends then).
+    async fn steal(
+        &self,
+        shared: &Arc<Shared>,
+        tasks: &mut JoinSet<()>,
+        slots: &mut OwnedSemaphorePermit,
+        others: Vec<u16>,
+        asked: usize,
+        after: Duration,
+    ) -> (usize, Option<Timestamp>) {
+        let earliest = match self.store.work_next_ready_at(Some(&others)).await {
+            Ok(Some(at)) => at,
+            Ok(None) => return (0, None),
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for keys to steal failed; not stealing this time");
+                return (0, None);
+            }
+        };
+        let overdue_from = earliest.plus(after);
+        if overdue_from > self.config.clock.now() {
+            return (0, Some(overdue_from));
+        }
+        let stolen = self.claim(shared, tasks, slots, Some(others), asked).await.unwrap_or(0);
+        self.metrics.stolen.inc_by(stolen as u64);
+        (stolen, None)
+    }
+
     /// Sleeps until a wake-up, the next scheduled key of our shards, the safety poll, a
-    /// change of the shards we own, or (with a per-cluster limit) the end of one of
-    /// this process's runs. `claimed_at`: when the claim that came up short started.
+    /// change of the shards we own, a key of another's shards becoming overdue enough
+    /// to steal (`steal_due`), or (with a per-cluster limit) the end of one of this
+    /// process's runs. `claimed_at`: when the claim that came up short started.
+    #[allow(clippy::too_many_arguments)]
     async fn wait_for_work(
         &self,
         wake: &mut watch::Receiver<u64>,
         view: &mut watch::Receiver<View>,
         shards: Option<&[u16]>,
+        steal_due: Option<Timestamp>,
         slots: &ClusterSlots,
         claimed_at: Timestamp,
         shutdown: &CancellationToken,
@@ -194,6 +246,7 @@ impl Runtime {
             Ok(Some(at)) => at.since(now).clamp(Duration::from_millis(5), poll),
             _ => poll,
         };
+        let delay = steal_due.map_or(delay, |at| delay.min(at.since(now).max(Duration::from_millis(5))));
         tokio::select! {
             changed = wake.changed() => if changed.is_err() { sleep_or_stop(poll, shutdown).await },
             () = tokio::time::sleep(delay) => {}
