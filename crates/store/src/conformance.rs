@@ -15,6 +15,7 @@ use fleetsync_model::{
     ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta, Phase,
     SyncSet, SyncSetSpec, Timestamp, WorkKey,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ macro_rules! conformance_tests {
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
             relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
-            cluster_limit_holds_back, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
+            cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
             own_write_that_unselects_the_writer_dirties_it);
@@ -441,6 +442,21 @@ pub async fn cluster_limit_holds_back(h: &dyn Harness) {
     let rest = claim(&*s, "w", 10).await;
     let keys: Vec<_> = rest.iter().map(|i| (i.key.cluster.as_str(), i.key.syncset.as_str())).collect();
     assert_eq!(keys, [("c1", "s2"), ("c1", "s3"), ("c2", "s3")], "held-back keys stayed ready, in order");
+}
+
+/// Keys held back for a crowded cluster do not hide the keys of other clusters behind
+/// them (a claim looks past them, within a bounded window), and a claim never takes
+/// more of one cluster than the limit allows, however it looks.
+pub async fn crowded_cluster_hides_no_other(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let mut docs = vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")])];
+    docs.extend((0..100).map(|i| syncset(&format!("s{i:03}"), 1, "v")));
+    s.objects_apply(docs).await.expect("apply");
+    // c1's 100 keys come first in claim order, c2's after them.
+    let limited = ClaimParams { cluster_limit: Some(crate::ClusterLimit { max: 2, in_flight: HashMap::new() }), ..claim_params("w", 10) };
+    let got = s.work_claim(limited).await.expect("claim");
+    let keys: Vec<_> = got.iter().map(|i| (i.key.cluster.as_str(), i.key.syncset.as_str())).collect();
+    assert_eq!(keys, [("c1", "s000"), ("c1", "s001"), ("c2", "s000"), ("c2", "s001")]);
 }
 
 /// Members live until their TTL runs out or they leave; a claim (and the next-ready

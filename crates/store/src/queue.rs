@@ -90,6 +90,20 @@ impl ClusterLimit {
     pub fn window(limit: i64) -> i64 {
         limit.saturating_mul(16).max(1024)
     }
+
+    /// A first, narrow look: enough when few keys are held back, which is the usual
+    /// case. A backend may try this first and look through [`window`](Self::window)
+    /// only when the narrow window filled up with held-back keys.
+    pub fn narrow_window(limit: i64) -> i64 {
+        limit.saturating_mul(2).max(64)
+    }
+
+    /// Counts `claimed` keys as in flight too, for a second claim in the same call.
+    pub fn count(&mut self, claimed: &[ClaimedItem]) {
+        for item in claimed {
+            *self.in_flight.entry((item.key.tenant.clone(), item.key.cluster.clone())).or_default() += 1;
+        }
+    }
 }
 
 /// A key handed to a worker.

@@ -48,7 +48,7 @@ mod schema;
 mod tls;
 
 use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
     Result, StatusFilter, Store, StoreConfig, StoreError,
 };
@@ -246,6 +246,15 @@ impl PgStore {
                 other => return other.map_err(|e| e.into_store(step)),
             }
         }
+    }
+
+    /// One claim statement from the claimer's cursor, moving the cursor after it.
+    async fn claim_once(&self, params: &ClaimParams, window: i64) -> Result<queue::Claimed> {
+        let cursors = &self.inner.cursors;
+        let from = cursors.begin(&params.owner, params.shards.as_deref());
+        let claimed = self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone(), window))).await?;
+        cursors.end(&params.owner, params.shards.as_deref(), claimed.next.clone());
+        Ok(claimed)
     }
 }
 
@@ -557,11 +566,19 @@ impl Store for PgStore {
         self.read("listing secrets", |c, _| Box::pin(objects::list(c, Kind::Secret, tenant.map(str::to_string)))).await
     }
 
+    /// A claim with a per-cluster limit first looks through a narrow window of ready
+    /// keys (cheap: the window is read and sorted whole); only when that filled up with
+    /// held-back keys does a second claim look through the wide one for the rest.
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
-        let cursors = &self.inner.cursors;
-        let from = cursors.begin(&params.owner, params.shards.as_deref());
-        let (items, next) = self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone()))).await?;
-        cursors.end(&params.owner, params.shards.as_deref(), next);
+        let limit = i64::try_from(params.limit).unwrap_or(i64::MAX);
+        let first = self.claim_once(&params, ClusterLimit::narrow_window(limit)).await?;
+        let (mut items, cut) = (first.items, first.window_cut);
+        let Some(mut cluster_limit) = params.cluster_limit.clone().filter(|_| cut && items.len() < params.limit) else {
+            return Ok(items);
+        };
+        cluster_limit.count(&items);
+        let rest = ClaimParams { limit: params.limit - items.len(), cluster_limit: Some(cluster_limit), ..params };
+        items.extend(self.claim_once(&rest, ClusterLimit::window(limit)).await?.items);
         Ok(items)
     }
 

@@ -103,10 +103,10 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
 /// cluster, so a cluster's SyncSets are claimed together. `SKIP LOCKED`: concurrent
 /// claimers take different keys without waiting for each other. Both scans start at
 /// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts.
-pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgResult<(Vec<ClaimedItem>, Floors)> {
+pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors, window: i64) -> PgResult<Claimed> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     if limit == 0 {
-        return Ok((Vec::new(), from));
+        return Ok(Claimed { items: Vec::new(), next: from, window_cut: false });
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let now = tx.now.millis();
@@ -120,7 +120,7 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgRe
         }
         Some(cl) => {
             let (tenants, clusters, busy) = in_flight_arrays(cl);
-            let (max, window) = (i64::from(cl.max), ClusterLimit::window(limit));
+            let max = i64::from(cl.max);
             let params: [&(dyn ToSql + Sync); 15] = [
                 &now, &limit, &p.owner, &expires, &max, &window, &tenants, &clusters, &busy, &shards,
                 &from.expired_from, &f.run_at, &f.tenant, &f.cluster, &f.syncset,
@@ -128,8 +128,36 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgRe
             tx.query(&CLAIM_LIMITED, &params).await?
         }
     };
-    let next = next_floors(&from, now, limit, &rows, p.cluster_limit.is_some())?;
-    Ok((rows.iter().map(claimed_item).collect::<PgResult<_>>()?, next))
+    let limited = p.cluster_limit.is_some();
+    let next = next_floors(&from, now, limit, &rows, limited)?;
+    let window_cut = limited && window_cut(limit, &rows)?;
+    let items = rows.iter().filter(|r| is_claimed(r)).map(claimed_item).collect::<PgResult<_>>()?;
+    Ok(Claimed { items, next, window_cut })
+}
+
+/// What one claim statement did.
+pub(super) struct Claimed {
+    pub items: Vec<ClaimedItem>,
+    /// Where the next claim starts.
+    pub next: Floors,
+    /// A limited claim took fewer keys than it could because its window filled up
+    /// with keys held back by the per-cluster limit: ready keys beyond it went unseen.
+    pub window_cut: bool,
+}
+
+/// A row of the claim's result carries a claimed key, unless it is the one row of
+/// facts a claim that took nothing returns (see [`claim_sql`]).
+fn is_claimed(r: &Row) -> bool {
+    r.try_get::<_, Option<String>>(0).ok().flatten().is_some()
+}
+
+/// Whether the window, not the batch or the lack of ready keys, ended the claim:
+/// it was full and allowed fewer keys than the batch had room for.
+fn window_cut(limit: i64, rows: &[Row]) -> PgResult<bool> {
+    let Some(facts) = rows.first() else { return Ok(false) };
+    let expired_locked: i64 = facts.try_get(16)?;
+    let (allowed, window_full): (Option<i64>, Option<bool>) = (facts.try_get(18)?, facts.try_get(19)?);
+    Ok(window_full.unwrap_or(false) && allowed.unwrap_or(0) < limit - expired_locked)
 }
 
 /// Where the claim after the one that returned `rows` starts. Nothing it skipped may
@@ -138,9 +166,9 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgRe
 /// was claimed, the next claim starts at `now` (keys made ready later with an earlier
 /// `run_at` are announced, see `cursor.rs`).
 fn next_floors(from: &Floors, now: i64, limit: i64, rows: &[Row], limited: bool) -> PgResult<Floors> {
-    // An empty result says nothing about what the claim saw (the columns below come
-    // with claimed rows): stay.
-    let Some(first) = rows.first() else { return Ok(from.clone()) };
+    // A claim that took nothing stays: its cursor facts say where keys were held back
+    // or locked, not where the keys it skipped end.
+    let Some(first) = rows.first().filter(|r| is_claimed(r)) else { return Ok(from.clone()) };
     let (mut claimed_expired, mut last_expired, mut ready, mut last_ready) = (0, None, 0, None);
     for r in rows {
         let (pass, at): (i32, i64) = (r.try_get(10)?, r.try_get(11)?);
@@ -234,7 +262,8 @@ const UNLIMITED_FACTS: (&str, &str) = (
 /// The claim: expired leases first, then `ready`, each leased with a new fence; only
 /// keys of the shards in parameter `$shards` (a `smallint[]`; NULL: every shard); the
 /// cursor is in the five parameters after it (expiry, then the ready position). Each
-/// row also carries what the cursor needs (columns 10 on, see [`next_floors`]).
+/// row also carries what the cursor needs (columns 10 on, see [`next_floors`]); a
+/// claim that took nothing returns one row of those facts alone (columns 0–11 NULL).
 fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
     let in_shards = in_shards(shards);
     let expired_from = format!("${}", shards + 1);
@@ -271,9 +300,8 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
                  COALESCE(cl.generation, 0), p.pass, p.at,
                  f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full
-             FROM claimed c JOIN picked p ON p.id = c.id
+             FROM facts f LEFT JOIN (claimed c JOIN picked p ON p.id = c.id) ON true
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
-             CROSS JOIN facts f
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
 }
