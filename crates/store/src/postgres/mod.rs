@@ -40,6 +40,7 @@ mod consumers;
 mod cursor;
 mod listen;
 mod live;
+mod locations;
 mod members;
 mod objects;
 mod queue;
@@ -106,6 +107,9 @@ struct Inner {
     events: watch::Sender<u64>,
     /// Where this process's claims start (see `cursor.rs`).
     cursors: Arc<cursor::ClaimCursors>,
+    /// Where this process's claims left the rows of the keys they leased, for their
+    /// completions (see `locations.rs`).
+    locations: Arc<locations::Locations>,
     _listener: listen::Listener,
 }
 
@@ -149,7 +153,8 @@ impl PgStore {
         let listener = listen::start(info.pg, tls, schema.clone(), wake.clone(), events.clone(), cursors.clone())
             .await
             .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
-        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, _listener: listener }) })
+        let locations = Arc::default();
+        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, locations, _listener: listener }) })
     }
 
     /// Brings the schema up to date without opening a store (what `fleetsync migrate`
@@ -560,18 +565,23 @@ impl Store for PgStore {
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
         let cursors = &self.inner.cursors;
         let from = cursors.begin(&params.owner, params.shards.as_deref());
-        let (items, next) = self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone()))).await?;
+        let (items, located, next) =
+            self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone()))).await?;
         cursors.end(&params.owner, params.shards.as_deref(), next);
+        self.inner.locations.claimed(located, params.lease_ttl);
         Ok(items)
     }
 
     async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
         let params = Arc::new(params);
-        self.write("renewing leases", |tx| {
-            let params = params.clone();
-            Box::pin(async move { queue::renew(tx, &params).await })
-        })
-        .await
+        let (lost, located) = self
+            .write("renewing leases", |tx| {
+                let params = params.clone();
+                Box::pin(async move { queue::renew(tx, &params).await })
+            })
+            .await?;
+        self.inner.locations.renewed(located, params.lease_ttl);
+        Ok(lost)
     }
 
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
@@ -585,7 +595,9 @@ impl Store for PgStore {
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
-        self.write("releasing a key", |tx| Box::pin(queue::release(tx, key.clone(), fence))).await
+        self.write("releasing a key", |tx| Box::pin(queue::release(tx, key.clone(), fence))).await?;
+        self.inner.locations.forget([(key, fence)]);
+        Ok(())
     }
 
     async fn work_retry(&self, key: &WorkKey) -> Result<()> {

@@ -13,6 +13,7 @@ use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
 use std::collections::{HashMap, HashSet};
 use super::cursor::{Floors, ReadyPos};
+use super::locations::Located;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -102,11 +103,12 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
 /// then ready keys by `run_at`, and equal `run_at` (one transaction's changes) by
 /// cluster, so a cluster's SyncSets are claimed together. `SKIP LOCKED`: concurrent
 /// claimers take different keys without waiting for each other. Both scans start at
-/// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts.
-pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgResult<(Vec<ClaimedItem>, Floors)> {
+/// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts,
+/// and where each claimed key's row now is (see `locations.rs`).
+pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgResult<(Vec<ClaimedItem>, Vec<Located>, Floors)> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     if limit == 0 {
-        return Ok((Vec::new(), from));
+        return Ok((Vec::new(), Vec::new(), from));
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let now = tx.now.millis();
@@ -129,7 +131,12 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors) -> PgRe
         }
     };
     let next = next_floors(&from, now, limit, &rows, p.cluster_limit.is_some())?;
-    Ok((rows.iter().map(claimed_item).collect::<PgResult<_>>()?, next))
+    let items = rows.iter().map(claimed_item).collect::<PgResult<Vec<_>>>()?;
+    let mut located = Vec::with_capacity(items.len());
+    for (item, r) in items.iter().zip(&rows) {
+        located.push(Located { key: item.key.clone(), fence: item.fence, ctid: r.try_get(20)? });
+    }
+    Ok((items, located, next))
 }
 
 /// Where the claim after the one that returned `rows` starts. Nothing it skipped may
@@ -234,7 +241,8 @@ const UNLIMITED_FACTS: (&str, &str) = (
 /// The claim: expired leases first, then `ready`, each leased with a new fence; only
 /// keys of the shards in parameter `$shards` (a `smallint[]`; NULL: every shard); the
 /// cursor is in the five parameters after it (expiry, then the ready position). Each
-/// row also carries what the cursor needs (columns 10 on, see [`next_floors`]).
+/// row also carries what the cursor needs (columns 10 to 19, see [`next_floors`]), and
+/// where the version the claim wrote is (column 20, its `ctid` as text).
 fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
     let in_shards = in_shards(shards);
     let expired_from = format!("${}", shards + 1);
@@ -263,14 +271,15 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
                  WHERE w.ctid = ANY(ARRAY(SELECT ctid FROM picked))
                  RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
-                     w.attempts, w.fence),
+                     w.attempts, w.fence, w.ctid::text AS location),
              facts AS MATERIALIZED (
                  SELECT h.run_at, h.tenant, h.cluster, h.syncset,
                      (SELECT count(*) FROM expired) AS expired_locked, (SELECT min(at) FROM expired) AS expired_min, {window}
                  FROM (SELECT 1) one LEFT JOIN ({held}) h ON true)
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
                  COALESCE(cl.generation, 0), p.pass, p.at,
-                 f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full
+                 f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full,
+                 c.location
              FROM claimed c JOIN picked p ON p.id = c.id
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
              CROSS JOIN facts f
@@ -331,9 +340,11 @@ fn key_columns<'a>(keys: impl Iterator<Item = &'a WorkKey>) -> (Vec<&'a str>, Ve
     cols
 }
 
-pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<WorkKey>> {
+/// Extends the leases still held; returns the keys of those that are not, and where
+/// the renewed ones' rows now are (a renewal writes a new version).
+pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<(Vec<WorkKey>, Vec<Located>)> {
     if p.leases.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let (tenants, clusters, syncsets) = key_columns(p.leases.iter().map(|(k, _)| k));
@@ -348,16 +359,20 @@ pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<Work
                  ORDER BY w.tenant, w.cluster, w.syncset
                  FOR UPDATE OF w)
              UPDATE work SET lease_expires_at = $1 FROM held WHERE work.id = held.id
-             RETURNING work.tenant, work.cluster, work.syncset, work.fence",
+             RETURNING work.tenant, work.cluster, work.syncset, work.fence, work.ctid::text",
             &[&expires, &tenants, &clusters, &syncsets, &fences],
         )
         .await?;
     let mut renewed = HashSet::with_capacity(rows.len());
+    let mut located = Vec::with_capacity(rows.len());
     for r in &rows {
         let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);
-        renewed.insert((key, r.try_get::<_, i64>(3)?));
+        let fence: Fence = r.try_get(3)?;
+        renewed.insert((key.clone(), fence));
+        located.push(Located { key, fence, ctid: r.try_get(4)? });
     }
-    Ok(p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect())
+    let lost = p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect();
+    Ok((lost, located))
 }
 
 /// Writes every completion in one transaction: locks the keys' rows (in key order),
