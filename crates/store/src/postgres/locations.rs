@@ -7,7 +7,7 @@
 //!
 //! A location is only a hint. The row may have a newer version since (a change marked
 //! the key dirty, another process took the lease over) or none at all; the completion
-//! then finds the row by key (`queue::complete` says how, and why that keeps the lock
+//! then finds the row by key (`queue::lock_rows` says how, and why that keeps the lock
 //! order). So nothing here has to be exact, only cheap and bounded:
 //!
 //! - One entry per key, for the lease (fence) this process was last given: a new claim
@@ -99,6 +99,13 @@ impl Locations {
         }
     }
 
+    /// Where each lease's row was left, in the given order; `None` unless every lease
+    /// is remembered (see `queue::lock_rows` for why all or nothing).
+    pub fn hints<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) -> Option<Vec<String>> {
+        let map = self.lock();
+        leases.into_iter().map(|(key, fence)| map.entries.get(key).filter(|e| e.fence == fence).map(|e| e.ctid.clone())).collect()
+    }
+
     /// Forgets these leases (completed, released, or their row moved): a newer lease of
     /// the same key stays.
     pub fn forget<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) {
@@ -119,7 +126,7 @@ impl Locations {
     /// Where the lease on `key` with `fence` was left, if remembered.
     #[cfg(test)]
     pub fn get(&self, key: &WorkKey, fence: Fence) -> Option<String> {
-        self.lock().entries.get(key).filter(|e| e.fence == fence).map(|e| e.ctid.clone())
+        self.hints([(key, fence)]).and_then(|mut h| h.pop())
     }
 
     fn lock(&self) -> MutexGuard<'_, Map> {
@@ -141,6 +148,17 @@ mod tests {
     }
 
     const TTL: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn hints_are_given_only_when_every_lease_is_remembered() {
+        let l = Locations::default();
+        l.claimed([at("a", 1, "(0,1)"), at("b", 2, "(0,2)")], TTL);
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        assert_eq!(l.hints([(&b, 2), (&a, 1)]), Some(vec!["(0,2)".to_string(), "(0,1)".to_string()]));
+        assert_eq!(l.hints([(&a, 1), (&c, 3)]), None, "c was never claimed here");
+        assert_eq!(l.hints([(&a, 7)]), None, "another lease of a");
+        assert_eq!(l.hints([]), Some(vec![]));
+    }
 
     #[test]
     fn a_new_claim_replaces_the_lease_it_superseded() {

@@ -18,6 +18,8 @@
 //!   `UPDATE … RETURNING` leases them with tokens from a SEQUENCE. Concurrent claimers
 //!   skip each other's rows instead of waiting.
 //! - **Completions** of one call commit in one transaction, with set-based statements.
+//!   They find their rows where the claim (or the last renewal) left them, by `ctid`,
+//!   when this process remembers it (`locations.rs`), and by key otherwise.
 //! - **Lock order.** Row locks on `work` are taken in key order everywhere (enqueues,
 //!   completions, renewals) so concurrent writers do not deadlock; object writes take a
 //!   per-tenant advisory lock first (so a cluster and a SyncSet applied at the same time
@@ -411,6 +413,10 @@ async fn current_schema(client: &tokio_postgres::Client) -> PgResult<String> {
 pub(super) enum Failure {
     /// A statement failed; the transaction did not commit.
     Pg(tokio_postgres::Error),
+    /// A statement that must not wait for a row lock (it would be taken out of key
+    /// order, see `queue::lock_rows`) found one held (`NOWAIT`): the transaction did not
+    /// commit, and runs again, which then takes its locks in key order.
+    GaveWay(tokio_postgres::Error),
     /// COMMIT itself failed: the outcome is unknown, so it is never retried.
     Commit(tokio_postgres::Error),
     /// No connection could be had.
@@ -442,6 +448,9 @@ impl Failure {
     /// Safe to run the whole transaction again: nothing of it committed, and trying
     /// again can succeed.
     fn retryable(&self) -> bool {
+        if let Failure::GaveWay(_) = self {
+            return true;
+        }
         let Failure::Pg(e) = self else { return false };
         let transient = [SqlState::T_R_DEADLOCK_DETECTED, SqlState::T_R_SERIALIZATION_FAILURE];
         e.code().is_some_and(|c| transient.contains(c)) || self.connection_lost()
@@ -458,7 +467,7 @@ impl Failure {
 
     fn message(&self) -> String {
         match self {
-            Failure::Pg(e) => describe(e),
+            Failure::Pg(e) | Failure::GaveWay(e) => describe(e),
             Failure::Commit(e) => format!("commit failed, so whether it took effect is unknown: {}", describe(e)),
             Failure::Pool(e) => pool_error(e),
             Failure::Store(e) => e.to_string(),
@@ -587,11 +596,15 @@ impl Store for PgStore {
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
         let completions = Arc::new(completions);
         let retry = self.inner.config.retry;
-        self.write("completing work", |tx| {
-            let completions = completions.clone();
-            Box::pin(async move { queue::complete(tx, &retry, &completions).await })
-        })
-        .await
+        let outcomes = self
+            .write("completing work", |tx| {
+                let (completions, locations) = (completions.clone(), self.inner.locations.clone());
+                Box::pin(async move { queue::complete(tx, &retry, &locations, &completions).await })
+            })
+            .await?;
+        // Committed: each lease is over (or was already lost, if stale).
+        self.inner.locations.forget(completions.iter().map(|c| (&c.key, c.fence)));
+        Ok(outcomes)
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
