@@ -755,4 +755,87 @@ mod tests {
     }
 
     crate::conformance_tests!(harness());
+
+    /// An admin connection to the test database, with `schema` first on its path.
+    async fn admin(schema: &str) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&test_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+        tokio::spawn(conn);
+        client.batch_execute(&format!("SET search_path = {schema}")).await.expect("search_path");
+        client
+    }
+
+    /// Claims and renewals remember where they left each key's row (the `ctid` the row
+    /// version really has), completions and releases forget it again.
+    #[tokio::test]
+    async fn leases_remember_where_their_rows_are() {
+        use crate::conformance::{applied_completion, cluster, syncset};
+        let h = harness().await;
+        let store = PgStore::connect(&test_url(), Some(&h.schema), StoreConfig::default()).await.expect("connect");
+        let admin = admin(&h.schema).await;
+        let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
+        store.objects_apply(docs).await.expect("apply");
+        let ttl = Duration::from_secs(30);
+        let items = store.work_claim(ClaimParams::new("w", 10, ttl)).await.expect("claim");
+        assert_eq!(items.len(), 2);
+        let ctid = |key: &WorkKey| {
+            let sql = "SELECT ctid::text FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3";
+            let (admin, key) = (&admin, key.clone());
+            async move {
+                let row = admin.query_one(sql, &[&key.tenant, &key.cluster, &key.syncset]).await.expect("ctid");
+                row.get::<_, String>(0)
+            }
+        };
+        let locations = &store.inner.locations;
+        for item in &items {
+            assert_eq!(locations.get(&item.key, item.fence), Some(ctid(&item.key).await), "claimed {}", item.key);
+        }
+
+        let (first, second) = (&items[0], &items[1]);
+        let claimed_at = locations.get(&first.key, first.fence);
+        let lost = store.lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: ttl }).await;
+        assert!(lost.expect("renew").is_empty());
+        let renewed_at = locations.get(&first.key, first.fence);
+        assert_ne!(renewed_at, claimed_at, "a renewal writes a new version");
+        assert_eq!(renewed_at, Some(ctid(&first.key).await));
+
+        let out = store.work_complete(vec![applied_completion(first)]).await.expect("complete");
+        assert_eq!(out, [CompleteOutcome::Committed(fleetsync_model::Phase::Applied)]);
+        assert_eq!(locations.get(&first.key, first.fence), None, "completed: forgotten");
+        store.work_release(&second.key, second.fence).await.expect("release");
+        assert_eq!(locations.len(), 0, "released: forgotten");
+    }
+
+    /// The completion's lookup by location is a TID scan, also in the generic plan a
+    /// prepared statement switches to after five runs, and never goes through the unique
+    /// index on the key (whose dead entries it is there to avoid).
+    #[tokio::test]
+    async fn the_lookup_by_location_is_a_tid_scan() {
+        let h = harness().await;
+        let _store = PgStore::connect(&test_url(), Some(&h.schema), StoreConfig::default()).await.expect("connect (migrates)");
+        let admin = admin(&h.schema).await;
+        // A table of some size, analyzed: on a handful of rows any plan reads one page.
+        admin
+            .batch_execute(
+                "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq, phase,
+                                   run_at, fence, attempts, observed_generation, updated_at, shard)
+                 SELECT 't', 'c' || (i / 10), 's' || (i % 10), true, 'Upsert', 1, 1, 1, 'running', 0, i, 1, 0, 0, 0
+                 FROM generate_series(1, 20000) i;
+                 ANALYZE work;
+                 SET plan_cache_mode = force_generic_plan",
+            )
+            .await
+            .expect("fill");
+        let prepare = format!("PREPARE located(text[], text[], text[], text[]) AS {}", *queue::LOCK_BY_LOCATION);
+        admin.batch_execute(&prepare).await.expect("prepare");
+        let plan: Vec<String> = admin
+            .query("EXPLAIN EXECUTE located('{\"(0,1)\"}', '{t}', '{c0}', '{s1}')", &[])
+            .await
+            .expect("explain")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(plan.contains("Tid Scan on work"), "{plan}");
+        assert!(!plan.contains("work_tenant_cluster_syncset_key"), "{plan}");
+    }
 }

@@ -473,7 +473,7 @@ const HELD_COLUMNS: &str = "w.id, w.fence, w.phase = 'running', w.want_seq > w.c
 /// parameter array for 10 elements; only a table of a few pages is read whole instead),
 /// then a semi-join with the keys: a location may by now hold another key's row, which
 /// is neither returned nor locked (the join filters below the locking).
-static LOCK_BY_LOCATION: LazyLock<String> = LazyLock::new(|| {
+pub(super) static LOCK_BY_LOCATION: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {HELD_COLUMNS} FROM work w
          WHERE w.ctid = ANY($1::text[]::tid[])
