@@ -1,7 +1,7 @@
 //! The PostgreSQL store against a real server, beyond the conformance suite (which runs
 //! in `src/postgres/mod.rs`): wake-ups across processes (two stores on one schema stand
-//! for two processes), the listener's reconnect and lifetime, migrations, and errors for
-//! bad connection settings.
+//! for two processes), the listener's reconnect and lifetime, migrations, errors for
+//! bad connection settings, and completions of rows that moved since their claim.
 //!
 //! Database: `FLEETSYNC_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`.
 //! Each test works in a schema of its own, dropped at the end.
@@ -434,4 +434,127 @@ async fn keys_held_back_by_the_cluster_limit_stay_ahead_of_the_cursor() {
     }
     claimed.sort();
     assert_eq!(claimed, ["s0", "s1", "s2", "s3", "s4", "s5"]);
+}
+
+/// A completion looks its rows up where the claim left them (by `ctid`), and by key when
+/// a row has moved on since: here one key was marked dirty by a new SyncSet revision and
+/// another's lease was renewed through another store (so this store's location for it is
+/// out of date). The completion must see those newer versions: the dirty key goes back
+/// to pending and runs again, the others are applied.
+#[tokio::test]
+async fn a_completion_finds_rows_that_moved_since_the_claim() {
+    use fleetsync_model::Phase;
+    use fleetsync_store::{CompleteOutcome, RenewParams};
+    let scratch = Scratch::new().await;
+    let (here, there) = (scratch.store().await, scratch.store().await);
+    let mut docs = vec![cluster("c1", &[("env", "prod")])];
+    docs.extend(["s1", "s2", "s3"].map(|s| syncset(s, 1, "v1")));
+    here.objects_apply(docs).await.expect("apply");
+    let ttl = Duration::from_secs(30);
+    let items = here.work_claim(ClaimParams::new("w", 10, ttl)).await.expect("claim");
+    let claimed = |s: &str| items.iter().find(|i| i.key.syncset == s).cloned().expect("claimed");
+    let (s1, s2, s3) = (claimed("s1"), claimed("s2"), claimed("s3"));
+
+    here.objects_apply(vec![syncset("s1", 1, "v2")]).await.expect("a new revision while s1 runs");
+    let renewal = RenewParams { leases: vec![(s3.key.clone(), s3.fence)], lease_ttl: ttl };
+    assert!(there.lease_renew(renewal).await.expect("renew there").is_empty());
+
+    let done = vec![applied_completion(&s3), applied_completion(&s1), applied_completion(&s2)];
+    let out = here.work_complete(done).await.expect("complete");
+    use CompleteOutcome::Committed;
+    assert_eq!(out, [Committed(Phase::Applied), Committed(Phase::Pending), Committed(Phase::Applied)]);
+    for (item, phase, generation) in [(&s1, Phase::Pending, 2), (&s2, Phase::Applied, 1), (&s3, Phase::Applied, 1)] {
+        let st = here.status_get(&item.key).await.expect("status").expect("exists");
+        assert_eq!((st.phase, st.generation, st.observed_generation), (phase, generation, 1), "{}", item.key);
+    }
+
+    let again = here.work_claim(ClaimParams::new("w", 10, ttl)).await.expect("claim again");
+    assert_eq!(again.iter().map(|i| (i.key.syncset.as_str(), i.generation)).collect::<Vec<_>>(), [("s1", 2)]);
+    assert_eq!(here.work_complete(vec![applied_completion(&s1)]).await.expect("complete"), [CompleteOutcome::Stale]);
+    let out = here.work_complete(vec![applied_completion(&again[0])]).await.expect("complete");
+    assert_eq!(out, [Committed(Phase::Applied)]);
+}
+
+/// A lease taken over by another process leaves this one's location out of date and its
+/// fence stale: its completion is refused, and the new holder's goes through.
+#[tokio::test]
+async fn a_completion_of_a_lease_taken_over_elsewhere_is_stale() {
+    use fleetsync_model::{ManualClock, Phase, Timestamp};
+    use fleetsync_store::CompleteOutcome;
+    use std::sync::Arc;
+    let scratch = Scratch::new().await;
+    let t0 = Timestamp(1_000_000);
+    let (clock_here, clock_there) = (Arc::new(ManualClock::new(t0)), Arc::new(ManualClock::new(t0)));
+    let url = test_url();
+    let open = |clock: Arc<ManualClock>| {
+        let config = StoreConfig { clock, ..StoreConfig::default() };
+        PgStore::connect(&url, Some(&scratch.schema), config)
+    };
+    let here = open(clock_here).await.expect("connect here");
+    let there = open(clock_there.clone()).await.expect("connect there");
+    here.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply");
+    let ttl = Duration::from_secs(30);
+    let mine = here.work_claim(ClaimParams::new("a", 1, ttl)).await.expect("claim").remove(0);
+    clock_there.advance(Duration::from_secs(60));
+    let theirs = there.work_claim(ClaimParams::new("b", 1, ttl)).await.expect("take over").remove(0);
+    assert!(theirs.fence > mine.fence);
+
+    assert_eq!(here.work_complete(vec![applied_completion(&mine)]).await.expect("complete"), [CompleteOutcome::Stale]);
+    let st = here.status_get(&mine.key).await.expect("status").expect("exists");
+    assert_eq!(st.phase, Phase::Applying, "the new holder's run is untouched");
+    let out = there.work_complete(vec![applied_completion(&theirs)]).await.expect("complete");
+    assert_eq!(out, [CompleteOutcome::Committed(Phase::Applied)]);
+}
+
+/// After locking rows by location, a completion must not wait for a row that moved (it
+/// would wait out of key order: here for s1 while holding s2, so a writer holding s1 and
+/// waiting for s2 would deadlock with it). When another transaction holds that row, the
+/// completion gives way and runs again by key, waiting in key order like every other
+/// writer, and then completes as it should.
+#[tokio::test]
+async fn a_moved_row_held_elsewhere_is_waited_for_in_key_order() {
+    use fleetsync_model::Phase;
+    use fleetsync_store::CompleteOutcome::Committed;
+    let scratch = Scratch::new().await;
+    let app = format!("fs_order_{:08x}", rand::random::<u32>());
+    // No connection here may sit in a transaction for long: a failing test must not leave
+    // locks behind, or dropping its schema would wait for them forever.
+    let url = scratch.url_named(&format!("{app}&options=-c%20idle_in_transaction_session_timeout%3D20s"));
+    let options = PgOptions { schema: Some(scratch.schema.clone()), ..PgOptions::default() };
+    let store = PgStore::connect_with(&url, options, StoreConfig::default()).await.expect("connect");
+    let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
+    store.objects_apply(docs).await.expect("apply");
+    let mut items = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    store.objects_apply(vec![syncset("s1", 1, "v2")]).await.expect("a new revision while s1 runs");
+
+    // Another writer holds s1's row (as an enqueue in progress would).
+    let (holder, conn) = tokio_postgres::connect(&test_url(), NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    let hold = format!(
+        "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '20s';
+         SELECT 1 FROM {}.work WHERE syncset = 's1' FOR UPDATE",
+        scratch.schema
+    );
+    holder.batch_execute(&hold).await.expect("hold s1");
+    let completing = {
+        let (store, done) = (store.clone(), items.iter().map(applied_completion).collect());
+        tokio::spawn(async move { store.work_complete(done).await })
+    };
+    let waiting = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scratch.admin.query(waiting, &[&app]).await.expect("poll").is_empty() {
+        if completing.is_finished() {
+            panic!("the completion ended without waiting: {:?}", completing.await);
+        }
+        assert!(Instant::now() < deadline, "the completion never waited for s1");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Waiting in key order: for s1, holding nothing after it (s2 is free to take).
+    let s2 = format!("SELECT 1 FROM {}.work WHERE syncset = 's2' FOR UPDATE NOWAIT", scratch.schema);
+    let s2_free = holder.batch_execute(&s2).await;
+    holder.batch_execute("COMMIT").await.expect("let s1 and s2 go");
+    let out = completing.await.expect("join").expect("the completion runs again by key");
+    s2_free.expect("s2 is not held while the completion waits for s1");
+    assert_eq!(out, [Committed(Phase::Pending), Committed(Phase::Applied)], "s1 was dirty");
 }

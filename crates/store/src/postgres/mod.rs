@@ -18,6 +18,8 @@
 //!   `UPDATE … RETURNING` leases them with tokens from a SEQUENCE. Concurrent claimers
 //!   skip each other's rows instead of waiting.
 //! - **Completions** of one call commit in one transaction, with set-based statements.
+//!   They find their rows where the claim (or the last renewal) left them, by `ctid`,
+//!   when this process remembers it (`locations.rs`), and by key otherwise.
 //! - **Lock order.** Row locks on `work` are taken in key order everywhere (enqueues,
 //!   completions, renewals) so concurrent writers do not deadlock; object writes take a
 //!   per-tenant advisory lock first (so a cluster and a SyncSet applied at the same time
@@ -40,6 +42,7 @@ mod consumers;
 mod cursor;
 mod listen;
 mod live;
+mod locations;
 mod members;
 mod objects;
 mod queue;
@@ -106,6 +109,9 @@ struct Inner {
     events: watch::Sender<u64>,
     /// Where this process's claims start (see `cursor.rs`).
     cursors: Arc<cursor::ClaimCursors>,
+    /// Where this process's claims left the rows of the keys they leased, for their
+    /// completions (see `locations.rs`).
+    locations: Arc<locations::Locations>,
     _listener: listen::Listener,
 }
 
@@ -149,7 +155,8 @@ impl PgStore {
         let listener = listen::start(info.pg, tls, schema.clone(), wake.clone(), events.clone(), cursors.clone())
             .await
             .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
-        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, _listener: listener }) })
+        let locations = Arc::default();
+        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, locations, _listener: listener }) })
     }
 
     /// Brings the schema up to date without opening a store (what `fleetsync migrate`
@@ -252,8 +259,10 @@ impl PgStore {
     async fn claim_once(&self, params: &ClaimParams, window: i64) -> Result<queue::Claimed> {
         let cursors = &self.inner.cursors;
         let from = cursors.begin(&params.owner, params.shards.as_deref());
-        let claimed = self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone(), window))).await?;
+        let mut claimed = self.write("claiming work", |tx| Box::pin(queue::claim(tx, params.clone(), from.clone(), window))).await?;
         cursors.end(&params.owner, params.shards.as_deref(), claimed.next.clone());
+        // Only now, after the commit: a retried attempt's locations would be wrong.
+        self.inner.locations.claimed(std::mem::take(&mut claimed.located), params.lease_ttl);
         Ok(claimed)
     }
 }
@@ -415,6 +424,10 @@ async fn current_schema(client: &tokio_postgres::Client) -> PgResult<String> {
 pub(super) enum Failure {
     /// A statement failed; the transaction did not commit.
     Pg(tokio_postgres::Error),
+    /// A statement that must not wait for a row lock (it would be taken out of key
+    /// order, see `queue::lock_rows`) found one held (`NOWAIT`): the transaction did not
+    /// commit, and runs again, which then takes its locks in key order.
+    GaveWay(tokio_postgres::Error),
     /// COMMIT itself failed: the outcome is unknown, so it is never retried.
     Commit(tokio_postgres::Error),
     /// No connection could be had.
@@ -446,6 +459,9 @@ impl Failure {
     /// Safe to run the whole transaction again: nothing of it committed, and trying
     /// again can succeed.
     fn retryable(&self) -> bool {
+        if let Failure::GaveWay(_) = self {
+            return true;
+        }
         let Failure::Pg(e) = self else { return false };
         let transient = [SqlState::T_R_DEADLOCK_DETECTED, SqlState::T_R_SERIALIZATION_FAILURE];
         e.code().is_some_and(|c| transient.contains(c)) || self.connection_lost()
@@ -462,7 +478,7 @@ impl Failure {
 
     fn message(&self) -> String {
         match self {
-            Failure::Pg(e) => describe(e),
+            Failure::Pg(e) | Failure::GaveWay(e) => describe(e),
             Failure::Commit(e) => format!("commit failed, so whether it took effect is unknown: {}", describe(e)),
             Failure::Pool(e) => pool_error(e),
             Failure::Store(e) => e.to_string(),
@@ -584,25 +600,34 @@ impl Store for PgStore {
 
     async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
         let params = Arc::new(params);
-        self.write("renewing leases", |tx| {
-            let params = params.clone();
-            Box::pin(async move { queue::renew(tx, &params).await })
-        })
-        .await
+        let (lost, located) = self
+            .write("renewing leases", |tx| {
+                let params = params.clone();
+                Box::pin(async move { queue::renew(tx, &params).await })
+            })
+            .await?;
+        self.inner.locations.renewed(located, params.lease_ttl);
+        Ok(lost)
     }
 
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
         let completions = Arc::new(completions);
         let retry = self.inner.config.retry;
-        self.write("completing work", |tx| {
-            let completions = completions.clone();
-            Box::pin(async move { queue::complete(tx, &retry, &completions).await })
-        })
-        .await
+        let outcomes = self
+            .write("completing work", |tx| {
+                let (completions, locations) = (completions.clone(), self.inner.locations.clone());
+                Box::pin(async move { queue::complete(tx, &retry, &locations, &completions).await })
+            })
+            .await?;
+        // Committed: each lease is over (or was already lost, if stale).
+        self.inner.locations.forget(completions.iter().map(|c| (&c.key, c.fence)));
+        Ok(outcomes)
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
-        self.write("releasing a key", |tx| Box::pin(queue::release(tx, key.clone(), fence))).await
+        self.write("releasing a key", |tx| Box::pin(queue::release(tx, key.clone(), fence))).await?;
+        self.inner.locations.forget([(key, fence)]);
+        Ok(())
     }
 
     async fn work_retry(&self, key: &WorkKey) -> Result<()> {
@@ -747,4 +772,87 @@ mod tests {
     }
 
     crate::conformance_tests!(harness());
+
+    /// An admin connection to the test database, with `schema` first on its path.
+    async fn admin(schema: &str) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&test_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+        tokio::spawn(conn);
+        client.batch_execute(&format!("SET search_path = {schema}")).await.expect("search_path");
+        client
+    }
+
+    /// Claims and renewals remember where they left each key's row (the `ctid` the row
+    /// version really has), completions and releases forget it again.
+    #[tokio::test]
+    async fn leases_remember_where_their_rows_are() {
+        use crate::conformance::{applied_completion, cluster, syncset};
+        let h = harness().await;
+        let store = PgStore::connect(&test_url(), Some(&h.schema), StoreConfig::default()).await.expect("connect");
+        let admin = admin(&h.schema).await;
+        let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
+        store.objects_apply(docs).await.expect("apply");
+        let ttl = Duration::from_secs(30);
+        let items = store.work_claim(ClaimParams::new("w", 10, ttl)).await.expect("claim");
+        assert_eq!(items.len(), 2);
+        let ctid = |key: &WorkKey| {
+            let sql = "SELECT ctid::text FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3";
+            let (admin, key) = (&admin, key.clone());
+            async move {
+                let row = admin.query_one(sql, &[&key.tenant, &key.cluster, &key.syncset]).await.expect("ctid");
+                row.get::<_, String>(0)
+            }
+        };
+        let locations = &store.inner.locations;
+        for item in &items {
+            assert_eq!(locations.get(&item.key, item.fence), Some(ctid(&item.key).await), "claimed {}", item.key);
+        }
+
+        let (first, second) = (&items[0], &items[1]);
+        let claimed_at = locations.get(&first.key, first.fence);
+        let lost = store.lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: ttl }).await;
+        assert!(lost.expect("renew").is_empty());
+        let renewed_at = locations.get(&first.key, first.fence);
+        assert_ne!(renewed_at, claimed_at, "a renewal writes a new version");
+        assert_eq!(renewed_at, Some(ctid(&first.key).await));
+
+        let out = store.work_complete(vec![applied_completion(first)]).await.expect("complete");
+        assert_eq!(out, [CompleteOutcome::Committed(fleetsync_model::Phase::Applied)]);
+        assert_eq!(locations.get(&first.key, first.fence), None, "completed: forgotten");
+        store.work_release(&second.key, second.fence).await.expect("release");
+        assert_eq!(locations.len(), 0, "released: forgotten");
+    }
+
+    /// The completion's lookup by location is a TID scan, also in the generic plan a
+    /// prepared statement switches to after five runs, and never goes through the unique
+    /// index on the key (whose dead entries it is there to avoid).
+    #[tokio::test]
+    async fn the_lookup_by_location_is_a_tid_scan() {
+        let h = harness().await;
+        let _store = PgStore::connect(&test_url(), Some(&h.schema), StoreConfig::default()).await.expect("connect (migrates)");
+        let admin = admin(&h.schema).await;
+        // A table of some size, analyzed: on a handful of rows any plan reads one page.
+        admin
+            .batch_execute(
+                "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq, phase,
+                                   run_at, fence, attempts, observed_generation, updated_at, shard)
+                 SELECT 't', 'c' || (i / 10), 's' || (i % 10), true, 'Upsert', 1, 1, 1, 'running', 0, i, 1, 0, 0, 0
+                 FROM generate_series(1, 20000) i;
+                 ANALYZE work;
+                 SET plan_cache_mode = force_generic_plan",
+            )
+            .await
+            .expect("fill");
+        let prepare = format!("PREPARE located(text[], text[], text[], text[]) AS {}", *queue::LOCK_BY_LOCATION);
+        admin.batch_execute(&prepare).await.expect("prepare");
+        let plan: Vec<String> = admin
+            .query("EXPLAIN EXECUTE located('{\"(0,1)\"}', '{t}', '{c0}', '{s1}')", &[])
+            .await
+            .expect("explain")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(plan.contains("Tid Scan on work"), "{plan}");
+        assert!(!plan.contains("work_tenant_cluster_syncset_key"), "{plan}");
+    }
 }

@@ -3,7 +3,7 @@
 //! with `unnest`), and rows are locked in key order so concurrent writers do not
 //! deadlock.
 
-use super::{query, PgResult, Tx};
+use super::{query, Failure, PgResult, Tx};
 use fleetsync_model::shard::shard_of;
 use std::sync::LazyLock;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
@@ -13,6 +13,8 @@ use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Phase, Timestamp, WorkKey};
 use std::collections::{HashMap, HashSet};
 use super::cursor::{Floors, ReadyPos};
+use super::locations::{Located, Locations};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -102,11 +104,12 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
 /// then ready keys by `run_at`, and equal `run_at` (one transaction's changes) by
 /// cluster, so a cluster's SyncSets are claimed together. `SKIP LOCKED`: concurrent
 /// claimers take different keys without waiting for each other. Both scans start at
-/// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts.
+/// the claimer's cursor (`from`, see `cursor.rs`); returns where the next one starts,
+/// and where each claimed key's row now is (see `locations.rs`).
 pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors, window: i64) -> PgResult<Claimed> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     if limit == 0 {
-        return Ok(Claimed { items: Vec::new(), next: from, window_cut: false });
+        return Ok(Claimed { items: Vec::new(), located: Vec::new(), next: from, window_cut: false });
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let now = tx.now.millis();
@@ -131,13 +134,20 @@ pub(super) async fn claim(tx: &mut Tx<'_>, p: ClaimParams, from: Floors, window:
     let limited = p.cluster_limit.is_some();
     let next = next_floors(&from, now, limit, &rows, limited)?;
     let window_cut = limited && window_cut(limit, &rows)?;
-    let items = rows.iter().filter(|r| is_claimed(r)).map(claimed_item).collect::<PgResult<_>>()?;
-    Ok(Claimed { items, next, window_cut })
+    let claimed: Vec<&Row> = rows.iter().filter(|r| is_claimed(r)).collect();
+    let items = claimed.iter().map(|r| claimed_item(r)).collect::<PgResult<Vec<_>>>()?;
+    let mut located = Vec::with_capacity(items.len());
+    for (item, r) in items.iter().zip(&claimed) {
+        located.push(Located { key: item.key.clone(), fence: item.fence, ctid: r.try_get(20)? });
+    }
+    Ok(Claimed { items, located, next, window_cut })
 }
 
 /// What one claim statement did.
 pub(super) struct Claimed {
     pub items: Vec<ClaimedItem>,
+    /// Where each claimed key's row version is now (see `locations.rs`).
+    pub located: Vec<Located>,
     /// Where the next claim starts.
     pub next: Floors,
     /// A limited claim took fewer keys than it could because its window filled up
@@ -262,8 +272,9 @@ const UNLIMITED_FACTS: (&str, &str) = (
 /// The claim: expired leases first, then `ready`, each leased with a new fence; only
 /// keys of the shards in parameter `$shards` (a `smallint[]`; NULL: every shard); the
 /// cursor is in the five parameters after it (expiry, then the ready position). Each
-/// row also carries what the cursor needs (columns 10 on, see [`next_floors`]); a
-/// claim that took nothing returns one row of those facts alone (columns 0–11 NULL).
+/// row also carries what the cursor needs (columns 10 to 19, see [`next_floors`]), and
+/// where the version the claim wrote is (column 20, its `ctid` as text); a claim that
+/// took nothing returns one row of the cursor's facts alone (columns 0–11 and 20 NULL).
 fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
     let in_shards = in_shards(shards);
     let expired_from = format!("${}", shards + 1);
@@ -292,14 +303,15 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
                  WHERE w.ctid = ANY(ARRAY(SELECT ctid FROM picked))
                  RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
-                     w.attempts, w.fence),
+                     w.attempts, w.fence, w.ctid::text AS location),
              facts AS MATERIALIZED (
                  SELECT h.run_at, h.tenant, h.cluster, h.syncset,
                      (SELECT count(*) FROM expired) AS expired_locked, (SELECT min(at) FROM expired) AS expired_min, {window}
                  FROM (SELECT 1) one LEFT JOIN ({held}) h ON true)
              SELECT c.tenant, c.cluster, c.syncset, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts, c.fence,
                  COALESCE(cl.generation, 0), p.pass, p.at,
-                 f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full
+                 f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full,
+                 c.location
              FROM facts f LEFT JOIN (claimed c JOIN picked p ON p.id = c.id) ON true
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
@@ -359,9 +371,11 @@ fn key_columns<'a>(keys: impl Iterator<Item = &'a WorkKey>) -> (Vec<&'a str>, Ve
     cols
 }
 
-pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<WorkKey>> {
+/// Extends the leases still held; returns the keys of those that are not, and where
+/// the renewed ones' rows now are (a renewal writes a new version).
+pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<(Vec<WorkKey>, Vec<Located>)> {
     if p.leases.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let (tenants, clusters, syncsets) = key_columns(p.leases.iter().map(|(k, _)| k));
@@ -376,55 +390,36 @@ pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<Work
                  ORDER BY w.tenant, w.cluster, w.syncset
                  FOR UPDATE OF w)
              UPDATE work SET lease_expires_at = $1 FROM held WHERE work.id = held.id
-             RETURNING work.tenant, work.cluster, work.syncset, work.fence",
+             RETURNING work.tenant, work.cluster, work.syncset, work.fence, work.ctid::text",
             &[&expires, &tenants, &clusters, &syncsets, &fences],
         )
         .await?;
     let mut renewed = HashSet::with_capacity(rows.len());
+    let mut located = Vec::with_capacity(rows.len());
     for r in &rows {
         let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);
-        renewed.insert((key, r.try_get::<_, i64>(3)?));
+        let fence: Fence = r.try_get(3)?;
+        renewed.insert((key.clone(), fence));
+        located.push(Located { key, fence, ctid: r.try_get(4)? });
     }
-    Ok(p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect())
+    let lost = p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect();
+    Ok((lost, located))
 }
 
-/// Writes every completion in one transaction: locks the keys' rows (in key order),
-/// decides each completion as [`finish`] says, then writes them set-based.
-pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Completion]) -> PgResult<Vec<CompleteOutcome>> {
+/// Writes every completion in one transaction: locks the keys' rows (in key order, see
+/// [`lock_rows`]), decides each completion as [`finish`] says, then writes them
+/// set-based.
+pub(super) async fn complete(
+    tx: &mut Tx<'_>,
+    retry: &RetryPolicy,
+    locations: &Locations,
+    items: &[Completion],
+) -> PgResult<Vec<CompleteOutcome>> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let (tenants, clusters, syncsets) = key_columns(items.iter().map(|c| &c.key));
-    let rows = tx
-        .query(
-            "SELECT w.id, w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
-                    w.tenant, w.cluster, w.syncset, w.ctid::text
-             FROM work w
-             WHERE (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
-             ORDER BY w.tenant, w.cluster, w.syncset
-             FOR UPDATE",
-            &[&tenants, &clusters, &syncsets],
-        )
-        .await?;
-    let mut held: HashMap<WorkKey, Held> = HashMap::with_capacity(rows.len());
-    // Where each locked row version is: the writes below go straight to it (a TID scan)
-    // instead of through an index that may hold an entry for every version of the key
-    // vacuum has not removed yet. Locked, so it is the latest version until commit.
-    let mut ctids: HashMap<i64, String> = HashMap::with_capacity(rows.len());
-    for r in &rows {
-        ctids.insert(r.try_get(0)?, r.try_get(10)?);
-        let key = WorkKey::new(r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?, r.try_get::<_, String>(9)?);
-        let h = Held {
-            id: r.try_get(0)?,
-            fence: r.try_get(1)?,
-            running: r.try_get(2)?,
-            dirty: r.try_get(3)?,
-            desired: r.try_get(4)?,
-            attempts: attempts(r.try_get(5)?)?,
-            generation: r.try_get(6)?,
-        };
-        held.insert(key, h);
-    }
+    let rows = lock_rows(tx, locations, items).await?;
+    let (mut held, ctids) = held_rows(&rows)?;
 
     let now = tx.now;
     let mut updates = Updates::default();
@@ -496,6 +491,123 @@ pub(super) async fn complete(tx: &mut Tx<'_>, retry: &RetryPolicy, items: &[Comp
         tx.execute("DELETE FROM work WHERE ctid = ANY($1::text[]::tid[])", &[&deletes]).await?;
     }
     Ok(outcomes)
+}
+
+/// What a completion reads of each row it locks: columns 0–6 are [`Held`]'s, 7–9 the
+/// key, 10 the locked version's `ctid` (as text).
+const HELD_COLUMNS: &str = "w.id, w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
+                            w.tenant, w.cluster, w.syncset, w.ctid::text";
+
+/// The row versions at the locations in `$1` (`ctid`s as text) that are rows of the keys
+/// in `$2`–`$4`, locked in key order. A TID scan, generic plans too (the planner takes a
+/// parameter array for 10 elements; only a table of a few pages is read whole instead),
+/// then a semi-join with the keys: a location may by now hold another key's row, which
+/// is neither returned nor locked (the join filters below the locking).
+pub(super) static LOCK_BY_LOCATION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {HELD_COLUMNS} FROM work w
+         WHERE w.ctid = ANY($1::text[]::tid[])
+           AND (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
+         ORDER BY w.tenant, w.cluster, w.syncset
+         FOR UPDATE"
+    )
+});
+
+/// The rows of the keys in `$1`–`$3`, found through the unique index on the key, locked
+/// in key order.
+static LOCK_BY_KEY: LazyLock<String> = LazyLock::new(|| by_key("FOR UPDATE"));
+/// The same, but failing (`lock_not_available`) instead of waiting for a lock.
+static LOCK_BY_KEY_NOWAIT: LazyLock<String> = LazyLock::new(|| by_key("FOR UPDATE NOWAIT"));
+
+fn by_key(locking: &str) -> String {
+    format!(
+        "SELECT {HELD_COLUMNS} FROM work w
+         WHERE (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+         ORDER BY w.tenant, w.cluster, w.syncset
+         {locking}"
+    )
+}
+
+/// Locks the rows of the completions' keys and reads them ([`HELD_COLUMNS`]), finding
+/// them where this process's claims left them when it can (`locations.rs`).
+///
+/// Lock order. Row locks on `work` are taken in key order everywhere (`mod.rs`). One
+/// statement ordered by key does that; two in a row do not: the second may wait for a
+/// key that sorts before one the first locked, while the holder of that key waits, in
+/// key order, for ours. So the rule here is: only the first statement that locks rows
+/// in the transaction may wait for a lock, and it locks in key order; a later one never
+/// waits. With nothing held before a wait, or only keys sorting before the one waited
+/// for, no cycle can form.
+///
+/// - If every lease's location is remembered, the first statement locks the row
+///   versions there ([`LOCK_BY_LOCATION`], a TID scan instead of the unique index and
+///   every dead version it still lists), in key order, waiting as needed. A version
+///   updated since the claim or renewal that wrote it (a change marked the key dirty, a
+///   renewal through another store, a take-over, a deletion) is not returned: it is
+///   invisible if that update committed before the statement began, and fails the
+///   recheck against the updated version if it committed while the statement waited
+///   (the TID scan compares the new version's `ctid` with its list, as PostgreSQL 15
+///   does; that version stays locked by this transaction. A server whose recheck let it
+///   through would return it, locked and current, which serves as well).
+/// - The keys it did not return have moved for good: their locations are forgotten, and
+///   their rows are locked by key with `NOWAIT`. Out of key order, so this must not
+///   wait, and usually need not: whoever moved a row has committed (or the row is
+///   already ours, after a recheck). If another transaction holds one, the statement
+///   fails, the transaction is run again ([`Failure::GaveWay`]), and the retry, missing
+///   those locations, goes by key throughout.
+/// - Otherwise (a lease claimed through another store, or not remembered) one statement
+///   locks every key by key ([`LOCK_BY_KEY`]), in key order, waiting as needed.
+async fn lock_rows(tx: &Tx<'_>, locations: &Locations, items: &[Completion]) -> PgResult<Vec<Row>> {
+    let Some(hints) = locations.hints(items.iter().map(|c| (&c.key, c.fence))) else {
+        return lock_by_key(tx, items.iter().map(|c| &c.key), &LOCK_BY_KEY).await;
+    };
+    let (tenants, clusters, syncsets) = key_columns(items.iter().map(|c| &c.key));
+    let mut rows = tx.query(&LOCK_BY_LOCATION, &[&hints, &tenants, &clusters, &syncsets]).await?;
+    let found = rows.iter().map(row_key).collect::<PgResult<HashSet<WorkKey>>>()?;
+    let moved: Vec<&Completion> = items.iter().filter(|c| !found.contains(&c.key)).collect();
+    if moved.is_empty() {
+        return Ok(rows);
+    }
+    locations.forget(moved.iter().map(|c| (&c.key, c.fence)));
+    match lock_by_key(tx, moved.iter().map(|c| &c.key), &LOCK_BY_KEY_NOWAIT).await {
+        Ok(more) => rows.extend(more),
+        Err(Failure::Pg(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => return Err(Failure::GaveWay(e)),
+        Err(e) => return Err(e),
+    }
+    Ok(rows)
+}
+
+/// Locks the rows of `keys` with `sql` ([`LOCK_BY_KEY`] or [`LOCK_BY_KEY_NOWAIT`]).
+async fn lock_by_key<'a>(tx: &Tx<'_>, keys: impl Iterator<Item = &'a WorkKey>, sql: &str) -> PgResult<Vec<Row>> {
+    let (tenants, clusters, syncsets) = key_columns(keys);
+    tx.query(sql, &[&tenants, &clusters, &syncsets]).await
+}
+
+fn row_key(r: &Row) -> PgResult<WorkKey> {
+    Ok(WorkKey::new(r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?, r.try_get::<_, String>(9)?))
+}
+
+/// The locked rows ([`HELD_COLUMNS`]) by key, and where each is (by row id): the
+/// completion's writes go straight to that version (a TID scan) instead of through an
+/// index that may hold an entry for every version of the key vacuum has not removed
+/// yet. Locked, so it is the latest version until commit.
+fn held_rows(rows: &[Row]) -> PgResult<(HashMap<WorkKey, Held>, HashMap<i64, String>)> {
+    let mut held = HashMap::with_capacity(rows.len());
+    let mut ctids = HashMap::with_capacity(rows.len());
+    for r in rows {
+        ctids.insert(r.try_get(0)?, r.try_get(10)?);
+        let h = Held {
+            id: r.try_get(0)?,
+            fence: r.try_get(1)?,
+            running: r.try_get(2)?,
+            dirty: r.try_get(3)?,
+            desired: r.try_get(4)?,
+            attempts: attempts(r.try_get(5)?)?,
+            generation: r.try_get(6)?,
+        };
+        held.insert(row_key(r)?, h);
+    }
+    Ok((held, ctids))
 }
 
 /// Row updates of a completion batch, as columns, by row version (`ctid`, as text);

@@ -1,0 +1,207 @@
+//! Where this process's claims left each key's row: the `ctid` of the row version a
+//! claim (or a later renewal of its lease) wrote, so that the completion can lock that
+//! version directly, by a TID scan, instead of through the unique index on
+//! `(tenant, cluster, syncset)`. That index holds an entry for every version of the key
+//! vacuum has not removed yet; under a long-open snapshot a lookup through it reads
+//! them all, and slows down with every run of the key.
+//!
+//! A location is only a hint. The row may have a newer version since (a change marked
+//! the key dirty, another process took the lease over) or none at all; the completion
+//! then finds the row by key (`queue::lock_rows` says how, and why that keeps the lock
+//! order). So nothing here has to be exact, only cheap and bounded:
+//!
+//! - One entry per key, for the lease (fence) this process was last given: a new claim
+//!   of the key replaces the entry of the lease it superseded, so the map never holds
+//!   more entries than keys this process has claimed.
+//! - An entry lives as long as the lease it describes, unless renewed ([`LEASE_CAP`] at
+//!   most). A lease this process lost without completing it (the worker gave up, its
+//!   renewals failed and another process took the key) is swept away once it has
+//!   expired; sweeps run at most every [`SWEEP_EVERY`], on a claim (the only call that
+//!   adds entries).
+//! - At most [`MAX_ENTRIES`] entries: a claim that finds the map full after a sweep is
+//!   not remembered, and its completion goes by key. In-flight keys per process are far
+//!   fewer; the cap only stops a pathological pattern from using unbounded memory.
+
+use crate::Fence;
+use fleetsync_model::WorkKey;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Most keys remembered at once.
+pub(super) const MAX_ENTRIES: usize = 65_536;
+/// How often a claim sweeps out the entries of expired leases, at most.
+pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// An entry is kept at most this long after its claim or renewal, whatever the lease's
+/// TTL (which also keeps `Instant + ttl` from overflowing on an absurd TTL).
+pub(super) const LEASE_CAP: Duration = Duration::from_secs(3600);
+
+/// A row version a claim or a renewal wrote for a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Located {
+    pub key: WorkKey,
+    pub fence: Fence,
+    /// The version's `ctid`, as text (`(page,item)`).
+    pub ctid: String,
+}
+
+struct Entry {
+    fence: Fence,
+    ctid: String,
+    /// When the lease expires, as far as this process knows (its own clock).
+    until: Instant,
+}
+
+struct Map {
+    entries: HashMap<WorkKey, Entry>,
+    swept_at: Instant,
+}
+
+/// The locations of the rows of the leases this process holds.
+pub(super) struct Locations {
+    map: Mutex<Map>,
+}
+
+impl Default for Locations {
+    fn default() -> Self {
+        Self { map: Mutex::new(Map { entries: HashMap::new(), swept_at: Instant::now() }) }
+    }
+}
+
+impl Locations {
+    /// Remembers the versions a claim with a lease of `ttl` wrote (after it committed).
+    pub fn claimed(&self, claimed: impl IntoIterator<Item = Located>, ttl: Duration) {
+        let now = Instant::now();
+        let until = now + ttl.min(LEASE_CAP);
+        let mut map = self.lock();
+        if now.duration_since(map.swept_at) >= SWEEP_EVERY {
+            map.entries.retain(|_, e| e.until > now);
+            map.swept_at = now;
+        }
+        for Located { key, fence, ctid } in claimed {
+            if map.entries.len() >= MAX_ENTRIES && !map.entries.contains_key(&key) {
+                continue;
+            }
+            map.entries.insert(key, Entry { fence, ctid, until });
+        }
+    }
+
+    /// Moves the leases a renewal (with `ttl`) extended to the versions it wrote. A
+    /// lease not remembered (completed meanwhile, or never claimed here) stays so.
+    pub fn renewed(&self, renewed: impl IntoIterator<Item = Located>, ttl: Duration) {
+        let until = Instant::now() + ttl.min(LEASE_CAP);
+        let mut map = self.lock();
+        for Located { key, fence, ctid } in renewed {
+            if let Some(e) = map.entries.get_mut(&key).filter(|e| e.fence == fence) {
+                e.ctid = ctid;
+                e.until = until;
+            }
+        }
+    }
+
+    /// Where each lease's row was left, in the given order; `None` unless every lease
+    /// is remembered (see `queue::lock_rows` for why all or nothing).
+    pub fn hints<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) -> Option<Vec<String>> {
+        let map = self.lock();
+        leases.into_iter().map(|(key, fence)| map.entries.get(key).filter(|e| e.fence == fence).map(|e| e.ctid.clone())).collect()
+    }
+
+    /// Forgets these leases (completed, released, or their row moved): a newer lease of
+    /// the same key stays.
+    pub fn forget<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) {
+        let mut map = self.lock();
+        for (key, fence) in leases {
+            if map.entries.get(key).is_some_and(|e| e.fence == fence) {
+                map.entries.remove(key);
+            }
+        }
+    }
+
+    /// How many leases are remembered.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Where the lease on `key` with `fence` was left, if remembered.
+    #[cfg(test)]
+    pub fn get(&self, key: &WorkKey, fence: Fence) -> Option<String> {
+        self.hints([(key, fence)]).and_then(|mut h| h.pop())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Map> {
+        // Every change leaves the map consistent; a panic elsewhere cannot break it.
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> WorkKey {
+        WorkKey::new("t", "c", s)
+    }
+
+    fn at(s: &str, fence: Fence, ctid: &str) -> Located {
+        Located { key: key(s), fence, ctid: ctid.into() }
+    }
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn hints_are_given_only_when_every_lease_is_remembered() {
+        let l = Locations::default();
+        l.claimed([at("a", 1, "(0,1)"), at("b", 2, "(0,2)")], TTL);
+        let (a, b, c) = (key("a"), key("b"), key("c"));
+        assert_eq!(l.hints([(&b, 2), (&a, 1)]), Some(vec!["(0,2)".to_string(), "(0,1)".to_string()]));
+        assert_eq!(l.hints([(&a, 1), (&c, 3)]), None, "c was never claimed here");
+        assert_eq!(l.hints([(&a, 7)]), None, "another lease of a");
+        assert_eq!(l.hints([]), Some(vec![]));
+    }
+
+    #[test]
+    fn a_new_claim_replaces_the_lease_it_superseded() {
+        let l = Locations::default();
+        l.claimed([at("a", 1, "(0,1)")], TTL);
+        l.claimed([at("a", 5, "(3,4)")], TTL);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l.get(&key("a"), 1), None);
+        assert_eq!(l.get(&key("a"), 5).as_deref(), Some("(3,4)"));
+        l.forget([(&key("a"), 1)]);
+        assert_eq!(l.get(&key("a"), 5).as_deref(), Some("(3,4)"), "forgetting the old lease keeps the new one");
+        l.forget([(&key("a"), 5)]);
+        assert_eq!(l.len(), 0);
+    }
+
+    #[test]
+    fn renewals_move_remembered_leases_only() {
+        let l = Locations::default();
+        l.claimed([at("a", 1, "(0,1)")], TTL);
+        l.renewed([at("a", 1, "(0,9)"), at("b", 2, "(0,3)"), at("a", 0, "(7,7)")], TTL);
+        assert_eq!(l.get(&key("a"), 1).as_deref(), Some("(0,9)"));
+        assert_eq!(l.len(), 1, "a renewal remembers nothing new (b may have been completed meanwhile)");
+    }
+
+    #[test]
+    fn expired_leases_are_swept_by_a_later_claim() {
+        let l = Locations::default();
+        l.claimed([at("a", 1, "(0,1)")], Duration::ZERO);
+        let mut map = l.lock();
+        map.swept_at = map.swept_at.checked_sub(SWEEP_EVERY).expect("an instant 10 s ago");
+        drop(map);
+        l.claimed([at("b", 2, "(0,2)")], TTL);
+        assert_eq!(l.get(&key("a"), 1), None, "a's lease expired");
+        assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn a_full_map_remembers_no_new_keys() {
+        let l = Locations::default();
+        l.claimed((0..MAX_ENTRIES).map(|i| at(&format!("s{i}"), 1, "(0,1)")), TTL);
+        l.claimed([at("new", 1, "(0,2)"), at("s0", 2, "(0,3)")], TTL);
+        assert_eq!(l.len(), MAX_ENTRIES);
+        assert_eq!(l.get(&key("new"), 1), None);
+        assert_eq!(l.get(&key("s0"), 2).as_deref(), Some("(0,3)"), "a key already remembered is still updated");
+    }
+}
