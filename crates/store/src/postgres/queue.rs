@@ -226,7 +226,7 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(READY, 5, false));
 static CLAIM_LIMITED: LazyLock<String> = LazyLock::new(|| claim_sql(READY_LIMITED, 10, true));
 
 /// Ready keys, in claim order, from the cursor on.
-const READY: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+const READY: &str = "SELECT ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
                  WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
                  ORDER BY run_at, tenant, cluster, syncset
                  LIMIT $2 - (SELECT count(*) FROM expired)
@@ -236,7 +236,7 @@ const READY: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, 
 /// `allowed` unless its cluster ($7–$9: the claimer's in-flight counts) would exceed
 /// $5 with it. CTEs of their own: the cursor's next position depends on them.
 const RANKED: &str = "win AS MATERIALIZED (
-                 SELECT id, ctid, run_at, tenant, cluster, syncset FROM work
+                 SELECT ctid, run_at, tenant, cluster, syncset FROM work
                  WHERE phase = 'ready' AND run_at <= $1 AND {in_shards} AND {from_cursor}
                  ORDER BY run_at, tenant, cluster, syncset LIMIT $6),
              ranked AS MATERIALIZED (
@@ -248,7 +248,7 @@ const RANKED: &str = "win AS MATERIALIZED (
 
 /// The allowed keys of the window, in claim order. The window function cannot sit
 /// beside `FOR UPDATE`, so this locks the rows it picked (re-checking each is ready).
-const READY_LIMITED: &str = "SELECT id, ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
+const READY_LIMITED: &str = "SELECT ctid, 1 AS pass, run_at AS at, tenant, cluster, syncset FROM work
                  WHERE ctid = ANY(ARRAY(
                      SELECT ctid FROM ranked WHERE allowed
                      ORDER BY run_at, tenant, cluster, syncset
@@ -284,7 +284,7 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
     let ready = fill(ready);
     format!(
         "WITH expired AS MATERIALIZED (
-                 SELECT id, ctid, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
+                 SELECT ctid, 0 AS pass, lease_expires_at AS at, tenant, cluster, syncset FROM work
                  WHERE phase = 'running' AND lease_expires_at <= $1 AND lease_expires_at >= {expired_from}::bigint AND {in_shards}
                  ORDER BY lease_expires_at, tenant, cluster, syncset
                  LIMIT $2
@@ -292,8 +292,8 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
              {ranked}
              ready AS MATERIALIZED ({ready}),
              picked AS MATERIALIZED (SELECT * FROM expired UNION ALL SELECT * FROM ready),
-             -- By `ctid`, the row versions just locked (a TID scan), not by `id`: the
-             -- primary key holds an entry for every version of the key that vacuum has not
+             -- By `ctid`, the row versions just locked (a TID scan), not by key: the
+             -- unique index holds an entry for every version of the key that vacuum has not
              -- removed yet, and a join on it read them all. (A version locked here that
              -- committed after this statement's snapshot is not visible to the UPDATE and
              -- stays as it is: a ready one was made by an enqueue or retry, which are
@@ -302,7 +302,7 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
                      lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
                  WHERE w.ctid = ANY(ARRAY(SELECT ctid FROM picked))
-                 RETURNING w.id, w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
+                 RETURNING w.tenant, w.cluster, w.syncset, w.desired, w.generation, w.apply_mode, w.inventory,
                      w.attempts, w.fence, w.ctid::text AS location),
              facts AS MATERIALIZED (
                  SELECT h.run_at, h.tenant, h.cluster, h.syncset,
@@ -312,7 +312,7 @@ fn claim_sql(ready: &str, shards: usize, limited: bool) -> String {
                  COALESCE(cl.generation, 0), p.pass, p.at,
                  f.run_at, f.tenant, f.cluster, f.syncset, f.expired_locked, f.expired_min, f.allowed, f.window_full,
                  c.location
-             FROM facts f LEFT JOIN (claimed c JOIN picked p ON p.id = c.id) ON true
+             FROM facts f LEFT JOIN (claimed c JOIN picked p ON (p.tenant, p.cluster, p.syncset) = (c.tenant, c.cluster, c.syncset)) ON true
              LEFT JOIN clusters cl ON cl.tenant = c.tenant AND cl.name = c.cluster
              ORDER BY p.pass, p.at, c.tenant, c.cluster, c.syncset"
     )
@@ -383,13 +383,13 @@ pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<(Vec<Wor
     let rows = tx
         .query(
             "WITH held AS (
-                 SELECT w.id FROM work w
+                 SELECT w.ctid FROM work w
                  JOIN unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(tenant, cluster, syncset, fence)
                    ON w.tenant = u.tenant AND w.cluster = u.cluster AND w.syncset = u.syncset AND w.fence = u.fence
                  WHERE w.phase = 'running'
                  ORDER BY w.tenant, w.cluster, w.syncset
                  FOR UPDATE OF w)
-             UPDATE work SET lease_expires_at = $1 FROM held WHERE work.id = held.id
+             UPDATE work SET lease_expires_at = $1 WHERE work.ctid = ANY(ARRAY(SELECT ctid FROM held))
              RETURNING work.tenant, work.cluster, work.syncset, work.fence, work.ctid::text",
             &[&expires, &tenants, &clusters, &syncsets, &fences],
         )
@@ -436,7 +436,7 @@ pub(super) async fn complete(
             continue;
         };
         h.running = false;
-        let ctid = ctids.get(&h.id).cloned().ok_or_else(|| corrupt("work", format!("row {} without a location", h.id)))?;
+        let ctid = ctids.get(&c.key).cloned().ok_or_else(|| corrupt("work", format!("row {} without a location", c.key)))?;
         let resources = json("work", &c.resources)?;
         match &fin {
             Finish::Applied { phase, generation, inventory } => {
@@ -493,9 +493,9 @@ pub(super) async fn complete(
     Ok(outcomes)
 }
 
-/// What a completion reads of each row it locks: columns 0–6 are [`Held`]'s, 7–9 the
-/// key, 10 the locked version's `ctid` (as text).
-const HELD_COLUMNS: &str = "w.id, w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
+/// What a completion reads of each row it locks: columns 0–5 are [`Held`]'s, 6–8 the
+/// key, 9 the locked version's `ctid` (as text).
+const HELD_COLUMNS: &str = "w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
                             w.tenant, w.cluster, w.syncset, w.ctid::text";
 
 /// The row versions at the locations in `$1` (`ctid`s as text) that are rows of the keys
@@ -584,28 +584,29 @@ async fn lock_by_key<'a>(tx: &Tx<'_>, keys: impl Iterator<Item = &'a WorkKey>, s
 }
 
 fn row_key(r: &Row) -> PgResult<WorkKey> {
-    Ok(WorkKey::new(r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?, r.try_get::<_, String>(9)?))
+    Ok(WorkKey::new(r.try_get::<_, String>(6)?, r.try_get::<_, String>(7)?, r.try_get::<_, String>(8)?))
 }
 
-/// The locked rows ([`HELD_COLUMNS`]) by key, and where each is (by row id): the
-/// completion's writes go straight to that version (a TID scan) instead of through an
-/// index that may hold an entry for every version of the key vacuum has not removed
-/// yet. Locked, so it is the latest version until commit.
-fn held_rows(rows: &[Row]) -> PgResult<(HashMap<WorkKey, Held>, HashMap<i64, String>)> {
+/// The locked rows ([`HELD_COLUMNS`]) by key, and where each is: the completion's
+/// writes go straight to that version (a TID scan) instead of through an index that may
+/// hold an entry for every version of the key vacuum has not removed yet. Locked, so it
+/// is the latest version until commit.
+fn held_rows(rows: &[Row]) -> PgResult<(HashMap<WorkKey, Held>, HashMap<WorkKey, String>)> {
     let mut held = HashMap::with_capacity(rows.len());
     let mut ctids = HashMap::with_capacity(rows.len());
     for r in rows {
-        ctids.insert(r.try_get(0)?, r.try_get(10)?);
+        let key = row_key(r)?;
         let h = Held {
-            id: r.try_get(0)?,
-            fence: r.try_get(1)?,
-            running: r.try_get(2)?,
-            dirty: r.try_get(3)?,
-            desired: r.try_get(4)?,
-            attempts: attempts(r.try_get(5)?)?,
-            generation: r.try_get(6)?,
+            id: 0,
+            fence: r.try_get(0)?,
+            running: r.try_get(1)?,
+            dirty: r.try_get(2)?,
+            desired: r.try_get(3)?,
+            attempts: attempts(r.try_get(4)?)?,
+            generation: r.try_get(5)?,
         };
-        held.insert(row_key(r)?, h);
+        ctids.insert(key.clone(), r.try_get(9)?);
+        held.insert(key, h);
     }
     Ok((held, ctids))
 }

@@ -13,6 +13,11 @@
 //!   landing on a running key (`want_seq`, `generation`, …) are HOT. Claims and
 //!   completions change `phase`, which the partial indexes filter on, so they cannot
 //!   be; that is the price of finding ready keys by index.
+//! - `work` has no index on its surrogate `id` (migration 8 dropped the primary key;
+//!   the column is left for processes of older builds during an upgrade, and unused):
+//!   every index is written by every claim and completion, so it has only the ones its
+//!   queries need, and a row is named by its key, or by the `ctid` of the version a
+//!   statement just locked.
 //! - `work_ready (run_at, tenant, cluster, syncset) WHERE phase = 'ready'` serves
 //!   claims in their order and holds only pending keys, so it stays small however many
 //!   keys are idle.
@@ -128,6 +133,17 @@ const MIGRATIONS: &[(&str, &str)] = &[
     -- lease_expires_at), which needs them in that order.
     CREATE INDEX work_expiry ON work (lease_expires_at) WHERE phase = 'running';
     DROP INDEX work_running;
+    "#,
+    ),
+    (
+        "no index on the work rows' surrogate id",
+        r#"
+    -- No claim or completion is a HOT update, so each writes an entry into every index
+    -- of `work`, and into a unique one only after visiting the key's other versions.
+    -- The key is the row's identity already (its unique index); the id's was one more.
+    -- The column stays (unused since) so that processes of the build before this one,
+    -- still running during an upgrade, keep working.
+    ALTER TABLE work DROP CONSTRAINT work_pkey;
     "#,
     ),
 ];
