@@ -132,7 +132,10 @@ impl Runtime {
             }
             let asked = slots.num_permits().min(cfg.claim_batch);
             wake.borrow_and_update();
-            let View { shards, others, .. } = view.borrow_and_update().clone();
+            let (shards, others) = {
+                let v = view.borrow_and_update();
+                (v.shards.clone(), v.others.clone())
+            };
             // The store stamps the leases inside the claim: they end no sooner than
             // this, and what was due by `claimed_at` the claim saw.
             let claimed_at = cfg.clock.now();

@@ -588,8 +588,9 @@ impl Store for PgStore {
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
         let limit = i64::try_from(params.limit).unwrap_or(i64::MAX);
         let first = self.claim_once(&params, ClusterLimit::narrow_window(limit)).await?;
-        let (mut items, cut) = (first.items, first.window_cut);
-        let Some(mut cluster_limit) = params.cluster_limit.clone().filter(|_| cut && items.len() < params.limit) else {
+        let mut items = first.items;
+        let cut_short = first.window_cut && items.len() < params.limit;
+        let Some(mut cluster_limit) = params.cluster_limit.as_ref().filter(|_| cut_short).cloned() else {
             return Ok(items);
         };
         cluster_limit.count(&items);
