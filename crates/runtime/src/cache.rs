@@ -1,56 +1,133 @@
 //! Clusters and SyncSets by generation. A claim says which generation it needs; a run
 //! reads the object from the store only when the cached one is older.
+//!
+//! Single flight per object: a claim hands out many keys of one cluster at once (its
+//! SyncSets), and their runs all start together. Without it, every one of them missed
+//! the cold cache and read the cluster itself (measured on the PostgreSQL drain: 86,000
+//! reads of 2,000 clusters for 100,000 keys, one round trip each). Now the first run
+//! reads it while the others of that object wait for that read; other objects are read
+//! in parallel.
 
 use fleetsync_model::{Cluster, SyncSet};
 use fleetsync_store::{Result, Store};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 type Name = (String, String);
 
 #[derive(Default)]
 pub struct ObjectCache {
-    clusters: Mutex<HashMap<Name, Arc<Cluster>>>,
-    syncsets: Mutex<HashMap<Name, Arc<SyncSet>>>,
+    clusters: Slots<Cluster>,
+    syncsets: Slots<SyncSet>,
 }
 
 impl ObjectCache {
     /// The cluster at `generation` or newer; `None` if it no longer exists.
     pub async fn cluster(&self, store: &dyn Store, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<Cluster>>> {
-        let key = (tenant.to_string(), name.to_string());
-        if let Some(c) = fresh(&self.clusters, &key, generation, |c| c.metadata.generation) {
-            return Ok(Some(c));
-        }
-        let Some(c) = store.cluster_get(tenant, name).await? else { return Ok(None) };
-        Ok(Some(remember(&self.clusters, key, c, |c| c.metadata.generation)))
+        let fetch = || store.cluster_get(tenant, name);
+        self.clusters.get(tenant, name, generation, |c| c.metadata.generation, fetch).await
     }
 
     /// The SyncSet at `generation` or newer; `None` if it no longer exists.
     pub async fn syncset(&self, store: &dyn Store, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
-        let key = (tenant.to_string(), name.to_string());
-        if let Some(s) = fresh(&self.syncsets, &key, generation, |s| s.metadata.generation) {
-            return Ok(Some(s));
-        }
-        let Some(s) = store.syncset_get(tenant, name).await? else { return Ok(None) };
-        Ok(Some(remember(&self.syncsets, key, s, |s| s.metadata.generation)))
+        let fetch = || store.syncset_get(tenant, name);
+        self.syncsets.get(tenant, name, generation, |s| s.metadata.generation, fetch).await
     }
 }
 
-fn fresh<T>(map: &Mutex<HashMap<Name, Arc<T>>>, key: &Name, generation: i64, gen_of: impl Fn(&T) -> i64) -> Option<Arc<T>> {
-    let map = map.lock().unwrap_or_else(PoisonError::into_inner);
-    map.get(key).filter(|v| gen_of(v) >= generation).cloned()
+/// One slot per object name. The async lock of a slot is held across the read from
+/// the store, so concurrent callers for one object wait for a single read.
+struct Slots<T> {
+    by_name: Mutex<HashMap<Name, Arc<tokio::sync::Mutex<Option<Arc<T>>>>>>,
 }
 
-/// Keeps the newer of the cached and the fetched object (a slower fetch may return an
-/// older one than a concurrent faster one).
-fn remember<T>(map: &Mutex<HashMap<Name, Arc<T>>>, key: Name, v: T, gen_of: impl Fn(&T) -> i64) -> Arc<T> {
-    let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
-    let v = Arc::new(v);
-    match map.get(&key) {
-        Some(old) if gen_of(old) > gen_of(&v) => old.clone(),
-        _ => {
-            map.insert(key, v.clone());
-            v
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Self { by_name: Mutex::default() }
+    }
+}
+
+impl<T> Slots<T> {
+    /// The cached object if it is at `generation` or newer; otherwise what `fetch`
+    /// returns, which is cached unless the cached one is newer still (an object's
+    /// generation never goes back). `None` if the object no longer exists.
+    async fn get<F, Fut>(&self, tenant: &str, name: &str, generation: i64, gen_of: impl Fn(&T) -> i64, fetch: F) -> Result<Option<Arc<T>>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<T>>>,
+    {
+        let slot = self.slot(tenant, name);
+        let mut cached = slot.lock().await;
+        if let Some(v) = cached.as_ref().filter(|v| gen_of(v) >= generation) {
+            return Ok(Some(v.clone()));
         }
+        let Some(fetched) = fetch().await? else { return Ok(None) };
+        let v = match cached.take() {
+            Some(old) if gen_of(&old) > gen_of(&fetched) => old,
+            _ => Arc::new(fetched),
+        };
+        *cached = Some(v.clone());
+        Ok(Some(v))
+    }
+
+    fn slot(&self, tenant: &str, name: &str) -> Arc<tokio::sync::Mutex<Option<Arc<T>>>> {
+        let mut by_name = self.by_name.lock().unwrap_or_else(PoisonError::into_inner);
+        by_name.entry((tenant.to_string(), name.to_string())).or_default().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// An object that is just its generation.
+    fn generation(v: &i64) -> i64 {
+        *v
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_misses_of_one_object_read_it_once() {
+        let slots = Arc::new(Slots::<i64>::default());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let runs = (0..50).map(|_| {
+            let (slots, reads) = (slots.clone(), reads.clone());
+            tokio::spawn(async move {
+                let fetch = || async {
+                    reads.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Ok(Some(3))
+                };
+                slots.get("t", "c1", 3, generation, fetch).await
+            })
+        });
+        for run in runs.collect::<Vec<_>>() {
+            assert_eq!(run.await.expect("run").expect("get").as_deref(), Some(&3));
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "50 runs of one cold cluster read it once");
+    }
+
+    #[tokio::test]
+    async fn a_newer_generation_is_read_again_and_an_older_fetch_never_replaces_a_newer_one() {
+        let slots = Slots::<i64>::default();
+        assert_eq!(slots.get("t", "c", 1, generation, || async { Ok(Some(1)) }).await.expect("get").as_deref(), Some(&1));
+        // Fresh enough: not read.
+        let unread = || async { panic!("a fresh object must not be read again") };
+        assert_eq!(slots.get("t", "c", 1, generation, unread).await.expect("get").as_deref(), Some(&1));
+        // Needs 2: read; the store has 2.
+        assert_eq!(slots.get("t", "c", 2, generation, || async { Ok(Some(2)) }).await.expect("get").as_deref(), Some(&2));
+        // Needs 5, the read comes back older than what is cached: the cached one stays.
+        assert_eq!(slots.get("t", "c", 5, generation, || async { Ok(Some(1)) }).await.expect("get").as_deref(), Some(&2));
+        // Other names are other objects.
+        assert_eq!(slots.get("t", "d", 1, generation, || async { Ok(Some(7)) }).await.expect("get").as_deref(), Some(&7));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_object_is_none() {
+        let slots = Slots::<i64>::default();
+        assert!(slots.get("t", "gone", 1, generation, || async { Ok(None) }).await.expect("get").is_none());
     }
 }
