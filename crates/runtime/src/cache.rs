@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 type Name = (String, String);
 
+/// An object's cached version, behind the lock its readers take in turn.
+type Slot<T> = Arc<tokio::sync::Mutex<Option<Arc<T>>>>;
+
 #[derive(Default)]
 pub struct ObjectCache {
     clusters: Slots<Cluster>,
@@ -39,7 +42,7 @@ impl ObjectCache {
 /// One slot per object name. The async lock of a slot is held across the read from
 /// the store, so concurrent callers for one object wait for a single read.
 struct Slots<T> {
-    by_name: Mutex<HashMap<Name, Arc<tokio::sync::Mutex<Option<Arc<T>>>>>>,
+    by_name: Mutex<HashMap<Name, Slot<T>>>,
 }
 
 impl<T> Default for Slots<T> {
@@ -71,7 +74,7 @@ impl<T> Slots<T> {
         Ok(Some(v))
     }
 
-    fn slot(&self, tenant: &str, name: &str) -> Arc<tokio::sync::Mutex<Option<Arc<T>>>> {
+    fn slot(&self, tenant: &str, name: &str) -> Slot<T> {
         let mut by_name = self.by_name.lock().unwrap_or_else(PoisonError::into_inner);
         by_name.entry((tenant.to_string(), name.to_string())).or_default().clone()
     }
