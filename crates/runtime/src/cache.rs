@@ -14,8 +14,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-type Name = (String, String);
-
 /// An object's cached version, behind the lock its readers take in turn.
 type Slot<T> = Arc<tokio::sync::Mutex<Option<Arc<T>>>>;
 
@@ -39,10 +37,11 @@ impl ObjectCache {
     }
 }
 
-/// One slot per object name. The async lock of a slot is held across the read from
+/// One slot per object, by tenant and name (looked up by `&str`: a run finds its
+/// objects without allocating). The async lock of a slot is held across the read from
 /// the store, so concurrent callers for one object wait for a single read.
 struct Slots<T> {
-    by_name: Mutex<HashMap<Name, Slot<T>>>,
+    by_name: Mutex<HashMap<String, HashMap<String, Slot<T>>>>,
 }
 
 impl<T> Default for Slots<T> {
@@ -76,7 +75,10 @@ impl<T> Slots<T> {
 
     fn slot(&self, tenant: &str, name: &str) -> Slot<T> {
         let mut by_name = self.by_name.lock().unwrap_or_else(PoisonError::into_inner);
-        by_name.entry((tenant.to_string(), name.to_string())).or_default().clone()
+        if let Some(slot) = by_name.get(tenant).and_then(|names| names.get(name)) {
+            return slot.clone();
+        }
+        by_name.entry(tenant.to_string()).or_default().entry(name.to_string()).or_default().clone()
     }
 }
 
