@@ -396,7 +396,7 @@ impl Admin {
     /// runs ANALYZE itself after large batches.
     pub(crate) async fn analyze(&self, schema: &str) -> Result<()> {
         self.client
-            .batch_execute(&format!("ANALYZE {schema}.work, {schema}.clusters, {schema}.syncsets"))
+            .batch_execute(&format!("ANALYZE {schema}.work, {schema}.due, {schema}.clusters, {schema}.syncsets"))
             .await
             .with_context(|| format!("analyzing the tables of {schema}"))
     }

@@ -12,7 +12,7 @@
 use fleetsync_applier::{ApplyContext, ApplyError, Applier};
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
-use fleetsync_store::postgres::{PgOptions, PgStore};
+use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore, ScratchSchema};
 use fleetsync_store::{ClaimParams, Completion, RunOutcome, Store, StoreConfig};
 use fleetsync_testkit::{hive_cluster, hive_syncset, syncset_name};
 use std::future::Future;
@@ -26,31 +26,10 @@ const POLL: Duration = Duration::from_secs(30);
 const CHANGES: usize = 50;
 const BOUND_P99: Duration = Duration::from_secs(1);
 
-fn test_url() -> String {
-    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// A schema of the test's own (the stores create it), dropped when this goes, even if
-/// the test failed.
-struct Scratch {
-    schema: String,
-}
-
-impl Scratch {
-    fn new() -> Self {
-        Scratch { schema: format!("fs_{:016x}", rand::random::<u64>()) }
-    }
-
-    async fn store(&self, pool_size: usize) -> Arc<dyn Store> {
-        let options = PgOptions { schema: Some(self.schema.clone()), pool_size, migrate: true };
-        Arc::new(PgStore::connect_with(&test_url(), options, StoreConfig::default()).await.expect("connect"))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        fleetsync_store::postgres::drop_schema_blocking(&test_url(), &self.schema);
-    }
+/// A store on the test's schema, as a process of its own would open it.
+async fn store(scratch: &ScratchSchema, pool_size: usize) -> Arc<dyn Store> {
+    let options = PgOptions { schema: Some(scratch.name.clone()), pool_size, migrate: true };
+    Arc::new(PgStore::connect_with(&test_database_url(), options, StoreConfig::default()).await.expect("connect"))
 }
 
 /// Sorted samples' p50, p99 and max.
@@ -147,9 +126,9 @@ impl Applier for Stamp {
 /// then reading the new SyncSet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_runtime_claims_another_process_change_promptly() {
-    let scratch = Scratch::new();
-    let api = scratch.store(2).await;
-    let worker = scratch.store(4).await;
+    let scratch = ScratchSchema::new();
+    let api = store(&scratch, 2).await;
+    let worker = store(&scratch, 4).await;
     api.objects_apply(vec![hive_cluster(0, Endpoint::Simulator {})]).await.expect("cluster");
 
     let (tx, mut claimed) = mpsc::unbounded_channel();
@@ -169,9 +148,9 @@ async fn an_idle_runtime_claims_another_process_change_promptly() {
 /// claims when woken (or after the poll), as the runtime's claim loop does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_claimer_claims_another_process_change_promptly() {
-    let scratch = Scratch::new();
-    let api = scratch.store(2).await;
-    let worker = scratch.store(2).await;
+    let scratch = ScratchSchema::new();
+    let api = store(&scratch, 2).await;
+    let worker = store(&scratch, 2).await;
     api.objects_apply(vec![hive_cluster(0, Endpoint::Simulator {})]).await.expect("cluster");
 
     let (tx, mut claimed) = mpsc::unbounded_channel();

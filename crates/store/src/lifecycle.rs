@@ -64,8 +64,7 @@ pub(crate) fn status_phase(db: &str, attempts: u32, has_error: bool) -> Phase {
 /// The parts of a key's row that decide what a completion does.
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
-    /// SQLite's rowid of the row, which its writes go by. PostgreSQL names a row by its
-    /// key, and writes the version it locked by `ctid`; it leaves this 0.
+    /// The row's id (SQLite's rowid, PostgreSQL's `work.id`).
     pub(crate) id: i64,
     pub(crate) fence: Fence,
     pub(crate) running: bool,

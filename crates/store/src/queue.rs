@@ -91,11 +91,12 @@ impl ClusterLimit {
         limit.saturating_mul(16).max(1024)
     }
 
-    /// A first, narrow look: enough when few keys are held back, which is the usual
-    /// case. A backend may try this first and look through [`window`](Self::window)
-    /// only when the narrow window filled up with held-back keys.
+    /// A first, narrow look: as many keys as the batch (64 at least), enough when none
+    /// is held back, which is the usual case. A backend may try this first and look
+    /// through [`window`](Self::window) only when the narrow window filled up with
+    /// held-back keys.
     pub fn narrow_window(limit: i64) -> i64 {
-        limit.saturating_mul(2).max(64)
+        limit.max(64)
     }
 
     /// Counts `claimed` keys as in flight too, for a second claim in the same call.

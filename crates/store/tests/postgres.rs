@@ -1,20 +1,17 @@
 //! The PostgreSQL store against a real server, beyond the conformance suite (which runs
 //! in `src/postgres/mod.rs`): wake-ups across processes (two stores on one schema stand
 //! for two processes), the listener's reconnect and lifetime, migrations, errors for
-//! bad connection settings, and completions of rows that moved since their claim.
+//! bad connection settings, and completions of rows that moved since their claim (and
+//! the lock order they keep).
 //!
 //! Database: `FLEETSYNC_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`.
 //! Each test works in a schema of its own, dropped at the end.
 
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{PgOptions, PgStore};
+use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore};
 use fleetsync_store::{ClaimParams, EventRetention, EventsTrimmed, Store, StoreConfig, StoreError};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
-
-fn test_url() -> String {
-    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
 
 /// A fresh schema name (created by the store) and an admin connection; the schema is
 /// dropped when this goes, even if the test failed.
@@ -26,18 +23,18 @@ struct Scratch {
 impl Scratch {
     async fn new() -> Self {
         let schema = format!("fs_{:016x}", rand::random::<u64>());
-        let (admin, conn) = tokio_postgres::connect(&test_url(), NoTls).await.expect("connect to the test database");
+        let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
         tokio::spawn(conn);
         Scratch { schema, admin }
     }
 
     async fn store(&self) -> PgStore {
-        PgStore::connect(&test_url(), Some(&self.schema), StoreConfig::default()).await.expect("connect")
+        PgStore::connect(&test_database_url(), Some(&self.schema), StoreConfig::default()).await.expect("connect")
     }
 
     /// A URL whose connections carry `application_name`, to find them in pg_stat_activity.
     fn url_named(&self, app: &str) -> String {
-        let url = test_url();
+        let url = test_database_url();
         let sep = if url.contains('?') { '&' } else { '?' };
         format!("{url}{sep}application_name={app}")
     }
@@ -45,7 +42,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        fleetsync_store::postgres::drop_schema_blocking(&test_url(), &self.schema);
+        fleetsync_store::postgres::drop_schema_blocking(&test_database_url(), &self.schema);
     }
 }
 
@@ -236,7 +233,7 @@ async fn killed_connections_are_replaced() {
 #[tokio::test]
 async fn processes_starting_together_migrate_once() {
     let scratch = Scratch::new().await;
-    let url = test_url();
+    let url = test_database_url();
     let opens = (0..4).map(|_| {
         let (url, schema) = (url.clone(), scratch.schema.clone());
         tokio::spawn(async move { PgStore::connect(&url, Some(&schema), StoreConfig::default()).await })
@@ -367,7 +364,7 @@ async fn bad_connection_settings_name_the_problem() {
     assert!(e.contains("fleetsync_no_such_db") && e.contains("does not exist"), "{e}");
     assert!(!e.contains("secret-pw"), "the password must not be shown: {e}");
 
-    let e = err(PgStore::connect(&test_url(), Some("Not A Schema"), cfg()).await);
+    let e = err(PgStore::connect(&test_database_url(), Some("Not A Schema"), cfg()).await);
     assert!(e.contains("invalid schema name"), "{e}");
 }
 
@@ -382,7 +379,7 @@ async fn a_key_ready_behind_the_cursor_is_announced_and_claimed() {
     let scratch = Scratch::new().await;
     let t0 = fleetsync_model::Timestamp(1_000_000);
     let (clock_here, clock_there) = (Arc::new(ManualClock::new(t0)), Arc::new(ManualClock::new(t0)));
-    let url = test_url();
+    let url = test_database_url();
     let open = |clock: Arc<ManualClock>| {
         let config = StoreConfig { clock, ..StoreConfig::default() };
         PgStore::connect(&url, Some(&scratch.schema), config)
@@ -436,11 +433,10 @@ async fn keys_held_back_by_the_cluster_limit_stay_ahead_of_the_cursor() {
     assert_eq!(claimed, ["s0", "s1", "s2", "s3", "s4", "s5"]);
 }
 
-/// A completion looks its rows up where the claim left them (by `ctid`), and by key when
-/// a row has moved on since: here one key was marked dirty by a new SyncSet revision and
-/// another's lease was renewed through another store (so this store's location for it is
-/// out of date). The completion must see those newer versions: the dirty key goes back
-/// to pending and runs again, the others are applied.
+/// A completion locks its rows by the ids the claim remembered, and must see their
+/// versions as they are now: here one key was marked dirty by a new SyncSet revision and
+/// another's lease was renewed through another store since the claim. The dirty key goes
+/// back to pending and runs again, the others are applied.
 #[tokio::test]
 async fn a_completion_finds_rows_that_moved_since_the_claim() {
     use fleetsync_model::Phase;
@@ -475,8 +471,8 @@ async fn a_completion_finds_rows_that_moved_since_the_claim() {
     assert_eq!(out, [Committed(Phase::Applied)]);
 }
 
-/// A lease taken over by another process leaves this one's location out of date and its
-/// fence stale: its completion is refused, and the new holder's goes through.
+/// A lease taken over by another process leaves this one's fence stale: its completion
+/// is refused, and the new holder's goes through.
 #[tokio::test]
 async fn a_completion_of_a_lease_taken_over_elsewhere_is_stale() {
     use fleetsync_model::{ManualClock, Phase, Timestamp};
@@ -485,7 +481,7 @@ async fn a_completion_of_a_lease_taken_over_elsewhere_is_stale() {
     let scratch = Scratch::new().await;
     let t0 = Timestamp(1_000_000);
     let (clock_here, clock_there) = (Arc::new(ManualClock::new(t0)), Arc::new(ManualClock::new(t0)));
-    let url = test_url();
+    let url = test_database_url();
     let open = |clock: Arc<ManualClock>| {
         let config = StoreConfig { clock, ..StoreConfig::default() };
         PgStore::connect(&url, Some(&scratch.schema), config)
@@ -506,13 +502,13 @@ async fn a_completion_of_a_lease_taken_over_elsewhere_is_stale() {
     assert_eq!(out, [CompleteOutcome::Committed(Phase::Applied)]);
 }
 
-/// After locking rows by location, a completion must not wait for a row that moved (it
-/// would wait out of key order: here for s1 while holding s2, so a writer holding s1 and
-/// waiting for s2 would deadlock with it). When another transaction holds that row, the
-/// completion gives way and runs again by key, waiting in key order like every other
-/// writer, and then completes as it should.
+/// A completion locks its rows in one statement, in id order, like every writer that
+/// waits for `work` rows: while another transaction holds s2 (as an enqueue in progress
+/// would), a completion of s1 and s2 (s2 has the lower id) waits for s2 holding nothing
+/// yet (s1 is free to take), so a writer holding s2 and waiting for s1 cannot deadlock
+/// with it; then it completes as it should.
 #[tokio::test]
-async fn a_moved_row_held_elsewhere_is_waited_for_in_key_order() {
+async fn a_completion_waits_in_id_order() {
     use fleetsync_model::Phase;
     use fleetsync_store::CompleteOutcome::Committed;
     let scratch = Scratch::new().await;
@@ -522,22 +518,26 @@ async fn a_moved_row_held_elsewhere_is_waited_for_in_key_order() {
     let url = scratch.url_named(&format!("{app}&options=-c%20idle_in_transaction_session_timeout%3D20s"));
     let options = PgOptions { schema: Some(scratch.schema.clone()), ..PgOptions::default() };
     let store = PgStore::connect_with(&url, options, StoreConfig::default()).await.expect("connect");
-    let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
-    store.objects_apply(docs).await.expect("apply");
+    // s2 is applied first, so its row has the lower id: id order (s2, s1) differs from
+    // key order (s1, s2), and the test can tell which one the completion follows.
+    store.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s2", 1, "v1")]).await.expect("apply s2");
+    store.objects_apply(vec![syncset("s1", 1, "v1")]).await.expect("apply s1");
     let mut items = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
+    assert_eq!(items.len(), 2, "both keys claimed");
     items.sort_by(|a, b| a.key.cmp(&b.key));
     store.objects_apply(vec![syncset("s1", 1, "v2")]).await.expect("a new revision while s1 runs");
 
-    // Another writer holds s1's row (as an enqueue in progress would).
-    let (holder, conn) = tokio_postgres::connect(&test_url(), NoTls).await.expect("connect");
+    // Another writer holds s2's row (as an enqueue in progress would).
+    let (holder, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect");
     tokio::spawn(conn);
     let hold = format!(
         "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '20s';
-         SELECT 1 FROM {}.work WHERE syncset = 's1' FOR UPDATE",
+         SELECT 1 FROM {}.work WHERE syncset = 's2' FOR UPDATE",
         scratch.schema
     );
-    holder.batch_execute(&hold).await.expect("hold s1");
+    holder.batch_execute(&hold).await.expect("hold s2");
     let completing = {
+        // Completions in key order: s1 first, then s2.
         let (store, done) = (store.clone(), items.iter().map(applied_completion).collect());
         tokio::spawn(async move { store.work_complete(done).await })
     };
@@ -547,14 +547,41 @@ async fn a_moved_row_held_elsewhere_is_waited_for_in_key_order() {
         if completing.is_finished() {
             panic!("the completion ended without waiting: {:?}", completing.await);
         }
-        assert!(Instant::now() < deadline, "the completion never waited for s1");
+        assert!(Instant::now() < deadline, "the completion never waited for s2");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Waiting in key order: for s1, holding nothing after it (s2 is free to take).
-    let s2 = format!("SELECT 1 FROM {}.work WHERE syncset = 's2' FOR UPDATE NOWAIT", scratch.schema);
-    let s2_free = holder.batch_execute(&s2).await;
+    // Waiting in id order: for s2 first, holding nothing yet (s1 is free to take). In key
+    // order it would hold s1 while it waits for s2.
+    let s1 = format!("SELECT 1 FROM {}.work WHERE syncset = 's1' FOR UPDATE NOWAIT", scratch.schema);
+    let s1_free = holder.batch_execute(&s1).await;
     holder.batch_execute("COMMIT").await.expect("let s1 and s2 go");
-    let out = completing.await.expect("join").expect("the completion runs again by key");
-    s2_free.expect("s2 is not held while the completion waits for s1");
-    assert_eq!(out, [Committed(Phase::Pending), Committed(Phase::Applied)], "s1 was dirty");
+    let out = completing.await.expect("join").expect("the completion goes through once s2 is free");
+    s1_free.expect("s1 is not held while the completion waits for s2");
+    assert_eq!(out, [Committed(Phase::Pending), Committed(Phase::Applied)], "s1 was dirty, s2 clean");
+}
+
+/// A completion of leases this store did not claim (another store, as after a take-over
+/// by a process that kept the key's run going) reads the rows before deciding: a dirty
+/// key goes back to pending, a clean one is applied, a stale lease is refused.
+#[tokio::test]
+async fn leases_claimed_through_another_store_complete_by_reading_their_rows() {
+    use fleetsync_model::Phase;
+    use fleetsync_store::CompleteOutcome::{Committed, Stale};
+    let scratch = Scratch::new().await;
+    let (claimer, completer) = (scratch.store().await, scratch.store().await);
+    let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
+    claimer.objects_apply(docs).await.expect("apply");
+    let mut items = claimer.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    claimer.objects_apply(vec![syncset("s1", 1, "v2")]).await.expect("a new revision while s1 runs");
+    // A completion with a stale fence comes first: the fence check refuses it, and the
+    // key's own completion after it goes through.
+    let mut stale = applied_completion(&items[1]);
+    stale.fence -= 1_000;
+    let mut done = vec![stale];
+    done.extend(items.iter().map(applied_completion));
+    let out = completer.work_complete(done).await.expect("complete through the other store");
+    assert_eq!(out, [Stale, Committed(Phase::Pending), Committed(Phase::Applied)]);
+    let st = completer.status_get(&items[1].key).await.expect("status").expect("exists");
+    assert_eq!((st.phase, st.observed_generation), (Phase::Applied, 1));
 }

@@ -9,7 +9,7 @@
 //! server's own certificate, its own CA). Each test works in a schema of its own.
 
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{PgOptions, PgStore};
+use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore};
 use fleetsync_store::{ClaimParams, Store, StoreConfig};
 use std::time::Duration;
 use tokio_postgres::NoTls;
@@ -21,10 +21,6 @@ const BY_WRONG_NAME: &str = "host=fleetsync.invalid hostaddr=127.0.0.1 port=5432
 
 /// A self-signed CA certificate (its key was thrown away): valid, and it signed nothing.
 const UNRELATED_CA: &str = include_str!("data/unrelated-ca.pem");
-
-fn test_url() -> String {
-    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
 
 fn server_cert() -> String {
     std::env::var("FLEETSYNC_TEST_SERVER_CERT").unwrap_or_else(|_| "/etc/ssl/certs/ssl-cert-snakeoil.pem".into())
@@ -43,7 +39,7 @@ struct Scratch {
 impl Scratch {
     async fn new() -> Self {
         let id = rand::random::<u64>();
-        let (admin, conn) = tokio_postgres::connect(&test_url(), NoTls).await.expect("connect to the test database");
+        let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
         tokio::spawn(conn);
         let dir = tempfile::tempdir().expect("tempdir");
         let unrelated = dir.path().join("unrelated-ca.pem");
@@ -54,7 +50,7 @@ impl Scratch {
 
     /// The test URL with `params` (and this test's application name) added.
     fn url(&self, params: &str) -> String {
-        let url = test_url();
+        let url = test_database_url();
         let sep = if url.contains('?') { '&' } else { '?' };
         format!("{url}{sep}application_name={}{}{params}", self.app, if params.is_empty() { "" } else { "&" })
     }
@@ -87,7 +83,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        fleetsync_store::postgres::drop_schema_blocking(&test_url(), &self.schema);
+        fleetsync_store::postgres::drop_schema_blocking(&test_database_url(), &self.schema);
     }
 }
 

@@ -17,7 +17,14 @@
 //! and service files.
 //!
 //! A schema, if given, becomes the session's `search_path` (through the startup
-//! `options`), so every table fleetsync uses lives in it.
+//! `options`), so every table fleetsync uses lives in it. The options also say which
+//! schema version this build keeps (`fleetsync.schema_version`): schema 9 refuses
+//! writes to `work` from sessions that do not say 9 or later (see `due.rs`). And they
+//! turn bitmap scans off (`enable_bitmapscan`): fleetsync's statements read a bounded
+//! window of an index in order, or a list of rows by id, and a bitmap heap scan of the
+//! window's range instead reads every due key and sorts them, on every claim. The
+//! planner picks it when statistics are missing or stale, as they are right after a
+//! fleet-sized apply (`postgres::tests::the_claim_reads_only_its_window`).
 
 use super::tls::{TlsParams, TlsSettings};
 use crate::{Result, StoreError};
@@ -105,9 +112,9 @@ pub(super) fn config_with(url: &str, schema: Option<&str>, env: impl Fn(&str) ->
         check_schema_name(schema)?;
         options.push(format!("-c search_path={schema}"));
     }
-    if !options.is_empty() {
-        cfg.options(options.join(" "));
-    }
+    options.push(format!("-c fleetsync.schema_version={}", super::schema::latest()));
+    options.push("-c enable_bitmapscan=off".into());
+    cfg.options(options.join(" "));
     Ok(ConnInfo { pg: cfg, tls })
 }
 
@@ -326,7 +333,8 @@ mod tests {
         let cfg = config_with("postgres://alice@db.example:5433/", Some("fs_x"), env(&vars)).expect("config").pg;
         assert_eq!(describe_target(&cfg), "host db.example port 5433, database envdb, user alice");
         assert_eq!(cfg.get_password(), Some(&b"pw"[..]));
-        assert_eq!(cfg.get_options(), Some("-c search_path=fs_x"));
+        let ours = format!("-c fleetsync.schema_version={} -c enable_bitmapscan=off", super::super::schema::latest());
+        assert_eq!(cfg.get_options(), Some(format!("-c search_path=fs_x {ours}").as_str()));
         assert_eq!(cfg.get_application_name(), Some("fleetsync"));
         assert_eq!(cfg.get_connect_timeout(), Some(&DEFAULT_CONNECT_TIMEOUT));
 
@@ -355,7 +363,8 @@ mod tests {
         let info = config_with(kv, None, env(&[])).expect("key=value");
         assert_eq!(info.tls.verify, Verify::Chain(file("/a b/c's.pem", "sslrootcert")));
         assert_eq!(info.pg.get_dbname(), Some("d"));
-        assert_eq!(info.pg.get_options(), Some("-c x=1"));
+        let ours = format!("-c fleetsync.schema_version={} -c enable_bitmapscan=off", super::super::schema::latest());
+        assert_eq!(info.pg.get_options(), Some(format!("-c x=1 {ours}").as_str()), "the user's options stay");
 
         let last = config_with("host=h sslmode=require sslmode=disable", None, env(&[])).expect("repeated");
         assert_eq!((last.tls.mode, last.pg.get_ssl_mode()), (SslMode::Disable, Wire::Disable), "the last one wins");

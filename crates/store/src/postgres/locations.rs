@@ -1,14 +1,11 @@
-//! Where this process's claims left each key's row: the `ctid` of the row version a
-//! claim (or a later renewal of its lease) wrote, so that the completion can lock that
-//! version directly, by a TID scan, instead of through the unique index on
-//! `(tenant, cluster, syncset)`. That index holds an entry for every version of the key
-//! vacuum has not removed yet; under a long-open snapshot a lookup through it reads
-//! them all, and slows down with every run of the key.
+//! The row of each lease this process holds: the `id` of the key's `work` row, which a
+//! claim reads, so that the completion can lock the row through the unique index on
+//! `id` (a bigint) instead of the one on `(tenant, cluster, syncset)`. A key's row keeps
+//! its id for as long as the key exists; a key deleted and created again has a new one,
+//! and the lease of the old one is stale anyway.
 //!
-//! A location is only a hint. The row may have a newer version since (a change marked
-//! the key dirty, another process took the lease over) or none at all; the completion
-//! then finds the row by key (`queue::lock_rows` says how, and why that keeps the lock
-//! order). So nothing here has to be exact, only cheap and bounded:
+//! Nothing here has to be exact, only cheap and bounded: a lease not remembered is
+//! completed by key (`complete::lock_rows`).
 //!
 //! - One entry per key, for the lease (fence) this process was last given: a new claim
 //!   of the key replaces the entry of the lease it superseded, so the map never holds
@@ -36,18 +33,18 @@ pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// TTL (which also keeps `Instant + ttl` from overflowing on an absurd TTL).
 pub(super) const LEASE_CAP: Duration = Duration::from_secs(3600);
 
-/// A row version a claim or a renewal wrote for a lease.
+/// A lease a claim took, and its key's row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Located {
     pub key: WorkKey,
     pub fence: Fence,
-    /// The version's `ctid`, as text (`(page,item)`).
-    pub ctid: String,
+    /// The `id` of the key's row in `work`.
+    pub id: i64,
 }
 
 struct Entry {
     fence: Fence,
-    ctid: String,
+    id: i64,
     /// When the lease expires, as far as this process knows (its own clock).
     until: Instant,
 }
@@ -57,7 +54,7 @@ struct Map {
     swept_at: Instant,
 }
 
-/// The locations of the rows of the leases this process holds.
+/// The rows of the leases this process holds.
 pub(super) struct Locations {
     map: Mutex<Map>,
 }
@@ -69,7 +66,7 @@ impl Default for Locations {
 }
 
 impl Locations {
-    /// Remembers the versions a claim with a lease of `ttl` wrote (after it committed).
+    /// Remembers the leases a claim with a lease of `ttl` took (after it committed).
     pub fn claimed(&self, claimed: impl IntoIterator<Item = Located>, ttl: Duration) {
         let now = Instant::now();
         let until = now + ttl.min(LEASE_CAP);
@@ -78,36 +75,34 @@ impl Locations {
             map.entries.retain(|_, e| e.until > now);
             map.swept_at = now;
         }
-        for Located { key, fence, ctid } in claimed {
+        for Located { key, fence, id } in claimed {
             if map.entries.len() >= MAX_ENTRIES && !map.entries.contains_key(&key) {
                 continue;
             }
-            map.entries.insert(key, Entry { fence, ctid, until });
+            map.entries.insert(key, Entry { fence, id, until });
         }
     }
 
-    /// Moves the leases a renewal (with `ttl`) extended to the versions it wrote. A
-    /// lease not remembered (completed meanwhile, or never claimed here) stays so.
-    pub fn renewed(&self, renewed: impl IntoIterator<Item = Located>, ttl: Duration) {
+    /// Keeps the leases a renewal (with `ttl`) extended as long as they now last. A lease
+    /// not remembered (completed meanwhile, or never claimed here) stays so.
+    pub fn renewed<'a>(&self, renewed: impl IntoIterator<Item = (&'a WorkKey, Fence)>, ttl: Duration) {
         let until = Instant::now() + ttl.min(LEASE_CAP);
         let mut map = self.lock();
-        for Located { key, fence, ctid } in renewed {
-            if let Some(e) = map.entries.get_mut(&key).filter(|e| e.fence == fence) {
-                e.ctid = ctid;
+        for (key, fence) in renewed {
+            if let Some(e) = map.entries.get_mut(key).filter(|e| e.fence == fence) {
                 e.until = until;
             }
         }
     }
 
-    /// Where each lease's row was left, in the given order; `None` unless every lease
-    /// is remembered (see `queue::lock_rows` for why all or nothing).
-    pub fn hints<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) -> Option<Vec<String>> {
+    /// The row ids of the leases, in the given order; `None` unless every lease is
+    /// remembered (the completion then locks all of them by key, in one statement).
+    pub fn ids<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) -> Option<Vec<i64>> {
         let map = self.lock();
-        leases.into_iter().map(|(key, fence)| map.entries.get(key).filter(|e| e.fence == fence).map(|e| e.ctid.clone())).collect()
+        leases.into_iter().map(|(key, fence)| map.entries.get(key).filter(|e| e.fence == fence).map(|e| e.id)).collect()
     }
 
-    /// Forgets these leases (completed, released, or their row moved): a newer lease of
-    /// the same key stays.
+    /// Forgets these leases (completed or released): a newer lease of the same key stays.
     pub fn forget<'a>(&self, leases: impl IntoIterator<Item = (&'a WorkKey, Fence)>) {
         let mut map = self.lock();
         for (key, fence) in leases {
@@ -123,10 +118,10 @@ impl Locations {
         self.lock().entries.len()
     }
 
-    /// Where the lease on `key` with `fence` was left, if remembered.
+    /// The row id of the lease on `key` with `fence`, if remembered.
     #[cfg(test)]
-    pub fn get(&self, key: &WorkKey, fence: Fence) -> Option<String> {
-        self.hints([(key, fence)]).and_then(|mut h| h.pop())
+    pub fn get(&self, key: &WorkKey, fence: Fence) -> Option<i64> {
+        self.ids([(key, fence)]).and_then(|mut h| h.pop())
     }
 
     fn lock(&self) -> MutexGuard<'_, Map> {
@@ -143,54 +138,58 @@ mod tests {
         WorkKey::new("t", "c", s)
     }
 
-    fn at(s: &str, fence: Fence, ctid: &str) -> Located {
-        Located { key: key(s), fence, ctid: ctid.into() }
+    fn at(s: &str, fence: Fence, id: i64) -> Located {
+        Located { key: key(s), fence, id }
     }
 
     const TTL: Duration = Duration::from_secs(30);
 
     #[test]
-    fn hints_are_given_only_when_every_lease_is_remembered() {
+    fn ids_are_given_only_when_every_lease_is_remembered() {
         let l = Locations::default();
-        l.claimed([at("a", 1, "(0,1)"), at("b", 2, "(0,2)")], TTL);
+        l.claimed([at("a", 1, 11), at("b", 2, 12)], TTL);
         let (a, b, c) = (key("a"), key("b"), key("c"));
-        assert_eq!(l.hints([(&b, 2), (&a, 1)]), Some(vec!["(0,2)".to_string(), "(0,1)".to_string()]));
-        assert_eq!(l.hints([(&a, 1), (&c, 3)]), None, "c was never claimed here");
-        assert_eq!(l.hints([(&a, 7)]), None, "another lease of a");
-        assert_eq!(l.hints([]), Some(vec![]));
+        assert_eq!(l.ids([(&b, 2), (&a, 1)]), Some(vec![12, 11]));
+        assert_eq!(l.ids([(&a, 1), (&c, 3)]), None, "c was never claimed here");
+        assert_eq!(l.ids([(&a, 7)]), None, "another lease of a");
+        assert_eq!(l.ids([]), Some(vec![]));
     }
 
     #[test]
     fn a_new_claim_replaces_the_lease_it_superseded() {
         let l = Locations::default();
-        l.claimed([at("a", 1, "(0,1)")], TTL);
-        l.claimed([at("a", 5, "(3,4)")], TTL);
+        l.claimed([at("a", 1, 11)], TTL);
+        l.claimed([at("a", 5, 11)], TTL);
         assert_eq!(l.len(), 1);
         assert_eq!(l.get(&key("a"), 1), None);
-        assert_eq!(l.get(&key("a"), 5).as_deref(), Some("(3,4)"));
+        assert_eq!(l.get(&key("a"), 5), Some(11));
         l.forget([(&key("a"), 1)]);
-        assert_eq!(l.get(&key("a"), 5).as_deref(), Some("(3,4)"), "forgetting the old lease keeps the new one");
+        assert_eq!(l.get(&key("a"), 5), Some(11), "forgetting the old lease keeps the new one");
         l.forget([(&key("a"), 5)]);
         assert_eq!(l.len(), 0);
     }
 
     #[test]
-    fn renewals_move_remembered_leases_only() {
+    fn renewals_keep_remembered_leases_only() {
         let l = Locations::default();
-        l.claimed([at("a", 1, "(0,1)")], TTL);
-        l.renewed([at("a", 1, "(0,9)"), at("b", 2, "(0,3)"), at("a", 0, "(7,7)")], TTL);
-        assert_eq!(l.get(&key("a"), 1).as_deref(), Some("(0,9)"));
+        l.claimed([at("a", 1, 11)], Duration::ZERO);
+        l.renewed([(&key("a"), 1), (&key("b"), 2), (&key("a"), 0)], TTL);
         assert_eq!(l.len(), 1, "a renewal remembers nothing new (b may have been completed meanwhile)");
+        let mut map = l.lock();
+        map.swept_at = map.swept_at.checked_sub(SWEEP_EVERY).expect("an instant 10 s ago");
+        drop(map);
+        l.claimed([at("c", 3, 13)], TTL);
+        assert_eq!(l.get(&key("a"), 1), Some(11), "renewed: not swept although claimed with no time to live");
     }
 
     #[test]
     fn expired_leases_are_swept_by_a_later_claim() {
         let l = Locations::default();
-        l.claimed([at("a", 1, "(0,1)")], Duration::ZERO);
+        l.claimed([at("a", 1, 11)], Duration::ZERO);
         let mut map = l.lock();
         map.swept_at = map.swept_at.checked_sub(SWEEP_EVERY).expect("an instant 10 s ago");
         drop(map);
-        l.claimed([at("b", 2, "(0,2)")], TTL);
+        l.claimed([at("b", 2, 12)], TTL);
         assert_eq!(l.get(&key("a"), 1), None, "a's lease expired");
         assert_eq!(l.len(), 1);
     }
@@ -198,10 +197,10 @@ mod tests {
     #[test]
     fn a_full_map_remembers_no_new_keys() {
         let l = Locations::default();
-        l.claimed((0..MAX_ENTRIES).map(|i| at(&format!("s{i}"), 1, "(0,1)")), TTL);
-        l.claimed([at("new", 1, "(0,2)"), at("s0", 2, "(0,3)")], TTL);
+        l.claimed((0..MAX_ENTRIES).map(|i| at(&format!("s{i}"), 1, i as i64)), TTL);
+        l.claimed([at("new", 1, -1), at("s0", 2, 0)], TTL);
         assert_eq!(l.len(), MAX_ENTRIES);
         assert_eq!(l.get(&key("new"), 1), None);
-        assert_eq!(l.get(&key("s0"), 2).as_deref(), Some("(0,3)"), "a key already remembered is still updated");
+        assert_eq!(l.get(&key("s0"), 2), Some(0), "a key already remembered is still updated");
     }
 }

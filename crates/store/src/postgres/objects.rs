@@ -3,7 +3,8 @@
 //! [`super`]): matching clusters to SyncSets reads one table and writes the other, which
 //! two processes must not do at once.
 
-use super::queue::{enqueue, Enqueues};
+use super::due::position;
+use super::queue::{enqueue, row_key, Enqueues};
 use super::{query, PgResult, Tx};
 use crate::lifecycle::Enqueue;
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
@@ -12,6 +13,7 @@ use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, WorkKey};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use tokio_postgres::types::ToSql;
 
 pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<ApplyOutcome>> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
@@ -33,7 +35,7 @@ pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<Ap
 /// `own.key` exempt from becoming dirty ([`enqueue`] reads it from the transaction), then
 /// refused — rolled back — unless the key is still running with `own.fence`. The check
 /// comes last and locks the row, so a take-over cannot commit between the check and this
-/// commit; coming after the enqueues, which lock rows in key order, it usually finds the
+/// commit; coming after the enqueues, which lock rows in id order, it usually finds the
 /// row locked already.
 pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite) -> PgResult<Vec<ApplyOutcome>> {
     tx.own = Some(own.key.clone());
@@ -90,9 +92,12 @@ async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<ApplyOutcome> {
 /// since its endpoint may have changed) and removal of those that no longer do.
 async fn enqueue_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<u64> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
-    let had = strings(tx, "SELECT syncset FROM work WHERE tenant = $1 AND cluster = $2 AND desired", tenant, name).await?;
+    let (had, targets) = tokio::try_join!(
+        strings(tx, "SELECT syncset FROM work WHERE tenant = $1 AND cluster = $2 AND desired", tenant, name),
+        syncset_targets(tx, tenant),
+    )?;
     let mut batch = Enqueues::default();
-    for (ss, ss_gen, mode, spec) in syncset_targets(tx, tenant).await? {
+    for (ss, ss_gen, mode, spec) in targets {
         if spec.selects(name, &c.metadata.labels) {
             batch.push(WorkKey::new(tenant, name, ss), Enqueue::apply(ss_gen, mode));
         } else if had.contains(&ss) {
@@ -150,9 +155,12 @@ async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet) -> PgResult<ApplyOutcome> {
     };
     tx.event(tenant, "SyncSet", name, action, generation);
 
-    let had = strings(tx, "SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2 AND desired", tenant, name).await?;
+    let tenant_param: [&(dyn ToSql + Sync); 1] = [&tenant];
+    let (had, clusters) = tokio::try_join!(
+        strings(tx, "SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2 AND desired", tenant, name),
+        tx.query("SELECT name, labels FROM clusters WHERE tenant = $1 ORDER BY name", &tenant_param),
+    )?;
     let mut batch = Enqueues::default();
-    let clusters = tx.query("SELECT name, labels FROM clusters WHERE tenant = $1 ORDER BY name", &[&tenant]).await?;
     for row in &clusters {
         let cluster: String = row.try_get(0)?;
         let labels: BTreeMap<String, String> = decode("clusters", row.try_get(1)?)?;
@@ -177,7 +185,18 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
     match kind {
         // Without the cluster there is no way to reach it: its keys end here.
         Kind::Cluster => {
-            tx.execute("DELETE FROM work WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
+            let gone = tx
+                .query(
+                    "WITH held AS (SELECT id FROM work WHERE tenant = $1 AND cluster = $2 ORDER BY id FOR UPDATE)
+                     DELETE FROM work WHERE id = ANY(ARRAY(SELECT id FROM held))
+                     RETURNING tenant, cluster, syncset, id, shard, phase, run_at",
+                    &[&tenant, &name],
+                )
+                .await?;
+            for r in &gone {
+                let was = position(r.try_get(5)?, r.try_get(6)?);
+                tx.due.record(row_key(r)?, r.try_get(3)?, r.try_get(4)?, was, None);
+            }
             tx.execute("DELETE FROM live_state WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
         }
         // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.

@@ -2,32 +2,23 @@
 //! one transaction under `pg_advisory_xact_lock`, so processes starting together apply
 //! each exactly once and the others wait and then see it applied.
 //!
-//! Choices, for a queue that is updated all day by many processes:
+//! Choices, for a queue that is updated all day by many processes (as of migration 9):
 //!
-//! - `work` has `fillfactor = 70`: the free space on each page lets an update put the
-//!   new row version on the same page, which a HOT update needs, and lets page pruning
-//!   reclaim dead versions without VACUUM. Autovacuum also starts earlier on it (2% of
-//!   rows dead instead of 20%).
-//! - HOT updates are only possible when no indexed column changes, so `work` indexes no
-//!   column a lease renewal writes: lease renewals (`lease_expires_at`) and changes
-//!   landing on a running key (`want_seq`, `generation`, …) are HOT. Claims and
-//!   completions change `phase`, which the partial indexes filter on, so they cannot
-//!   be; that is the price of finding ready keys by index.
-//! - `work` has no index on its surrogate `id` (migration 8 dropped the primary key;
-//!   the column is left for processes of older builds during an upgrade, and unused):
-//!   every index is written by every claim and completion, so it has only the ones its
-//!   queries need, and a row is named by its key, or by the `ctid` of the version a
-//!   statement just locked.
-//! - `work_ready (run_at, tenant, cluster, syncset) WHERE phase = 'ready'` serves
-//!   claims in their order and holds only pending keys, so it stays small however many
-//!   keys are idle.
-//! - `work_expiry (lease_expires_at) WHERE phase = 'running'` finds leases to take
-//!   over. (Until migration 7 it was `work_running (id)`, which kept renewals HOT but
-//!   made every claim read every running entry, dead ones included: under a long-open
-//!   snapshot that grew with all work ever done. Renewals are rare; claims are not.)
-//! - Claims scan both indexes from a per-claimer cursor, not from the start, so dead
-//!   entries vacuum could not remove yet are passed once, not on every claim
-//!   (`cursor.rs`).
+//! - `work` indexes only columns that claims, renewals and completions never change:
+//!   the key (unique, for upserts), `(tenant, syncset)`, and `id` (unique, for claims and
+//!   completions, which find rows by id). So those updates are HOT: no new index
+//!   entries, the new version on the same page, dead versions reclaimed by page pruning
+//!   without VACUUM. Its pages are filled to a third (`fillfactor = 33`), which leaves a
+//!   row room for a run's two versions. Autovacuum starts early on it (2% of rows dead).
+//! - Which keys are claimable, and in what order, is the `due` table's business
+//!   (`due.rs`): one narrow row per pending or leased key, at its `run_at`, in one index
+//!   that is the claim order. (Until migration 9 `work` had partial indexes on `phase`,
+//!   `run_at` and the lease's expiry: every claim and completion then wrote an entry into
+//!   every index of `work`.)
+//! - Claims scan `due` from a per-claimer cursor, not from the start, so dead entries
+//!   vacuum could not remove yet are passed once, not on every claim (`cursor.rs`).
+//! - Writes to `work` from sessions of builds before schema 9 are refused (a trigger;
+//!   they would make keys ready without a row in `due`).
 //! - Fencing tokens come from the `work_fence` SEQUENCE: strictly increasing store-wide,
 //!   never rolled back, and no hot counter row to bloat.
 //! - Times are epoch milliseconds (`bigint`) from the store's clock, like SQLite's, so
@@ -146,6 +137,47 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ALTER TABLE work DROP CONSTRAINT work_pkey;
     "#,
     ),
+    (
+        "claimable keys found in the due table, so that every work update can be HOT",
+        r#"
+    -- Every pending or leased key, at its run_at: when it became claimable (see
+    -- `due.rs`); idle and parked keys have no row. Its one index is the claim order.
+    -- Byte order ("C") is Rust's order of the claim cursor's keys, and the cheapest to
+    -- compare.
+    CREATE TABLE due (
+        due_at bigint NOT NULL,
+        tenant text COLLATE "C" NOT NULL, cluster text COLLATE "C" NOT NULL, syncset text COLLATE "C" NOT NULL,
+        id bigint NOT NULL, shard smallint NOT NULL,
+        PRIMARY KEY (due_at, tenant, cluster, syncset));
+    INSERT INTO due (due_at, tenant, cluster, syncset, id, shard)
+        SELECT run_at, tenant, cluster, syncset, id, shard FROM work WHERE phase IN ('ready', 'running');
+    -- `work` now indexes only columns no claim, completion or renewal changes, so those
+    -- updates are HOT when the row's page has room for the new version. A run writes two
+    -- (the claim, the completion; a completed row is wider, with its results): pages a
+    -- third full leave a fresh row room for both. Claims and completions find rows
+    -- through an index, which prunes a page's dead versions first.
+    DROP INDEX work_ready;
+    DROP INDEX work_shard_ready;
+    DROP INDEX work_expiry;
+    -- Claims find work rows by id. Unique, so the planner knows one id is one row even
+    -- without statistics (else it would scan `work` for a list of ids).
+    CREATE UNIQUE INDEX work_id ON work (id);
+    ALTER TABLE work SET (fillfactor = 33);
+    -- A process of an older build would make keys ready without a row in `due`, where no
+    -- claim of this build looks: refuse its writes. Processes of this build and later
+    -- say which schema they keep with the `fleetsync.schema_version` setting.
+    CREATE FUNCTION refuse_writers_without_due() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        RAISE EXCEPTION 'a process of a fleetsync build older than schema version 9 tried to change table %.work',
+            TG_TABLE_SCHEMA
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'stop the processes of older builds and run this build (it keeps the table due in step)';
+    END $fn$;
+    CREATE TRIGGER work_writers_keep_due BEFORE INSERT OR UPDATE OR DELETE ON work FOR EACH STATEMENT
+        WHEN (COALESCE(NULLIF(current_setting('fleetsync.schema_version', true), ''), '0')::int < 9)
+        EXECUTE FUNCTION refuse_writers_without_due();
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.
@@ -156,6 +188,11 @@ pub(super) fn latest() -> i32 {
 /// Creates `schema` if it is given and missing, then applies the migrations it lacks;
 /// returns the version it ends at.
 pub(super) async fn migrate(client: &mut Client, schema: &str, create_schema: bool) -> PgResult<i32> {
+    migrate_to(client, schema, create_schema, latest()).await
+}
+
+/// [`migrate`], but only up to version `target` (tests start old schemas with it).
+pub(super) async fn migrate_to(client: &mut Client, schema: &str, create_schema: bool, target: i32) -> PgResult<i32> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&format!("fleetsync migrate {schema}")]).await?;
     if create_schema {
@@ -168,7 +205,8 @@ pub(super) async fn migrate(client: &mut Client, schema: &str, create_schema: bo
     )
     .await?;
     let current: i32 = tx.query_one("SELECT COALESCE(max(version), 0) FROM fleetsync_schema_migrations", &[]).await?.try_get(0)?;
-    for (version, (description, sql)) in (1i32..).zip(MIGRATIONS.iter()).skip(usize::try_from(current).unwrap_or(0)) {
+    let todo = (1i32..).zip(MIGRATIONS.iter()).skip(usize::try_from(current).unwrap_or(0)).take_while(|(v, _)| *v <= target);
+    for (version, (description, sql)) in todo {
         tx.batch_execute(sql).await?;
         tx.execute(
             "INSERT INTO fleetsync_schema_migrations (version, description) VALUES ($1, $2)",
@@ -177,18 +215,28 @@ pub(super) async fn migrate(client: &mut Client, schema: &str, create_schema: bo
         .await?;
         tracing::info!(schema, version, description, "applied a schema migration");
     }
-    backfill_shards(&tx).await?;
+    if target >= SHARDS_SINCE {
+        backfill_shards(&tx, target >= DUE_SINCE).await?;
+    }
     tx.commit().await.map_err(Failure::Commit)?;
-    Ok(current.max(latest()))
+    Ok(current.max(target))
 }
 
+/// The migration that gave keys a shard, and the one that made `due`.
+const SHARDS_SINCE: i32 = 3;
+const DUE_SINCE: i32 = 9;
+
 /// Gives keys written before shards existed their shard (computed in Rust: the hash
-/// is `fleetsync_model::shard`'s, the same in every process).
-async fn backfill_shards(tx: &tokio_postgres::Transaction<'_>) -> PgResult<()> {
+/// is `fleetsync_model::shard`'s, the same in every process), in `work` and, once it
+/// exists, in `due` (migration 9 copied the shards `work` had then).
+async fn backfill_shards(tx: &tokio_postgres::Transaction<'_>, due: bool) -> PgResult<()> {
     for row in tx.query("SELECT DISTINCT tenant, cluster FROM work WHERE shard < 0", &[]).await? {
         let (tenant, cluster): (String, String) = (row.try_get(0)?, row.try_get(1)?);
         let shard = fleetsync_model::shard::shard_of(&tenant, &cluster) as i16;
         tx.execute("UPDATE work SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster]).await?;
+        if due {
+            tx.execute("UPDATE due SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster]).await?;
+        }
     }
     Ok(())
 }

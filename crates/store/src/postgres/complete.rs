@@ -1,0 +1,226 @@
+//! Completions on PostgreSQL: every completion of a call in one transaction. The rows
+//! are locked in id order, found by the ids this process's claims remembered when it
+//! can (`locations.rs`); what each completion does is decided as for every backend
+//! ([`crate::lifecycle`]) and written set-based; each key's row in `due` moves with
+//! it (`due.rs`).
+
+use super::due::position;
+use super::locations::Locations;
+use super::queue::{attempts, key_columns};
+use super::{PgResult, Tx};
+use crate::lifecycle::{db_phase, finish, Finish, Held};
+use crate::stored::json;
+use crate::{CompleteOutcome, Completion, RetryPolicy};
+use fleetsync_model::{Phase, Timestamp};
+use std::collections::HashMap;
+use std::sync::LazyLock;
+use tokio_postgres::Row;
+
+/// Writes every completion in one transaction: locks the keys' rows (in id order, see
+/// [`lock_rows`]), decides each completion as [`finish`] says, then writes them
+/// set-based.
+pub(super) async fn run(
+    tx: &mut Tx<'_>,
+    retry: &RetryPolicy,
+    locations: &Locations,
+    items: &[Completion],
+) -> PgResult<Vec<CompleteOutcome>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = lock_rows(tx, locations, items).await?;
+    let mut held = held_rows(&rows)?;
+
+    let now = tx.now;
+    let mut updates = Updates::default();
+    let mut deletes: Vec<String> = Vec::new();
+    let mut outcomes = Vec::with_capacity(items.len());
+    for c in items {
+        // A key completed earlier in this batch is no longer running: later ones are stale.
+        let Some((h, row)) = held.get_mut(&(c.key.tenant.as_str(), c.key.cluster.as_str(), c.key.syncset.as_str())) else {
+            outcomes.push(CompleteOutcome::Stale);
+            continue;
+        };
+        let Some(fin) = finish(h, c, now, retry) else {
+            outcomes.push(CompleteOutcome::Stale);
+            continue;
+        };
+        h.running = false;
+        let ctid = row.ctid.clone();
+        let resources = json("work", &c.resources)?;
+        // Where the row in `due` goes: as the phase and `run_at` written below say.
+        let due_now = match &fin {
+            Finish::Delete => None,
+            Finish::Applied { phase, .. } => position(db_phase(*phase), now.millis()),
+            Finish::Restart => position(db_phase(Phase::Pending), now.millis()),
+            Finish::Requeue { run_at, .. } => position(db_phase(Phase::Pending), run_at.millis()),
+            Finish::Failed { phase, run_at, .. } => position(db_phase(*phase), run_at.millis()),
+        };
+        tx.due.record(c.key.clone(), h.id, row.shard, row.due_at, due_now);
+        match &fin {
+            Finish::Applied { phase, generation, inventory } => {
+                let inventory = Some(json("work", inventory)?);
+                updates.push(ctid, *phase, now, Some(*generation), resources, inventory, None, Some(now), false)
+            }
+            // Requeued keys start their attempts over (a requeue is not a failure).
+            Finish::Requeue { generation, inventory, run_at } => {
+                let inventory = Some(json("work", inventory)?);
+                updates.push(ctid, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now), true)
+            }
+            Finish::Restart => updates.push(ctid, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None, false),
+            Finish::Delete => deletes.push(ctid),
+            Finish::Failed { phase, run_at, error } => {
+                updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
+            }
+        }
+        // Ready again: wake the claimers, and tell their cursors when it is due (a
+        // retry's backoff is not a wake-up's business, but its `run_at` is the cursors').
+        match (&fin, fin.outcome()) {
+            (Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. }, CompleteOutcome::Committed(Phase::Pending | Phase::Failed)) => {
+                tx.wake_at(*run_at)
+            }
+            (_, CompleteOutcome::Committed(Phase::Pending)) => tx.wake_at(now),
+            _ => {}
+        }
+        let name = format!("{}/{}", c.key.cluster, c.key.syncset);
+        tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
+        outcomes.push(fin.outcome());
+    }
+    if !updates.ctids.is_empty() {
+        let u = &updates;
+        tx.execute(
+            "UPDATE work w SET phase = u.phase, run_at = u.run_at,
+                 observed_generation = COALESCE(u.observed, w.observed_generation),
+                 resources = u.resources, inventory = COALESCE(u.inventory, w.inventory), last_error = u.last_error,
+                 last_applied_at = COALESCE(u.applied_at, w.last_applied_at),
+                 attempts = CASE WHEN u.reset_attempts THEN 0 ELSE w.attempts END,
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $10
+             FROM unnest($1::text[]::tid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+                         $8::bigint[], $9::bool[])
+                  AS u(ctid, phase, run_at, observed, resources, inventory, last_error, applied_at, reset_attempts)
+             WHERE w.ctid = ANY($1::text[]::tid[]) AND w.ctid = u.ctid",
+            &[
+                &u.ctids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at,
+                &u.reset_attempts, &now.millis(),
+            ],
+        )
+        .await?;
+    }
+    if !deletes.is_empty() {
+        tx.execute("DELETE FROM work WHERE ctid = ANY($1::text[]::tid[])", &[&deletes]).await?;
+    }
+    Ok(outcomes)
+}
+
+/// What a completion reads of each row it locks: columns 0–5 are [`Held`]'s, 6–8 the
+/// key, 9 the locked version's `ctid` (as text), 10–11 its id and shard, 12–13 what
+/// says where its row in `due` is (see `due::position`).
+const HELD_COLUMNS: &str = "w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
+                            w.tenant, w.cluster, w.syncset, w.ctid::text, w.id, w.shard, w.phase, w.run_at";
+
+/// The rows with the ids in `$1`, locked in id order (`mod.rs`), through the unique
+/// index on `id`: an index fetch prunes the page's dead versions first (a TID fetch
+/// does not), which leaves room for this completion's new version on the page, so its
+/// update is HOT; and it finds the key's latest version, whatever moved it since the
+/// claim.
+pub(super) static LOCK_BY_ID: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {HELD_COLUMNS} FROM work w WHERE w.id = ANY($1) ORDER BY w.id FOR UPDATE"));
+
+/// The rows of the keys in `$1`–`$3`, found through the unique index on the key, locked
+/// in id order.
+static LOCK_BY_KEY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {HELD_COLUMNS} FROM work w
+         WHERE (w.tenant, w.cluster, w.syncset) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+         ORDER BY w.id
+         FOR UPDATE"
+    )
+});
+
+/// Locks the rows of the completions' keys and reads them ([`HELD_COLUMNS`]), in one
+/// statement, in id order like every writer that waits for `work` rows: by the ids this
+/// process's claims remembered (`locations.rs`) if it remembers every lease, by key
+/// otherwise (a lease claimed through another store).
+async fn lock_rows(tx: &Tx<'_>, locations: &Locations, items: &[Completion]) -> PgResult<Vec<Row>> {
+    if let Some(ids) = locations.ids(items.iter().map(|c| (&c.key, c.fence))) {
+        return tx.query(&LOCK_BY_ID, &[&ids]).await;
+    }
+    let (tenants, clusters, syncsets) = key_columns(items.iter().map(|c| &c.key));
+    tx.query(&LOCK_BY_KEY, &[&tenants, &clusters, &syncsets]).await
+}
+
+/// The locked rows ([`HELD_COLUMNS`]) by key (borrowed from the rows), and where each
+/// is: the completion's writes go straight to that version (a TID scan). Locked, so it is
+/// the latest version until commit.
+fn held_rows(rows: &[Row]) -> PgResult<HashMap<KeyRef<'_>, (Held, LockedRow)>> {
+    let mut held = HashMap::with_capacity(rows.len());
+    for r in rows {
+        let key = (r.try_get(6)?, r.try_get(7)?, r.try_get(8)?);
+        let h = Held {
+            id: r.try_get(10)?,
+            fence: r.try_get(0)?,
+            running: r.try_get(1)?,
+            dirty: r.try_get(2)?,
+            desired: r.try_get(3)?,
+            attempts: attempts(r.try_get(4)?)?,
+            generation: r.try_get(5)?,
+        };
+        let phase: &str = r.try_get(12)?;
+        let due_at = position(phase, r.try_get(13)?);
+        held.insert(key, (h, LockedRow { ctid: r.try_get(9)?, shard: r.try_get(11)?, due_at }));
+    }
+    Ok(held)
+}
+
+/// A key as `(tenant, cluster, syncset)`, borrowed.
+type KeyRef<'a> = (&'a str, &'a str, &'a str);
+
+/// Where a locked row is, in `work` and in `due`.
+struct LockedRow {
+    /// The locked version's `ctid`, as text.
+    ctid: String,
+    shard: i16,
+    /// Its position in `due` (see `due::position`), if it has one.
+    due_at: Option<i64>,
+}
+
+/// Row updates of a completion batch, as columns, by row version (`ctid`, as text);
+/// `None` keeps the row's value (except `errors`, where `None` clears it).
+#[derive(Default)]
+struct Updates {
+    ctids: Vec<String>,
+    phases: Vec<&'static str>,
+    run_ats: Vec<i64>,
+    observed: Vec<Option<i64>>,
+    resources: Vec<String>,
+    inventories: Vec<Option<String>>,
+    errors: Vec<Option<String>>,
+    applied_at: Vec<Option<i64>>,
+    reset_attempts: Vec<bool>,
+}
+
+impl Updates {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        ctid: String,
+        phase: Phase,
+        run_at: Timestamp,
+        observed: Option<i64>,
+        resources: String,
+        inventory: Option<String>,
+        error: Option<String>,
+        applied_at: Option<Timestamp>,
+        reset_attempts: bool,
+    ) {
+        self.ctids.push(ctid);
+        self.phases.push(db_phase(phase));
+        self.run_ats.push(run_at.millis());
+        self.observed.push(observed);
+        self.resources.push(resources);
+        self.inventories.push(inventory);
+        self.errors.push(error);
+        self.applied_at.push(applied_at.map(Timestamp::millis));
+        self.reset_attempts.push(reset_attempts);
+    }
+}
