@@ -8,7 +8,7 @@
 //! Each test works in a schema of its own, dropped at the end.
 
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore};
+use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore, ScratchSchema};
 use fleetsync_store::{ClaimParams, EventRetention, EventsTrimmed, Store, StoreConfig, StoreError};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
@@ -16,20 +16,20 @@ use tokio_postgres::NoTls;
 /// A fresh schema name (created by the store) and an admin connection; the schema is
 /// dropped when this goes, even if the test failed.
 struct Scratch {
-    schema: String,
+    schema: ScratchSchema,
     admin: tokio_postgres::Client,
 }
 
 impl Scratch {
     async fn new() -> Self {
-        let schema = format!("fs_{:016x}", rand::random::<u64>());
+        let schema = ScratchSchema::new();
         let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
         tokio::spawn(conn);
         Scratch { schema, admin }
     }
 
     async fn store(&self) -> PgStore {
-        PgStore::connect(&test_database_url(), Some(&self.schema), StoreConfig::default()).await.expect("connect")
+        PgStore::connect(&test_database_url(), Some(&self.schema.name), StoreConfig::default()).await.expect("connect")
     }
 
     /// A URL whose connections carry `application_name`, to find them in pg_stat_activity.
@@ -37,12 +37,6 @@ impl Scratch {
         let url = test_database_url();
         let sep = if url.contains('?') { '&' } else { '?' };
         format!("{url}{sep}application_name={app}")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        fleetsync_store::postgres::drop_schema_blocking(&test_database_url(), &self.schema);
     }
 }
 
@@ -104,7 +98,7 @@ async fn the_horizon_is_exact_across_sequence_gaps() {
     for v in 0..5 {
         s.objects_apply(vec![syncset("s1", 1, &format!("v{v}"))]).await.expect("apply");
     }
-    let burn = format!("SELECT nextval(pg_get_serial_sequence('{}.events', 'seq')) FROM generate_series(1, 4)", scratch.schema);
+    let burn = format!("SELECT nextval(pg_get_serial_sequence('{}.events', 'seq')) FROM generate_series(1, 4)", scratch.schema.name);
     scratch.admin.batch_execute(&burn).await.expect("burn sequence numbers");
     for v in 5..8 {
         s.objects_apply(vec![syncset("s1", 1, &format!("v{v}"))]).await.expect("apply");
@@ -142,7 +136,7 @@ async fn stores_on_other_schemas_are_not_woken() {
 async fn the_listener_reconnects_and_stops_with_the_store() {
     let scratch = Scratch::new().await;
     let app = format!("fs_listen_{:08x}", rand::random::<u32>());
-    let options = PgOptions { schema: Some(scratch.schema.clone()), ..PgOptions::default() };
+    let options = PgOptions { schema: Some(scratch.schema.name.clone()), ..PgOptions::default() };
     let here = PgStore::connect_with(&scratch.url_named(&app), options, StoreConfig::default()).await.expect("connect");
     let there = scratch.store().await;
     let mut rx = here.subscribe();
@@ -194,7 +188,7 @@ async fn the_listener_reconnects_and_stops_with_the_store() {
 async fn killed_connections_are_replaced() {
     let scratch = Scratch::new().await;
     let app = format!("fs_kill_{:08x}", rand::random::<u32>());
-    let options = PgOptions { schema: Some(scratch.schema.clone()), pool_size: 4, ..PgOptions::default() };
+    let options = PgOptions { schema: Some(scratch.schema.name.clone()), pool_size: 4, ..PgOptions::default() };
     let store = PgStore::connect_with(&scratch.url_named(&app), options, StoreConfig::default()).await.expect("connect");
     store.objects_apply(vec![cluster("c1", &[("env", "prod")])]).await.expect("apply");
     for _ in 0..3 {
@@ -211,7 +205,7 @@ async fn killed_connections_are_replaced() {
     // Killed in the middle of a transaction: it is run again on a new connection. To
     // catch it mid-way, hold the tenant's object lock (named as in `Tx::lock_tenant`),
     // so the apply waits inside its transaction.
-    let lock = format!("fleetsync objects {} default", scratch.schema);
+    let lock = format!("fleetsync objects {} default", scratch.schema.name);
     scratch.admin.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&lock]).await.expect("lock");
     let writer = {
         let store = store.clone();
@@ -235,7 +229,7 @@ async fn processes_starting_together_migrate_once() {
     let scratch = Scratch::new().await;
     let url = test_database_url();
     let opens = (0..4).map(|_| {
-        let (url, schema) = (url.clone(), scratch.schema.clone());
+        let (url, schema) = (url.clone(), scratch.schema.name.clone());
         tokio::spawn(async move { PgStore::connect(&url, Some(&schema), StoreConfig::default()).await })
     });
     for open in opens {
@@ -243,7 +237,7 @@ async fn processes_starting_together_migrate_once() {
     }
     let versions: Vec<i32> = scratch
         .admin
-        .query(&format!("SELECT version FROM {}.fleetsync_schema_migrations ORDER BY version", scratch.schema), &[])
+        .query(&format!("SELECT version FROM {}.fleetsync_schema_migrations ORDER BY version", scratch.schema.name), &[])
         .await
         .expect("versions")
         .iter()
@@ -254,11 +248,11 @@ async fn processes_starting_together_migrate_once() {
 
     // With migrations off, an unmigrated schema is refused with what to do about it.
     let fresh = Scratch::new().await;
-    let options = PgOptions { schema: Some(fresh.schema.clone()), migrate: false, ..PgOptions::default() };
-    fresh.admin.batch_execute(&format!("CREATE SCHEMA {}", fresh.schema)).await.expect("create schema");
+    let options = PgOptions { schema: Some(fresh.schema.name.clone()), migrate: false, ..PgOptions::default() };
+    fresh.admin.batch_execute(&format!("CREATE SCHEMA {}", fresh.schema.name)).await.expect("create schema");
     let err = PgStore::connect_with(&url, options.clone(), StoreConfig::default()).await.expect_err("not migrated");
     assert!(err.to_string().contains("fleetsync migrate"), "{err}");
-    assert_eq!(PgStore::migrate(&url, Some(&fresh.schema)).await.expect("migrate"), latest);
+    assert_eq!(PgStore::migrate(&url, Some(&fresh.schema.name)).await.expect("migrate"), latest);
     PgStore::connect_with(&url, options, StoreConfig::default()).await.expect("migrated: connects without migrating");
 }
 
@@ -329,14 +323,14 @@ async fn concurrent_cluster_and_syncset_writes_meet() {
 #[tokio::test]
 async fn without_a_schema_the_search_path_decides() {
     let scratch = Scratch::new().await;
-    scratch.admin.batch_execute(&format!("CREATE SCHEMA {}", scratch.schema)).await.expect("create schema");
-    let url = scratch.url_named(&format!("fleetsync&options=-c%20search_path%3D{}", scratch.schema));
+    scratch.admin.batch_execute(&format!("CREATE SCHEMA {}", scratch.schema.name)).await.expect("create schema");
+    let url = scratch.url_named(&format!("fleetsync&options=-c%20search_path%3D{}", scratch.schema.name));
     let store = PgStore::connect(&url, None, StoreConfig::default()).await.expect("connect");
-    assert_eq!(store.schema(), scratch.schema);
+    assert_eq!(store.schema(), scratch.schema.name);
     store.objects_apply(vec![cluster("c1", &[])]).await.expect("apply");
     let n: i64 = scratch
         .admin
-        .query_one(&format!("SELECT count(*) FROM {}.clusters", scratch.schema), &[])
+        .query_one(&format!("SELECT count(*) FROM {}.clusters", scratch.schema.name), &[])
         .await
         .expect("count")
         .get(0);
@@ -382,7 +376,7 @@ async fn a_key_ready_behind_the_cursor_is_announced_and_claimed() {
     let url = test_database_url();
     let open = |clock: Arc<ManualClock>| {
         let config = StoreConfig { clock, ..StoreConfig::default() };
-        PgStore::connect(&url, Some(&scratch.schema), config)
+        PgStore::connect(&url, Some(&scratch.schema.name), config)
     };
     let here = open(clock_here.clone()).await.expect("connect here");
     let there = open(clock_there.clone()).await.expect("connect there");
@@ -484,7 +478,7 @@ async fn a_completion_of_a_lease_taken_over_elsewhere_is_stale() {
     let url = test_database_url();
     let open = |clock: Arc<ManualClock>| {
         let config = StoreConfig { clock, ..StoreConfig::default() };
-        PgStore::connect(&url, Some(&scratch.schema), config)
+        PgStore::connect(&url, Some(&scratch.schema.name), config)
     };
     let here = open(clock_here).await.expect("connect here");
     let there = open(clock_there.clone()).await.expect("connect there");
@@ -516,7 +510,7 @@ async fn a_completion_waits_in_id_order() {
     // No connection here may sit in a transaction for long: a failing test must not leave
     // locks behind, or dropping its schema would wait for them forever.
     let url = scratch.url_named(&format!("{app}&options=-c%20idle_in_transaction_session_timeout%3D20s"));
-    let options = PgOptions { schema: Some(scratch.schema.clone()), ..PgOptions::default() };
+    let options = PgOptions { schema: Some(scratch.schema.name.clone()), ..PgOptions::default() };
     let store = PgStore::connect_with(&url, options, StoreConfig::default()).await.expect("connect");
     // s2 is applied first, so its row has the lower id: id order (s2, s1) differs from
     // key order (s1, s2), and the test can tell which one the completion follows.
@@ -533,7 +527,7 @@ async fn a_completion_waits_in_id_order() {
     let hold = format!(
         "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '20s';
          SELECT 1 FROM {}.work WHERE syncset = 's2' FOR UPDATE",
-        scratch.schema
+        scratch.schema.name
     );
     holder.batch_execute(&hold).await.expect("hold s2");
     let completing = {
@@ -552,7 +546,7 @@ async fn a_completion_waits_in_id_order() {
     }
     // Waiting in id order: for s2 first, holding nothing yet (s1 is free to take). In key
     // order it would hold s1 while it waits for s2.
-    let s1 = format!("SELECT 1 FROM {}.work WHERE syncset = 's1' FOR UPDATE NOWAIT", scratch.schema);
+    let s1 = format!("SELECT 1 FROM {}.work WHERE syncset = 's1' FOR UPDATE NOWAIT", scratch.schema.name);
     let s1_free = holder.batch_execute(&s1).await;
     holder.batch_execute("COMMIT").await.expect("let s1 and s2 go");
     let out = completing.await.expect("join").expect("the completion goes through once s2 is free");

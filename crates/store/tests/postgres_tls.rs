@@ -9,7 +9,7 @@
 //! server's own certificate, its own CA). Each test works in a schema of its own.
 
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore};
+use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore, ScratchSchema};
 use fleetsync_store::{ClaimParams, Store, StoreConfig};
 use std::time::Duration;
 use tokio_postgres::NoTls;
@@ -29,7 +29,7 @@ fn server_cert() -> String {
 /// A fresh schema, an application name to find this test's sessions by, and a plain
 /// admin connection; the schema is dropped when this goes, even if the test failed.
 struct Scratch {
-    schema: String,
+    schema: ScratchSchema,
     app: String,
     admin: tokio_postgres::Client,
     _dir: tempfile::TempDir,
@@ -38,14 +38,15 @@ struct Scratch {
 
 impl Scratch {
     async fn new() -> Self {
-        let id = rand::random::<u64>();
         let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
         tokio::spawn(conn);
         let dir = tempfile::tempdir().expect("tempdir");
         let unrelated = dir.path().join("unrelated-ca.pem");
         std::fs::write(&unrelated, UNRELATED_CA).expect("write the unrelated CA");
         let unrelated_ca = unrelated.to_str().expect("UTF-8 temp path").to_string();
-        Scratch { schema: format!("fs_{id:016x}"), app: format!("fs_tls_{id:016x}"), admin, _dir: dir, unrelated_ca }
+        let schema = ScratchSchema::new();
+        let app = format!("fs_tls_{}", schema.name);
+        Scratch { schema, app, admin, _dir: dir, unrelated_ca }
     }
 
     /// The test URL with `params` (and this test's application name) added.
@@ -61,7 +62,7 @@ impl Scratch {
     }
 
     async fn open(&self, url: &str) -> fleetsync_store::Result<PgStore> {
-        let options = PgOptions { schema: Some(self.schema.clone()), pool_size: 4, ..PgOptions::default() };
+        let options = PgOptions { schema: Some(self.schema.name.clone()), pool_size: 4, ..PgOptions::default() };
         PgStore::connect_with(url, options, StoreConfig::default()).await
     }
 
@@ -78,12 +79,6 @@ impl Scratch {
             .await
             .expect("pg_stat_ssl");
         (row.get(0), row.get(1))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        fleetsync_store::postgres::drop_schema_blocking(&test_database_url(), &self.schema);
     }
 }
 
@@ -148,7 +143,7 @@ async fn verify_full_refuses_an_unrelated_root_and_a_wrong_name() {
     assert!(e.contains("connect by a host name the certificate is for"), "{e}");
 
     // `fleetsync migrate` connects with the same settings.
-    let e = PgStore::migrate(&wrong_root, Some(&scratch.schema)).await.expect_err("migrate must be refused").to_string();
+    let e = PgStore::migrate(&wrong_root, Some(&scratch.schema.name)).await.expect_err("migrate must be refused").to_string();
     assert!(e.contains("invalid peer certificate") && e.contains("holds the CA that signed it"), "{e}");
     assert_eq!(scratch.sessions().await, (0, 0), "no connection got through");
 }
@@ -175,7 +170,7 @@ async fn verify_ca_and_require_with_a_root_file_check_the_chain_not_the_name() {
 async fn a_store_over_tls_enqueues_claims_and_completes() {
     let scratch = Scratch::new().await;
     let url = scratch.url("sslmode=require");
-    let version = PgStore::migrate(&url, Some(&scratch.schema)).await.expect("migrate over TLS");
+    let version = PgStore::migrate(&url, Some(&scratch.schema.name)).await.expect("migrate over TLS");
     assert!(version > 0);
     let store = scratch.open(&url).await.expect("connect");
     let other = scratch.open(&url).await.expect("a second store, as another process");

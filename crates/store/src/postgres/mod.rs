@@ -899,29 +899,23 @@ mod tests {
 
     /// A fresh schema per test, dropped afterwards (best effort).
     struct Harness {
-        schema: String,
+        schema: ScratchSchema,
     }
 
     impl Harness {
         async fn new() -> Self {
-            let schema = format!("fs_{:016x}", rand::random::<u64>());
+            let schema = ScratchSchema::new();
             let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
             tokio::spawn(conn);
-            client.batch_execute(&format!("CREATE SCHEMA {schema}")).await.expect("create schema");
+            client.batch_execute(&format!("CREATE SCHEMA {}", schema.name)).await.expect("create schema");
             Harness { schema }
-        }
-    }
-
-    impl Drop for Harness {
-        fn drop(&mut self) {
-            super::drop_schema_blocking(&test_database_url(), &self.schema);
         }
     }
 
     #[async_trait]
     impl crate::conformance::Harness for Harness {
         async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
-            Arc::new(PgStore::connect(&test_database_url(), Some(&self.schema), config).await.expect("connect"))
+            Arc::new(PgStore::connect(&test_database_url(), Some(&self.schema.name), config).await.expect("connect"))
         }
     }
 
@@ -947,8 +941,8 @@ mod tests {
     async fn leases_remember_their_rows() {
         use crate::conformance::{applied_completion, cluster, syncset};
         let h = harness().await;
-        let store = PgStore::connect(&test_database_url(), Some(&h.schema), StoreConfig::default()).await.expect("connect");
-        let admin = admin(&h.schema).await;
+        let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+        let admin = admin(&h.schema.name).await;
         let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
         store.objects_apply(docs).await.expect("apply");
         let ttl = Duration::from_secs(30);
@@ -980,8 +974,8 @@ mod tests {
     /// 400 clusters in `work` (their rows in `due` too, when `phase` is `ready`), and the
     /// generic plans a prepared statement switches to after five runs.
     async fn filled(h: &Harness, phase: &str) -> tokio_postgres::Client {
-        let _store = PgStore::connect(&test_database_url(), Some(&h.schema), StoreConfig::default()).await.expect("connect (migrates)");
-        let info = conninfo::config(&test_database_url(), Some(&h.schema)).expect("settings");
+        let _store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect (migrates)");
+        let info = conninfo::config(&test_database_url(), Some(&h.schema.name)).expect("settings");
         let (session, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
         tokio::spawn(conn);
         let fill = format!(
@@ -1046,10 +1040,10 @@ mod tests {
     async fn an_old_schema_migrates_with_its_pending_keys_claimable() {
         use fleetsync_model::shard::shard_of;
         let h = harness().await;
-        let info = conninfo::config(&test_database_url(), Some(&h.schema)).expect("settings");
+        let info = conninfo::config(&test_database_url(), Some(&h.schema.name)).expect("settings");
         let (mut old, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
         tokio::spawn(conn);
-        schema::migrate_to(&mut old, &h.schema, true, 2).await.map_err(|e| e.message()).expect("migrate to 2");
+        schema::migrate_to(&mut old, &h.schema.name, true, 2).await.map_err(|e| e.message()).expect("migrate to 2");
         old.batch_execute(
             "INSERT INTO clusters VALUES ('t', 'c1', 1, '{}', '{}');
              INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq, phase,
@@ -1060,7 +1054,7 @@ mod tests {
         )
         .await
         .expect("rows of a build before shards");
-        schema::migrate(&mut old, &h.schema, true).await.map_err(|e| e.message()).expect("migrate to the latest");
+        schema::migrate(&mut old, &h.schema.name, true).await.map_err(|e| e.message()).expect("migrate to the latest");
         let shard = shard_of("t", "c1") as i16;
         let due: Vec<(i64, String, i16)> = old
             .query("SELECT due_at, syncset, shard FROM due ORDER BY due_at", &[])
@@ -1071,7 +1065,7 @@ mod tests {
             .collect();
         assert_eq!(due, [(5, "ready".to_string(), shard), (7, "running".to_string(), shard)]);
 
-        let store = PgStore::connect(&test_database_url(), Some(&h.schema), StoreConfig::default()).await.expect("open it");
+        let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("open it");
         let claim = ClaimParams { shards: Some(vec![shard as u16]), ..ClaimParams::new("w", 10, Duration::from_secs(30)) };
         let got: Vec<String> = store.work_claim(claim).await.expect("claim").into_iter().map(|i| i.key.syncset).collect();
         assert_eq!(got, ["ready", "running"], "the ready key, and the lease that expired long ago");
