@@ -76,7 +76,8 @@ pub(super) async fn claim<C: GenericClient>(c: &C, now: Timestamp, p: ClaimParam
             LEFT => {
                 let phase: Option<String> = r.try_get(14)?;
                 let key = Snapshot { phase, run_at: r.try_get(15)?, lease_expires_at: r.try_get(16)? };
-                seen.left(at, key.state(r.try_get(4)?, now), r.try_get(17)?);
+                let state = key.state(at.due_at, now);
+                seen.left(at, state, r.try_get(17)?);
             }
             _ => seen.window(r.try_get(12)?, at),
         }

@@ -705,20 +705,27 @@ impl Store for PgStore {
     ///   that went back) passes them in one call, not one window per wake-up.
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
         let mut items: Vec<ClaimedItem> = Vec::new();
+        // The parameters of a further pass: made only when one is needed (the usual
+        // claim is one pass, and the cluster limit's counts are a map worth not copying).
+        let mut rest: Option<ClaimParams> = None;
         let mut wide = false;
         for _ in 0..CLAIM_PASSES {
-            let mut rest = ClaimParams { limit: params.limit - items.len(), ..params.clone() };
-            if let Some(cluster_limit) = rest.cluster_limit.as_mut() {
-                cluster_limit.count(&items);
-            }
-            let limit = i64::try_from(rest.limit).unwrap_or(i64::MAX);
+            let pass = rest.as_ref().unwrap_or(&params);
+            let limit = i64::try_from(pass.limit).unwrap_or(i64::MAX);
             let window = if wide { ClusterLimit::window(limit) } else { ClusterLimit::narrow_window(limit) };
-            let claimed = self.claim_once(&rest, window).await?;
+            let claimed = self.claim_once(pass, window).await?;
+            let before = items.len();
             items.extend(claimed.items);
             if items.len() >= params.limit || !(claimed.window_cut || claimed.more) {
                 break;
             }
             wide |= claimed.window_cut;
+            // What is left to claim, with what this pass took counted against the limit.
+            let next = rest.get_or_insert_with(|| params.clone());
+            next.limit = params.limit - items.len();
+            if let Some(cluster_limit) = next.cluster_limit.as_mut() {
+                cluster_limit.count(&items[before..]);
+            }
         }
         Ok(items)
     }
