@@ -3,30 +3,16 @@
 //! asserted (the machine is shared); completeness is: the bench itself checks that
 //! every item was completed and exits non-zero otherwise.
 
+mod common;
+
+use common::{bin, database_url, run, stderr, stdout};
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fleetsync"))
-        .env_remove("RUST_LOG")
-        .args(args)
-        .output()
-        .expect("run fleetsync")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn database_url() -> String {
-    std::env::var("FLEETSYNC_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
+use std::process::{Command, Stdio};
 
 /// Runs `bench drain … --json`, expects success and exactly one JSON object on
 /// stdout; returns it and the run's pid (which names its PostgreSQL schemas).
 fn drain_json(args: &[&str]) -> (Value, u32) {
-    let child = Command::new(env!("CARGO_BIN_EXE_fleetsync"))
-        .env_remove("RUST_LOG")
+    let child = bin()
         .args([&["bench", "drain", "--json"], args].concat())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -35,7 +21,7 @@ fn drain_json(args: &[&str]) -> (Value, u32) {
     let pid = child.id();
     let out = child.wait_with_output().expect("wait for fleetsync");
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = stdout(&out);
     assert_eq!(text.trim().lines().count(), 1, "one line of JSON: {text}");
     (serde_json::from_str(text.trim()).expect("JSON"), pid)
 }
@@ -45,7 +31,7 @@ fn assert_schemas_dropped(url: &str, pid: u32) {
     let sql = format!("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench\\_drain\\_{pid}\\_%'");
     let out = Command::new("psql").args([url, "-Atc", &sql]).output().expect("psql");
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "schemas of run {pid} left behind");
+    assert_eq!(stdout(&out).trim(), "0", "schemas of run {pid} left behind");
 }
 
 /// The fixed fields are there with the right types; extra detail may follow.
