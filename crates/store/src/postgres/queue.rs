@@ -6,13 +6,13 @@
 
 use super::due::position;
 use super::{PgResult, Tx};
-use tokio_postgres::types::ToSql;
 use crate::lifecycle::Enqueue;
 use crate::stored::corrupt;
 use crate::{Fence, RenewParams, StoreError};
 use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, WorkKey};
 use std::collections::{HashMap, HashSet};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 /// Keys to enqueue in one statement (distinct keys; see [`enqueue`]).
