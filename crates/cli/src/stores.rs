@@ -12,12 +12,17 @@ use fleetsync_store::{Store, StoreConfig};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// The store of a process that runs work (`serve`). On SQLite it is that file's only
+/// such process: it takes back the keys its predecessor was running when it died.
 pub async fn open_store(a: &StoreArgs, config: StoreConfig) -> Result<Arc<dyn Store>> {
     match &a.pg.database_url {
         Some(url) => Ok(Arc::new(connect(url, &a.pg, config).await?)),
         None => {
-            let store = SqliteStore::open(&a.db, config)
+            let (store, taken) = SqliteStore::open_for_work(&a.db, config)
                 .with_context(|| format!("cannot open the store {} (check the path and its permissions)", a.db.display()))?;
+            if taken > 0 {
+                tracing::info!(keys = taken, "took back the keys the previous process was running when it stopped; they run again now");
+            }
             Ok(Arc::new(store))
         }
     }

@@ -1,13 +1,14 @@
 //! Injected faults: a fleet-wide failure rate, and per-cluster overrides that tests
 //! set through the control endpoint (one cluster answering 403 to everything,
-//! answering so late that the client times out, or delivering watch events late).
+//! answering so late that the client times out, delivering watch events late, or
+//! refusing to apply objects of some names, as an admission webhook might).
 
 use crate::status::ApiError;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// One cluster's faults. The default is none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Faults {
     /// Answer every object request with this status (after the delay).
     pub status: Option<u16>,
@@ -17,6 +18,10 @@ pub struct Faults {
     /// then sees a stale view for a while, as behind a slow API server.
     #[serde(default, alias = "watchDelayMs")]
     pub watch_delay_ms: Option<u64>,
+    /// Answer applies of objects with these names with 500 (deletes and reads go
+    /// through): a run stops at such a resource.
+    #[serde(default, alias = "refuseApplies", skip_serializing_if = "Vec::is_empty")]
+    pub refuse_applies: Vec<String>,
 }
 
 impl Faults {
@@ -37,6 +42,11 @@ impl Faults {
     pub fn watch_delay(&self) -> Duration {
         Duration::from_millis(self.watch_delay_ms.unwrap_or(0))
     }
+
+    /// The status an apply of the object `name` is refused with, if it is.
+    pub fn refused_apply(&self, name: &str) -> Option<u16> {
+        self.refuse_applies.iter().any(|n| n == name).then_some(500)
+    }
 }
 
 /// The status a request fails with, if it does: the cluster's override first, then
@@ -55,6 +65,8 @@ mod tests {
     #[test]
     fn the_cluster_override_wins_and_the_rate_hits_writes_only() {
         let forbid = Faults { status: Some(403), ..Faults::default() };
+        let refuse = Faults { refuse_applies: vec!["sec".into()], ..Faults::default() };
+        assert_eq!((refuse.refused_apply("sec"), refuse.refused_apply("cm")), (Some(500), None));
         assert_eq!(failure(&forbid, false, 1.0, 503, 0.5), Some(403));
         assert_eq!(failure(&Faults::default(), true, 1.0, 503, 0.99), Some(503));
         assert_eq!(failure(&Faults::default(), false, 1.0, 503, 0.0), None);
@@ -64,6 +76,6 @@ mod tests {
     #[test]
     fn only_error_statuses() {
         assert!(Faults { status: Some(200), ..Faults::default() }.validate().is_err());
-        assert!(Faults { status: Some(429), delay_ms: Some(5), watch_delay_ms: Some(3000) }.validate().is_ok());
+        assert!(Faults { status: Some(429), delay_ms: Some(5), watch_delay_ms: Some(3000), ..Faults::default() }.validate().is_ok());
     }
 }

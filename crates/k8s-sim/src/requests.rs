@@ -88,7 +88,7 @@ pub async fn serve(sim: &Shared, req: ObjectRequest<'_>) -> Result<Response> {
         (m, _, _) => return Err(ApiError::MethodNotAllowed(format!("{m} is not supported on {}", req.uri.path()))),
     };
     let cluster = sim.clusters.get_or_create(req.cluster);
-    let faults = cluster.lock().faults;
+    let faults = cluster.lock().faults.clone();
     let wait = sim.config.latency.sample(&mut rand::rng()) + faults.delay();
     let id = |name: &str| ObjectId { kind: kind_id, namespace: path.namespace.unwrap_or("").into(), name: name.into() };
     match op {
@@ -254,7 +254,7 @@ fn commit_apply(
     id: ObjectId,
     apply: ReadApply,
 ) -> Result<Response> {
-    let injected = fail_write(sim, faults);
+    let injected = faults.refused_apply(&id.name).or_else(|| fail_write(sim, faults));
     // Interned before taking the cluster's lock: the interner has a lock of its own.
     let body = sim.interner.intern(&apply.incoming.body);
     let now_secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

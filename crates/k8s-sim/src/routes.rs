@@ -38,7 +38,7 @@ async fn keys(State(sim): State<SimServer>) -> Response {
 async fn set_faults(State(sim): State<SimServer>, Path(cluster): Path<String>, body: Bytes) -> Response {
     let set = serde_json::from_slice::<Faults>(&body)
         .map_err(|e| ApiError::BadRequest(format!("faults: {e}")))
-        .and_then(|f| sim.set_faults(&cluster, f).map(|()| f));
+        .and_then(|f| sim.set_faults(&cluster, f.clone()).map(|()| f));
     match set {
         Ok(f) => Json(f).into_response(),
         Err(e) => e.into_response(),
@@ -49,7 +49,7 @@ async fn get_faults(State(sim): State<SimServer>, Path(cluster): Path<String>) -
     if !valid_name(&cluster) {
         return ApiError::BadRequest(format!("{cluster:?} is not a DNS-1123 label")).into_response();
     }
-    Json(sim.shared.clusters.get_or_create(&cluster).lock().faults).into_response()
+    Json(sim.shared.clusters.get_or_create(&cluster).lock().faults.clone()).into_response()
 }
 
 /// The most a request body may hold (the API server's own limit is 3 MiB).

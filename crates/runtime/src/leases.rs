@@ -3,10 +3,16 @@
 //!
 //! Each lease also has a local deadline: the start of the call that last set its
 //! expiry (the claim, or a renewal) plus the TTL — the store's expiry is at least that
-//! late, since it is stamped inside the call. A watchdog, independent of the renewal
-//! call (which may hang for as long as the database does), cancels a run shortly
-//! before that deadline, so a run never outlives its lease while another worker may
-//! take the key. The fencing tokens still refuse any late write, as a second line.
+//! late, since it is stamped inside the call. A run stops a margin (a tenth of the
+//! TTL, at least 100 ms) before it: its [`SafeDeadline`]. The run's [`Context`]
+//! checks that deadline synchronously before every call to a target, so a run whose
+//! task was not scheduled for a while (a paused process, a starved runtime) makes no
+//! call once it has passed, whatever else is polled first. A watchdog, independent of
+//! the renewal call (which may hang for as long as the database does), also cancels
+//! runs at their deadline, so a call in flight is abandoned there. The fencing tokens
+//! still refuse any late write, as a further line.
+//!
+//! [`Context`]: crate::reconciler::Context
 
 use fleetsync_model::WorkKey;
 use fleetsync_store::{Fence, RenewParams, Store};
@@ -16,46 +22,82 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
+/// When a run must make no further call to its target: its lease's end by this
+/// process's clock, less the margin. Shared by the run's context (checked before every
+/// call) and the lease table (moved by renewals).
+#[derive(Debug, Clone)]
+pub struct SafeDeadline(Arc<Mutex<Instant>>);
+
+impl SafeDeadline {
+    pub fn new(at: Instant) -> Self {
+        Self(Arc::new(Mutex::new(at)))
+    }
+
+    /// The deadline now.
+    pub fn at(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether it has passed: no call may start any more.
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.at()
+    }
+
+    /// Moves it later (a renewal); never earlier.
+    fn extend_to(&self, at: Instant) {
+        let mut d = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *d = (*d).max(at);
+    }
+}
+
 pub struct Leases {
     held: Mutex<HashMap<WorkKey, Held>>,
+    /// How long before a lease's end its run stops.
+    margin: Duration,
 }
 
 struct Held {
     fence: Fence,
     token: CancellationToken,
-    /// When the lease ends at the latest, by this process's clock.
-    valid_until: Instant,
+    /// The lease's end by this process's clock, less the margin.
+    deadline: SafeDeadline,
     /// The run is over and its result is being committed: the store may already have
     /// released the key, so a renewal that finds it gone is no loss.
     completing: bool,
 }
 
 impl Leases {
+    /// The leases of a process whose leases last `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Self { held: Mutex::default(), margin: (ttl / 10).max(Duration::from_millis(100)) }
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<WorkKey, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a held lease that ends no sooner than `valid_until` (the start of the
     /// claim call plus the TTL); `token` is cancelled if the lease is lost or about to
-    /// end unrenewed.
-    pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken, valid_until: Instant) {
-        self.map().insert(key, Held { fence, token, valid_until, completing: false });
+    /// end unrenewed. Returns the run's deadline, which renewals move.
+    pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken, valid_until: Instant) -> SafeDeadline {
+        let deadline = SafeDeadline::new(valid_until - self.margin);
+        self.map().insert(key, Held { fence, token, deadline: deadline.clone(), completing: false });
+        deadline
     }
 
     /// Moves the deadline of the leases a renewal extended.
     fn extend(&self, renewed: &[(WorkKey, Fence)], valid_until: Instant) {
-        let mut map = self.map();
+        let map = self.map();
         for (k, fence) in renewed {
-            if let Some(h) = map.get_mut(k).filter(|h| h.fence == *fence) {
-                h.valid_until = h.valid_until.max(valid_until);
+            if let Some(h) = map.get(k).filter(|h| h.fence == *fence) {
+                h.deadline.extend_to(valid_until - self.margin);
             }
         }
     }
 
-    /// The running leases whose deadline is before `by`.
+    /// The running leases whose deadline is at or before `by`.
     fn expiring(&self, by: Instant) -> Vec<(WorkKey, Fence)> {
-        self.map().iter().filter(|(_, h)| !h.completing && h.valid_until <= by).map(|(k, h)| (k.clone(), h.fence)).collect()
+        self.map().iter().filter(|(_, h)| !h.completing && h.deadline.at() <= by).map(|(k, h)| (k.clone(), h.fence)).collect()
     }
 
     /// Notes that the run has ended and its result is on its way to the store.
@@ -106,7 +148,7 @@ impl Leases {
     /// Renews every held lease each `every`, and cancels runs whose lease is about to
     /// end unrenewed, until `stop` fires.
     pub async fn renew_loop(self: Arc<Self>, store: Arc<dyn Store>, ttl: Duration, every: Duration, stop: CancellationToken) {
-        tokio::join!(self.renewing(store, ttl, every, &stop), self.watchdog(ttl, &stop));
+        tokio::join!(self.renewing(store, ttl, every, &stop), self.watchdog(&stop));
     }
 
     async fn renewing(&self, store: Arc<dyn Store>, ttl: Duration, every: Duration, stop: &CancellationToken) {
@@ -140,17 +182,16 @@ impl Leases {
         }
     }
 
-    /// Cancels runs a margin (a tenth of the TTL, at least 100 ms) before their lease
-    /// ends, checking twice per margin so that none is caught late.
-    async fn watchdog(&self, ttl: Duration, stop: &CancellationToken) {
-        let margin = (ttl / 10).max(Duration::from_millis(100));
-        let tick = margin / 2;
+    /// Cancels runs at their deadline (a margin before their lease ends), checking
+    /// twice per margin so that none is caught later than half a margin.
+    async fn watchdog(&self, stop: &CancellationToken) {
+        let tick = self.margin / 2;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(tick) => {}
                 () = stop.cancelled() => return,
             }
-            let expiring = self.expiring(Instant::now() + margin);
+            let expiring = self.expiring(Instant::now());
             if !expiring.is_empty() {
                 let cancelled = self.lose(&expiring);
                 tracing::error!(cancelled, "leases about to end unrenewed (is the store reachable?); cancelling their runs");
@@ -165,7 +206,7 @@ mod tests {
 
     #[test]
     fn losing_an_old_token_spares_the_new_run() {
-        let leases = Leases::default();
+        let leases = Leases::new(Duration::from_secs(30));
         let key = WorkKey::new("t", "c", "s");
         let run = CancellationToken::new();
         leases.hold(key.clone(), 5, run.clone(), Instant::now() + Duration::from_secs(30));
@@ -185,7 +226,7 @@ mod completing_tests {
 
     #[test]
     fn a_committing_run_is_not_counted_as_lost() {
-        let leases = Leases::default();
+        let leases = Leases::new(Duration::from_secs(30));
         let key = WorkKey::new("t", "c", "s");
         leases.hold(key.clone(), 9, CancellationToken::new(), Instant::now() + Duration::from_secs(30));
         leases.completing(&key, 9);
@@ -199,7 +240,7 @@ mod deadline_tests {
 
     #[test]
     fn renewals_move_deadlines_and_expiring_runs_are_found() {
-        let leases = Leases::default();
+        let leases = Leases::new(Duration::from_secs(30));
         let (a, b) = (WorkKey::new("t", "c", "a"), WorkKey::new("t", "c", "b"));
         let now = Instant::now();
         let (ra, rb) = (CancellationToken::new(), CancellationToken::new());
@@ -207,6 +248,9 @@ mod deadline_tests {
         leases.hold(b.clone(), 2, rb.clone(), now + Duration::from_secs(1));
         leases.extend(&[(a.clone(), 1), (b.clone(), 7)], now + Duration::from_secs(10));
         assert_eq!(leases.expiring(now + Duration::from_secs(2)), vec![(b.clone(), 2)], "b's renewal was for another token");
+        let b_deadline = now + Duration::from_secs(1) - Duration::from_secs(3);
+        assert_eq!(leases.expiring(b_deadline), vec![(b.clone(), 2)], "due a margin (a tenth of the TTL, 3 s) before its end");
+        assert!(leases.expiring(b_deadline - Duration::from_millis(1)).is_empty(), "and not before");
         leases.completing(&b, 2);
         assert!(leases.expiring(now + Duration::from_secs(2)).is_empty(), "a committing run is left to its commit");
     }
@@ -215,7 +259,7 @@ mod deadline_tests {
     /// alive past its lease: the watchdog cancels it before the deadline.
     #[tokio::test(start_paused = true)]
     async fn a_hanging_store_cannot_stretch_a_lease() {
-        let leases = Arc::new(Leases::default());
+        let leases = Arc::new(Leases::new(Duration::from_secs(30)));
         let run = CancellationToken::new();
         let ttl = Duration::from_secs(30);
         let claimed = Instant::now();
@@ -223,7 +267,7 @@ mod deadline_tests {
         let stop = CancellationToken::new();
         let watchdog = tokio::spawn({
             let (leases, stop) = (leases.clone(), stop.clone());
-            async move { leases.watchdog(ttl, &stop).await }
+            async move { leases.watchdog(&stop).await }
         });
         tokio::time::timeout(ttl, run.cancelled()).await.expect("cancelled before the lease ended");
         assert!(claimed.elapsed() >= ttl - ttl / 10 - ttl / 20, "not cancelled early: {:?}", claimed.elapsed());

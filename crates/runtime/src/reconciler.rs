@@ -50,12 +50,13 @@
 //! ```
 
 use crate::cache::ObjectCache;
+use crate::leases::SafeDeadline;
 use async_trait::async_trait;
-use fleetsync_model::{Cluster, Document, Kind, ResourceResult, SyncSet, WorkKey};
+use fleetsync_model::{Cluster, Document, Kind, ResourceRef, ResourceResult, SyncSet, WorkKey};
 use fleetsync_store::{ApplyOutcome, ClaimedItem, Completion, Fence, OwnWrite, RunOutcome, Store, StoreError};
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -107,13 +108,25 @@ pub struct Context {
     item: ClaimedItem,
     cache: Arc<ObjectCache>,
     cancel: CancellationToken,
+    /// No call to a target starts after this (the lease's end less a margin).
+    deadline: SafeDeadline,
     /// The key's SyncSet generation its own writes produced (0: none yet).
     own_generation: AtomicI64,
+    /// What the target may hold because of this key: the claimed inventory, grown by
+    /// [`record_inventory`](Self::record_inventory).
+    inventory: Mutex<Vec<ResourceRef>>,
 }
 
 impl Context {
-    pub(crate) fn new(store: Arc<dyn Store>, item: ClaimedItem, cache: Arc<ObjectCache>, cancel: CancellationToken) -> Self {
-        Self { store, item, cache, cancel, own_generation: AtomicI64::new(0) }
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        item: ClaimedItem,
+        cache: Arc<ObjectCache>,
+        cancel: CancellationToken,
+        deadline: SafeDeadline,
+    ) -> Self {
+        let inventory = Mutex::new(item.inventory.clone());
+        Self { store, item, cache, cancel, deadline, own_generation: AtomicI64::new(0), inventory }
     }
 
     pub fn key(&self) -> &WorkKey {
@@ -121,7 +134,8 @@ impl Context {
     }
 
     /// The claim: generation asked for, whether the key is still wanted (`desired`),
-    /// apply mode, the inventory of the last successful run, this attempt's number.
+    /// apply mode, the inventory as claimed (see [`inventory`](Self::inventory)), this
+    /// attempt's number.
     pub fn item(&self) -> &ClaimedItem {
         &self.item
     }
@@ -142,11 +156,35 @@ impl Context {
     }
 
     /// Awaits `f` unless the run is cancelled first ([`ReconcileError::Cancelled`]).
+    /// Wrap every call to a target in it: it refuses to start `f` once the lease's safe
+    /// deadline has passed — checked here, synchronously, not left to the watchdog
+    /// task, which a paused or starved process may poll too late.
     pub async fn until_cancelled<F: Future>(&self, f: F) -> Result<F::Output, ReconcileError> {
-        tokio::select! {
-            out = f => Ok(out),
-            () = self.cancel.cancelled() => Err(ReconcileError::Cancelled),
+        if self.deadline.passed() || self.cancel.is_cancelled() {
+            return Err(ReconcileError::Cancelled);
         }
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(ReconcileError::Cancelled),
+            out = f => Ok(out),
+        }
+    }
+
+    /// What the target may hold because of this key: the inventory as claimed (what
+    /// earlier runs, successful or not, may have applied) plus what this run recorded.
+    pub fn inventory(&self) -> Vec<ResourceRef> {
+        self.inventory.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Records in the store, before the run applies them, that the target may hold
+    /// `planned` because of this key, so that a run that fails, is cancelled or dies
+    /// midway leaves no object behind that Sync mode or a removal would not find. A
+    /// no-op (no store write) when the inventory holds them already.
+    pub async fn record_inventory(&self, planned: &[ResourceRef]) -> Result<(), ReconcileError> {
+        let Some(grown) = with_planned(&self.inventory(), planned) else { return Ok(()) };
+        self.until_cancelled(self.store.work_inventory_record(&self.item.key, self.item.fence, &grown)).await??;
+        *self.inventory.lock().unwrap_or_else(PoisonError::into_inner) = grown;
+        Ok(())
     }
 
     /// The key's cluster at the claimed generation or newer; `None` if it was deleted.
@@ -195,13 +233,42 @@ pub(crate) async fn run(reconciler: &dyn Reconciler, ctx: &Context) -> Option<Co
     Some(Completion { key: ctx.item.key.clone(), fence: ctx.item.fence, outcome, resources })
 }
 
+/// The inventory grown by what is `planned`: the stored one in its order, then what is
+/// new in plan order; `None` when nothing is new.
+fn with_planned(inventory: &[ResourceRef], planned: &[ResourceRef]) -> Option<Vec<ResourceRef>> {
+    let mut grown = inventory.to_vec();
+    for r in planned {
+        if !grown.contains(r) {
+            grown.push(r.clone());
+        }
+    }
+    (grown.len() > inventory.len()).then_some(grown)
+}
+
 /// An action in the store's terms. `Done` on a key no longer wanted is its removal.
 fn outcome_of(ctx: &Context, action: Action) -> (RunOutcome, Vec<ResourceResult>) {
-    let (generation, inventory) = (ctx.latest_generation(), ctx.item.inventory.clone());
+    let (generation, inventory) = (ctx.latest_generation(), ctx.inventory());
     match action {
         Action::Done if !ctx.item.desired => (RunOutcome::Removed, Vec::new()),
         Action::Done => (RunOutcome::Applied { generation, inventory }, Vec::new()),
         Action::Requeue(after) => (RunOutcome::Requeue { generation, inventory, after }, Vec::new()),
         Action::Report { outcome, resources } => (outcome, resources),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(name: &str) -> ResourceRef {
+        ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: name.into() }
+    }
+
+    #[test]
+    fn planned_resources_join_the_inventory_once_in_plan_order() {
+        let stored = [r("a"), r("b")];
+        assert_eq!(with_planned(&stored, &[r("b"), r("a")]), None, "nothing new: no write");
+        assert_eq!(with_planned(&stored, &[r("c"), r("a"), r("d"), r("c")]), Some(vec![r("a"), r("b"), r("c"), r("d")]));
+        assert_eq!(with_planned(&[], &[r("x")]), Some(vec![r("x")]));
     }
 }

@@ -1,6 +1,9 @@
 //! The SyncSet applier, written as a [`Reconciler`] on the same API users get: apply
 //! the SyncSet's resources to the cluster in order, stopping at the first failure; in
-//! Sync mode, then delete what was removed from the SyncSet. A run is abandoned (no
+//! Sync mode, then delete what was removed from the SyncSet. In Sync mode the key's
+//! inventory (what the target may hold because of it) is recorded in the store before
+//! the first apply, so deletion and removal also find what failed, cancelled and
+//! killed runs applied. A run is abandoned (no
 //! completion) when the context is cancelled: the lease was lost, or shutdown ran out
 //! of grace.
 
@@ -54,6 +57,12 @@ impl SyncSetReconciler {
         };
         let generation = syncset.metadata.generation;
         let manifests = &syncset.spec.resources;
+        if item.apply_mode == ApplyMode::Sync {
+            // Before anything is applied: a run that fails, is cancelled or dies midway
+            // must leave behind nothing that a later run or the removal would not find.
+            let planned: Vec<ResourceRef> = manifests.iter().filter_map(|m| m.resource_ref().ok()).collect();
+            ctx.record_inventory(&planned).await?;
+        }
         let mut results = Vec::with_capacity(manifests.len());
         let mut applied = Vec::with_capacity(manifests.len());
         for (index, manifest) in manifests.iter().enumerate() {
@@ -73,7 +82,7 @@ impl SyncSetReconciler {
         }
         if item.apply_mode == ApplyMode::Sync {
             let keep: HashSet<&ResourceRef> = applied.iter().collect();
-            let gone: Vec<ResourceRef> = item.inventory.iter().filter(|r| !keep.contains(r)).cloned().collect();
+            let gone: Vec<ResourceRef> = ctx.inventory().into_iter().filter(|r| !keep.contains(r)).collect();
             if let Some(error) = self.delete_all(ctx, &cluster, gone, generation, &mut results).await? {
                 return Ok((RunOutcome::Failed { error }, results));
             }
@@ -86,7 +95,7 @@ impl SyncSetReconciler {
         let item = ctx.item();
         let mut results = Vec::new();
         if item.apply_mode == ApplyMode::Sync {
-            let gone = item.inventory.clone();
+            let gone = ctx.inventory();
             if let Some(error) = self.delete_all(ctx, cluster, gone, item.generation, &mut results).await? {
                 return Ok((RunOutcome::Failed { error }, results));
             }

@@ -65,7 +65,7 @@ impl Runtime {
         self.config.validate()?;
         let cfg = &self.config;
         self.metrics.concurrency_limit.set(i64::try_from(cfg.max_in_flight).unwrap_or(i64::MAX));
-        let leases = Arc::new(Leases::default());
+        let leases = Arc::new(Leases::new(cfg.lease_ttl));
         let (committer, commit_task) = Committer::spawn(self.store.clone(), self.metrics.clone());
         let background = CancellationToken::new();
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.lease_ttl, cfg.renew_every, background.clone()));
@@ -263,9 +263,9 @@ impl Runtime {
 /// One key, from claim to commit. The permit is the key's slot in `max_in_flight`.
 async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::time::Instant, permit: OwnedSemaphorePermit) {
     let token = shared.abort.child_token();
-    shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
+    let deadline = shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
     shared.metrics.applies_in_flight.inc();
-    let ctx = Context::new(shared.store.clone(), item, shared.cache.clone(), token);
+    let ctx = Context::new(shared.store.clone(), item, shared.cache.clone(), token, deadline);
     let item = ctx.item();
     match reconciler::run(&*shared.reconciler, &ctx).await {
         Some(completion) => {

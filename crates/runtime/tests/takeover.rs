@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
-use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::*;
@@ -114,6 +114,9 @@ impl Store for ExpireAfterClaim {
     }
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
         self.inner.work_complete(completions).await
+    }
+    async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
+        self.inner.work_inventory_record(key, fence, inventory).await
     }
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
         self.inner.work_release(key, fence).await

@@ -13,7 +13,7 @@ use crate::{
 use async_trait::async_trait;
 use fleetsync_model::{
     ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta, Phase,
-    SyncSet, SyncSetSpec, Timestamp, WorkKey,
+    ResourceRef, SyncSet, SyncSetSpec, Timestamp, WorkKey,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ macro_rules! conformance_tests {
             cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
-            own_write_that_unselects_the_writer_dirties_it);
+            own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -784,4 +784,42 @@ pub async fn own_write_that_unselects_the_writer_dirties_it(h: &dyn Harness) {
     let again = claim(&*s, "w", 10).await;
     assert_eq!(again.len(), 1);
     assert!(again[0].key == mine.key && !again[0].desired, "runs again, for removal");
+}
+
+fn config_map(name: &str) -> ResourceRef {
+    ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: name.into() }
+}
+
+/// An inventory recorded under a lease before a run applies anything stays recorded
+/// when the run fails or its lease is lost (the worker died), is refused with a stale
+/// token, and is replaced by what a successful run reports.
+pub async fn inventory_recorded_ahead_outlives_failed_and_lost_runs(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let (a, b, c) = (config_map("a"), config_map("b"), config_map("c"));
+    let first = claim(&*s, "w1", 1).await.remove(0);
+    assert!(first.inventory.is_empty());
+    s.work_inventory_record(&first.key, first.fence, &[a.clone(), b.clone()]).await.expect("record under the lease");
+    assert_eq!(complete(&*s, &first, failed("refused")).await, CompleteOutcome::Committed(Phase::Failed));
+    match s.work_inventory_record(&first.key, first.fence, &[c.clone()]).await {
+        Err(StoreError::LeaseLost { fence, .. }) => assert_eq!(fence, first.fence),
+        other => panic!("a finished run's token records nothing, got {other:?}"),
+    }
+
+    clock.advance(Duration::from_secs(60));
+    let second = claim(&*s, "w1", 1).await.remove(0);
+    assert_eq!(second.inventory, vec![a.clone(), b.clone()], "the failed run's inventory was kept");
+    s.work_inventory_record(&second.key, second.fence, &[a.clone(), b.clone(), c.clone()]).await.expect("record");
+    // The worker dies: its lease runs out and another takes the key over.
+    clock.advance(TTL + Duration::from_secs(1));
+    let third = claim(&*s, "w2", 1).await.remove(0);
+    assert!(third.fence > second.fence);
+    assert_eq!(third.inventory, vec![a.clone(), b.clone(), c.clone()], "the lost run's inventory was kept");
+    assert!(s.work_inventory_record(&second.key, second.fence, &[]).await.is_err(), "the old token is refused");
+
+    let done = RunOutcome::Applied { generation: third.generation, inventory: vec![b.clone()] };
+    assert_eq!(complete(&*s, &third, done).await, CompleteOutcome::Committed(Phase::Applied));
+    s.work_resync().await.expect("resync");
+    let fourth = claim(&*s, "w2", 1).await.remove(0);
+    assert_eq!(fourth.inventory, vec![b], "a successful run's inventory replaces the recorded one");
 }

@@ -38,7 +38,7 @@ pub use queue::{
 pub use retry::RetryPolicy;
 
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, Secret, SyncSet, SystemClock, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -100,6 +100,15 @@ pub trait Store: Send + Sync + 'static {
     /// Commits results in one transaction. Each item's result is written and its key
     /// released together, or (stale token) refused; the outcomes follow input order.
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>>;
+
+    /// Records, before a run applies anything, the inventory of a key it holds with
+    /// token `fence`: everything the target may hold because of this key — what earlier
+    /// runs left there and what this run is about to apply. A run that then fails, is
+    /// cancelled or dies leaves it recorded, so Sync-mode deletion and removal find
+    /// everything any run may have applied. A successful run's completion replaces it
+    /// with exactly what that run applied. [`StoreError::LeaseLost`] and nothing written
+    /// if the token is not the key's current one.
+    async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()>;
 
     /// Gives a key back unfinished (graceful shutdown): it is ready at once and the
     /// attempt does not count. Ignored for a stale token.

@@ -4,7 +4,7 @@ use crate::harness::over;
 use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use fleetsync_model::{Cluster, Document, KeyStatus, Kind, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
 use fleetsync_store::*;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -58,6 +58,9 @@ impl Store for Broken {
         fail()
     }
     async fn work_complete(&self, _: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
+        fail()
+    }
+    async fn work_inventory_record(&self, _: &WorkKey, _: Fence, _: &[ResourceRef]) -> Result<()> {
         fail()
     }
     async fn work_release(&self, _: &WorkKey, _: Fence) -> Result<()> {

@@ -69,7 +69,7 @@ use crate::{
 };
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -755,6 +755,11 @@ impl Store for PgStore {
         // Committed: each lease is over (or was already lost, if stale).
         self.inner.locations.forget(completions.iter().map(|c| (&c.key, c.fence)));
         Ok(outcomes)
+    }
+
+    async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
+        let inventory = crate::stored::json("work", inventory)?;
+        self.write("recording an inventory", |tx| Box::pin(queue::inventory_record(tx, key.clone(), fence, inventory.clone()))).await
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {

@@ -194,6 +194,23 @@ pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgRe
     Ok(())
 }
 
+/// Records a running key's inventory under its lease (see
+/// [`Store::work_inventory_record`](crate::Store::work_inventory_record)). The row
+/// stays where it is in `due`: neither its phase nor its times change.
+pub(super) async fn inventory_record(tx: &mut Tx<'_>, key: WorkKey, fence: Fence, inventory: String) -> PgResult<()> {
+    let n = tx
+        .execute(
+            "UPDATE work SET inventory = $1
+             WHERE tenant = $2 AND cluster = $3 AND syncset = $4 AND fence = $5 AND phase = 'running'",
+            &[&inventory, &key.tenant, &key.cluster, &key.syncset, &fence],
+        )
+        .await?;
+    if n == 0 {
+        return Err(StoreError::LeaseLost { key, fence }.into());
+    }
+    Ok(())
+}
+
 /// Runs a key again as it is (an enqueue that changes nothing but the schedule).
 pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
     let now = tx.now.millis();

@@ -19,7 +19,8 @@ use crate::{
     Result, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
-use fleetsync_model::{Cluster, Document, Kind, KeyStatus, Secret, SyncSet, Timestamp, WorkKey};
+use crate::stored::json;
+use fleetsync_model::{Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -46,6 +47,9 @@ struct Inner {
     wake: watch::Sender<u64>,
     /// Bumped after every commit that appended events.
     events: watch::Sender<u64>,
+    /// Held (locked) by the process that runs work on this file; see
+    /// [`SqliteStore::open_for_work`].
+    _work_lock: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -57,7 +61,11 @@ impl std::fmt::Debug for SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the store at `path` and migrates its schema.
     pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        Self::open_with(path.as_ref(), config, None)
+    }
+
+    fn open_with(path: &Path, config: StoreConfig, work_lock: Option<std::fs::File>) -> Result<Self> {
+        let path = path.to_path_buf();
         let opened = |e: rusqlite::Error| StoreError::Backend {
             step: "opening the SQLite file",
             message: format!("{}: {e}", path.display()),
@@ -72,8 +80,45 @@ impl SqliteStore {
         reader.execute_batch("PRAGMA busy_timeout = 10000;").map_err(opened)?;
         let (wake, _) = watch::channel(0);
         let (events, _) = watch::channel(0);
-        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, wake, events };
+        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, wake, events, _work_lock: work_lock };
         Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Opens the store as the one process that runs work on the file (the embedded
+    /// hub), and returns it with the number of keys it took back.
+    ///
+    /// An embedded store serves one process by construction, so a lease still running
+    /// in the file was held by this process's predecessor, which is gone (killed, or
+    /// its machine stopped): its keys are made ready at once rather than after their
+    /// leases' TTL (the interrupted attempt still counts). A lock on `<file>.lock`,
+    /// held until the process ends, makes that true: a second process that would run
+    /// work on the same file is refused, and so cannot take back leases that are live.
+    pub fn open_for_work(path: impl AsRef<Path>, config: StoreConfig) -> Result<(Self, u64)> {
+        let path = path.as_ref();
+        let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+        let locking = |message: String| StoreError::Backend { step: "locking the SQLite file", message };
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| locking(format!("{}: {e}", lock_path.display())))?;
+        lock.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => {
+                locking(format!("another fleetsync process runs work on {} (it holds {})", path.display(), lock_path.display()))
+            }
+            std::fs::TryLockError::Error(e) => locking(format!("{}: {e}", lock_path.display())),
+        })?;
+        let store = Self::open_with(path, config, Some(lock))?;
+        let taken = {
+            let inner = &store.inner;
+            let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let taken = queue::take_back(&tx, inner.config.clock.now())?;
+            tx.commit()?;
+            taken
+        };
+        Ok((store, taken))
     }
 
     /// The file this store lives in.
@@ -225,6 +270,11 @@ impl Store for SqliteStore {
             self.logged();
         }
         Ok(out)
+    }
+
+    async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
+        let (key, inventory) = (key.clone(), json("work", inventory)?);
+        self.write("recording an inventory", move |tx, now, _| queue::inventory_record(tx, now, &key, fence, &inventory)).await
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {

@@ -236,6 +236,30 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
     Ok(fin.outcome())
 }
 
+/// Makes every running key ready now, its lease dropped: what a process that runs work
+/// on the file alone does at start (see `SqliteStore::open_for_work`).
+pub(super) fn take_back(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
+    let n = tx.execute(
+        "UPDATE work SET phase = 'ready', run_at = ?1, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
+         WHERE phase = 'running'",
+        params![now.millis()],
+    )?;
+    Ok(n as u64)
+}
+
+pub(super) fn inventory_record(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence, inventory: &str) -> Result<()> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE work SET inventory = ?1, updated_at = ?2
+             WHERE tenant = ?3 AND cluster = ?4 AND syncset = ?5 AND fence = ?6 AND phase = 'running'",
+        )?
+        .execute(params![inventory, now.millis(), key.tenant, key.cluster, key.syncset, fence])?;
+    if n == 0 {
+        return Err(StoreError::LeaseLost { key: key.clone(), fence });
+    }
+    Ok(())
+}
+
 pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence) -> Result<()> {
     tx.prepare_cached(
         "UPDATE work SET phase = 'ready', run_at = ?1, attempts = MAX(attempts - 1, 0),
