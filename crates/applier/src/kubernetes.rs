@@ -19,11 +19,12 @@
 //! * Errors are typed from the API's `Status` (409, 403, 404, 422, 5xx) or the
 //!   transport (unreachable, timeout), with the Kubernetes message kept for status.
 
+use crate::gate;
 use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
 use crate::{ApplyContext, ApplyError, Applier};
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind, Resource};
 use kube::discovery::Scope;
 use std::collections::HashMap;
@@ -243,10 +244,11 @@ impl KubeApplier {
         let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_max_idle_per_host(self.config.max_idle_connections)
             .pool_idle_timeout(self.config.connection_idle)
-            .build(connector);
+            .build::<_, gate::Gated>(connector);
         let service = tower::ServiceBuilder::new()
             .layer(config.base_uri_layer())
             .option_layer(config.auth_layer()?)
+            .map_request(gate::gated)
             .map_err(tower::BoxError::from)
             .service(pool);
         Ok(kube::Client::new(service, config.default_namespace))
@@ -276,13 +278,6 @@ impl KubeApplier {
         match tokio::time::timeout(self.config.request_timeout, call).await {
             Ok(r) => r,
             Err(_) => Err(kube::Error::Service(Box::new(TimedOut(self.config.request_timeout)))),
-        }
-    }
-
-    fn api(c: &ClusterClient, ar: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
-        match (namespaced, namespace) {
-            (true, ns) => Api::namespaced_with(c.client.clone(), ns.unwrap_or("default"), ar),
-            (false, _) => Api::all_with(c.client.clone(), ar),
         }
     }
 }
@@ -341,8 +336,12 @@ impl Applier for KubeApplier {
         let obj = fenced(resource, ctx)?;
         let mut params = PatchParams::apply(&self.config.field_manager);
         params.force = self.config.force;
-        let api = Self::api(&c, &ar, namespaced, r.namespace.as_deref());
-        match self.timed(api.patch(&r.name, &params, &Patch::Apply(&obj))).await.map_err(classify) {
+        let ns = if namespaced { Some(r.namespace.as_deref().unwrap_or("default")) } else { None };
+        let mut req = kube::core::Request::new(DynamicObject::url_path(&ar, ns))
+            .patch(&r.name, &params, &Patch::Apply(&obj))
+            .map_err(|e| ApplyError::Invalid(format!("building the apply of {r}: {e}")))?;
+        req.extensions_mut().insert(ctx.deadline.clone());
+        match self.timed(c.client.request::<DynamicObject>(req)).await.map_err(classify) {
             Ok(_) => Ok(()),
             Err(e @ ApplyError::NotFound(_)) => {
                 // The kind may have gone away: look it up afresh next time.
@@ -366,6 +365,7 @@ impl Applier for KubeApplier {
         let mut req = kube::core::Request::new(url)
             .delete(&resource.name, &DeleteParams::default())
             .map_err(|e| ApplyError::Invalid(format!("building the delete of {resource}: {e}")))?;
+        req.extensions_mut().insert(ctx.deadline.clone());
         let headers = req.headers_mut();
         for (name, value) in [(FENCE_HEADER, ctx.fence.to_string()), (KEY_HEADER, ctx.key.to_string())] {
             if let Ok(v) = http::HeaderValue::from_str(&value) {
@@ -395,7 +395,7 @@ mod tests {
     #[test]
     fn applied_objects_carry_the_fence() {
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "me"}}}));
-        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 42, generation: 3, index: 1 };
+        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 42, generation: 3, index: 1, deadline: Default::default() };
         let obj = fenced(&m, &ctx).expect("object");
         let a = obj.metadata.annotations.expect("annotations");
         assert_eq!(a[FENCE_ANNOTATION], "42");
@@ -421,7 +421,7 @@ mod tests {
         secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
         let config = KubeConfig { request_timeout: Duration::from_secs(5), ..KubeConfig::default() };
         let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
-        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0 };
+        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0, deadline: Default::default() };
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
         let err = k.apply(&by_secret, &m, &ctx).await.expect_err("nothing listens");
@@ -436,7 +436,7 @@ mod tests {
     async fn other_endpoints_are_refused_and_bad_urls_named() {
         let k = KubeApplier::new(KubeConfig::default());
         let sim = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Simulator {}) };
-        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0 };
+        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0, deadline: Default::default() };
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         assert!(matches!(k.apply(&sim, &m, &ctx).await, Err(ApplyError::Unsupported(_))));
         let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Http { url: "http://[::1".into() }) };

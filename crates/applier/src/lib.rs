@@ -5,7 +5,10 @@
 //! can check it refuses a worker that lost its lease. [`ByEndpoint`] routes each cluster
 //! to the applier for its kind of endpoint. [`sim`] is the in-process simulated fleet.
 
+pub mod deadline;
 pub mod error;
+#[cfg(feature = "kube")]
+mod gate;
 #[cfg(feature = "kube")]
 pub mod kubeconfig;
 #[cfg(feature = "kube")]
@@ -13,6 +16,7 @@ pub mod kubernetes;
 pub mod latency;
 pub mod sim;
 
+pub use deadline::Deadline;
 pub use error::ApplyError;
 
 use async_trait::async_trait;
@@ -29,6 +33,9 @@ pub struct ApplyContext {
     pub generation: i64,
     /// Position of the resource in the SyncSet (order is kept within a run).
     pub index: usize,
+    /// No request of this call may leave the process once it has passed (the
+    /// Kubernetes applier checks it just before a request's body is written).
+    pub deadline: Deadline,
 }
 
 /// Applies resources to targets.

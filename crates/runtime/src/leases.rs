@@ -4,7 +4,7 @@
 //! Each lease also has a local deadline: the start of the call that last set its
 //! expiry (the claim, or a renewal) plus the TTL — the store's expiry is at least that
 //! late, since it is stamped inside the call. A run stops a margin (a tenth of the
-//! TTL, at least 100 ms) before it: its [`SafeDeadline`]. The run's [`Context`]
+//! TTL, at least 100 ms) before it: its [`Deadline`]. The run's [`Context`]
 //! checks that deadline synchronously before every call to a target, so a run whose
 //! task was not scheduled for a while (a paused process, a starved runtime) makes no
 //! call once it has passed, whatever else is polled first. A watchdog, independent of
@@ -14,6 +14,7 @@
 //!
 //! [`Context`]: crate::reconciler::Context
 
+use fleetsync_applier::Deadline;
 use fleetsync_model::WorkKey;
 use fleetsync_store::{Fence, RenewParams, Store};
 use std::collections::{HashMap, HashSet};
@@ -21,34 +22,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// When a run must make no further call to its target: its lease's end by this
-/// process's clock, less the margin. Shared by the run's context (checked before every
-/// call) and the lease table (moved by renewals).
-#[derive(Debug, Clone)]
-pub struct SafeDeadline(Arc<Mutex<Instant>>);
-
-impl SafeDeadline {
-    pub fn new(at: Instant) -> Self {
-        Self(Arc::new(Mutex::new(at)))
-    }
-
-    /// The deadline now.
-    pub fn at(&self) -> Instant {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether it has passed: no call may start any more.
-    pub fn passed(&self) -> bool {
-        Instant::now() >= self.at()
-    }
-
-    /// Moves it later (a renewal); never earlier.
-    fn extend_to(&self, at: Instant) {
-        let mut d = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *d = (*d).max(at);
-    }
-}
 
 pub struct Leases {
     held: Mutex<HashMap<WorkKey, Held>>,
@@ -60,7 +33,7 @@ struct Held {
     fence: Fence,
     token: CancellationToken,
     /// The lease's end by this process's clock, less the margin.
-    deadline: SafeDeadline,
+    deadline: Deadline,
     /// The run is over and its result is being committed: the store may already have
     /// released the key, so a renewal that finds it gone is no loss.
     completing: bool,
@@ -79,8 +52,8 @@ impl Leases {
     /// Records a held lease that ends no sooner than `valid_until` (the start of the
     /// claim call plus the TTL); `token` is cancelled if the lease is lost or about to
     /// end unrenewed. Returns the run's deadline, which renewals move.
-    pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken, valid_until: Instant) -> SafeDeadline {
-        let deadline = SafeDeadline::new(valid_until - self.margin);
+    pub fn hold(&self, key: WorkKey, fence: Fence, token: CancellationToken, valid_until: Instant) -> Deadline {
+        let deadline = Deadline::at(valid_until - self.margin);
         self.map().insert(key, Held { fence, token, deadline: deadline.clone(), completing: false });
         deadline
     }
@@ -97,7 +70,7 @@ impl Leases {
 
     /// The running leases whose deadline is at or before `by`.
     fn expiring(&self, by: Instant) -> Vec<(WorkKey, Fence)> {
-        self.map().iter().filter(|(_, h)| !h.completing && h.deadline.at() <= by).map(|(k, h)| (k.clone(), h.fence)).collect()
+        self.map().iter().filter(|(_, h)| !h.completing && h.deadline.instant().is_some_and(|at| at <= by)).map(|(k, h)| (k.clone(), h.fence)).collect()
     }
 
     /// Notes that the run has ended and its result is on its way to the store.

@@ -50,8 +50,8 @@
 //! ```
 
 use crate::cache::ObjectCache;
-use crate::leases::SafeDeadline;
 use async_trait::async_trait;
+use fleetsync_applier::Deadline;
 use fleetsync_model::{Cluster, Document, Kind, ResourceRef, ResourceResult, SyncSet, WorkKey};
 use fleetsync_store::{ApplyOutcome, ClaimedItem, Completion, Fence, OwnWrite, RunOutcome, Store, StoreError};
 use std::future::Future;
@@ -109,7 +109,7 @@ pub struct Context {
     cache: Arc<ObjectCache>,
     cancel: CancellationToken,
     /// No call to a target starts after this (the lease's end less a margin).
-    deadline: SafeDeadline,
+    deadline: Deadline,
     /// The key's SyncSet generation its own writes produced (0: none yet).
     own_generation: AtomicI64,
     /// What the target may hold because of this key: the claimed inventory, grown by
@@ -123,7 +123,7 @@ impl Context {
         item: ClaimedItem,
         cache: Arc<ObjectCache>,
         cancel: CancellationToken,
-        deadline: SafeDeadline,
+        deadline: Deadline,
     ) -> Self {
         let inventory = Mutex::new(item.inventory.clone());
         Self { store, item, cache, cancel, deadline, own_generation: AtomicI64::new(0), inventory }
@@ -143,6 +143,12 @@ impl Context {
     /// The fencing token of this run's lease; pass it to targets that can check it.
     pub fn fence(&self) -> Fence {
         self.item.fence
+    }
+
+    /// When the run must stop calling its target: its lease's end less a margin,
+    /// moved by renewals. Pass it on in [`ApplyContext`](fleetsync_applier::ApplyContext).
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
     }
 
     /// The store, for reading anything else.

@@ -801,7 +801,7 @@ pub async fn inventory_recorded_ahead_outlives_failed_and_lost_runs(h: &dyn Harn
     assert!(first.inventory.is_empty());
     s.work_inventory_record(&first.key, first.fence, &[a.clone(), b.clone()]).await.expect("record under the lease");
     assert_eq!(complete(&*s, &first, failed("refused")).await, CompleteOutcome::Committed(Phase::Failed));
-    match s.work_inventory_record(&first.key, first.fence, &[c.clone()]).await {
+    match s.work_inventory_record(&first.key, first.fence, std::slice::from_ref(&c)).await {
         Err(StoreError::LeaseLost { fence, .. }) => assert_eq!(fence, first.fence),
         other => panic!("a finished run's token records nothing, got {other:?}"),
     }
