@@ -17,7 +17,22 @@ pub use error::ApplyError;
 
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef, WorkKey};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// A point in this process's order of events. A `Moment::now()` is greater than every
+/// one taken before it, on any thread, so "did B start after A ended" is exact: take
+/// a moment when A ended and one when B starts, and compare. (Clock instants can be
+/// equal — always, under `tokio::time::pause` — which would leave that open.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Moment(u64);
+
+impl Moment {
+    pub fn now() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Moment(NEXT.fetch_add(1, Ordering::SeqCst))
+    }
+}
 
 /// Who is applying what: passed with every call so targets can fence and trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +44,11 @@ pub struct ApplyContext {
     pub generation: i64,
     /// Position of the resource in the SyncSet (order is kept within a run).
     pub index: usize,
+    /// Taken when the run's claim returned: every change that enqueued the key had
+    /// committed by then, so what the applier caches about the cluster (a kubeconfig
+    /// client built from a Secret) is checked again if it was last checked before
+    /// this. `None` (no claim to go by): cached state is checked now and then.
+    pub claimed_at: Option<Moment>,
 }
 
 /// Applies resources to targets.

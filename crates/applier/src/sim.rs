@@ -230,7 +230,7 @@ mod tests {
     use serde_json::json;
 
     fn ctx(fence: i64, index: usize) -> ApplyContext {
-        ApplyContext { key: WorkKey::new("t", "c1", "s1"), fence, generation: 3, index }
+        ApplyContext { key: WorkKey::new("t", "c1", "s1"), fence, generation: 3, index, claimed_at: None }
     }
 
     fn cluster() -> Cluster {

@@ -44,7 +44,7 @@ fn cm(name: &str, value: &str) -> Manifest {
 }
 
 fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
-    ApplyContext { key: WorkKey::new("default", "c1", "s1"), fence, generation, index }
+    ApplyContext { key: WorkKey::new("default", "c1", "s1"), fence, generation, index, claimed_at: None }
 }
 
 fn applier() -> KubeApplier {
