@@ -5,6 +5,8 @@
 //! can check it refuses a worker that lost its lease. [`ByEndpoint`] routes each cluster
 //! to the applier for its kind of endpoint. [`sim`] is the in-process simulated fleet.
 
+#[cfg(feature = "kube")]
+mod clients;
 pub mod error;
 #[cfg(feature = "kube")]
 pub mod kubeconfig;
