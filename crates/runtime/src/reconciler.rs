@@ -51,6 +51,7 @@
 
 use crate::cache::ObjectCache;
 use async_trait::async_trait;
+use fleetsync_applier::Moment;
 use fleetsync_model::{Cluster, Document, Kind, ResourceResult, SyncSet, WorkKey};
 use fleetsync_store::{ApplyOutcome, ClaimedItem, Completion, Fence, OwnWrite, RunOutcome, Store, StoreError};
 use std::future::Future;
@@ -105,6 +106,7 @@ impl From<StoreError> for ReconcileError {
 pub struct Context {
     store: Arc<dyn Store>,
     item: ClaimedItem,
+    claimed_at: Moment,
     cache: Arc<ObjectCache>,
     cancel: CancellationToken,
     /// The key's SyncSet generation its own writes produced (0: none yet).
@@ -112,8 +114,8 @@ pub struct Context {
 }
 
 impl Context {
-    pub(crate) fn new(store: Arc<dyn Store>, item: ClaimedItem, cache: Arc<ObjectCache>, cancel: CancellationToken) -> Self {
-        Self { store, item, cache, cancel, own_generation: AtomicI64::new(0) }
+    pub(crate) fn new(store: Arc<dyn Store>, item: ClaimedItem, claimed_at: Moment, cache: Arc<ObjectCache>, cancel: CancellationToken) -> Self {
+        Self { store, item, claimed_at, cache, cancel, own_generation: AtomicI64::new(0) }
     }
 
     pub fn key(&self) -> &WorkKey {
@@ -124,6 +126,14 @@ impl Context {
     /// apply mode, the inventory of the last successful run, this attempt's number.
     pub fn item(&self) -> &ClaimedItem {
         &self.item
+    }
+
+    /// When the claim of this run returned: every change that enqueued the key had
+    /// committed by then. Pass it to appliers
+    /// ([`ApplyContext::claimed_at`](fleetsync_applier::ApplyContext::claimed_at)), so
+    /// that what they cached from before it (a cluster's kubeconfig) is checked again.
+    pub fn claimed_at(&self) -> Moment {
+        self.claimed_at
     }
 
     /// The fencing token of this run's lease; pass it to targets that can check it.
