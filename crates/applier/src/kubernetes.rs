@@ -4,8 +4,10 @@
 //!   Secret (`kubeconfig`, read through [`Credentials`]; see [`crate::kubeconfig`]), or
 //!   through the pod's service account (`inCluster`). `https` uses rustls.
 //! * One client per cluster, created on first use and reused, dropped after it has
-//!   been idle for `idle_after`. A kubeconfig client re-reads its Secret at most every
-//!   `secret_refresh`, and is rebuilt only when the Secret's generation changed. Its connection pool keeps at most
+//!   been idle for `idle_after`. A kubeconfig client re-reads its Secret for a run
+//!   claimed after its last read, so that the run a Secret change enqueued uses the
+//!   new Secret, and is rebuilt only when the Secret's generation changed (see
+//!   `clients.rs`). Its connection pool keeps at most
 //!   `max_idle_connections` idle connections, closed after `connection_idle` — a
 //!   cluster's SyncSets open many connections at once and then go quiet, and with
 //!   hyper's defaults (unbounded, 90 s) a fleet of a thousand clusters would hold
@@ -19,18 +21,17 @@
 //! * Errors are typed from the API's `Status` (409, 403, 404, 422, 5xx) or the
 //!   transport (unreachable, timeout), with the Kubernetes message kept for status.
 
+use crate::clients::{lock, Checked, ClusterClient, Clients, Source};
 use crate::gate;
 use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
-use crate::{ApplyContext, ApplyError, Applier};
+use crate::{ApplyContext, ApplyError, Applier, Moment};
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind, Resource};
 use kube::discovery::Scope;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// The annotation that carries the fencing token on applied objects.
 pub const FENCE_ANNOTATION: &str = "fleetsync.io/fence";
@@ -56,7 +57,9 @@ pub struct KubeConfig {
     pub max_idle_connections: usize,
     /// How long an idle connection is kept.
     pub connection_idle: Duration,
-    /// How often a kubeconfig client checks whether its Secret changed.
+    /// How often a kubeconfig client checks whether its Secret changed, for calls
+    /// that carry no claim ([`ApplyContext::claimed_at`] `None`); a run's calls check
+    /// it once per claim.
     pub secret_refresh: Duration,
 }
 
@@ -79,51 +82,14 @@ impl Default for KubeConfig {
 #[derive(Clone)]
 pub struct KubeApplier {
     config: KubeConfig,
-    clients: Arc<Mutex<Clients>>,
+    clients: Arc<Clients>,
     credentials: Option<Arc<dyn Credentials>>,
-}
-
-/// The clients by cluster, and when idle ones were last swept out.
-struct Clients {
-    by_cluster: HashMap<String, Arc<ClusterClient>>,
-    swept: Instant,
-}
-
-impl Default for Clients {
-    fn default() -> Self {
-        Self { by_cluster: HashMap::new(), swept: Instant::now() }
-    }
-}
-
-/// A cluster's client and its discovery cache.
-struct ClusterClient {
-    client: kube::Client,
-    source: Source,
-    kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
-    /// When it was last used, and (kubeconfig) when its Secret was last checked.
-    last_used: Mutex<Instant>,
-    checked: Mutex<Instant>,
-}
-
-/// What a client was built from; a cluster whose source changed gets a new client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Source {
-    Url(String),
-    Secret { name: String, generation: i64 },
-    InCluster,
-}
-
-fn now_of(m: &Mutex<Instant>) -> Instant {
-    *m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn set(m: &Mutex<Instant>, at: Instant) {
-    *m.lock().unwrap_or_else(PoisonError::into_inner) = at;
 }
 
 impl KubeApplier {
     pub fn new(config: KubeConfig) -> Self {
-        Self { config, clients: Arc::default(), credentials: None }
+        let clients = Arc::new(Clients::new(config.idle_after));
+        Self { config, clients, credentials: None }
     }
 
     /// Lets the applier read the Secrets that `kubeconfig` endpoints name.
@@ -134,17 +100,26 @@ impl KubeApplier {
 
     /// How many cluster clients are open.
     pub fn open_clients(&self) -> usize {
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner).by_cluster.len()
+        self.clients.open()
     }
 
-    /// The cluster's client, created on first use; idle clients are dropped here too.
-    async fn client(&self, cluster: &Cluster) -> Result<Arc<ClusterClient>, ApplyError> {
+    /// The cluster's client for a call of a run claimed at `claimed_at`: the cached one
+    /// if it is current for that run (see [`crate::clients`]), else built, or confirmed
+    /// by reading its Secret again, one call at a time per cluster.
+    async fn client(&self, cluster: &Cluster, claimed_at: Option<Moment>) -> Result<Arc<ClusterClient>, ApplyError> {
         let id = format!("{}/{}", cluster.metadata.namespace, cluster.metadata.name);
-        let now = Instant::now();
-        if let Some(c) = self.cached(&id, &cluster.spec.endpoint, now) {
+        let (endpoint, refresh) = (&cluster.spec.endpoint, self.config.secret_refresh);
+        let slot = self.clients.slot(&id);
+        if let Some(c) = slot.current(endpoint, claimed_at, refresh) {
             return Ok(c);
         }
-        let (source, config) = match &cluster.spec.endpoint {
+        let _turn = slot.turn().await;
+        // Another call may have done it while this one waited.
+        if let Some(c) = slot.current(endpoint, claimed_at, refresh) {
+            return Ok(c);
+        }
+        let read = Checked::now();
+        let (source, config) = match endpoint {
             Endpoint::Http { url } => {
                 let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
                 (Source::Url(url.clone()), kube::Config::new(uri))
@@ -155,7 +130,7 @@ impl KubeApplier {
                 })?;
                 let secret = fetch(credentials, &cluster.metadata.namespace, secret_ref).await?;
                 let source = Source::Secret { name: secret_ref.clone(), generation: secret.metadata.generation };
-                if let Some(c) = self.reuse(&id, &source, now) {
+                if let Some(c) = slot.confirm(&source, read) {
                     return Ok(c);
                 }
                 (source, config_from_secret(&secret).await?)
@@ -167,55 +142,7 @@ impl KubeApplier {
         };
         let url = config.cluster_url.to_string();
         let client = self.build_client(config).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
-        let fresh = Arc::new(ClusterClient {
-            client,
-            source,
-            kinds: Mutex::default(),
-            last_used: Mutex::new(now),
-            checked: Mutex::new(now),
-        });
-        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        // Several keys of one cluster may have built a client at once: the first wins.
-        let entry = clients.by_cluster.entry(id).or_insert_with(|| fresh.clone());
-        if entry.source != fresh.source {
-            *entry = fresh;
-        }
-        Ok(entry.clone())
-    }
-
-    /// The cached client, if it was built from what the endpoint says now (a kubeconfig
-    /// client counts until its Secret is due for a re-check). Sweeps idle clients too.
-    fn cached(&self, id: &str, endpoint: &Endpoint, now: Instant) -> Option<Arc<ClusterClient>> {
-        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        // Sweeping looks at every cluster: do it at most once a second, not per apply.
-        if now.duration_since(clients.swept) >= Duration::from_secs(1) {
-            let idle = self.config.idle_after;
-            clients.by_cluster.retain(|_, c| now.duration_since(now_of(&c.last_used)) < idle);
-            clients.swept = now;
-        }
-        let c = clients.by_cluster.get(id)?;
-        let current = match (endpoint, &c.source) {
-            (Endpoint::Http { url }, Source::Url(u)) => url == u,
-            (Endpoint::Kubeconfig { secret_ref }, Source::Secret { name, .. }) => {
-                name == secret_ref && now.duration_since(now_of(&c.checked)) < self.config.secret_refresh
-            }
-            (Endpoint::InCluster {}, Source::InCluster) => true,
-            _ => false,
-        };
-        current.then(|| {
-            set(&c.last_used, now);
-            c.clone()
-        })
-    }
-
-    /// The cached client if it was built from exactly `source` (a re-read Secret whose
-    /// generation did not change keeps its warm client).
-    fn reuse(&self, id: &str, source: &Source, now: Instant) -> Option<Arc<ClusterClient>> {
-        let clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        let c = clients.by_cluster.get(id).filter(|c| &c.source == source)?;
-        set(&c.last_used, now);
-        set(&c.checked, now);
-        Some(c.clone())
+        Ok(slot.install(ClusterClient::new(client, source, read)))
     }
 
     /// A kube client over our own hyper pool (bounded idle connections), with kube's
@@ -257,7 +184,7 @@ impl KubeApplier {
     /// Resolves a kind through discovery (cached).
     async fn resolve(&self, c: &ClusterClient, r: &ResourceRef) -> Result<(ApiResource, bool), ApplyError> {
         let gvk = gvk(r);
-        if let Some(hit) = c.kinds.lock().unwrap_or_else(PoisonError::into_inner).get(&gvk) {
+        if let Some(hit) = lock(&c.kinds).get(&gvk) {
             return Ok(hit.clone());
         }
         let found = self.timed(kube::discovery::pinned_kind(&c.client, &gvk)).await;
@@ -266,12 +193,12 @@ impl KubeApplier {
             other => other,
         })?;
         let entry = (ar, caps.scope == Scope::Namespaced);
-        c.kinds.lock().unwrap_or_else(PoisonError::into_inner).insert(gvk, entry.clone());
+        lock(&c.kinds).insert(gvk, entry.clone());
         Ok(entry)
     }
 
     fn forget_kind(c: &ClusterClient, r: &ResourceRef) {
-        c.kinds.lock().unwrap_or_else(PoisonError::into_inner).remove(&gvk(r));
+        lock(&c.kinds).remove(&gvk(r));
     }
 
     async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
@@ -330,7 +257,7 @@ fn classify(e: kube::Error) -> ApplyError {
 #[async_trait]
 impl Applier for KubeApplier {
     async fn apply(&self, cluster: &Cluster, resource: &Manifest, ctx: &ApplyContext) -> Result<(), ApplyError> {
-        let c = self.client(cluster).await?;
+        let c = self.client(cluster, ctx.claimed_at).await?;
         let r = resource.resource_ref().map_err(|(f, rule)| ApplyError::Invalid(format!("{f} {rule}")))?;
         let (ar, namespaced) = self.resolve(&c, &r).await?;
         let obj = fenced(resource, ctx)?;
@@ -353,7 +280,7 @@ impl Applier for KubeApplier {
     }
 
     async fn delete(&self, cluster: &Cluster, resource: &ResourceRef, ctx: &ApplyContext) -> Result<(), ApplyError> {
-        let c = self.client(cluster).await?;
+        let c = self.client(cluster, ctx.claimed_at).await?;
         let (ar, namespaced) = match self.resolve(&c, resource).await {
             Ok(found) => found,
             // A kind the cluster no longer serves has nothing left to delete.
@@ -395,7 +322,7 @@ mod tests {
     #[test]
     fn applied_objects_carry_the_fence() {
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "me"}}}));
-        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 42, generation: 3, index: 1, deadline: Default::default() };
+        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), 42, 3, 1);
         let obj = fenced(&m, &ctx).expect("object");
         let a = obj.metadata.annotations.expect("annotations");
         assert_eq!(a[FENCE_ANNOTATION], "42");
@@ -421,7 +348,7 @@ mod tests {
         secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
         let config = KubeConfig { request_timeout: Duration::from_secs(5), ..KubeConfig::default() };
         let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
-        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0, deadline: Default::default() };
+        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), 1, 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
         let err = k.apply(&by_secret, &m, &ctx).await.expect_err("nothing listens");
@@ -436,11 +363,106 @@ mod tests {
     async fn other_endpoints_are_refused_and_bad_urls_named() {
         let k = KubeApplier::new(KubeConfig::default());
         let sim = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Simulator {}) };
-        let ctx = ApplyContext { key: WorkKey::new("t", "c", "s"), fence: 1, generation: 1, index: 0, deadline: Default::default() };
+        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), 1, 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         assert!(matches!(k.apply(&sim, &m, &ctx).await, Err(ApplyError::Unsupported(_))));
         let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Http { url: "http://[::1".into() }) };
         let err = k.apply(&bad, &m, &ctx).await.expect_err("bad URL");
         assert!(matches!(&err, ApplyError::Invalid(m) if m.contains("http://[::1")), "{err}");
+    }
+
+    /// One Secret that a test can change (each change a new generation), counting reads.
+    #[derive(Default)]
+    struct Rotating {
+        secret: std::sync::Mutex<Option<fleetsync_model::Secret>>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Rotating {
+        fn point_at(&self, server: &str) {
+            let kubeconfig = format!("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{{name: c, cluster: {{server: '{server}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n");
+            let mut held = lock(&self.secret);
+            let mut secret = fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
+            secret.metadata.generation = held.as_ref().map_or(1, |s| s.metadata.generation + 1);
+            secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
+            *held = Some(secret);
+        }
+
+        fn reads(&self) -> usize {
+            self.reads.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait]
+    impl Credentials for Arc<Rotating> {
+        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, String> {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // A store round trip, so that calls arriving together overlap.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(lock(&self.secret).clone())
+        }
+    }
+
+    fn by_secret(secret: &Arc<Rotating>) -> (KubeApplier, Cluster) {
+        secret.point_at("http://127.0.0.1:1/old");
+        let k = KubeApplier::new(KubeConfig::default()).with_credentials(Arc::new(secret.clone()));
+        let c = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
+        (k, c)
+    }
+
+    /// A run claimed after the client's last Secret read reads it again (and gets a new
+    /// client only if it changed); the calls of one run, and runs claimed earlier, do not.
+    #[tokio::test]
+    async fn a_run_claimed_after_the_last_secret_read_reads_it_again() {
+        let secret = Arc::new(Rotating::default());
+        let (k, c) = by_secret(&secret);
+        let first = Moment::now();
+        let old = k.client(&c, Some(first)).await.expect("client");
+        assert!(Arc::ptr_eq(&old, &k.client(&c, Some(first)).await.expect("client")), "same run, same client");
+        assert_eq!(secret.reads(), 1, "a run reads the Secret once");
+
+        let unchanged = Moment::now();
+        assert!(Arc::ptr_eq(&old, &k.client(&c, Some(unchanged)).await.expect("client")), "same generation, warm client kept");
+        assert_eq!(secret.reads(), 2, "a later claim reads it again");
+
+        secret.point_at("http://127.0.0.1:1/new");
+        let rotated = Moment::now();
+        let new = k.client(&c, Some(rotated)).await.expect("client");
+        assert!(!Arc::ptr_eq(&old, &new), "a new generation, a new client");
+        assert!(Arc::ptr_eq(&new, &k.client(&c, Some(first)).await.expect("client")), "an older run gets the newer client");
+        assert_eq!(secret.reads(), 3);
+        assert_eq!(k.open_clients(), 1);
+    }
+
+    /// A cluster's keys claimed together: one Secret read (and one client) for all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_burst_of_runs_claimed_together_reads_the_secret_once() {
+        let secret = Arc::new(Rotating::default());
+        let (k, c) = by_secret(&secret);
+        for burst in 1..=2 {
+            let claimed = Moment::now();
+            let mut runs = tokio::task::JoinSet::new();
+            for _ in 0..50 {
+                let (k, c) = (k.clone(), c.clone());
+                runs.spawn(async move { k.client(&c, Some(claimed)).await.map(|c| Arc::as_ptr(&c) as usize) });
+            }
+            let clients: std::collections::HashSet<usize> = runs.join_all().await.into_iter().map(|c| c.expect("client")).collect();
+            assert_eq!(clients.len(), 1, "one client");
+            assert_eq!(secret.reads(), burst, "one read per burst");
+        }
+    }
+
+    /// Calls without a claim re-read the Secret every `secret_refresh`.
+    #[tokio::test(start_paused = true)]
+    async fn without_a_claim_the_secret_is_read_every_secret_refresh() {
+        let secret = Arc::new(Rotating::default());
+        let (k, c) = by_secret(&secret);
+        k.client(&c, None).await.expect("client");
+        tokio::time::advance(Duration::from_secs(9)).await;
+        k.client(&c, None).await.expect("client");
+        assert_eq!(secret.reads(), 1);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        k.client(&c, None).await.expect("client");
+        assert_eq!(secret.reads(), 2);
     }
 }

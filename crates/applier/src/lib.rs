@@ -6,6 +6,8 @@
 //! to the applier for its kind of endpoint. [`sim`] is the in-process simulated fleet.
 
 pub mod deadline;
+#[cfg(feature = "kube")]
+mod clients;
 pub mod error;
 #[cfg(feature = "kube")]
 mod gate;
@@ -21,7 +23,22 @@ pub use error::ApplyError;
 
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef, WorkKey};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// A point in this process's order of events. A `Moment::now()` is greater than every
+/// one taken before it, on any thread, so "did B start after A ended" is exact: take
+/// a moment when A ended and one when B starts, and compare. (Clock instants can be
+/// equal — always, under `tokio::time::pause` — which would leave that open.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Moment(u64);
+
+impl Moment {
+    pub fn now() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Moment(NEXT.fetch_add(1, Ordering::SeqCst))
+    }
+}
 
 /// Who is applying what: passed with every call so targets can fence and trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +53,19 @@ pub struct ApplyContext {
     /// No request of this call may leave the process once it has passed (the
     /// Kubernetes applier checks it just before a request's body is written).
     pub deadline: Deadline,
+    /// Taken when the run's claim returned: every change that enqueued the key had
+    /// committed by then, so what the applier caches about the cluster (a kubeconfig
+    /// client built from a Secret) is checked again if it was last checked before
+    /// this. `None` (no claim to go by): cached state is checked now and then.
+    pub claimed_at: Option<Moment>,
+}
+
+impl ApplyContext {
+    /// A call made outside a run's lease (benchmarks, tests, tools): no claim to check
+    /// cached state against, no deadline.
+    pub fn new(key: WorkKey, fence: i64, generation: i64, index: usize) -> Self {
+        Self { key, fence, generation, index, claimed_at: None, deadline: Deadline::none() }
+    }
 }
 
 /// Applies resources to targets.

@@ -230,7 +230,7 @@ mod tests {
     use serde_json::json;
 
     fn ctx(fence: i64, index: usize) -> ApplyContext {
-        ApplyContext { key: WorkKey::new("t", "c1", "s1"), fence, generation: 3, index, deadline: Default::default() }
+        ApplyContext::new(WorkKey::new("t", "c1", "s1"), fence, 3, index)
     }
 
     fn cluster() -> Cluster {

@@ -1,12 +1,14 @@
 //! The Kubernetes applier against `fleetsync sim` over loopback HTTP: real kube-rs
 //! clients, real discovery, real server-side apply requests.
 
+use fleetsync_applier::kubeconfig::Credentials;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_applier::{ApplyContext, ApplyError, Applier, Moment};
 use fleetsync_k8s_sim::{SimConfig, SimServer};
 use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Manifest, ObjectMeta, ResourceRef, WorkKey};
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
 
 struct Sim {
@@ -44,7 +46,7 @@ fn cm(name: &str, value: &str) -> Manifest {
 }
 
 fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
-    ApplyContext { key: WorkKey::new("default", "c1", "s1"), fence, generation, index, deadline: Default::default() }
+    ApplyContext::new(WorkKey::new("default", "c1", "s1"), fence, generation, index)
 }
 
 fn applier() -> KubeApplier {
@@ -134,4 +136,55 @@ async fn slow_target_times_out_and_unreachable_is_typed() {
     let err = k.apply(&dead, &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("nothing listens on port 9");
     assert!(matches!(err, ApplyError::Unreachable(_)), "{err:?}");
     assert!(err.is_retryable());
+}
+
+/// The Secret a `kubeconfig` cluster names, which the test rotates (clones share it).
+#[derive(Clone, Default)]
+struct OneSecret(Arc<std::sync::Mutex<Option<fleetsync_model::Secret>>>);
+
+impl OneSecret {
+    fn point_at(&self, server: &str) {
+        let kubeconfig = format!("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{{name: c, cluster: {{server: '{server}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n");
+        let mut held = self.0.lock().expect("lock");
+        let mut secret = fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
+        secret.metadata.generation = held.as_ref().map_or(1, |s| s.metadata.generation + 1);
+        secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
+        *held = Some(secret);
+    }
+}
+
+#[async_trait::async_trait]
+impl Credentials for OneSecret {
+    async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, String> {
+        Ok(self.0.lock().expect("lock").clone())
+    }
+}
+
+/// A Secret rotated right after the old client was last used: the runs claimed after
+/// the change write to the new server only, though the old one still answers.
+#[tokio::test]
+async fn a_rotated_secret_is_used_by_the_next_claimed_run() {
+    let (old, new) = (sim(quiet()).await, sim(quiet()).await);
+    let secret = OneSecret::default();
+    secret.point_at(&format!("{}/clusters/c1", old.base));
+    let k = applier().with_credentials(Arc::new(secret.clone()));
+    let c = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
+    let run = |fence: i64| ApplyContext { claimed_at: Some(Moment::now()), ..ctx(fence, 1, 0) };
+
+    let first = run(1);
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        k.apply(&c, &cm(name, "1"), &ApplyContext { index: i, ..first.clone() }).await.expect("apply to the old server");
+    }
+    assert_eq!(old.server.totals().applies, 3, "one run, one client, three writes");
+
+    secret.point_at(&format!("{}/clusters/c1", new.base));
+    for fence in [2, 3] {
+        let again = run(fence);
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            k.apply(&c, &cm(name, "1"), &ApplyContext { index: i, ..again.clone() }).await.expect("apply to the new server");
+        }
+    }
+    assert_eq!(old.server.totals().applies, 3, "nothing written to the old server after the rotation");
+    assert_eq!(new.server.totals().applies, 6, "every write after the rotation went to the new server");
+    assert_eq!(new.server.key_generations()["default/c1/s1"].len(), 3);
 }

@@ -134,3 +134,67 @@ fn kubeconfig_secrets_reach_clusters_and_never_show() {
         assert!(!text.contains(MARKER), "output {i} shows the credential:\n{text}");
     }
 }
+
+/// A Secret pointing cluster c1 at `server`, the cluster, and four SyncSets of three
+/// ConfigMaps each (four keys that arrive together).
+fn rotating_fleet(server: &str) -> String {
+    let kc = kubeconfig(&format!("http://{server}/clusters/c1"), "t");
+    let kc: String = kc.lines().map(|l| format!("    {l}\n")).collect();
+    let mut yaml = format!(
+        "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: kc}}\nstringData:\n  kubeconfig: |\n{kc}---\n\
+         apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c1}}\nspec: {{endpoint: {{kubeconfig: {{secretRef: kc}}}}}}\n"
+    );
+    for s in 1..=4 {
+        yaml += &format!("---\napiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: s{s}}}\nspec:\n  clusterNames: [c1]\n  resources:\n");
+        for r in 1..=3 {
+            yaml += &format!("    - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: s{s}-{r}, namespace: app}}, data: {{k: v}}}}\n");
+        }
+    }
+    yaml
+}
+
+fn sim_applies(sim: &SimChild) -> u64 {
+    let report: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
+    report["totals"]["applies"].as_u64().expect("applies")
+}
+
+/// Secret rotation within a second of the last use of the old client: every write of
+/// the keys the rotation re-enqueued goes to the new server, none to the old one
+/// (which still answers), as the servers themselves recorded.
+#[test]
+fn a_rotated_kubeconfig_is_used_by_the_runs_it_enqueued() {
+    let (old, new) = (SimChild::start(0.0), SimChild::start(0.0));
+    let hub = Hub::start();
+    let file = hub.dir.path().join("fleet.yaml");
+    let apply = |server: &str| {
+        std::fs::write(&file, rotating_fleet(server)).expect("write");
+        let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    // SyncSet → when its key was last applied, for the keys that are Applied.
+    let applied_at = |h: &Hub| -> std::collections::BTreeMap<String, String> {
+        let items = status_items(h);
+        items.iter().filter(|k| k["phase"] == "Applied").map(|k| (k["syncset"].to_string(), k["lastAppliedAt"].to_string())).collect()
+    };
+
+    apply(&old.addr);
+    hub.wait_until(Duration::from_secs(30), |h| applied_at(h).len() == 4);
+    let before = applied_at(&hub);
+    assert_eq!(sim_applies(&old), 12, "converged on the old server");
+
+    // At once (the old client was last used a moment ago, and is still cached).
+    let said = apply(&new.addr);
+    assert!(said.contains("secret/kc updated (generation 2, 4 keys enqueued)"), "{said}");
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let now = applied_at(h);
+        now.len() == 4 && now.iter().all(|(key, at)| before.get(key) != Some(at))
+    });
+
+    assert_eq!(sim_applies(&old), 12, "the old server got no write after the rotation");
+    assert_eq!(sim_applies(&new), 12, "the new server got every write of the re-enqueued keys");
+    let keys: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/keys", new.addr))).expect("sim keys");
+    for s in 1..=4 {
+        assert_eq!(keys[format!("default/c1/s{s}")].as_object().map(|r| r.len()), Some(3), "{keys}");
+    }
+}

@@ -51,7 +51,7 @@
 
 use crate::cache::ObjectCache;
 use async_trait::async_trait;
-use fleetsync_applier::Deadline;
+use fleetsync_applier::{Deadline, Moment};
 use fleetsync_model::{Cluster, Document, Kind, ResourceRef, ResourceResult, SyncSet, WorkKey};
 use fleetsync_store::{ApplyOutcome, ClaimedItem, Completion, Fence, OwnWrite, RunOutcome, Store, StoreError};
 use std::future::Future;
@@ -106,6 +106,7 @@ impl From<StoreError> for ReconcileError {
 pub struct Context {
     store: Arc<dyn Store>,
     item: ClaimedItem,
+    claimed_at: Moment,
     cache: Arc<ObjectCache>,
     cancel: CancellationToken,
     /// No call to a target starts after this (the lease's end less a margin).
@@ -121,12 +122,13 @@ impl Context {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         item: ClaimedItem,
+        claimed_at: Moment,
         cache: Arc<ObjectCache>,
         cancel: CancellationToken,
         deadline: Deadline,
     ) -> Self {
         let inventory = Mutex::new(item.inventory.clone());
-        Self { store, item, cache, cancel, deadline, own_generation: AtomicI64::new(0), inventory }
+        Self { store, item, claimed_at, cache, cancel, deadline, own_generation: AtomicI64::new(0), inventory }
     }
 
     pub fn key(&self) -> &WorkKey {
@@ -138,6 +140,14 @@ impl Context {
     /// attempt's number.
     pub fn item(&self) -> &ClaimedItem {
         &self.item
+    }
+
+    /// When the claim of this run returned: every change that enqueued the key had
+    /// committed by then. Pass it to appliers
+    /// ([`ApplyContext::claimed_at`](fleetsync_applier::ApplyContext::claimed_at)), so
+    /// that what they cached from before it (a cluster's kubeconfig) is checked again.
+    pub fn claimed_at(&self) -> Moment {
+        self.claimed_at
     }
 
     /// The fencing token of this run's lease; pass it to targets that can check it.

@@ -69,7 +69,14 @@ impl SyncSetReconciler {
             let Ok(r) = manifest.resource_ref() else {
                 return Ok(failed(format!("resource {index} has no valid identity")));
             };
-            let apply_ctx = ApplyContext { key: k.clone(), fence: item.fence, generation, index, deadline: ctx.deadline().clone() };
+            let apply_ctx = ApplyContext {
+                key: k.clone(),
+                fence: item.fence,
+                generation,
+                index,
+                claimed_at: Some(ctx.claimed_at()),
+                deadline: ctx.deadline().clone(),
+            };
             let (res, ms) = self.timed(ctx, self.applier.apply(&cluster, manifest, &apply_ctx)).await?;
             if let Err(e) = res {
                 let error = format!("{r}: {e}");
@@ -114,8 +121,14 @@ impl SyncSetReconciler {
         results: &mut Vec<ResourceResult>,
     ) -> Result<Option<String>, ReconcileError> {
         for (index, r) in gone.into_iter().rev().enumerate() {
-            let apply_ctx =
-                ApplyContext { key: ctx.key().clone(), fence: ctx.fence(), generation, index, deadline: ctx.deadline().clone() };
+            let apply_ctx = ApplyContext {
+                key: ctx.key().clone(),
+                fence: ctx.fence(),
+                generation,
+                index,
+                claimed_at: Some(ctx.claimed_at()),
+                deadline: ctx.deadline().clone(),
+            };
             let (res, ms) = self.timed(ctx, self.applier.delete(cluster, &r, &apply_ctx)).await?;
             match res {
                 Ok(()) => results.push(result(r, ResourceOutcome::Deleted, None, ms)),

@@ -13,7 +13,7 @@ use crate::reconciler::{self, Context, Reconciler};
 use crate::resync::resync_loop;
 use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
-use fleetsync_applier::Applier;
+use fleetsync_applier::{Applier, Moment};
 use fleetsync_model::{Phase, Timestamp};
 use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store};
 use std::sync::Arc;
@@ -176,13 +176,16 @@ impl Runtime {
         };
         let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
         let items = self.store.work_claim(params).await.map_err(|e| tracing::error!(error = %e, "claiming failed; trying again shortly"))?;
+        // Whatever enqueued these keys committed before this: appliers re-check what
+        // they cached about a cluster (a kubeconfig Secret) if they checked it earlier.
+        let claimed_at = Moment::now();
         let got = items.len();
         self.metrics.claimed.inc_by(got as u64);
         for item in items {
             match slots.split(1) {
                 Some(permit) => {
                     shared.slots.take(&item.key);
-                    tasks.spawn(run_key(shared.clone(), item, valid_until, permit));
+                    tasks.spawn(run_key(shared.clone(), item, valid_until, claimed_at, permit));
                 }
                 None => {
                     // Cannot happen (we asked for at most as many keys as slots);
@@ -261,11 +264,11 @@ impl Runtime {
 }
 
 /// One key, from claim to commit. The permit is the key's slot in `max_in_flight`.
-async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::time::Instant, permit: OwnedSemaphorePermit) {
+async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::time::Instant, claimed_at: Moment, permit: OwnedSemaphorePermit) {
     let token = shared.abort.child_token();
     let deadline = shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
     shared.metrics.applies_in_flight.inc();
-    let ctx = Context::new(shared.store.clone(), item, shared.cache.clone(), token, deadline);
+    let ctx = Context::new(shared.store.clone(), item, claimed_at, shared.cache.clone(), token, deadline);
     let item = ctx.item();
     match reconciler::run(&*shared.reconciler, &ctx).await {
         Some(completion) => {
