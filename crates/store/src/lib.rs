@@ -97,6 +97,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Commits results in one transaction. Each item's result is written and its key
     /// released together, or (stale token) refused; the outcomes follow input order.
+    /// If the backend cannot hold a value of one of them, nothing is written and the
+    /// call fails with [`StoreError::Refused`].
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>>;
 
     /// Gives a key back unfinished (graceful shutdown): it is ready at once and the

@@ -616,3 +616,31 @@ async fn the_stores_clock_is_the_databases_unless_one_is_given() {
     let fixed = PgStore::connect(&test_database_url(), Some(&scratch.schema.name), config).await.expect("connect");
     assert_eq!(fixed.clock().now(), fleetsync_model::Timestamp(1_000));
 }
+
+/// A completion whose error message holds a NUL byte (no text column can hold one)
+/// fails its whole call as refused data — its reason names the problem, not the value —
+/// and nothing of the batch is written; the store does not try it again.
+#[tokio::test]
+async fn a_completion_with_a_nul_byte_is_refused_as_data_and_writes_nothing() {
+    use fleetsync_store::{Completion, RunOutcome};
+    let scratch = Scratch::new().await;
+    let store = scratch.store().await;
+    store.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")]).await.expect("apply");
+    let items = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
+    assert_eq!(items.len(), 2);
+    let bad = Completion {
+        key: items[1].key.clone(),
+        fence: items[1].fence,
+        outcome: RunOutcome::Failed { error: "secret-ish \0 value".into() },
+        resources: vec![],
+    };
+    let started = Instant::now();
+    let err = store.work_complete(vec![applied_completion(&items[0]), bad]).await.expect_err("refused");
+    assert!(started.elapsed() < Duration::from_millis(500), "not tried again: {:?}", started.elapsed());
+    let StoreError::Refused { reason, .. } = &err else { panic!("not a refusal: {err:?}") };
+    assert!(reason.contains("SQLSTATE 22021") && !reason.contains("secret-ish"), "{reason}");
+    assert!(!err.is_transient());
+    let sql = format!("SELECT count(*) FROM {}.work WHERE phase = 'running'", scratch.schema.name);
+    let running: i64 = scratch.admin.query_one(&sql, &[]).await.expect("count").get(0);
+    assert_eq!(running, 2, "nothing of the batch was written");
+}

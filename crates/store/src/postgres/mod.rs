@@ -18,7 +18,9 @@
 //!   default): a call returns after its commit is durable. `now` is read from the
 //!   store's clock once per transaction and passed as a parameter. A transaction
 //!   that hits a deadlock, a serialization failure or a dropped connection before its
-//!   commit is retried (up to 4 attempts in all) with a fresh connection.
+//!   commit is retried (up to 4 attempts in all) with a fresh connection. One the
+//!   server refuses for the data it was given (SQLSTATE class 22, a data exception, e.g.
+//!   a NUL byte in text) is not: it fails as [`StoreError::Refused`].
 //! - **Claims** take a batch in one statement (`claim.rs`): due keys are found in the
 //!   `due` table (`due.rs`) in `due_at, tenant, cluster, syncset` order — each key at its
 //!   `run_at`, a leased one too, whose expiry the claimer's cursor remembers and comes
@@ -617,7 +619,19 @@ impl Failure {
         }
     }
 
+    /// Why the server refused the data a statement was given (SQLSTATE class 22, a data
+    /// exception; the same statement would be refused again), if it did: its message
+    /// and code, without the detail (which may quote the value).
+    fn refusal(&self) -> Option<String> {
+        let Failure::Pg(e) = self else { return None };
+        let db = e.as_db_error().filter(|db| db.code().code().starts_with("22"))?;
+        Some(format!("{} (SQLSTATE {})", db.message(), db.code().code()))
+    }
+
     fn into_store(self, step: &'static str) -> StoreError {
+        if let Some(reason) = self.refusal() {
+            return StoreError::Refused { step, reason };
+        }
         match self {
             Failure::Store(e) => e,
             other => StoreError::Backend { step, message: other.message() },
