@@ -95,7 +95,8 @@ where
     F: FnMut(Vec<Completion>) -> Fut,
     Fut: Future<Output = Result<Vec<CompleteOutcome>, StoreError>>,
 {
-    let mut outcomes: Vec<Result<CompleteOutcome, String>> = completions.iter().map(|_| Err(String::new())).collect();
+    let mut outcomes: Vec<Result<CompleteOutcome, String>> =
+        completions.iter().map(|_| Err("the store answered no outcome for it".to_string())).collect();
     // Ranges still to commit, the first on top.
     let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
     todo.push(0..completions.len());
@@ -119,7 +120,7 @@ where
                 outcomes[range.start] = match commit_with_retries(&mut commit, std::slice::from_ref(&failed)).await {
                     Ok(out) => {
                         metrics.commit_transactions.inc();
-                        out.into_iter().next().ok_or_else(|| "the store answered no outcome".to_string())
+                        out.into_iter().next().ok_or_else(|| "the store answered no outcome for it".to_string())
                     }
                     Err(e) => Err(e.to_string()),
                 };
