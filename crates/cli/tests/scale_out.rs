@@ -9,8 +9,12 @@
 //! * Two workers with a fixed in-flight limit run a fleet and a third joins: only the
 //!   shards rendezvous hashing gives the newcomer move (seen in who holds which
 //!   shard's leases), and throughput rises.
+//! * Two workers, one with its clock a minute ahead (libfaketime on the real binary):
+//!   leases are on the database's clock, so neither takes over the other's live
+//!   leases (the sim sees no overlapping and no fenced applies), and when the one ahead
+//!   is killed its keys are taken over within 2 × the lease TTL.
 //!
-//! The two run one at a time: both measure time on a shared 2-core machine.
+//! They run one at a time: they measure time on a shared 2-core machine.
 
 mod common;
 
@@ -23,7 +27,7 @@ use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, unsettled, wait_
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -170,6 +174,94 @@ async fn join() {
     assert!(ratio > 1.2, "throughput did not rise enough with a third worker: {:.0} → {:.0} applies/s", before.rate, after.rate);
 }
 
+/// libfaketime, which `.ci/run` installs (Debian's `faketime` package).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Two workers, the first with its clock 60 s ahead; the first is then killed -9.
+#[test]
+fn a_worker_whose_clock_is_a_minute_ahead_takes_over_no_live_lease() {
+    if !Path::new(LIBFAKETIME).exists() {
+        eprintln!("SKIPPED: {LIBFAKETIME} is missing, so no process can run with its clock ahead (apt-get install faketime)");
+        return;
+    }
+    let _one_at_a_time = serial();
+    block_on(clock_ahead());
+}
+
+async fn clock_ahead() {
+    let sim = Sim::start(0.2);
+    let fx = Fixture::new("scale_skew").await;
+    let shape = FleetShape { clusters: 40, syncsets: 8, resources: 5 };
+    let mut revision = 1;
+    fx.load(shape, &sim, revision).await;
+    let knobs = ["--lease-ttl", "2s", "--renew-every", "500ms", "--member-ttl", "1s", "--max-in-flight", "16"];
+    let ahead_env = [("LD_PRELOAD", LIBFAKETIME), ("FAKETIME", "+60s")];
+    let mut ahead = Worker::start_with_env(&fx, "skew-ahead", &knobs, &ahead_env);
+    let plain = Worker::start(&fx, "skew-plain", &knobs);
+    let skew = fx.clock_ahead_by(&ahead).await;
+    assert!(skew >= Duration::from_secs(55), "libfaketime did not move the worker's clock ahead (by {skew:?})");
+
+    // Both at work, on the fleet and on the same keys' later generations, for a few
+    // generations: each one's leases live while the other claims.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut both_busy = 0;
+    while revision < 4 || both_busy < 20 {
+        let stats = fx.store.queue_stats().await.expect("queue stats");
+        if unsettled(&stats) < shape.keys() as u64 / 4 {
+            revision += 1;
+            fx.load(shape, &sim, revision).await;
+        }
+        let leases = fx.lease_counts().await;
+        if [&ahead.id, &plain.id].iter().all(|id| leases.get(*id).is_some_and(|n| *n > 0)) {
+            both_busy += 1;
+        }
+        assert!(Instant::now() < deadline, "the two workers were not both at work ({both_busy} looks)\n{}", fx.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = sim.get("/_sim/report").await;
+    assert_eq!(report["totals"]["fenced"], 0, "a live lease was taken over (the holder's applies were fenced): {}\n{}", report["totals"], fx.logs());
+    assert_eq!(report["totals"]["overlaps"], 0, "two applies of one key at once: {}\n{}", report["totals"], fx.logs());
+
+    // The worker ahead dies holding leases; the other takes them over in time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        let held = fx.lease_counts().await.get(&ahead.id).copied().unwrap_or(0);
+        if held > 0 {
+            break held;
+        }
+        if unsettled(&fx.store.queue_stats().await.expect("queue stats")) < shape.keys() as u64 / 4 {
+            revision += 1;
+            fx.load(shape, &sim, revision).await;
+        }
+        assert!(Instant::now() < deadline, "the worker ahead holds no lease\n{}", fx.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    ahead.kill9();
+    let killed = Instant::now();
+    loop {
+        let left = fx.lease_counts().await.get(&ahead.id).copied().unwrap_or(0);
+        if left == 0 {
+            break;
+        }
+        let took = killed.elapsed();
+        assert!(took <= 2 * LEASE_TTL, "{left} of the {held} keys the worker ahead held are not taken over {took:?} after it died\n{}", fx.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = killed.elapsed();
+
+    let (stats, settled) = wait_settled(&fx.store, Duration::from_secs(120)).await.expect("queue stats");
+    assert!(settled, "the fleet did not settle: {:?}\n{}", stats.by_phase, fx.logs());
+    fx.assert_latest(shape, &sim, revision).await;
+    let report = sim.get("/_sim/report").await;
+    assert_eq!(report["totals"]["overlaps"], 0, "two applies of one key at once: {}", report["totals"]);
+    assert_eq!(report["totals"]["fenced"], 0, "a live lease was taken over: {}", report["totals"]);
+    println!(
+        "clock {skew:?} ahead: {revision} generations, {} applies, no overlap, none fenced; {held} leases taken over {took:?} after a kill (bound {:?})",
+        report["totals"]["applies"],
+        2 * LEASE_TTL
+    );
+}
+
 /// What a measuring window saw: applies per second, and who ran each shard's keys.
 struct Window {
     rate: f64,
@@ -303,6 +395,35 @@ impl Fixture {
         }
     }
 
+    /// How far ahead of this process's clock `worker`'s clock is, from the time on the
+    /// first line of its log.
+    async fn clock_ahead_by(&self, worker: &Worker) -> Duration {
+        let path = self.logs.path().join(format!("{}.log", worker.id));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            // `2026-11-21T18:00:00.123456Z  INFO …`, in terminal colours (`\x1b[2m`…`m`).
+            let stamp = text.lines().next().and_then(|line| {
+                let mut plain = String::new();
+                let mut escaped = false;
+                for c in line.chars() {
+                    match c {
+                        '\x1b' => escaped = true,
+                        'm' if escaped => escaped = false,
+                        c if !escaped => plain.push(c),
+                        _ => {}
+                    }
+                }
+                humantime::parse_rfc3339_weak(plain.split_whitespace().next()?).ok()
+            });
+            if let Some(at) = stamp {
+                return at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+            }
+            assert!(Instant::now() < deadline, "{} logged no time\n{}", worker.id, self.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The last lines of every worker's log, for a failure message.
     fn logs(&self) -> String {
         let mut out = String::new();
@@ -325,10 +446,16 @@ struct Worker {
 
 impl Worker {
     fn start(fx: &Fixture, id: &str, knobs: &[&str]) -> Worker {
+        Worker::start_with_env(fx, id, knobs, &[])
+    }
+
+    /// The same, with these environment variables.
+    fn start_with_env(fx: &Fixture, id: &str, knobs: &[&str], env: &[(&str, &str)]) -> Worker {
         let log = std::fs::File::create(fx.logs.path().join(format!("{id}.log"))).expect("log file");
         let child = bin()
             .args(["worker", "--database-url", &fx.url, "--schema", &fx.schema, "--no-migrate", "--worker-id", id, "--pool-size", "4"])
             .args(knobs)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

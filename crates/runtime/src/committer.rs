@@ -10,9 +10,19 @@
 //! key is claimed again only after its completion committed); after a take-over one may
 //! hold a stale lease's completion beside another's of the new lease, and then one
 //! waits for the other's row (the store locks in one order, so they never deadlock).
+//!
+//! A batch holds results of many keys, often of many tenants, so one result the store
+//! cannot hold (a NUL byte in an error message: [`StoreError::Refused`]) must not cost
+//! the others theirs. When the store refuses a batch, it is split in halves and each
+//! half committed the same way, down to the refused result alone, which is committed
+//! instead as a failed run of its key with the reason ([`refused`]): backed off, then
+//! parked, like any failure. A batch with nothing refused is one transaction, as
+//! before; one refused result among `n` costs about 2·log2(n) more. A failure that is
+//! not the data's (the database unreachable) is tried again whole, never split.
 
 use crate::metrics::RuntimeMetrics;
-use fleetsync_store::{CompleteOutcome, Completion, Store, StoreError};
+use fleetsync_store::{CompleteOutcome, Completion, RunOutcome, Store, StoreError};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -69,31 +79,77 @@ async fn commit_loop(store: Arc<dyn Store>, metrics: RuntimeMetrics, mut rx: mps
 
 async fn commit_batch(store: &dyn Store, metrics: &RuntimeMetrics, batch: Vec<(Completion, Reply)>) {
     let (completions, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-    match commit_with_retries(store, completions).await {
-        Ok(outcomes) => {
-            metrics.commit_transactions.inc();
-            for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                let _ = reply.send(Ok(outcome));
-            }
-        }
-        Err(e) => {
-            // The keys stay leased to us until their leases expire; then they are
-            // claimed again (at-least-once), so nothing is lost.
-            tracing::error!(error = %e, "committing completions failed");
-            for reply in replies {
-                let _ = reply.send(Err(e.to_string()));
-            }
-        }
+    let outcomes = commit_each(|c| store.work_complete(c), metrics, completions).await;
+    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+        let _ = reply.send(outcome);
     }
 }
 
-async fn commit_with_retries(store: &dyn Store, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>, StoreError> {
+/// Commits `completions` through `commit` (the store's `work_complete`), in one
+/// transaction unless the store refuses one of them (see the module docs); an outcome
+/// for each, in order. An error for a completion means its result is not written: the
+/// key stays leased to us until its lease expires and is then claimed again
+/// (at-least-once), so nothing is lost.
+async fn commit_each<F, Fut>(mut commit: F, metrics: &RuntimeMetrics, completions: Vec<Completion>) -> Vec<Result<CompleteOutcome, String>>
+where
+    F: FnMut(Vec<Completion>) -> Fut,
+    Fut: Future<Output = Result<Vec<CompleteOutcome>, StoreError>>,
+{
+    let mut outcomes: Vec<Result<CompleteOutcome, String>> =
+        completions.iter().map(|_| Err("the store answered no outcome for it".to_string())).collect();
+    // Ranges still to commit, the first on top.
+    let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
+    todo.push(0..completions.len());
+    while let Some(range) = todo.pop() {
+        let part = &completions[range.clone()];
+        match commit_with_retries(&mut commit, part).await {
+            Ok(out) => {
+                metrics.commit_transactions.inc();
+                for (slot, outcome) in outcomes[range].iter_mut().zip(out) {
+                    *slot = Ok(outcome);
+                }
+            }
+            Err(StoreError::Refused { .. }) if part.len() > 1 => {
+                let middle = range.start + part.len() / 2;
+                todo.push(middle..range.end);
+                todo.push(range.start..middle);
+            }
+            Err(e @ StoreError::Refused { .. }) => {
+                let failed = refused(&part[0], &e);
+                tracing::warn!(key = %failed.key, error = %e, "the store refused a run's result; recording the run as failed");
+                outcomes[range.start] = match commit_with_retries(&mut commit, std::slice::from_ref(&failed)).await {
+                    Ok(out) => {
+                        metrics.commit_transactions.inc();
+                        out.into_iter().next().ok_or_else(|| "the store answered no outcome for it".to_string())
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+            }
+            Err(e) => {
+                tracing::error!(error = %e, keys = part.len(), "committing completions failed");
+                for slot in &mut outcomes[range] {
+                    *slot = Err(e.to_string());
+                }
+            }
+        }
+    }
+    outcomes
+}
+
+/// Commits one batch, trying again after a failure that may pass (the store's own
+/// retries did not outlast it: an outage of a second or so). Refused data and other
+/// answers about the data are returned at once.
+async fn commit_with_retries<F, Fut>(commit: &mut F, completions: &[Completion]) -> Result<Vec<CompleteOutcome>, StoreError>
+where
+    F: FnMut(Vec<Completion>) -> Fut,
+    Fut: Future<Output = Result<Vec<CompleteOutcome>, StoreError>>,
+{
     let mut delay = Duration::from_millis(50);
     let mut tries = 1;
     loop {
-        match store.work_complete(completions.clone()).await {
+        match commit(completions.to_vec()).await {
             Ok(out) => return Ok(out),
-            Err(e) if tries < TRIES => {
+            Err(e) if e.is_transient() && tries < TRIES => {
                 tracing::warn!(error = %e, tries, "commit failed; trying again");
                 tokio::time::sleep(delay).await;
                 delay *= 4;
@@ -101,5 +157,127 @@ async fn commit_with_retries(store: &dyn Store, completions: Vec<Completion>) ->
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Longest reason [`refused`] writes, in characters.
+const MAX_REASON: usize = 300;
+
+/// What a completion the store refused becomes: a failed run of its key — backed off,
+/// then parked after the retry policy's attempts, like any failure — whose error says
+/// that the result was refused and why (the refusal, without control characters, so
+/// the reason itself can be stored; never the refused value), and with no per-resource
+/// results (they may be what was refused). The fencing token is the run's, so a stale
+/// one is still refused as stale.
+pub fn refused(c: &Completion, refusal: &StoreError) -> Completion {
+    let why: String = refusal.to_string().chars().filter(|ch| !ch.is_control()).take(MAX_REASON).collect();
+    Completion {
+        key: c.key.clone(),
+        fence: c.fence,
+        outcome: RunOutcome::Failed { error: format!("the run's result was not stored: {why}") },
+        resources: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetsync_model::{Phase, ResourceOutcome, ResourceRef, ResourceResult, WorkKey};
+
+    fn run(syncset: &str, error: Option<&str>) -> Completion {
+        let outcome = match error {
+            Some(error) => RunOutcome::Failed { error: error.into() },
+            None => RunOutcome::Applied { generation: 1, inventory: vec![] },
+        };
+        Completion { key: WorkKey::new("t", "c", syncset), fence: 1, outcome, resources: vec![] }
+    }
+
+    /// A store that refuses any batch holding a NUL byte, else commits it (Applied or
+    /// Failed, as reported), and records the size of every call.
+    fn refusing(calls: &std::cell::RefCell<Vec<usize>>) -> impl FnMut(Vec<Completion>) -> std::future::Ready<Result<Vec<CompleteOutcome>, StoreError>> + '_ {
+        move |batch| {
+            calls.borrow_mut().push(batch.len());
+            let nul = |c: &Completion| matches!(&c.outcome, RunOutcome::Failed { error } if error.contains('\0'));
+            std::future::ready(if batch.iter().any(nul) {
+                Err(StoreError::Refused { step: "completing work", reason: "NUL (SQLSTATE 22021)".into() })
+            } else {
+                let phase = |c: &Completion| if matches!(c.outcome, RunOutcome::Failed { .. }) { Phase::Failed } else { Phase::Applied };
+                Ok(batch.iter().map(|c| CompleteOutcome::Committed(phase(c))).collect())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_commits_whole_and_a_refused_result_fails_alone() {
+        let metrics = RuntimeMetrics::unregistered();
+        let calls = std::cell::RefCell::new(Vec::new());
+        let fine: Vec<Completion> = (0..16).map(|i| run(&format!("s{i:02}"), None)).collect();
+        let out = commit_each(refusing(&calls), &metrics, fine.clone()).await;
+        assert!(out.iter().all(|o| o == &Ok(CompleteOutcome::Committed(Phase::Applied))));
+        assert_eq!(*calls.borrow(), [16], "one transaction");
+
+        calls.borrow_mut().clear();
+        let mut batch = fine;
+        batch[5] = run("s05", Some("bad \0"));
+        let out = commit_each(refusing(&calls), &metrics, batch).await;
+        for (i, o) in out.iter().enumerate() {
+            let phase = if i == 5 { Phase::Failed } else { Phase::Applied };
+            assert_eq!(o, &Ok(CompleteOutcome::Committed(phase)), "{i}");
+        }
+        // 16 refused; 0–7 refused; 0–3 commits; 4–7 refused; 4–5 refused; 4 commits;
+        // 5 refused, then commits as a failed run; 6–7 commits; 8–15 commits.
+        assert_eq!(*calls.borrow(), [16, 8, 4, 4, 2, 1, 1, 1, 2, 8]);
+    }
+
+    /// The database being down is not the data's fault: the batch is tried again whole
+    /// a few times, never split, and every completion of it gets the error.
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_failure_is_tried_again_whole_and_not_split() {
+        let metrics = RuntimeMetrics::unregistered();
+        let calls = std::cell::RefCell::new(Vec::new());
+        let down = |batch: Vec<Completion>| {
+            calls.borrow_mut().push(batch.len());
+            std::future::ready(Err(StoreError::Backend { step: "completing work", message: "connection refused".into() }))
+        };
+        let batch: Vec<Completion> = (0..8).map(|i| run(&format!("s{i}"), None)).collect();
+        let out = commit_each(down, &metrics, batch).await;
+        assert!(out.iter().all(|o| o.as_ref().is_err_and(|e| e.contains("connection refused"))), "{out:?}");
+        assert_eq!(*calls.borrow(), [8; TRIES as usize]);
+
+        calls.borrow_mut().clear();
+        let lease_lost = |batch: Vec<Completion>| {
+            calls.borrow_mut().push(batch.len());
+            std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::LeaseLost { key: batch[0].key.clone(), fence: 1 }))
+        };
+        commit_each(lease_lost, &metrics, vec![run("s", None)]).await;
+        assert_eq!(*calls.borrow(), [1], "an answer about the data is not tried again");
+    }
+
+    #[test]
+    fn a_refused_result_becomes_a_failed_run_with_a_reason_that_can_be_stored() {
+        let resource = ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "a\0b".into() };
+        let run = Completion {
+            key: WorkKey::new("t", "c", "s"),
+            fence: 7,
+            outcome: RunOutcome::Failed { error: "raw \0 value".into() },
+            resources: vec![ResourceResult { resource, outcome: ResourceOutcome::Failed, error: None, duration_ms: 3 }],
+        };
+        let refusal = StoreError::Refused {
+            step: "completing work",
+            reason: "invalid byte sequence for encoding \"UTF8\": 0x00 (SQLSTATE 22021)\u{0}\n".into(),
+        };
+        let failed = refused(&run, &refusal);
+        assert_eq!((&failed.key, failed.fence), (&run.key, 7));
+        assert!(failed.resources.is_empty());
+        let RunOutcome::Failed { error } = &failed.outcome else { panic!("{failed:?}") };
+        assert_eq!(
+            error,
+            "the run's result was not stored: store refused the data while completing work: \
+             invalid byte sequence for encoding \"UTF8\": 0x00 (SQLSTATE 22021)"
+        );
+
+        let long = StoreError::Refused { step: "completing work", reason: "x".repeat(10_000) };
+        let RunOutcome::Failed { error } = refused(&run, &long).outcome else { panic!() };
+        assert!(error.chars().count() < MAX_REASON + 40, "bounded: {} characters", error.len());
     }
 }

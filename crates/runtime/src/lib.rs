@@ -41,7 +41,7 @@ pub use reconciler::{Action, Context, ReconcileError, Reconciler};
 pub use syncset::SyncSetReconciler;
 pub use worker::Runtime;
 
-use fleetsync_model::{Clock, SystemClock};
+use fleetsync_model::Clock;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,8 +76,11 @@ pub struct RuntimeConfig {
     /// On shutdown, how long runs in flight may take to finish before their keys are
     /// released unfinished.
     pub shutdown_grace: Duration,
-    /// The store's clock, to turn its timestamps into sleeps.
-    pub clock: Arc<dyn Clock>,
+    /// The clock to turn the store's timestamps into sleeps with. `None` (production):
+    /// the store's own ([`Store::clock`](fleetsync_store::Store::clock)), the database's
+    /// on PostgreSQL, so that this process compares times on the clock they were
+    /// stamped with.
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// `host-pid-xxxx`: unique across machines (pids are not), readable in `get members`.
@@ -102,7 +105,7 @@ impl Default for RuntimeConfig {
             steal_after: Some(Duration::from_secs(1)),
             resync_every: Some(Duration::from_secs(2 * 3600)),
             shutdown_grace: Duration::from_secs(20),
-            clock: Arc::new(SystemClock),
+            clock: None,
         }
     }
 }

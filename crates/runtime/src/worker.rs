@@ -14,7 +14,7 @@ use crate::resync::resync_loop;
 use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
 use fleetsync_applier::{Applier, Moment};
-use fleetsync_model::{Phase, Timestamp};
+use fleetsync_model::{Clock, Phase, Timestamp};
 use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +28,8 @@ pub struct Runtime {
     reconciler: Arc<dyn Reconciler>,
     config: RuntimeConfig,
     metrics: RuntimeMetrics,
+    /// The config's clock, or the store's: the one the store's timestamps are on.
+    clock: Arc<dyn Clock>,
 }
 
 /// What each key task shares.
@@ -56,7 +58,8 @@ impl Runtime {
     /// A runtime that runs `reconciler` on every key it claims, with the same leases,
     /// fencing, retries and group commit as the SyncSet applier.
     pub fn with_reconciler(store: Arc<dyn Store>, reconciler: Arc<dyn Reconciler>, config: RuntimeConfig, metrics: RuntimeMetrics) -> Self {
-        Self { store, reconciler, config, metrics }
+        let clock = config.clock.clone().unwrap_or_else(|| store.clock());
+        Self { store, reconciler, config, metrics, clock }
     }
 
     /// Runs until `shutdown` fires, then stops claiming, lets runs in flight finish
@@ -138,7 +141,7 @@ impl Runtime {
             };
             // The store stamps the leases inside the claim: they end no sooner than
             // this, and what was due by `claimed_at` the claim saw.
-            let claimed_at = cfg.clock.now();
+            let claimed_at = self.clock.now();
             let got = match self.claim(shared, tasks, &mut slots, shards.clone(), asked).await {
                 Ok(got) => got,
                 Err(()) => {
@@ -218,7 +221,7 @@ impl Runtime {
             }
         };
         let overdue_from = earliest.plus(after);
-        if overdue_from > self.config.clock.now() {
+        if overdue_from > self.clock.now() {
             return (0, Some(overdue_from));
         }
         let stolen = self.claim(shared, tasks, slots, Some(others), asked).await.unwrap_or(0);
@@ -242,7 +245,7 @@ impl Runtime {
         shutdown: &CancellationToken,
     ) {
         let poll = self.config.poll_interval;
-        let now = self.config.clock.now();
+        let now = self.clock.now();
         let delay = match self.store.work_next_ready_at(shards).await {
             // With a limit, a key that was due when the claim looked but was not
             // claimed was held back: only a run ending (`freed`) makes room for it, so

@@ -24,7 +24,7 @@ const DEAD_LEASE: Duration = Duration::from_secs(1);
 async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
-    let config = StoreConfig { clock: clock.clone(), ..StoreConfig::default() };
+    let config = StoreConfig { clock: Some(clock.clone()), ..StoreConfig::default() };
     let inner = SqliteStore::open(dir.path().join("f.db"), config).expect("open");
     let shape = FleetShape { clusters: 1, syncsets: 1, resources: 1 };
     inner.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
@@ -36,8 +36,8 @@ async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
     let store: Arc<dyn Store> = Arc::new(ExpireAfterClaim { inner, clock: clock.clone(), done: AtomicBool::new(false) });
     let sim = SimFleet::new(SimConfig { latency: fleetsync_applier::latency::LatencyModel::hive_fleet_scaled(0.0), fail_rate: 0.0 });
     let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() });
+    // No clock of its own: the runtime reads the store's (the manual one).
     let config = RuntimeConfig {
-        clock,
         max_per_cluster: Some(4),
         poll_interval: Duration::from_secs(60),
         ..RuntimeConfig::default()
@@ -159,6 +159,9 @@ impl Store for ExpireAfterClaim {
     }
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events_subscribe()
+    }
+    fn clock(&self) -> Arc<dyn fleetsync_model::Clock> {
+        self.inner.clock()
     }
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.subscribe()

@@ -64,7 +64,7 @@ impl ApiError {
         match self {
             ApiError::Documents(_) | ApiError::InvalidParam { .. } | ApiError::BadBody(_) => StatusCode::BAD_REQUEST,
             ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
-            ApiError::Store(StoreError::Backend { .. } | StoreError::Corrupt { .. }) | ApiError::Internal { .. } => {
+            ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. }) | ApiError::Internal { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

@@ -37,7 +37,8 @@ macro_rules! conformance_tests {
             cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
-            own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs);
+            own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs,
+            a_result_the_backend_cannot_hold_is_refused_whole);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -59,7 +60,7 @@ async fn open(h: &dyn Harness) -> (Arc<dyn Store>, Arc<ManualClock>) {
 
 fn config(clock: Arc<ManualClock>) -> StoreConfig {
     let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
-    StoreConfig { clock, retry }
+    StoreConfig { clock: Some(clock), retry }
 }
 
 pub fn cluster(name: &str, labels: &[(&str, &str)]) -> Document {
@@ -784,6 +785,34 @@ pub async fn own_write_that_unselects_the_writer_dirties_it(h: &dyn Harness) {
     let again = claim(&*s, "w", 10).await;
     assert_eq!(again.len(), 1);
     assert!(again[0].key == mine.key && !again[0].desired, "runs again, for removal");
+}
+
+/// A run's error with a NUL byte, in a batch with another key's result: a backend holds
+/// it and reads it back as written (SQLite), or refuses the whole call as
+/// [`StoreError::Refused`] (PostgreSQL: no text holds a NUL) and writes nothing of it —
+/// never half a batch, and never as a failure worth trying again. (The runtime's
+/// committer then commits the others alone and the refused one as a failed run.)
+pub async fn a_result_the_backend_cannot_hold_is_refused_whole(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let (good, bad) = two_keys_claimed(&*s).await;
+    let before = seqs(&*s, 0).await.len();
+    let error = "boom \0 after a NUL";
+    match s.work_complete(vec![applied_completion(&good), completion(&bad, failed(error))]).await {
+        Ok(out) => {
+            assert_eq!(out, [CompleteOutcome::Committed(Phase::Applied), CompleteOutcome::Committed(Phase::Failed)]);
+            let status = s.status_get(&bad.key).await.expect("status").expect("key");
+            assert_eq!(status.last_error.as_deref(), Some(error), "held: read back as written");
+        }
+        Err(e @ StoreError::Refused { .. }) => {
+            assert!(!e.is_transient(), "{e}");
+            for item in [&good, &bad] {
+                assert_eq!(phase(&*s, &item.key).await, Phase::Applying, "nothing of the batch is written: {}", item.key);
+            }
+            assert_eq!(seqs(&*s, 0).await.len(), before, "no event appended");
+            assert_eq!(complete(&*s, &good, applied(&good)).await, CompleteOutcome::Committed(Phase::Applied), "alone, it commits");
+        }
+        Err(e) => panic!("neither held nor refused: {e}"),
+    }
 }
 
 fn config_map(name: &str) -> ResourceRef {

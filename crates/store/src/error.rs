@@ -10,8 +10,15 @@ pub enum StoreError {
     #[error("{kind} {tenant}/{name} not found")]
     NotFound { kind: &'static str, tenant: String, name: String },
     /// The backend failed (I/O, SQL, connection). The operation did not take effect.
+    /// Trying again may help (see [`is_transient`](StoreError::is_transient)).
     #[error("store backend error while {step}: {message}")]
     Backend { step: &'static str, message: String },
+    /// The backend refused the data it was given: it cannot hold a value of it (on
+    /// PostgreSQL, a data exception, SQLSTATE class 22, such as a NUL byte in text).
+    /// Nothing of the operation took effect, and the same call would be refused again.
+    /// `reason` is the backend's description (with its code), not the value.
+    #[error("store refused the data while {step}: {reason}")]
+    Refused { step: &'static str, reason: String },
     /// A stored row could not be decoded; the store was written by something else.
     #[error("corrupt row in {table}: {message}")]
     Corrupt { table: &'static str, message: String },
@@ -36,5 +43,26 @@ impl StoreError {
 
     pub fn key_not_found(key: &fleetsync_model::WorkKey) -> Self {
         StoreError::NotFound { kind: "key", tenant: key.tenant.clone(), name: format!("{}/{}", key.cluster, key.syncset) }
+    }
+
+    /// Whether the same call may succeed if tried again: a backend failure (a lost
+    /// connection, an outage, a conflict the backend's own retries did not outlast). Not
+    /// for refused data, nor for an answer about the data (not found, a stale lease,
+    /// a corrupt row, a trimmed cursor, a bad name).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Backend { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_backend_failures_are_worth_trying_again() {
+        assert!(StoreError::Backend { step: "s", message: "connection closed".into() }.is_transient());
+        assert!(!StoreError::Refused { step: "s", reason: "NUL byte".into() }.is_transient());
+        assert!(!StoreError::LeaseLost { key: WorkKey::new("t", "c", "s"), fence: 1 }.is_transient());
+        assert!(!StoreError::Corrupt { table: "work", message: "x".into() }.is_transient());
     }
 }

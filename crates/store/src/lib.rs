@@ -6,8 +6,10 @@
 //! the one shared [`conformance`] suite.
 //!
 //! Method names read `noun_verb` and take plain params structs, after River's driver
-//! interface. Time comes from the injected [`Clock`](fleetsync_model::Clock) of
-//! [`StoreConfig`], so leases and backoff are testable without sleeping.
+//! interface. Time comes from the store's clock ([`Store::clock`]): the one
+//! [`StoreConfig::clock`] gives (tests fix time with it, so leases and backoff are
+//! testable without sleeping), else the store's own — the database's on PostgreSQL, so
+//! every process stamps and compares leases, member TTLs and due times on one clock.
 
 pub mod consumer;
 pub mod error;
@@ -38,23 +40,19 @@ pub use queue::{
 pub use retry::RetryPolicy;
 
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
 /// What every backend is opened with.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct StoreConfig {
-    /// Where "now" comes from for leases, backoff and timestamps.
-    pub clock: Arc<dyn Clock>,
+    /// Where "now" comes from for leases, backoff and timestamps. `None` (production):
+    /// the store's own clock — the database server's on PostgreSQL (`postgres::clock`),
+    /// the system's on SQLite (one process). `Some`: this one (tests fix time with it).
+    pub clock: Option<Arc<dyn Clock>>,
     /// Backoff and parking after failures.
     pub retry: RetryPolicy,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self { clock: Arc::new(SystemClock), retry: RetryPolicy::default() }
-    }
 }
 
 /// The store trait every backend implements. See the crate docs and DESIGN.md's
@@ -99,6 +97,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Commits results in one transaction. Each item's result is written and its key
     /// released together, or (stale token) refused; the outcomes follow input order.
+    /// If the backend cannot hold a value of one of them, nothing is written and the
+    /// call fails with [`StoreError::Refused`].
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>>;
 
     /// Records, before a run applies anything, the inventory of a key it holds with
@@ -184,6 +184,11 @@ pub trait Store: Send + Sync + 'static {
     /// Separate from [`subscribe`](Store::subscribe) so that status writes, which make
     /// no work claimable, do not wake claimers.
     fn events_subscribe(&self) -> watch::Receiver<u64>;
+
+    /// The clock this store stamps and compares times with (leases, member TTLs, due
+    /// times): [`StoreConfig::clock`] if given, else the store's own. Whatever else
+    /// compares times with the store's (a worker's runtime) reads this one.
+    fn clock(&self) -> Arc<dyn Clock>;
 
     /// A receiver that changes whenever work may have become claimable: through this
     /// store, or (PostgreSQL, via LISTEN/NOTIFY) through any process on the same schema.

@@ -375,7 +375,7 @@ async fn a_key_ready_behind_the_cursor_is_announced_and_claimed() {
     let (clock_here, clock_there) = (Arc::new(ManualClock::new(t0)), Arc::new(ManualClock::new(t0)));
     let url = test_database_url();
     let open = |clock: Arc<ManualClock>| {
-        let config = StoreConfig { clock, ..StoreConfig::default() };
+        let config = StoreConfig { clock: Some(clock), ..StoreConfig::default() };
         PgStore::connect(&url, Some(&scratch.schema.name), config)
     };
     let here = open(clock_here.clone()).await.expect("connect here");
@@ -477,7 +477,7 @@ async fn a_completion_of_a_lease_taken_over_elsewhere_is_stale() {
     let (clock_here, clock_there) = (Arc::new(ManualClock::new(t0)), Arc::new(ManualClock::new(t0)));
     let url = test_database_url();
     let open = |clock: Arc<ManualClock>| {
-        let config = StoreConfig { clock, ..StoreConfig::default() };
+        let config = StoreConfig { clock: Some(clock), ..StoreConfig::default() };
         PgStore::connect(&url, Some(&scratch.schema.name), config)
     };
     let here = open(clock_here).await.expect("connect here");
@@ -578,4 +578,69 @@ async fn leases_claimed_through_another_store_complete_by_reading_their_rows() {
     assert_eq!(out, [Stale, Committed(Phase::Pending), Committed(Phase::Applied)]);
     let st = completer.status_get(&items[1].key).await.expect("status").expect("exists");
     assert_eq!((st.phase, st.observed_generation), (Phase::Applied, 1));
+}
+
+/// The server's clock, in milliseconds since the epoch.
+async fn server_now(admin: &tokio_postgres::Client) -> i64 {
+    let row = admin.query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[]).await.expect("clock_timestamp");
+    row.get(0)
+}
+
+/// With no clock given, the store's clock — what it stamps leases with, and what it
+/// hands the runtime — is the database server's; one given (tests) is used instead.
+#[tokio::test]
+async fn the_stores_clock_is_the_databases_unless_one_is_given() {
+    let scratch = Scratch::new().await;
+    let store = scratch.store().await;
+    let clock = store.clock();
+    for _ in 0..3 {
+        let before = server_now(&scratch.admin).await;
+        let now = clock.now().millis();
+        let after = server_now(&scratch.admin).await;
+        assert!((before - 2..=after + 2).contains(&now), "{now} not within the server's [{before}, {after}]");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    store.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply");
+    let ttl = Duration::from_secs(30);
+    let before = server_now(&scratch.admin).await;
+    store.work_claim(ClaimParams::new("w", 1, ttl)).await.expect("claim");
+    let after = server_now(&scratch.admin).await;
+    let sql = format!("SELECT lease_expires_at FROM {}.work", scratch.schema.name);
+    let expires: i64 = scratch.admin.query_one(&sql, &[]).await.expect("lease").get(0);
+    let stamped = expires - 30_000;
+    assert!((before - 2..=after + 2).contains(&stamped), "leased at {stamped}, not within the server's [{before}, {after}]");
+
+    let manual = std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_000)));
+    let config = StoreConfig { clock: Some(manual), ..StoreConfig::default() };
+    let fixed = PgStore::connect(&test_database_url(), Some(&scratch.schema.name), config).await.expect("connect");
+    assert_eq!(fixed.clock().now(), fleetsync_model::Timestamp(1_000));
+}
+
+/// A completion whose error message holds a NUL byte (no text column can hold one)
+/// fails its whole call as refused data — its reason names the problem, not the value —
+/// and nothing of the batch is written; the store does not try it again.
+#[tokio::test]
+async fn a_completion_with_a_nul_byte_is_refused_as_data_and_writes_nothing() {
+    use fleetsync_store::{Completion, RunOutcome};
+    let scratch = Scratch::new().await;
+    let store = scratch.store().await;
+    store.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")]).await.expect("apply");
+    let items = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
+    assert_eq!(items.len(), 2);
+    let bad = Completion {
+        key: items[1].key.clone(),
+        fence: items[1].fence,
+        outcome: RunOutcome::Failed { error: "secret-ish \0 value".into() },
+        resources: vec![],
+    };
+    let started = Instant::now();
+    let err = store.work_complete(vec![applied_completion(&items[0]), bad]).await.expect_err("refused");
+    assert!(started.elapsed() < Duration::from_millis(500), "not tried again: {:?}", started.elapsed());
+    let StoreError::Refused { reason, .. } = &err else { panic!("not a refusal: {err:?}") };
+    assert!(reason.contains("SQLSTATE 22021") && !reason.contains("secret-ish"), "{reason}");
+    assert!(!err.is_transient());
+    let sql = format!("SELECT count(*) FROM {}.work WHERE phase = 'running'", scratch.schema.name);
+    let running: i64 = scratch.admin.query_one(&sql, &[]).await.expect("count").get(0);
+    assert_eq!(running, 2, "nothing of the batch was written");
 }

@@ -68,7 +68,7 @@ async fn due_holds_exactly_the_ready_and_running_keys_after_every_kind_of_write(
     let (scratch, admin) = scratch().await;
     let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
     let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
-    let config = StoreConfig { clock: clock.clone(), retry };
+    let config = StoreConfig { clock: Some(clock.clone()), retry };
     let store = PgStore::connect(&test_database_url(), Some(&scratch.name), config).await.expect("connect");
     enter(&admin, &scratch).await;
     let ttl = Duration::from_secs(30);
@@ -246,7 +246,7 @@ async fn writes_that_waited_for_a_row_apply_to_its_latest_version() {
 async fn a_claim_walks_past_live_leases_to_an_expired_one() {
     let (scratch, _admin) = scratch().await;
     let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
-    let store = PgStore::connect(&test_database_url(), Some(&scratch.name), StoreConfig { clock: clock.clone(), ..StoreConfig::default() })
+    let store = PgStore::connect(&test_database_url(), Some(&scratch.name), StoreConfig { clock: Some(clock.clone()), ..StoreConfig::default() })
         .await
         .expect("connect");
     let mut docs: Vec<_> = (0..5).map(|c| cluster(&format!("c{c}"), &[("env", "prod")])).collect();

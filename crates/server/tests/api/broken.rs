@@ -105,6 +105,9 @@ impl Store for Broken {
     async fn events_trim(&self, _: EventRetention) -> Result<EventsTrimmed> {
         fail()
     }
+    fn clock(&self) -> Arc<dyn fleetsync_model::Clock> {
+        Arc::new(fleetsync_model::SystemClock)
+    }
     fn subscribe(&self) -> watch::Receiver<u64> {
         watch::channel(0).1
     }

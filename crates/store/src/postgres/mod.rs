@@ -8,11 +8,19 @@
 //!   are in `conninfo.rs`), an optional schema (made the `search_path`), and uses a pool of
 //!   [`PgOptions::pool_size`] connections (default 16), plus one for LISTEN. All of them
 //!   use TLS as `sslmode` says (`tls.rs`).
+//! - **Time.** "Now" — in leases, member TTLs, due times, every timestamp written — is
+//!   the database server's clock, the one clock every process shares: [`DbClock`]
+//!   (`clock.rs`) samples it at connect and every few seconds and carries it forward on
+//!   this machine's monotonic clock, so no transaction spends a round trip on it and
+//!   no machine's wall clock is ever read. [`Store::clock`] hands the same clock to the
+//!   runtime. A store opened with [`StoreConfig::clock`] (tests) uses that clock instead.
 //! - **Transactions** are READ COMMITTED with the server's `synchronous_commit` (on by
-//!   default): a call returns after its commit is durable. `now` comes from the store's
-//!   clock and is passed as a parameter; the database clock is never used. A transaction
+//!   default): a call returns after its commit is durable. `now` is read from the
+//!   store's clock once per transaction and passed as a parameter. A transaction
 //!   that hits a deadlock, a serialization failure or a dropped connection before its
-//!   commit is retried (up to 4 attempts in all) with a fresh connection.
+//!   commit is retried (up to 4 attempts in all) with a fresh connection. One the
+//!   server refuses for the data it was given (SQLSTATE class 22, a data exception, e.g.
+//!   a NUL byte in text) is not: it fails as [`StoreError::Refused`].
 //! - **Claims** take a batch in one statement (`claim.rs`): due keys are found in the
 //!   `due` table (`due.rs`) in `due_at, tenant, cluster, syncset` order — each key at its
 //!   `run_at`, a leased one too, whose expiry the claimer's cursor remembers and comes
@@ -47,6 +55,7 @@
 //!   why each index exists.
 
 mod claim;
+pub mod clock;
 mod complete;
 mod conninfo;
 mod consumers;
@@ -69,7 +78,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use fleetsync_model::{Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use clock::DbClock;
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -117,6 +127,8 @@ pub struct PgStore {
 struct Inner {
     pool: Pool,
     config: StoreConfig,
+    /// "Now": the config's clock, or the database's ([`DbClock`]).
+    clock: Arc<dyn Clock>,
     /// The schema in use (also the notification payload and part of lock names).
     schema: String,
     wake: watch::Sender<u64>,
@@ -128,6 +140,8 @@ struct Inner {
     /// completions (see `locations.rs`).
     locations: Arc<locations::Locations>,
     _listener: listen::Listener,
+    /// Keeps the [`DbClock`] fresh, if this store uses one.
+    _clock: Option<clock::Refresher>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -169,6 +183,13 @@ impl PgStore {
         let mut client = pool.get().await.map_err(connecting)?;
         let schema = prepare_schema(&mut client, options.schema.as_deref(), options.migrate).await?;
         drop(client);
+        let (clock, refresher): (Arc<dyn Clock>, _) = match config.clock.clone() {
+            Some(given) => (given, None),
+            None => {
+                let db = Arc::new(DbClock::connect(&pool).await.map_err(|e| e.into_store("reading the database's clock"))?);
+                (db.clone(), Some(clock::refresh(pool.clone(), db)))
+            }
+        };
         let (wake, _) = watch::channel(0);
         let (events, _) = watch::channel(0);
         let cursors = Arc::new(cursor::ClaimCursors::default());
@@ -176,7 +197,8 @@ impl PgStore {
             .await
             .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
         let locations = Arc::default();
-        Ok(Self { inner: Arc::new(Inner { pool, config, schema, wake, events, cursors, locations, _listener: listener }) })
+        let inner = Inner { pool, config, clock, schema, wake, events, cursors, locations, _listener: listener, _clock: refresher };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// Brings the schema up to date without opening a store (what `fleetsync migrate`
@@ -238,7 +260,7 @@ impl PgStore {
         let tx = client.transaction().await?;
         let mut tx = Tx {
             tx,
-            now: self.inner.config.clock.now(),
+            now: self.inner.clock.now(),
             schema: &self.inner.schema,
             events: Vec::new(),
             wake_at: None,
@@ -288,7 +310,7 @@ impl PgStore {
         let mut attempt = 1;
         loop {
             let result = match self.inner.pool.get().await {
-                Ok(client) => f(&client, self.inner.config.clock.now()).await,
+                Ok(client) => f(&client, self.inner.clock.now()).await,
                 Err(e) => Err(Failure::Pool(e)),
             };
             match result {
@@ -305,7 +327,7 @@ impl PgStore {
     /// One claim statement from the claimer's cursor, moving the cursor after it.
     async fn claim_once(&self, params: &ClaimParams, window: i64) -> Result<claim::Claimed> {
         let cursors = &self.inner.cursors;
-        let from = cursors.begin(&params.owner, params.shards.as_deref(), self.inner.config.clock.now().millis());
+        let from = cursors.begin(&params.owner, params.shards.as_deref(), self.inner.clock.now().millis());
         let mut claimed = self
             .write_statement("claiming work", |c, now| Box::pin(claim::claim(c, now, params.clone(), from.clone(), window)))
             .await?;
@@ -597,7 +619,19 @@ impl Failure {
         }
     }
 
+    /// Why the server refused the data a statement was given (SQLSTATE class 22, a data
+    /// exception; the same statement would be refused again), if it did: its message
+    /// and code, without the detail (which may quote the value).
+    fn refusal(&self) -> Option<String> {
+        let Failure::Pg(e) = self else { return None };
+        let db = e.as_db_error().filter(|db| db.code().code().starts_with("22"))?;
+        Some(format!("{} (SQLSTATE {})", db.message(), db.code().code()))
+    }
+
     fn into_store(self, step: &'static str) -> StoreError {
+        if let Some(reason) = self.refusal() {
+            return StoreError::Refused { step, reason };
+        }
         match self {
             Failure::Store(e) => e,
             other => StoreError::Backend { step, message: other.message() },
@@ -841,6 +875,10 @@ impl Store for PgStore {
     async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
         check_consumer_name(name)?;
         self.write("acknowledging events", |tx| Box::pin(consumers::ack(tx, name.to_string(), seq))).await
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {

@@ -20,7 +20,7 @@ use crate::{
 };
 use async_trait::async_trait;
 use crate::stored::json;
-use fleetsync_model::{Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -44,6 +44,8 @@ struct Inner {
     writer: Mutex<Connection>,
     reader: Mutex<Connection>,
     config: StoreConfig,
+    /// The config's clock, or the system's (one process: no other clock to agree with).
+    clock: Arc<dyn Clock>,
     wake: watch::Sender<u64>,
     /// Bumped after every commit that appended events.
     events: watch::Sender<u64>,
@@ -80,7 +82,8 @@ impl SqliteStore {
         reader.execute_batch("PRAGMA busy_timeout = 10000;").map_err(opened)?;
         let (wake, _) = watch::channel(0);
         let (events, _) = watch::channel(0);
-        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, wake, events, _work_lock: work_lock };
+        let clock = config.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, clock, wake, events, _work_lock: work_lock };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -114,7 +117,7 @@ impl SqliteStore {
             let inner = &store.inner;
             let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let taken = queue::take_back(&tx, inner.config.clock.now())?;
+            let taken = queue::take_back(&tx, inner.clock.now())?;
             tx.commit()?;
             taken
         };
@@ -143,7 +146,7 @@ impl SqliteStore {
         blocking(step, move || {
             let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx, inner.config.clock.now(), &inner.config)?;
+            let out = f(&tx, inner.clock.now(), &inner.config)?;
             tx.commit()?;
             Ok(out)
         })
@@ -159,7 +162,7 @@ impl SqliteStore {
         let inner = self.inner.clone();
         blocking(step, move || {
             let conn = inner.reader.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&conn, inner.config.clock.now())
+            f(&conn, inner.clock.now())
         })
         .await
     }
@@ -361,6 +364,10 @@ impl Store for SqliteStore {
         check_consumer_name(name)?;
         let name = name.to_string();
         self.write("acknowledging events", move |tx, now, _| consumers::ack(tx, now, &name, seq)).await
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {
