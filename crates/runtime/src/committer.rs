@@ -33,7 +33,22 @@ const TRIES: u32 = 4;
 /// Store transactions committing batches at once (see the module docs).
 const COMMITS_IN_FLIGHT: usize = 2;
 
-type Reply = oneshot::Sender<Result<CompleteOutcome, String>>;
+/// Why a completion was not committed. Its key stays leased to this process until the
+/// lease expires and is then claimed again (at-least-once), so nothing is lost.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CommitError {
+    /// The store failed the transaction (shared by every completion of the batch).
+    #[error("the store failed the commit: {0}")]
+    Store(#[source] Arc<StoreError>),
+    /// The store committed the batch but answered no outcome for this completion.
+    #[error("the store answered no outcome for it")]
+    NoOutcome,
+    /// The commit task has ended (shutdown).
+    #[error("the committer has stopped")]
+    Stopped,
+}
+
+type Reply = oneshot::Sender<Result<CompleteOutcome, CommitError>>;
 
 /// The sending side; clone it into every run.
 #[derive(Clone)]
@@ -49,10 +64,10 @@ impl Committer {
     }
 
     /// Commits one completion; returns once it is durable (or refused as stale).
-    pub async fn commit(&self, c: Completion) -> Result<CompleteOutcome, String> {
+    pub async fn commit(&self, c: Completion) -> Result<CompleteOutcome, CommitError> {
         let (reply, answer) = oneshot::channel();
-        self.tx.send((c, reply)).await.map_err(|_| "committer stopped".to_string())?;
-        answer.await.map_err(|_| "committer stopped".to_string())?
+        self.tx.send((c, reply)).await.map_err(|_| CommitError::Stopped)?;
+        answer.await.map_err(|_| CommitError::Stopped)?
     }
 }
 
@@ -90,13 +105,12 @@ async fn commit_batch(store: &dyn Store, metrics: &RuntimeMetrics, batch: Vec<(C
 /// for each, in order. An error for a completion means its result is not written: the
 /// key stays leased to us until its lease expires and is then claimed again
 /// (at-least-once), so nothing is lost.
-async fn commit_each<F, Fut>(mut commit: F, metrics: &RuntimeMetrics, completions: Vec<Completion>) -> Vec<Result<CompleteOutcome, String>>
+async fn commit_each<F, Fut>(mut commit: F, metrics: &RuntimeMetrics, completions: Vec<Completion>) -> Vec<Result<CompleteOutcome, CommitError>>
 where
     F: FnMut(Vec<Completion>) -> Fut,
     Fut: Future<Output = Result<Vec<CompleteOutcome>, StoreError>>,
 {
-    let mut outcomes: Vec<Result<CompleteOutcome, String>> =
-        completions.iter().map(|_| Err("the store answered no outcome for it".to_string())).collect();
+    let mut outcomes: Vec<Result<CompleteOutcome, CommitError>> = completions.iter().map(|_| Err(CommitError::NoOutcome)).collect();
     // Ranges still to commit, the first on top.
     let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
     todo.push(0..completions.len());
@@ -120,15 +134,16 @@ where
                 outcomes[range.start] = match commit_with_retries(&mut commit, std::slice::from_ref(&failed)).await {
                     Ok(out) => {
                         metrics.commit_transactions.inc();
-                        out.into_iter().next().ok_or_else(|| "the store answered no outcome for it".to_string())
+                        out.into_iter().next().ok_or(CommitError::NoOutcome)
                     }
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(CommitError::Store(Arc::new(e))),
                 };
             }
             Err(e) => {
                 tracing::error!(error = %e, keys = part.len(), "committing completions failed");
+                let e = Arc::new(e);
                 for slot in &mut outcomes[range] {
-                    *slot = Err(e.to_string());
+                    *slot = Err(CommitError::Store(e.clone()));
                 }
             }
         }
@@ -213,7 +228,7 @@ mod tests {
         let calls = std::cell::RefCell::new(Vec::new());
         let fine: Vec<Completion> = (0..16).map(|i| run(&format!("s{i:02}"), None)).collect();
         let out = commit_each(refusing(&calls), &metrics, fine.clone()).await;
-        assert!(out.iter().all(|o| o == &Ok(CompleteOutcome::Committed(Phase::Applied))));
+        assert!(out.iter().all(|o| matches!(o, Ok(CompleteOutcome::Committed(Phase::Applied)))));
         assert_eq!(*calls.borrow(), [16], "one transaction");
 
         calls.borrow_mut().clear();
@@ -222,7 +237,7 @@ mod tests {
         let out = commit_each(refusing(&calls), &metrics, batch).await;
         for (i, o) in out.iter().enumerate() {
             let phase = if i == 5 { Phase::Failed } else { Phase::Applied };
-            assert_eq!(o, &Ok(CompleteOutcome::Committed(phase)), "{i}");
+            assert_eq!(o.as_ref().ok(), Some(&CompleteOutcome::Committed(phase)), "{i}");
         }
         // 16 refused; 0–7 refused; 0–3 commits; 4–7 refused; 4–5 refused; 4 commits;
         // 5 refused, then commits as a failed run; 6–7 commits; 8–15 commits.
@@ -241,7 +256,7 @@ mod tests {
         };
         let batch: Vec<Completion> = (0..8).map(|i| run(&format!("s{i}"), None)).collect();
         let out = commit_each(down, &metrics, batch).await;
-        assert!(out.iter().all(|o| o.as_ref().is_err_and(|e| e.contains("connection refused"))), "{out:?}");
+        assert!(out.iter().all(|o| o.as_ref().is_err_and(|e| e.to_string().contains("connection refused"))), "{out:?}");
         assert_eq!(*calls.borrow(), [8; TRIES as usize]);
 
         calls.borrow_mut().clear();

@@ -15,7 +15,7 @@ use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
 use fleetsync_applier::{Applier, Moment};
 use fleetsync_model::{Clock, Phase, Timestamp};
-use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store};
+use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -144,7 +144,8 @@ impl Runtime {
             let claimed_at = self.clock.now();
             let got = match self.claim(shared, tasks, &mut slots, shards.clone(), asked).await {
                 Ok(got) => got,
-                Err(()) => {
+                Err(e) => {
+                    tracing::error!(error = %e, "claiming failed; trying again shortly");
                     drop(slots);
                     sleep_or_stop(cfg.poll_interval.min(Duration::from_secs(1)), shutdown).await;
                     continue;
@@ -162,7 +163,7 @@ impl Runtime {
     }
 
     /// Claims up to `asked` keys of `shards` and starts a run for each, each taking one
-    /// of `slots`. `Err` when the store failed (logged here).
+    /// of `slots`. `Err` when the store failed.
     async fn claim(
         &self,
         shared: &Arc<Shared>,
@@ -170,7 +171,7 @@ impl Runtime {
         slots: &mut OwnedSemaphorePermit,
         shards: Option<Vec<u16>>,
         asked: usize,
-    ) -> Result<usize, ()> {
+    ) -> Result<usize, StoreError> {
         let cfg = &self.config;
         let params = ClaimParams {
             cluster_limit: shared.slots.claim_limit(asked),
@@ -178,7 +179,7 @@ impl Runtime {
             ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
         };
         let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
-        let items = self.store.work_claim(params).await.map_err(|e| tracing::error!(error = %e, "claiming failed; trying again shortly"))?;
+        let items = self.store.work_claim(params).await?;
         // Whatever enqueued these keys committed before this: appliers re-check what
         // they cached about a cluster (a kubeconfig Secret) if they checked it earlier.
         let claimed_at = Moment::now();
@@ -224,7 +225,13 @@ impl Runtime {
         if overdue_from > self.clock.now() {
             return (0, Some(overdue_from));
         }
-        let stolen = self.claim(shared, tasks, slots, Some(others), asked).await.unwrap_or(0);
+        let stolen = match self.claim(shared, tasks, slots, Some(others), asked).await {
+            Ok(stolen) => stolen,
+            Err(e) => {
+                tracing::warn!(error = %e, "stealing failed; not stealing this time");
+                0
+            }
+        };
         self.metrics.stolen.inc_by(stolen as u64);
         (stolen, None)
     }
