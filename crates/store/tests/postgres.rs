@@ -8,7 +8,8 @@
 //! Each test works in a schema of its own, dropped at the end.
 
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore, ScratchSchema};
+use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
+use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::{ClaimParams, EventRetention, EventsTrimmed, Store, StoreConfig, StoreError};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
