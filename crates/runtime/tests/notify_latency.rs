@@ -12,7 +12,7 @@
 use fleetsync_applier::{ApplyContext, ApplyError, Applier};
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
-use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore, ScratchSchema};
+use fleetsync_store::postgres::{testing::{test_database_url, ScratchSchema}, PgOptions, PgStore};
 use fleetsync_store::{ClaimParams, Completion, RunOutcome, Store, StoreConfig};
 use fleetsync_testkit::{hive_cluster, hive_syncset, syncset_name};
 use std::future::Future;

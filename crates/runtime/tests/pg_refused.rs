@@ -10,7 +10,7 @@ use fleetsync_model::{Document, Phase, ResourceOutcome, ResourceRef, ResourceRes
 use fleetsync_runtime::committer::Committer;
 use fleetsync_runtime::RuntimeMetrics;
 use fleetsync_store::conformance::{cluster, syncset};
-use fleetsync_store::postgres::{test_database_url, PgStore, ScratchSchema};
+use fleetsync_store::postgres::{testing::{test_database_url, ScratchSchema}, PgStore};
 use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, RetryPolicy, RunOutcome, Store, StoreConfig};
 use std::future::Future;
 use std::sync::Arc;

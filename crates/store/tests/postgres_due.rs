@@ -7,7 +7,8 @@
 
 use fleetsync_model::{Kind, ManualClock, Timestamp, WorkKey};
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{test_database_url, PgStore, ScratchSchema};
+use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
+use fleetsync_store::postgres::PgStore;
 use fleetsync_store::{
     ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, Store, StoreConfig,
 };

@@ -9,7 +9,8 @@
 //! server's own certificate, its own CA). Each test works in a schema of its own.
 
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
-use fleetsync_store::postgres::{test_database_url, PgOptions, PgStore, ScratchSchema};
+use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
+use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::{ClaimParams, Store, StoreConfig};
 use std::time::Duration;
 use tokio_postgres::NoTls;

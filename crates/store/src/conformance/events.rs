@@ -1,0 +1,135 @@
+//! The event log's checks: order, retention behind a horizon, wake-ups for watchers,
+//! consumer cursors.
+
+use super::*;
+
+/// Every accepted change is in the log, in commit order.
+pub async fn events_in_order(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("update");
+    s.object_delete(Kind::SyncSet, "default", "s1").await.expect("delete");
+    let events = s.events_read(0, 100).await.expect("events");
+    let seen: Vec<(String, String, i64)> = events.iter().map(|e| (e.kind.clone(), e.action.clone(), e.generation)).collect();
+    let want = [("Cluster", "Created", 1), ("SyncSet", "Created", 1), ("SyncSet", "Updated", 2), ("SyncSet", "Deleted", 2)];
+    let want: Vec<(String, String, i64)> = want.iter().map(|(k, a, g)| (k.to_string(), a.to_string(), *g)).collect();
+    assert_eq!(seen, want);
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(s.events_read(events[1].seq, 100).await.expect("events").len(), 2, "reading from a cursor");
+}
+
+fn expired(r: crate::Result<Vec<crate::Event>>) -> (u64, u64) {
+    match r {
+        Err(StoreError::CursorExpired { cursor, horizon }) => (cursor, horizon),
+        other => panic!("expected CursorExpired, got {other:?}"),
+    }
+}
+
+/// Retention: a trim deletes the oldest events and raises a recorded horizon. A cursor
+/// older than the horizon is refused (never answered with a silent gap), one at or after
+/// it reads on. The horizon survives a reopen, and a log emptied by a trim never hands
+/// out a trimmed sequence number again.
+pub async fn events_trimmed_behind_a_horizon(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let s = h.open(config(clock.clone())).await;
+    let bump = |v: usize| vec![syncset("s1", 1, &format!("v{v}"))];
+    for v in 0..10 {
+        s.objects_apply(bump(v)).await.expect("apply");
+    }
+    clock.advance(Duration::from_secs(60));
+    for v in 10..15 {
+        s.objects_apply(bump(v)).await.expect("apply");
+    }
+    let all = seqs(&*s, 0).await;
+    assert_eq!(all.len(), 15);
+    let hour = Some(Duration::from_secs(3600));
+    let nothing = s.events_trim(EventRetention { max_events: Some(100), max_age: hour }).await.expect("trim");
+    assert_eq!(nothing, EventsTrimmed { deleted: 0, horizon: 0 });
+    assert_eq!(seqs(&*s, 0).await, all, "no horizon yet: cursor 0 reads everything");
+
+    // By count: the events of the newest 12 sequence numbers stay.
+    let t = s.events_trim(EventRetention { max_events: Some(12), max_age: None }).await.expect("trim by count");
+    let horizon = all[14] - 12;
+    assert_eq!(t, EventsTrimmed { deleted: all.iter().filter(|q| **q <= horizon).count() as u64, horizon });
+    assert_eq!(expired(s.events_read(0, 10).await), (0, horizon));
+    assert_eq!(expired(s.events_read(horizon - 1, 10).await), (horizon - 1, horizon));
+    assert_eq!(seqs(&*s, horizon).await, all.iter().copied().filter(|q| *q > horizon).collect::<Vec<_>>());
+    let again = s.events_trim(EventRetention { max_events: Some(12), max_age: None }).await.expect("trim again");
+    assert_eq!(again, EventsTrimmed { deleted: 0, horizon }, "trimming is idempotent");
+
+    // By age: the ten events of the first minute are older than 30 s, the rest are not.
+    clock.advance(Duration::from_secs(10));
+    let half_minute = EventRetention { max_events: None, max_age: Some(Duration::from_secs(30)) };
+    let t = s.events_trim(half_minute).await.expect("trim by age");
+    let horizon = all[10] - 1;
+    assert_eq!(t.horizon, horizon);
+    assert_eq!(seqs(&*s, horizon).await, all[10..].to_vec());
+    drop(s);
+
+    let s = h.open(config(clock.clone())).await;
+    assert_eq!(expired(s.events_read(horizon - 1, 10).await), (horizon - 1, horizon), "the horizon is durable");
+    assert_eq!(seqs(&*s, horizon).await, all[10..].to_vec());
+
+    // Everything too old: the log is emptied, the horizon is the last number used.
+    clock.advance(Duration::from_secs(3600));
+    let t = s.events_trim(half_minute).await.expect("trim all");
+    assert_eq!(t, EventsTrimmed { deleted: 5, horizon: all[14] });
+    assert!(seqs(&*s, all[14]).await.is_empty());
+    assert_eq!(expired(s.events_read(all[13], 10).await).1, all[14]);
+    assert!(s.queue_stats().await.expect("stats").last_event_seq >= all[14], "the last sequence number is not forgotten");
+    s.objects_apply(bump(99)).await.expect("apply");
+    let next = seqs(&*s, all[14]).await;
+    assert_eq!(next.len(), 1);
+    assert!(next[0] > all[14], "a trimmed sequence number is never used again");
+}
+
+/// Event watchers are woken by every commit that appends events: object writes,
+/// completions (status transitions) and deletes.
+pub async fn event_watchers_woken(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let limit = Duration::from_secs(5);
+    let mut events = s.events_subscribe();
+    events.borrow_and_update();
+    one_key(&*s).await;
+    tokio::time::timeout(limit, events.changed()).await.expect("woken by an apply").expect("open");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    events.borrow_and_update();
+    complete(&*s, &item, applied(&item)).await;
+    tokio::time::timeout(limit, events.changed()).await.expect("woken by a completion").expect("open");
+    events.borrow_and_update();
+    s.object_delete(Kind::Cluster, "default", "c1").await.expect("delete");
+    tokio::time::timeout(limit, events.changed()).await.expect("woken by a delete").expect("open");
+}
+
+/// A consumer's cursor starts unknown, moves forward with each acknowledgement, never
+/// back, is kept per name, and survives a reopen.
+pub async fn consumer_cursors_only_move_forward(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    {
+        let s = h.open(config(clock.clone())).await;
+        assert_eq!(s.consumer_get("audit").await.expect("get"), None, "an unknown consumer starts at 0");
+        assert_eq!(s.consumer_ack("audit", 5).await.expect("ack"), 5);
+        assert_eq!(s.consumer_ack("audit", 3).await.expect("late ack"), 5, "an older ack does not move it back");
+        assert_eq!(s.consumer_ack("audit", 5).await.expect("repeated ack"), 5);
+        assert_eq!(s.consumer_ack("audit", 9).await.expect("ack"), 9);
+        assert_eq!(s.consumer_ack("mailer", 2).await.expect("other"), 2);
+        assert_eq!(s.consumer_get("audit").await.expect("get"), Some(9));
+    }
+    let s = h.open(config(clock)).await;
+    assert_eq!(s.consumer_get("audit").await.expect("get after reopen"), Some(9), "cursors are durable");
+    assert_eq!(s.consumer_get("mailer").await.expect("get"), Some(2), "each name has its own cursor");
+}
+
+/// Names that cannot be stored are refused with a message saying why.
+pub async fn consumer_names_are_checked(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let long = "x".repeat(crate::MAX_CONSUMER_NAME + 1);
+    for bad in ["", long.as_str(), "new\nline"] {
+        let get = s.consumer_get(bad).await;
+        assert!(matches!(get, Err(StoreError::InvalidConsumerName { .. })), "get {bad:?}: {get:?}");
+        let ack = s.consumer_ack(bad, 1).await;
+        assert!(matches!(ack, Err(StoreError::InvalidConsumerName { .. })), "ack {bad:?}: {ack:?}");
+    }
+    let name = "x".repeat(crate::MAX_CONSUMER_NAME);
+    assert_eq!(s.consumer_ack(&name, 1).await.expect("longest name"), 1);
+}

@@ -1,0 +1,177 @@
+//! The conformance suite every backend passes: DESIGN.md's guarantees 1–5 as tests,
+//! plus the event log (order, retention behind a horizon, wake-ups for watchers).
+//!
+//! A backend's test module implements [`Harness`] (how to open *the same* store again,
+//! as after a restart) and calls [`conformance_tests!`](crate::conformance_tests),
+//! which expands to one `#[tokio::test]` per check. Time is a
+//! [`ManualClock`]: leases and backoff are tested without sleeping.
+//!
+//! The checks are grouped by the role they exercise: the work queue (`queue.rs`), the
+//! objects (`objects.rs`), the event log and its consumers (`events.rs`), members
+//! (`members.rs`) and live state (`live.rs`). The harness, the macro and the helpers
+//! they share are here.
+
+use crate::{
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventRetention, EventsTrimmed, LiveOutcome, LiveRecord, OwnWrite,
+    RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store, StoreConfig, StoreError,
+};
+use async_trait::async_trait;
+use fleetsync_model::{
+    ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta, Phase,
+    ResourceRef, SyncSet, SyncSetSpec, Timestamp, WorkKey,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Opens a backend's store. Every call on one harness opens the same database.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    async fn open(&self, config: StoreConfig) -> Arc<dyn Store>;
+}
+
+/// Expands to one test per conformance check, each with a fresh harness from `$make`
+/// (an expression evaluating to a future of the harness).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
+            backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
+            relabel_moves_keys, events_in_order, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
+            cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
+            live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
+            requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
+            own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs,
+            a_result_the_backend_cannot_hold_is_refused_whole);
+    };
+    (@each $make:expr; $($name:ident),*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            let harness = $make.await;
+            $crate::conformance::$name(&harness).await;
+        }
+    )*};
+}
+
+mod queue;
+mod objects;
+mod events;
+mod members;
+mod live;
+
+pub use queue::{
+    coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
+    backoff_schedule, parking_and_redrive, durability_across_reopen, removal, wakes_waiters, release_does_not_count,
+    cluster_limit_holds_back, crowded_cluster_hides_no_other, requeue_runs_again_after_its_delay,
+    requeue_yields_to_a_newer_change, a_result_the_backend_cannot_hold_is_refused_whole,
+    inventory_recorded_ahead_outlives_failed_and_lost_runs,
+};
+pub use objects::{
+    idempotent_apply, relabel_moves_keys, secrets_stored_and_rotated, own_write_leaves_the_writer_clean,
+    own_write_with_a_stale_token_is_refused, own_write_that_unselects_the_writer_dirties_it,
+};
+pub use events::{
+    events_in_order, events_trimmed_behind_a_horizon, event_watchers_woken, consumer_cursors_only_move_forward,
+    consumer_names_are_checked,
+};
+pub use members::members_and_shards;
+pub use live::live_state_deduplicated_and_drift_requeues;
+
+pub const TTL: Duration = Duration::from_secs(30);
+const T0: Timestamp = Timestamp(1_800_000_000_000);
+
+/// A store on a manual clock with a jitter-free retry policy (base 1 s, cap 8 s, 3 attempts).
+async fn open(h: &dyn Harness) -> (Arc<dyn Store>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    (h.open(config(clock.clone())).await, clock)
+}
+
+fn config(clock: Arc<ManualClock>) -> StoreConfig {
+    let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
+    StoreConfig { clock: Some(clock), retry }
+}
+
+pub fn cluster(name: &str, labels: &[(&str, &str)]) -> Document {
+    let mut metadata = ObjectMeta::new(name);
+    metadata.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Document::Cluster(Cluster { metadata, spec: ClusterSpec::new(Endpoint::Simulator {}) })
+}
+
+/// A SyncSet selecting `env=prod` with `n` ConfigMaps whose data carries `marker`.
+pub fn syncset(name: &str, n: usize, marker: &str) -> Document {
+    let resources = (0..n)
+        .map(|i| {
+            Manifest(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-{i}"), "namespace": "apps"},
+                "data": {"marker": marker},
+            }))
+        })
+        .collect();
+    let spec = SyncSetSpec {
+        cluster_selector: Some(LabelSelector { match_labels: [("env".to_string(), "prod".to_string())].into() }),
+        cluster_names: None,
+        resource_apply_mode: ApplyMode::Sync,
+        resources,
+    };
+    Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec })
+}
+
+fn key(c: &str, s: &str) -> WorkKey {
+    WorkKey::new("default", c, s)
+}
+
+fn claim_params(owner: &str, limit: usize) -> ClaimParams {
+    ClaimParams::new(owner, limit, TTL)
+}
+
+async fn claim(s: &dyn Store, owner: &str, limit: usize) -> Vec<ClaimedItem> {
+    s.work_claim(claim_params(owner, limit)).await.expect("claim")
+}
+
+async fn complete(s: &dyn Store, item: &ClaimedItem, outcome: RunOutcome) -> CompleteOutcome {
+    s.work_complete(vec![completion(item, outcome)]).await.expect("complete")[0]
+}
+
+/// A completion of `item` with `outcome` (no per-resource results).
+fn completion(item: &ClaimedItem, outcome: RunOutcome) -> Completion {
+    Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] }
+}
+
+/// A completion saying `item` applied the generation it was claimed at.
+pub fn applied_completion(item: &ClaimedItem) -> Completion {
+    completion(item, applied(item))
+}
+
+fn applied(item: &ClaimedItem) -> RunOutcome {
+    RunOutcome::Applied { generation: item.generation, inventory: vec![] }
+}
+
+fn failed(msg: &str) -> RunOutcome {
+    RunOutcome::Failed { error: msg.into() }
+}
+
+async fn phase(s: &dyn Store, k: &WorkKey) -> Phase {
+    s.status_get(k).await.expect("status").expect("key exists").phase
+}
+
+async fn one_key(s: &dyn Store) {
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 2, "v1")]).await.expect("apply");
+}
+
+/// The sequence numbers of every event after `after`.
+async fn seqs(s: &dyn Store, after: u64) -> Vec<u64> {
+    s.events_read(after, 10_000).await.expect("events").iter().map(|e| e.seq).collect()
+}
+
+/// Two clusters selected by `s1`, both keys claimed.
+async fn two_keys_claimed(s: &dyn Store) -> (ClaimedItem, ClaimedItem) {
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1")])
+        .await
+        .expect("apply");
+    let mut items = claim(s, "w", 10).await;
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    let c2 = items.pop().expect("c2/s1");
+    (items.pop().expect("c1/s1"), c2)
+}

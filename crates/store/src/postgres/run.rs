@@ -1,0 +1,140 @@
+//! How a call runs: a write transaction ([`PgStore::write`]), a read or a one-statement
+//! write on a pooled connection, and when each is tried again ([`Again`]).
+
+use super::failure::{Failure, PgResult};
+use super::tx::{BoxFuture, Committed, Tx};
+use super::{due, listen, PgStore};
+use crate::Result;
+use fleetsync_model::Timestamp;
+use std::time::Duration;
+
+/// How often a write transaction is tried when it fails in a way that is safe to retry.
+const WRITE_ATTEMPTS: u32 = 4;
+
+impl PgStore {
+    /// Runs `f` in a transaction and commits it, retrying what is safe to retry.
+    pub(super) async fn write<T, F>(&self, step: &'static str, mut f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>> + Send,
+    {
+        let mut attempt = 1;
+        loop {
+            match self.write_once(&mut f).await {
+                Ok((out, committed)) => {
+                    if let Some(run_at) = committed.wake_at {
+                        self.inner.cursors.lower(Some(run_at));
+                        listen::bump(&self.inner.wake);
+                    }
+                    if committed.logged {
+                        listen::bump(&self.inner.events);
+                    }
+                    return Ok(out);
+                }
+                Err(e) if Again::Write.wanted(&e, attempt) => {
+                    tracing::debug!(step, attempt, error = %e.message(), "retrying a transaction");
+                    Again::Write.pause(attempt).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.into_store(step)),
+            }
+        }
+    }
+
+    async fn write_once<T, F>(&self, f: &mut F) -> PgResult<(T, Committed)>
+    where
+        F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>>,
+    {
+        let mut client = self.inner.pool.get().await?;
+        let tx = client.transaction().await?;
+        let mut tx = Tx {
+            tx,
+            now: self.inner.clock.now(),
+            schema: &self.inner.schema,
+            events: Vec::new(),
+            wake_at: None,
+            own: None,
+            due: due::DueMoves::default(),
+        };
+        let out = match f(&mut tx).await {
+            Ok(out) => out,
+            Err(e) => {
+                tx.rollback().await;
+                return Err(e);
+            }
+        };
+        let committed = tx.commit().await?;
+        Ok((out, committed))
+    }
+
+    /// Runs `f` on a pooled connection (no transaction), retrying once if the
+    /// connection turns out to be dead.
+    pub(super) async fn read<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'c> FnMut(&'c deadpool_postgres::Client, Timestamp) -> BoxFuture<'c, PgResult<T>> + Send,
+    {
+        self.on_client(step, Again::Read, f).await
+    }
+
+    /// Runs a write that is one statement (it appends no event, moves nothing in `due`
+    /// and wakes no one) outside [`Tx`], with what `f` sends around it. Retried like
+    /// [`write`](Self::write); also when the connection was lost, whether or not the
+    /// statement took effect, so `f` must be safe to run again (a claim is: the leases of
+    /// one whose answer was lost expire).
+    pub(super) async fn write_statement<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'c> FnMut(&'c deadpool_postgres::Client, Timestamp) -> BoxFuture<'c, PgResult<T>> + Send,
+    {
+        self.on_client(step, Again::Write, f).await
+    }
+
+    /// Runs `f` on a pooled connection, trying again as `again` says.
+    async fn on_client<T, F>(&self, step: &'static str, again: Again, mut f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'c> FnMut(&'c deadpool_postgres::Client, Timestamp) -> BoxFuture<'c, PgResult<T>> + Send,
+    {
+        let mut attempt = 1;
+        loop {
+            let result = match self.inner.pool.get().await {
+                Ok(client) => f(&client, self.inner.clock.now()).await,
+                Err(e) => Err(Failure::Pool(e)),
+            };
+            match result {
+                Err(e) if again.wanted(&e, attempt) => {
+                    tracing::debug!(step, attempt, error = %e.message(), "trying again");
+                    again.pause(attempt).await;
+                    attempt += 1;
+                }
+                other => return other.map_err(|e| e.into_store(step)),
+            }
+        }
+    }
+}
+
+/// When a call on a pooled connection is tried again.
+#[derive(Debug, Clone, Copy)]
+enum Again {
+    /// A read: once more, at once, if the connection turned out to be dead.
+    Read,
+    /// A write: after a transient failure (deadlock, serialization, a lost connection),
+    /// up to [`WRITE_ATTEMPTS`] in all, after a short jittered pause.
+    Write,
+}
+
+impl Again {
+    fn wanted(self, e: &Failure, attempt: u32) -> bool {
+        match self {
+            Again::Read => e.connection_lost() && attempt < 2,
+            Again::Write => e.retryable() && attempt < WRITE_ATTEMPTS,
+        }
+    }
+
+    async fn pause(self, attempt: u32) {
+        if let Again::Write = self {
+            tokio::time::sleep(Duration::from_millis(u64::from(attempt) * (2 + rand::random::<u64>() % 8))).await;
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! [`Store`] for [`PgStore`]: each call as a transaction or a read, by the modules
+//! that write its SQL.
+
+use super::{claim, complete, consumers, live, members, objects, queue, rows, PgStore};
+use crate::{
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Event, EventRetention,
+    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
+    Result, StatusFilter, Store,
+};
+use async_trait::async_trait;
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Windows of due keys one claim looks through at most (see `work_claim`).
+const CLAIM_PASSES: usize = 8;
+
+impl PgStore {
+    /// One claim statement from the claimer's cursor, moving the cursor after it.
+    async fn claim_once(&self, params: &ClaimParams, window: i64) -> Result<claim::Claimed> {
+        let cursors = &self.inner.cursors;
+        let from = cursors.begin(&params.owner, params.shards.as_deref(), self.inner.clock.now().millis());
+        let mut claimed = self
+            .write_statement("claiming work", |c, now| Box::pin(claim::claim(c, now, params.clone(), from.clone(), window)))
+            .await?;
+        tracing::trace!(owner = params.owner, ?from, next = ?claimed.next, window, asked = params.limit, took = claimed.items.len(), cut = claimed.window_cut, "claimed");
+        cursors.end(&params.owner, params.shards.as_deref(), claimed.next.clone(), claimed.leases.take());
+        // Only now, after the commit: a retried attempt's locations would be wrong.
+        self.inner.locations.claimed(std::mem::take(&mut claimed.located), params.lease_ttl);
+        Ok(claimed)
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        let docs = Arc::new(docs);
+        self.write("applying documents", |tx| {
+            let docs = docs.clone();
+            Box::pin(async move { objects::apply(tx, &docs).await })
+        })
+        .await
+    }
+
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        let (docs, own) = (Arc::new(docs), Arc::new(own));
+        self.write("applying an own write", |tx| {
+            let (docs, own) = (docs.clone(), own.clone());
+            Box::pin(async move { objects::apply_own(tx, &docs, &own).await })
+        })
+        .await
+    }
+
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+        self.write("deleting an object", |tx| Box::pin(objects::delete(tx, kind, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
+        self.read("reading a cluster", |c, _| Box::pin(objects::get(c, Kind::Cluster, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
+        self.read("listing clusters", |c, _| Box::pin(objects::list(c, Kind::Cluster, tenant.map(str::to_string)))).await
+    }
+
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
+        self.read("reading a syncset", |c, _| Box::pin(objects::get(c, Kind::SyncSet, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
+        self.read("listing syncsets", |c, _| Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string)))).await
+    }
+
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
+        self.read("reading a secret", |c, _| Box::pin(objects::get(c, Kind::Secret, tenant.to_string(), name.to_string()))).await
+    }
+
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
+        self.read("listing secrets", |c, _| Box::pin(objects::list(c, Kind::Secret, tenant.map(str::to_string)))).await
+    }
+
+    /// A claim looks through a narrow window of due keys first (as many as the batch).
+    /// When that window filled up with keys it cannot take and did not fill the batch,
+    /// it looks further at once, up to [`CLAIM_PASSES`] windows in all:
+    ///
+    /// - through the wide window, when keys held back by the per-cluster limit filled it
+    ///   (counting what it took so far against the limit);
+    /// - through the next window, when leases filled it (they stay in `due` while they
+    ///   run): a cursor that starts before a process's live leases (a new claimer, one
+    ///   that went back) passes them in one call, not one window per wake-up.
+    async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
+        let mut items: Vec<ClaimedItem> = Vec::new();
+        // The parameters of a further pass: made only when one is needed (the usual
+        // claim is one pass, and the cluster limit's counts are a map worth not copying).
+        let mut rest: Option<ClaimParams> = None;
+        let mut wide = false;
+        for _ in 0..CLAIM_PASSES {
+            let pass = rest.as_ref().unwrap_or(&params);
+            let limit = i64::try_from(pass.limit).unwrap_or(i64::MAX);
+            let window = if wide { ClusterLimit::window(limit) } else { ClusterLimit::narrow_window(limit) };
+            let claimed = self.claim_once(pass, window).await?;
+            let before = items.len();
+            items.extend(claimed.items);
+            if items.len() >= params.limit || !(claimed.window_cut || claimed.more) {
+                break;
+            }
+            wide |= claimed.window_cut;
+            // What is left to claim, with what this pass took counted against the limit.
+            let next = rest.get_or_insert_with(|| params.clone());
+            next.limit = params.limit - items.len();
+            if let Some(cluster_limit) = next.cluster_limit.as_mut() {
+                cluster_limit.count(&items[before..]);
+            }
+        }
+        Ok(items)
+    }
+
+    async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
+        let params = Arc::new(params);
+        let lost = self
+            .write("renewing leases", |tx| {
+                let params = params.clone();
+                Box::pin(async move { queue::renew(tx, &params).await })
+            })
+            .await?;
+        let renewed = params.leases.iter().filter(|(k, _)| !lost.contains(k)).map(|(k, f)| (k, *f));
+        self.inner.locations.renewed(renewed, params.lease_ttl);
+        Ok(lost)
+    }
+
+    async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
+        let completions = Arc::new(completions);
+        let retry = self.inner.config.retry;
+        let outcomes = self
+            .write("completing work", |tx| {
+                let (completions, locations) = (completions.clone(), self.inner.locations.clone());
+                Box::pin(async move { complete::run(tx, &retry, &locations, &completions).await })
+            })
+            .await?;
+        // Committed: each lease is over (or was already lost, if stale).
+        self.inner.locations.forget(completions.iter().map(|c| (&c.key, c.fence)));
+        Ok(outcomes)
+    }
+
+    async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
+        let inventory = crate::stored::json("work", inventory)?;
+        self.write("recording an inventory", |tx| Box::pin(queue::inventory_record(tx, key.clone(), fence, inventory.clone()))).await
+    }
+
+    async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
+        self.write("releasing a key", |tx| Box::pin(queue::release(tx, key.clone(), fence))).await?;
+        self.inner.locations.forget([(key, fence)]);
+        Ok(())
+    }
+
+    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
+        self.write("retrying a key", |tx| Box::pin(queue::retry(tx, key.clone()))).await
+    }
+
+    async fn work_resync(&self) -> Result<u64> {
+        self.write("resyncing", |tx| Box::pin(queue::resync(tx))).await
+    }
+
+    async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
+        let (from, lease_ends) = self.inner.cursors.earliest(shards);
+        let shards = claim::shard_array(shards);
+        let next = self.read("reading the next ready time", |c, _| Box::pin(claim::next_due_at(c, shards.clone(), from.clone()))).await?;
+        // The leases the claimers passed by are due when they expire.
+        Ok(next.into_iter().chain(lease_ends.map(Timestamp)).min())
+    }
+
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
+        self.write("recording a heartbeat", |tx| Box::pin(members::heartbeat(tx, beat.clone()))).await
+    }
+
+    async fn member_leave(&self, id: &str) -> Result<()> {
+        self.write("leaving the members", |tx| Box::pin(members::leave(tx, id.to_string()))).await
+    }
+
+    async fn member_list(&self) -> Result<Vec<Member>> {
+        self.read("listing members", |c, now| Box::pin(members::list(c, now))).await
+    }
+
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        self.read("reading status", |c, now| {
+            let filter = filter.clone();
+            Box::pin(async move {
+                let mut statuses = rows::status_list(c, now, filter.clone()).await?;
+                crate::live::attach_drift(&mut statuses, live::drifts(c, &filter).await?);
+                Ok(statuses)
+            })
+        })
+        .await
+    }
+
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        let records = Arc::new(records);
+        self.write("recording live state", |tx| {
+            let (records, tenant, cluster) = (records.clone(), tenant.to_string(), cluster.to_string());
+            Box::pin(async move { live::record(tx, tenant, cluster, &records).await })
+        })
+        .await
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        self.read("listing live state", |c, _| Box::pin(live::list(c, tenant.to_string(), cluster.to_string()))).await
+    }
+
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        self.read("reading queue stats", |c, now| Box::pin(rows::queue_stats(c, now))).await
+    }
+
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.read("reading events", |c, _| Box::pin(rows::events_read(c, after, limit))).await
+    }
+
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
+        crate::event::trim_in_chunks(|| self.write("trimming events", move |tx| Box::pin(rows::events_trim_chunk(tx, keep)))).await
+    }
+
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
+        check_consumer_name(name)?;
+        self.read("reading a consumer cursor", |c, _| Box::pin(consumers::get(c, name.to_string()))).await
+    }
+
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
+        check_consumer_name(name)?;
+        self.write("acknowledging events", |tx| Box::pin(consumers::ack(tx, name.to_string(), seq))).await
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.wake.subscribe()
+    }
+
+    fn events_subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.events.subscribe()
+    }
+}

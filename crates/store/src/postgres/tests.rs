@@ -1,0 +1,181 @@
+use super::testing::{test_database_url, ScratchSchema};
+use super::{claim, complete, conninfo, schema, PgStore};
+use crate::{ClaimParams, CompleteOutcome, RenewParams, Store, StoreConfig};
+use async_trait::async_trait;
+use fleetsync_model::WorkKey;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A fresh schema per test, dropped afterwards (best effort).
+struct Harness {
+    schema: ScratchSchema,
+}
+
+impl Harness {
+    async fn new() -> Self {
+        let schema = ScratchSchema::new();
+        let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+        tokio::spawn(conn);
+        client.batch_execute(&format!("CREATE SCHEMA {}", schema.name)).await.expect("create schema");
+        Harness { schema }
+    }
+}
+
+#[async_trait]
+impl crate::conformance::Harness for Harness {
+    async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
+        Arc::new(PgStore::connect(&test_database_url(), Some(&self.schema.name), config).await.expect("connect"))
+    }
+}
+
+async fn harness() -> Harness {
+    Harness::new().await
+}
+
+crate::conformance_tests!(harness());
+
+/// An admin connection to the test database, with `schema` first on its path, that
+/// writes as a process of this build (see `due.rs`).
+async fn admin(schema: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+    tokio::spawn(conn);
+    let setup = format!("SET search_path = {schema}; SET fleetsync.schema_version = {}", schema::latest());
+    client.batch_execute(&setup).await.expect("search_path");
+    client
+}
+
+/// Claims remember each lease's row id (the id the key's row really has); renewals
+/// keep it, completions and releases forget it again.
+#[tokio::test]
+async fn leases_remember_their_rows() {
+    use crate::conformance::{applied_completion, cluster, syncset};
+    let h = harness().await;
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let admin = admin(&h.schema.name).await;
+    let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
+    store.objects_apply(docs).await.expect("apply");
+    let ttl = Duration::from_secs(30);
+    let items = store.work_claim(ClaimParams::new("w", 10, ttl)).await.expect("claim");
+    assert_eq!(items.len(), 2);
+    let id = |key: &WorkKey| {
+        let sql = "SELECT id FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3";
+        let (admin, key) = (&admin, key.clone());
+        async move { admin.query_one(sql, &[&key.tenant, &key.cluster, &key.syncset]).await.expect("id").get::<_, i64>(0) }
+    };
+    let locations = &store.inner.locations;
+    for item in &items {
+        assert_eq!(locations.get(&item.key, item.fence), Some(id(&item.key).await), "claimed {}", item.key);
+    }
+
+    let (first, second) = (&items[0], &items[1]);
+    let lost = store.lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: ttl }).await;
+    assert!(lost.expect("renew").is_empty());
+    assert_eq!(locations.get(&first.key, first.fence), Some(id(&first.key).await), "renewed: still remembered");
+
+    let out = store.work_complete(vec![applied_completion(first)]).await.expect("complete");
+    assert_eq!(out, [CompleteOutcome::Committed(fleetsync_model::Phase::Applied)]);
+    assert_eq!(locations.get(&first.key, first.fence), None, "completed: forgotten");
+    store.work_release(&second.key, second.fence).await.expect("release");
+    assert_eq!(locations.len(), 0, "released: forgotten");
+}
+
+/// A session set up as the store's are, on `h`'s migrated schema, with 20,000 keys of
+/// 400 clusters in `work` (their rows in `due` too, when `phase` is `ready`), and the
+/// generic plans a prepared statement switches to after five runs.
+async fn filled(h: &Harness, phase: &str) -> tokio_postgres::Client {
+    let _store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect (migrates)");
+    let info = conninfo::config(&test_database_url(), Some(&h.schema.name)).expect("settings");
+    let (session, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    let fill = format!(
+        "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq, phase,
+                           run_at, fence, attempts, observed_generation, updated_at, shard)
+         SELECT 't', 'c' || (i / 50), 's' || (i % 50), true, 'Upsert', 1, 1, 0, '{phase}', 0, i, 0, 0, 0, (i / 50) % 256
+         FROM generate_series(1, 20000) i;
+         INSERT INTO due SELECT run_at, tenant, cluster, syncset, id, shard FROM work WHERE phase = 'ready';
+         SET plan_cache_mode = force_generic_plan"
+    );
+    session.batch_execute(&fill).await.expect("fill");
+    session
+}
+
+/// The completion's lock goes through the unique index on `id`, also in the generic
+/// plan a prepared statement switches to after five runs: an index fetch prunes the
+/// page, which leaves room for the completion's HOT update (a TID fetch does not).
+#[tokio::test]
+async fn the_completions_lock_goes_through_the_id_index() {
+    let h = harness().await;
+    let admin = filled(&h, "running").await;
+    admin.batch_execute(&format!("PREPARE locked(bigint[]) AS {}", *complete::LOCK_BY_ID)).await.expect("prepare");
+    let plan: Vec<String> =
+        admin.query("EXPLAIN EXECUTE locked('{1,2,3}')", &[]).await.expect("explain").iter().map(|r| r.get(0)).collect();
+    let plan = plan.join("\n");
+    assert!(plan.contains("Index Scan using work_id on work"), "{plan}");
+}
+
+/// The claim's generic plan (what a prepared statement switches to after five runs)
+/// reads the window through `due`'s index in order and `work` by id: never a scan of
+/// either table, nor a bitmap scan that reads every due key and sorts them, whether
+/// the tables have statistics or not (right after a fleet-sized apply they may not).
+#[tokio::test]
+async fn the_claim_reads_only_its_window() {
+    let h = harness().await;
+    let admin = filled(&h, "ready").await;
+    let types = "bigint, bigint, text, bigint, bigint, smallint[], bigint, text, text, text";
+    admin.batch_execute(&format!("PREPARE plain({types}) AS {}", *claim::CLAIM)).await.expect("prepare");
+    admin.batch_execute(&format!("PREPARE limited({types}, bigint, text[], text[], bigint[]) AS {}", *claim::CLAIM_LIMITED)).await.expect("prepare");
+    let args = "1000, 512, 'w', 99999, 512, NULL, -9223372036854775808, '', '', ''";
+    for stats in ["without statistics", "with statistics"] {
+        if stats == "with statistics" {
+            admin.batch_execute("ANALYZE work, due").await.expect("analyze");
+        }
+        for run in [format!("plain({args})"), format!("limited({args}, 256, '{{}}', '{{}}', '{{}}')")] {
+            let explain = format!("EXPLAIN EXECUTE {run}");
+            let plan: Vec<String> = admin.query(&explain, &[]).await.expect("explain").iter().map(|r| r.get(0)).collect();
+            let plan = plan.join("\n");
+            for bad in ["Seq Scan on work", "Seq Scan on due", "Bitmap"] {
+                assert!(!plan.contains(bad), "{stats}, {run}: {bad} in\n{plan}");
+            }
+            assert!(plan.contains("Index Scan using due_pkey on due"), "{stats}, {run}:\n{plan}");
+        }
+    }
+}
+
+/// A schema from before shards (version 2) with ready and running keys, migrated to
+/// this build's: every such key gets its row in `due`, at its `run_at`, with the
+/// shard the backfill gives it (not the -1 of the rows written before shards), and a
+/// claim of its shard takes it.
+#[tokio::test]
+async fn an_old_schema_migrates_with_its_pending_keys_claimable() {
+    use fleetsync_model::shard::shard_of;
+    let h = harness().await;
+    let info = conninfo::config(&test_database_url(), Some(&h.schema.name)).expect("settings");
+    let (mut old, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    schema::migrate_to(&mut old, &h.schema.name, true, 2).await.map_err(|e| e.message()).expect("migrate to 2");
+    old.batch_execute(
+        "INSERT INTO clusters VALUES ('t', 'c1', 1, '{}', '{}');
+         INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq, phase,
+                           run_at, fence, lease_owner, lease_expires_at, attempts, observed_generation, updated_at)
+         VALUES ('t', 'c1', 'ready', true, 'Upsert', 1, 1, 0, 'ready', 5, 0, NULL, NULL, 0, 0, 0),
+                ('t', 'c1', 'running', true, 'Upsert', 1, 1, 1, 'running', 7, 3, 'gone', 9, 1, 0, 0),
+                ('t', 'c1', 'idle', true, 'Upsert', 1, 1, 1, 'idle', 8, 2, NULL, NULL, 0, 1, 0)",
+    )
+    .await
+    .expect("rows of a build before shards");
+    schema::migrate(&mut old, &h.schema.name, true).await.map_err(|e| e.message()).expect("migrate to the latest");
+    let shard = shard_of("t", "c1") as i16;
+    let due: Vec<(i64, String, i16)> = old
+        .query("SELECT due_at, syncset, shard FROM due ORDER BY due_at", &[])
+        .await
+        .expect("due")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(due, [(5, "ready".to_string(), shard), (7, "running".to_string(), shard)]);
+
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("open it");
+    let claim = ClaimParams { shards: Some(vec![shard as u16]), ..ClaimParams::new("w", 10, Duration::from_secs(30)) };
+    let got: Vec<String> = store.work_claim(claim).await.expect("claim").into_iter().map(|i| i.key.syncset).collect();
+    assert_eq!(got, ["ready", "running"], "the ready key, and the lease that expired long ago");
+}
