@@ -1,14 +1,14 @@
-//! The parts of the `fleetsync` command line that more than one command uses, as a
-//! library, so the benchmarks can build on them from a crate of their own: the engine
-//! knobs and their store and runtime configuration, the report of `demo` and the
-//! benchmarks, output helpers, process usage, and how a binary starts its runtime and
-//! logs.
+//! What the `fleetsync` binary shares with `fleetsync-bench` (crates/bench): the
+//! command line's engine knobs and their store and runtime configuration, the report
+//! of `demo` and the benchmarks, output helpers, process usage, and how both binaries
+//! start their runtime and logs.
 
 pub mod args;
 pub mod engine;
 pub mod output;
 pub mod process;
 pub mod report;
+pub mod sibling;
 
 /// The async runtime of both binaries. Few blocking threads: the SQLite store runs its
 /// calls there, on two connections behind locks, so more threads only wait — and each

@@ -1,18 +1,17 @@
 //! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
+//! `bench` runs the `fleetsync-bench` binary ([`plugin`]).
 
 mod agent;
-mod bench;
-mod bench_processes;
 mod client;
 mod demo;
-mod drain;
+mod plugin;
 mod serve;
 mod sim;
 mod stores;
 
 use clap::Parser;
-use fleetsync::args::{self, Cli, Command};
-use fleetsync::{engine, output, process, report};
+use fleetsync::args::{Cli, Command};
+use fleetsync::{args, engine, output, process, report};
 use std::process::ExitCode;
 
 /// mimalloc: a profile of the hub under load showed a quarter of its CPU in glibc's
@@ -23,6 +22,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Bench(a) = cli.command {
+        return plugin::run_bench(a.args);
+    }
     init_tracing(&cli.command);
     let runtime = match fleetsync::runtime() {
         Ok(rt) => rt,
@@ -42,8 +44,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Sim(a) => sim::run(a).await.map(|()| true),
             Command::Agent(a) => agent::run(a).await.map(|()| true),
-            Command::Bench(args::BenchCommand::HiveFleet(a)) => bench::run(a).await,
-            Command::Bench(args::BenchCommand::Drain(a)) => drain::run(a).await,
+            Command::Bench(_) => unreachable!("run above, without a runtime"),
         }
     });
     match result {
