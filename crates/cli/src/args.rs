@@ -34,9 +34,9 @@ pub enum Command {
     Sim(SimArgs),
     /// Run beside a cluster: report the live state of what fleetsync applied there.
     Agent(AgentArgs),
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(BenchCommand),
+    /// Benchmarks: runs `fleetsync-bench` (built apart) with the arguments that follow.
+    #[command(disable_help_flag = true)]
+    Bench(BenchArgs),
 }
 
 /// Where the store is: a SQLite file (the default) or a PostgreSQL database.
@@ -201,6 +201,13 @@ impl EngineArgs {
     }
 }
 
+/// `bench …`: every argument after `bench`, as given, for the `fleetsync-bench` plugin.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<std::ffi::OsString>,
+}
+
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     /// A YAML file of Clusters, SyncSets and Secrets, or - for standard input.
@@ -341,114 +348,6 @@ pub struct SimArgs {
     /// The HTTP status of an injected failure.
     #[arg(long, default_value_t = 500)]
     pub fail_status: u16,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// The hive-fleet workload through the Kubernetes applier over loopback HTTP.
-    HiveFleet(HiveFleetArgs),
-    /// The engine alone: items/s through enqueue → claim → complete with no-op applies.
-    Drain(DrainArgs),
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Baseline {
-    /// Today's controllers: a fixed pool of workers, each applying a whole cluster's
-    /// SyncSets one resource after another.
-    Hive,
-}
-
-#[derive(Debug, Args)]
-pub struct HiveFleetArgs {
-    #[arg(long, default_value_t = 1000)]
-    pub clusters: usize,
-    #[arg(long, default_value_t = 60)]
-    pub syncsets: usize,
-    #[arg(long, default_value_t = 10)]
-    pub resources: usize,
-    /// Fraction of applies the simulator fails (transiently).
-    #[arg(long, default_value_t = 0.0)]
-    pub fail_rate: f64,
-    /// Also run the baseline and report the speed-up.
-    #[arg(long, value_enum)]
-    pub baseline: Option<Baseline>,
-    /// Workers of the baseline pool.
-    #[arg(long, default_value_t = 20)]
-    pub baseline_workers: usize,
-    /// How long the baseline runs; its rate is measured over this window.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    pub baseline_window: Duration,
-    /// Use a running `fleetsync sim` at this URL instead of starting one.
-    #[arg(long)]
-    pub sim: Option<String>,
-    /// Multiply every simulated latency by this (only for a sim this command starts).
-    #[arg(long, default_value_t = 1.0)]
-    pub latency_scale: f64,
-    /// Print one JSON object on stdout and nothing else.
-    #[arg(long)]
-    pub json: bool,
-    /// Give up if the fleet has not settled by then.
-    #[arg(long, default_value = "20m", value_parser = humantime::parse_duration)]
-    pub timeout: Duration,
-    /// Run the hub as `fleetsync worker` processes on this PostgreSQL (a fresh schema
-    /// per run, dropped afterwards) instead of in this process on SQLite.
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// Worker processes (needs --database-url above 1). Each gets the engine knobs
-    /// given here, so --max-in-flight is a per-process limit: to measure scaling, fix
-    /// it low enough that the limit, not the CPU, bounds a process's throughput.
-    #[arg(long, default_value_t = 1)]
-    pub processes: usize,
-    /// PostgreSQL connections in each worker process's pool (with --database-url).
-    #[arg(long, default_value_t = 16)]
-    pub pool_size: usize,
-    #[command(flatten)]
-    pub engine: EngineArgs,
-}
-
-/// A job queue to run the same drain through, for a ratio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Peer {
-    /// The `graphile_worker` crate (a Rust port of Graphile Worker) on the same
-    /// PostgreSQL, in its own schema, with a no-op task.
-    GraphileWorker,
-}
-
-/// `bench drain`. Its flags and JSON are a fixed interface: scripts depend on them.
-#[derive(Debug, Args)]
-#[command(after_help = "Times the drain only (from the workers' start until every item is committed); \
-the enqueue before it is timed apart and reported beside it.")]
-pub struct DrainArgs {
-    /// PostgreSQL to drain on (a fresh schema per run, dropped afterwards); without it,
-    /// the embedded SQLite store in a temporary file (WAL, synchronous=FULL).
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// Work items (keys) to enqueue and drain. The default drains in ~3 s on SQLite and
-    /// ~10 s on PostgreSQL (~10 s more with the peer) on a 2-core machine.
-    #[arg(long, default_value_t = 50_000)]
-    pub items: usize,
-    /// Also drain the same number of items through this peer (needs --database-url).
-    #[arg(long, value_enum)]
-    pub peer: Option<Peer>,
-    /// Print one JSON object on stdout and nothing else.
-    #[arg(long)]
-    pub json: bool,
-    /// PostgreSQL connections in fleetsync's pool (and in the peer's).
-    #[arg(long, default_value_t = 16)]
-    pub pool_size: usize,
-    /// Give up if a drain has not finished by then.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    pub timeout: Duration,
-    /// After the drain, this many churn rounds (needs --database-url): each re-applies
-    /// every item's SyncSet at a new revision and drains it again, while another
-    /// connection holds a transaction open so vacuum cannot remove a dead row. Reports
-    /// each round's rate and the loss of the last against the first. 12 rounds of the
-    /// default 50,000 items are 600,000 key runs: an hour of a 60,000-key fleet (1,000
-    /// clusters × 60 SyncSets) whose every key changes every 6 minutes.
-    #[arg(long, default_value_t = 0)]
-    pub churn: usize,
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
 #[cfg(test)]

@@ -1,22 +1,17 @@
 //! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
+//! `bench` runs the `fleetsync-bench` binary ([`plugin`]).
 
 mod agent;
-mod args;
-mod bench;
-mod bench_processes;
 mod client;
 mod demo;
-mod drain;
-mod engine;
-mod output;
-mod process;
-mod report;
+mod plugin;
 mod serve;
 mod sim;
 mod stores;
 
-use args::{Cli, Command};
 use clap::Parser;
+use fleetsync::args::{Cli, Command};
+use fleetsync::{args, engine, output, process, report};
 use std::process::ExitCode;
 
 /// mimalloc: a profile of the hub under load showed a quarter of its CPU in glibc's
@@ -27,12 +22,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Bench(a) = cli.command {
+        return plugin::run_bench(a.args);
+    }
     init_tracing(&cli.command);
-    // Few blocking threads: the SQLite store runs its calls there, on two connections
-    // behind locks, so more threads only wait — and each idle one keeps its stack and
-    // allocator heap resident (tokio's default of 512 cost `bench hive-fleet` ~400
-    // threads and a few hundred MiB of RSS).
-    let runtime = match tokio::runtime::Builder::new_multi_thread().max_blocking_threads(16).enable_all().build() {
+    let runtime = match fleetsync::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -50,8 +44,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Sim(a) => sim::run(a).await.map(|()| true),
             Command::Agent(a) => agent::run(a).await.map(|()| true),
-            Command::Bench(args::BenchCommand::HiveFleet(a)) => bench::run(a).await,
-            Command::Bench(args::BenchCommand::Drain(a)) => drain::run(a).await,
+            Command::Bench(_) => unreachable!("run above, without a runtime"),
         }
     });
     match result {
@@ -64,11 +57,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides. The hub logs at info, one-shot commands
-/// only warn, so their stdout stays clean for scripts.
+/// The hub logs at info, one-shot commands only warn, so their stdout stays clean for
+/// scripts.
 fn init_tracing(command: &Command) {
     let default = if matches!(command, Command::Serve(_) | Command::Worker(_) | Command::Agent(_)) { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    fleetsync::init_tracing(default);
 }

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
@@ -117,62 +118,10 @@ fn serve_apply_get_delete() {
     assert!(hub.terminate().success(), "serve exits 0 on SIGTERM");
 }
 
-/// The fleet through the Kubernetes applier over loopback HTTP against a `fleetsync
-/// sim` child process: the sim's verdict must be clean. Speed is not asserted.
 #[test]
-fn bench_hive_fleet_small_has_a_clean_verdict() {
-    let args = [
-        "bench", "hive-fleet", "--clusters", "50", "--syncsets", "10", "--resources", "5", "--latency-scale", "0.02",
-        "--baseline", "hive", "--baseline-window", "2s", "--json",
-    ];
-    let out = run(&args);
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
-    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
-    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(2500), Some(0)));
-    assert!(v["cpu_seconds"].as_f64().expect("cpu") > 0.0);
-    assert!(v["makespan_over_critical"]["p50"].as_f64().expect("p50") >= 0.99, "{v}");
-    assert!(v["baseline"]["applies_per_sec"].as_f64().expect("baseline rate") > 0.0, "{v}");
-    assert!(v["speedup"].as_f64().expect("speedup") > 0.0);
-}
-
-#[test]
-fn bench_rejects_bad_flags() {
-    let out = run(&["bench", "hive-fleet", "--resources", "0"]);
-    assert!(!out.status.success() && stderr(&out).contains("--resources"), "{}", stderr(&out));
+fn sim_rejects_bad_flags() {
     let out = run(&["sim", "--fail-status", "200"]);
     assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
-    let out = run(&["bench", "hive-fleet", "--processes", "2"]);
-    assert!(!out.status.success() && stderr(&out).contains("--processes 2 needs --database-url"), "{}", stderr(&out));
-    let out = run(&["bench", "hive-fleet", "--processes", "0", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
-    assert!(!out.status.success() && stderr(&out).contains("--processes must be at least 1"), "{}", stderr(&out));
-}
-
-/// `bench hive-fleet --database-url … --processes N --json` as scripts run it: the
-/// hive-fleet fields plus `processes`, a clean verdict, each worker's usage, and the
-/// run's schema (`bench_fleet_<pid>`) dropped afterwards.
-#[test]
-fn bench_hive_fleet_with_worker_processes() {
-    let url = database_url();
-    let args = [
-        "bench", "hive-fleet", "--clusters", "20", "--syncsets", "5", "--resources", "3", "--latency-scale", "0.02",
-        "--database-url", &url, "--processes", "2", "--max-in-flight", "8", "--member-ttl", "1s", "--json",
-    ];
-    let child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run fleetsync");
-    let pid = child.id();
-    let out = child.wait_with_output().expect("wait for fleetsync");
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
-    assert_eq!(v["processes"], 2, "{v}");
-    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
-    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(300), Some(0)));
-    let each = v["per_process"].as_array().expect("per_process");
-    assert_eq!(each.len(), 2, "{v}");
-    assert!(each.iter().all(|p| p["peak_rss_bytes"].as_u64() > Some(1 << 20)), "worker RSS read from /proc: {v}");
-    assert_eq!(each.iter().filter_map(|p| p["clusters"].as_u64()).sum::<u64>(), 20, "the clusters are shared out: {v}");
-    let sql = format!("SELECT count(*) FROM pg_namespace WHERE nspname = 'bench_fleet_{pid}'");
-    let left = std::process::Command::new("psql").args([url.as_str(), "-Atc", &sql]).output().expect("psql");
-    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the run's schema was left behind");
 }
 
 /// Many processes on one PostgreSQL store: `migrate`, then a hub (`serve`) and a
@@ -208,4 +157,51 @@ fn postgres_commands_say_what_is_wrong() {
     assert!(!out.status.success() && stderr(&out).contains("--database-url"), "{}", stderr(&out));
     let out = run(&["migrate", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
     assert!(!out.status.success() && stderr(&out).contains("connecting to PostgreSQL"), "{}", stderr(&out));
+}
+
+/// `fleetsync bench …` runs the `fleetsync-bench` next to the binary. `cargo test
+/// --workspace` builds both into one directory; without the plugin there (`cargo test
+/// -p fleetsync` alone), the command must say how to build it instead.
+#[test]
+fn bench_reaches_the_fleetsync_bench_plugin_beside_the_binary() {
+    let dir = Path::new(env!("CARGO_BIN_EXE_fleetsync")).parent().expect("the binary's directory");
+    if dir.join("fleetsync-bench").is_file() {
+        let out = run(&["bench", "--help"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let help = stdout(&out);
+        assert!(help.contains("fleetsync's benchmarks") && help.contains("hive-fleet") && help.contains("drain"), "{help}");
+        assert!(help.contains("Usage: fleetsync bench "), "named as run: {help}");
+    } else {
+        let out = bin().args(["bench", "--help"]).env("PATH", "").output().expect("run fleetsync");
+        assert!(!out.status.success(), "no plugin: must fail");
+        assert!(stderr(&out).contains("cargo build --release -p fleetsync-bench"), "{}", stderr(&out));
+    }
+}
+
+/// The binary in a directory of its own, beside a stand-in plugin (a shell script) or
+/// none: arguments, output and exit status pass through as given; a missing plugin is
+/// named, with how to build it.
+#[test]
+fn bench_passes_arguments_output_and_exit_status_through() {
+    let dir = tempfile::tempdir_in(Path::new(env!("CARGO_BIN_EXE_fleetsync")).parent().expect("dir")).expect("temp dir");
+    let exe = dir.path().join("fleetsync");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_fleetsync"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_fleetsync"), &exe).map(|_| ()))
+        .expect("the binary in a directory of its own");
+    let bench = |args: &[&str]| {
+        Command::new(&exe).arg("bench").args(args).env("PATH", "").output().expect("run fleetsync")
+    };
+
+    let out = bench(&["hive-fleet", "--json"]);
+    assert!(!out.status.success(), "no plugin: must fail");
+    let err = stderr(&out);
+    assert!(err.contains("`fleetsync-bench`") && err.contains("cargo build --release -p fleetsync-bench"), "{err}");
+
+    let plugin = dir.path().join("fleetsync-bench");
+    std::fs::write(&plugin, "#!/bin/sh\necho \"args: $*\"\necho oops >&2\nexit 7\n").expect("write the plugin");
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let out = bench(&["drain", "--items", "10", "--json", "--help", "-x"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "args: drain --items 10 --json --help -x\n");
+    assert_eq!(stderr(&out), "oops\n");
 }

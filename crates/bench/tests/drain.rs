@@ -1,7 +1,8 @@
-//! `fleetsync bench drain` as scripts run it: the JSON shape fixed by issue 4, on
-//! SQLite and on PostgreSQL, with and without the graphile_worker peer. Speed is not
-//! asserted (the machine is shared); completeness is: the bench itself checks that
-//! every item was completed and exits non-zero otherwise.
+//! `fleetsync bench drain` (the `fleetsync-bench drain` it runs) as scripts run it:
+//! the JSON shape fixed by issue 4, on SQLite and on PostgreSQL, with and without the
+//! graphile_worker peer. Speed is not asserted (the machine is shared); completeness
+//! is: the bench itself checks that every item was completed and exits non-zero
+//! otherwise.
 
 mod common;
 
@@ -13,13 +14,13 @@ use std::process::{Command, Stdio};
 /// stdout; returns it and the run's pid (which names its PostgreSQL schemas).
 fn drain_json(args: &[&str]) -> (Value, u32) {
     let child = bin()
-        .args([&["bench", "drain", "--json"], args].concat())
+        .args([&["drain", "--json"], args].concat())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run fleetsync");
+        .expect("run fleetsync-bench");
     let pid = child.id();
-    let out = child.wait_with_output().expect("wait for fleetsync");
+    let out = child.wait_with_output().expect("wait for fleetsync-bench");
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert_eq!(text.trim().lines().count(), 1, "one line of JSON: {text}");
@@ -78,7 +79,7 @@ fn drain_beside_graphile_worker_reports_a_ratio() {
 
 #[test]
 fn peer_without_a_database_says_what_is_missing() {
-    let out = run(&["bench", "drain", "--items", "10", "--peer", "graphile-worker"]);
+    let out = run(&["drain", "--items", "10", "--peer", "graphile-worker"]);
     assert!(!out.status.success(), "must fail");
     assert!(stderr(&out).contains("--peer graphile-worker needs --database-url"), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "nothing on stdout when it fails");
@@ -86,9 +87,9 @@ fn peer_without_a_database_says_what_is_missing() {
 
 #[test]
 fn bad_drain_flags_say_what_to_fix() {
-    let out = run(&["bench", "drain", "--items", "0"]);
+    let out = run(&["drain", "--items", "0"]);
     assert!(!out.status.success() && stderr(&out).contains("--items must be at least 1"), "{}", stderr(&out));
-    let out = run(&["bench", "drain", "--items", "10", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
+    let out = run(&["drain", "--items", "10", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
     assert!(!out.status.success() && stderr(&out).contains("cannot connect to PostgreSQL"), "{}", stderr(&out));
 }
 
@@ -111,7 +112,7 @@ fn churn_under_a_held_transaction_reports_each_round() {
 
 #[test]
 fn churn_without_a_database_says_what_is_missing() {
-    let out = run(&["bench", "drain", "--items", "10", "--churn", "2"]);
+    let out = run(&["drain", "--items", "10", "--churn", "2"]);
     assert!(!out.status.success(), "must fail");
     assert!(stderr(&out).contains("--churn needs --database-url"), "{}", stderr(&out));
 }

@@ -1,5 +1,5 @@
 //! `fleetsync bench hive-fleet --database-url URL --processes N`: the hub as N
-//! `fleetsync worker` child processes (this executable) on one PostgreSQL, on a schema
+//! `fleetsync worker` child processes (the `fleetsync` binary next to this one) on one PostgreSQL, on a schema
 //! of the run's own (created and migrated here, dropped afterwards, also when the run
 //! fails). Each worker gets the engine knobs this command was given, so
 //! `--max-in-flight` is a per-process limit: scaling is measured with that limit fixed.
@@ -21,11 +21,11 @@
 //! as the largest share takes: an uneven split shows up as less than linear scaling.
 
 use crate::args::HiveFleetArgs;
-use crate::bench::{hub_report, read_sim_report, HubRun};
+use crate::hive_fleet::{hub_report, read_sim_report, HubRun};
 use crate::drain::Admin;
-use crate::engine::{runtime_config, store_config};
-use crate::process::Proc;
-use crate::report::progress_bar;
+use fleetsync::engine::{runtime_config, store_config};
+use fleetsync::process::Proc;
+use fleetsync::report::progress_bar;
 use anyhow::{bail, Context, Result};
 use fleetsync_model::shard::{owner_of, shard_of};
 use fleetsync_model::{Endpoint, Phase};
@@ -139,7 +139,7 @@ struct Workers {
 
 impl Workers {
     fn start(a: &HiveFleetArgs, url: &str, schema: &str) -> Result<Workers> {
-        let exe = std::env::current_exe().context("cannot find this executable to start the workers")?;
+        let exe = crate::fleetsync_exe::find()?;
         let mut workers = Workers { children: Vec::with_capacity(a.processes) };
         for i in 0..a.processes {
             let id = format!("bench-{}-{i}", std::process::id());

@@ -3,13 +3,13 @@
 //! memory figures are the hub's alone). With `--baseline hive`, the same workload the
 //! way today's controllers run it, in the same run, for a ratio. With `--database-url`
 //! the hub is `--processes` worker processes on PostgreSQL instead
-//! ([`crate::bench_processes`]).
+//! ([`crate::processes`]).
 
 use crate::args::HiveFleetArgs;
-use crate::bench_processes::{self, ProcessUsage};
-use crate::engine::{check_fail_rate, runtime_config, store_config};
-use crate::process::{cpu_time, peak_rss_bytes};
-use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
+use crate::processes::{self, ProcessUsage};
+use fleetsync::engine::{check_fail_rate, runtime_config, store_config};
+use fleetsync::process::{cpu_time, peak_rss_bytes};
+use fleetsync::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use anyhow::{anyhow, bail, Context, Result};
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{ApplyContext, Applier, ByEndpoint};
@@ -77,7 +77,7 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     if a.baseline.is_some() && a.baseline_workers == 0 {
         bail!("--baseline-workers must be at least 1");
     }
-    bench_processes::check(&a)?;
+    processes::check(&a)?;
     let fail_rate = check_fail_rate(a.fail_rate)?;
     let _sim_process;
     let sim_url = match &a.sim {
@@ -92,7 +92,7 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     let http = reqwest::Client::new();
     let hub = match &a.database_url {
         None => run_hub(&a, shape, &sim_url, &http).await?,
-        Some(url) => bench_processes::run(&a, url, shape, &sim_url, &http).await?,
+        Some(url) => processes::run(&a, url, shape, &sim_url, &http).await?,
     };
     let HubRun { report, cpu, store_bytes, sim: sim_report, per_process } = hub;
     let verdict = verdict(&http, &sim_url, shape, &sim_report).await?;
@@ -269,7 +269,7 @@ struct SimProcess {
 
 impl SimProcess {
     fn start(latency_scale: f64, fail_rate: f64) -> Result<Self> {
-        let exe = std::env::current_exe().context("cannot find this executable to start the simulator")?;
+        let exe = crate::fleetsync_exe::find()?;
         let mut child = Command::new(exe)
             .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string(), "--fail-rate", &fail_rate.to_string()])
             .stdout(Stdio::piped())

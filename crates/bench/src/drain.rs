@@ -11,8 +11,8 @@
 //! fast drain that loses work would be no figure at all.
 
 use crate::args::{DrainArgs, Peer};
-use crate::engine::{runtime_config, store_config};
-use crate::output::table;
+use fleetsync::engine::{runtime_config, store_config};
+use fleetsync::output::table;
 use anyhow::{bail, ensure, Context, Result};
 use async_trait::async_trait;
 use fleetsync_applier::{ApplyContext, ApplyError, Applier};

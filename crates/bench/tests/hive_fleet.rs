@@ -1,0 +1,64 @@
+//! `fleetsync-bench hive-fleet` as scripts run it (as `fleetsync bench hive-fleet`, the
+//! main binary runs this one). It starts `fleetsync sim` and `fleetsync worker`s from
+//! the `fleetsync` binary next to it: `cargo build -p fleetsync` before these tests.
+
+mod common;
+
+use common::*;
+use std::process::Stdio;
+
+/// The fleet through the Kubernetes applier over loopback HTTP against a `fleetsync
+/// sim` child process: the sim's verdict must be clean. Speed is not asserted.
+#[test]
+fn bench_hive_fleet_small_has_a_clean_verdict() {
+    let args = [
+        "hive-fleet", "--clusters", "50", "--syncsets", "10", "--resources", "5", "--latency-scale", "0.02",
+        "--baseline", "hive", "--baseline-window", "2s", "--json",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
+    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(2500), Some(0)));
+    assert!(v["cpu_seconds"].as_f64().expect("cpu") > 0.0);
+    assert!(v["makespan_over_critical"]["p50"].as_f64().expect("p50") >= 0.99, "{v}");
+    assert!(v["baseline"]["applies_per_sec"].as_f64().expect("baseline rate") > 0.0, "{v}");
+    assert!(v["speedup"].as_f64().expect("speedup") > 0.0);
+}
+
+#[test]
+fn bench_rejects_bad_flags() {
+    let out = run(&["hive-fleet", "--resources", "0"]);
+    assert!(!out.status.success() && stderr(&out).contains("--resources"), "{}", stderr(&out));
+    let out = run(&["hive-fleet", "--processes", "2"]);
+    assert!(!out.status.success() && stderr(&out).contains("--processes 2 needs --database-url"), "{}", stderr(&out));
+    let out = run(&["hive-fleet", "--processes", "0", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
+    assert!(!out.status.success() && stderr(&out).contains("--processes must be at least 1"), "{}", stderr(&out));
+}
+
+/// `hive-fleet --database-url … --processes N --json` as scripts run it: the
+/// hive-fleet fields plus `processes`, a clean verdict, each worker's usage, and the
+/// run's schema (`bench_fleet_<pid>`) dropped afterwards.
+#[test]
+fn bench_hive_fleet_with_worker_processes() {
+    let url = database_url();
+    let args = [
+        "hive-fleet", "--clusters", "20", "--syncsets", "5", "--resources", "3", "--latency-scale", "0.02",
+        "--database-url", &url, "--processes", "2", "--max-in-flight", "8", "--member-ttl", "1s", "--json",
+    ];
+    let child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run fleetsync-bench");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait for fleetsync-bench");
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    assert_eq!(v["processes"], 2, "{v}");
+    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
+    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(300), Some(0)));
+    let each = v["per_process"].as_array().expect("per_process");
+    assert_eq!(each.len(), 2, "{v}");
+    assert!(each.iter().all(|p| p["peak_rss_bytes"].as_u64() > Some(1 << 20)), "worker RSS read from /proc: {v}");
+    assert_eq!(each.iter().filter_map(|p| p["clusters"].as_u64()).sum::<u64>(), 20, "the clusters are shared out: {v}");
+    let sql = format!("SELECT count(*) FROM pg_namespace WHERE nspname = 'bench_fleet_{pid}'");
+    let left = std::process::Command::new("psql").args([url.as_str(), "-Atc", &sql]).output().expect("psql");
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the run's schema was left behind");
+}

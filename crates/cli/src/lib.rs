@@ -1,0 +1,26 @@
+//! What the `fleetsync` binary shares with `fleetsync-bench` (crates/bench): the
+//! command line's engine knobs and their store and runtime configuration, the report
+//! of `demo` and the benchmarks, output helpers, process usage, and how both binaries
+//! start their runtime and logs.
+
+pub mod args;
+pub mod engine;
+pub mod output;
+pub mod process;
+pub mod report;
+pub mod sibling;
+
+/// The async runtime of both binaries. Few blocking threads: the SQLite store runs its
+/// calls there, on two connections behind locks, so more threads only wait — and each
+/// idle one keeps its stack and allocator heap resident (tokio's default of 512 cost
+/// `bench hive-fleet` ~400 threads and a few hundred MiB of RSS).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().max_blocking_threads(16).enable_all().build()
+}
+
+/// Logs go to stderr at `default` level; `RUST_LOG` overrides.
+pub fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
