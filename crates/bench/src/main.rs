@@ -22,25 +22,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Only warnings, so stdout stays clean for scripts.
     fleetsync::init_tracing("warn");
-    let runtime = match fleetsync::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async move {
+    fleetsync::run_command(async move {
         match cli.command {
             BenchCommand::HiveFleet(a) => hive_fleet::run(a).await,
             BenchCommand::Drain(a) => drain::run(a).await,
         }
-    });
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -18,6 +18,28 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().max_blocking_threads(16).enable_all().build()
 }
 
+/// Runs a command on [`runtime`] and turns its result into the process's exit code:
+/// `Ok(true)` succeeds, `Ok(false)` fails quietly (the command said why), and an error
+/// is printed with its causes.
+pub fn run_command(command: impl std::future::Future<Output = anyhow::Result<bool>>) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Logs go to stderr at `default` level; `RUST_LOG` overrides.
 pub fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

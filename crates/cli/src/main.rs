@@ -26,14 +26,7 @@ fn main() -> ExitCode {
         return plugin::run_bench(a.args);
     }
     init_tracing(&cli.command);
-    let runtime = match fleetsync::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async move {
+    fleetsync::run_command(async move {
         match cli.command {
             Command::Serve(a) => serve::run(a).await.map(|()| true),
             Command::Worker(a) => stores::worker(a).await.map(|()| true),
@@ -46,15 +39,7 @@ fn main() -> ExitCode {
             Command::Agent(a) => agent::run(a).await.map(|()| true),
             Command::Bench(_) => unreachable!("run above, without a runtime"),
         }
-    });
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }
 
 /// The hub logs at info, one-shot commands only warn, so their stdout stays clean for
