@@ -219,6 +219,13 @@ fn gvk(r: &ResourceRef) -> GroupVersionKind {
     GroupVersionKind::gvk(group, version, &r.kind)
 }
 
+/// The requests of the collection `r` lives in (its namespace, `default` if it names
+/// none, for a namespaced kind).
+fn collection(ar: &ApiResource, namespaced: bool, r: &ResourceRef) -> kube::core::Request {
+    let ns = namespaced.then(|| r.namespace.as_deref().unwrap_or("default"));
+    kube::core::Request::new(DynamicObject::url_path(ar, ns))
+}
+
 /// The manifest with the key's fencing annotations added.
 fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, ApplyError> {
     let mut obj: DynamicObject =
@@ -263,8 +270,7 @@ impl Applier for KubeApplier {
         let obj = fenced(resource, ctx)?;
         let mut params = PatchParams::apply(&self.config.field_manager);
         params.force = self.config.force;
-        let ns = if namespaced { Some(r.namespace.as_deref().unwrap_or("default")) } else { None };
-        let mut req = kube::core::Request::new(DynamicObject::url_path(&ar, ns))
+        let mut req = collection(&ar, namespaced, &r)
             .patch(&r.name, &params, &Patch::Apply(&obj))
             .map_err(|e| ApplyError::Invalid(format!("building the apply of {r}: {e}")))?;
         req.extensions_mut().insert(ctx.deadline.clone());
@@ -287,9 +293,7 @@ impl Applier for KubeApplier {
             Err(ApplyError::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let ns = if namespaced { Some(resource.namespace.as_deref().unwrap_or("default")) } else { None };
-        let url = DynamicObject::url_path(&ar, ns);
-        let mut req = kube::core::Request::new(url)
+        let mut req = collection(&ar, namespaced, resource)
             .delete(&resource.name, &DeleteParams::default())
             .map_err(|e| ApplyError::Invalid(format!("building the delete of {resource}: {e}")))?;
         req.extensions_mut().insert(ctx.deadline.clone());
