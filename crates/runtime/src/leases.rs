@@ -25,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 pub struct Leases {
     held: Mutex<HashMap<WorkKey, Held>>,
+    /// How long a lease lasts unrenewed.
+    ttl: Duration,
     /// How long before a lease's end its run stops.
     margin: Duration,
 }
@@ -42,7 +44,7 @@ struct Held {
 impl Leases {
     /// The leases of a process whose leases last `ttl`.
     pub fn new(ttl: Duration) -> Self {
-        Self { held: Mutex::default(), margin: (ttl / 10).max(Duration::from_millis(100)) }
+        Self { held: Mutex::default(), ttl, margin: (ttl / 10).max(Duration::from_millis(100)) }
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<WorkKey, Held>> {
@@ -120,11 +122,12 @@ impl Leases {
 
     /// Renews every held lease each `every`, and cancels runs whose lease is about to
     /// end unrenewed, until `stop` fires.
-    pub async fn renew_loop(self: Arc<Self>, store: Arc<dyn Store>, ttl: Duration, every: Duration, stop: CancellationToken) {
-        tokio::join!(self.renewing(store, ttl, every, &stop), self.watchdog(&stop));
+    pub async fn renew_loop(self: Arc<Self>, store: Arc<dyn Store>, every: Duration, stop: CancellationToken) {
+        tokio::join!(self.renewing(store, every, &stop), self.watchdog(&stop));
     }
 
-    async fn renewing(&self, store: Arc<dyn Store>, ttl: Duration, every: Duration, stop: &CancellationToken) {
+    async fn renewing(&self, store: Arc<dyn Store>, every: Duration, stop: &CancellationToken) {
+        let ttl = self.ttl;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(every) => {}

@@ -51,7 +51,7 @@
 
 use crate::cache::ObjectCache;
 use async_trait::async_trait;
-use fleetsync_applier::{Deadline, Moment};
+use fleetsync_applier::{ApplyContext, Deadline, Moment};
 use fleetsync_model::{Cluster, Document, Kind, ResourceRef, ResourceResult, SyncSet, WorkKey};
 use fleetsync_store::{ApplyOutcome, ClaimedItem, Completion, Fence, OwnWrite, RunOutcome, Store, StoreError};
 use std::future::Future;
@@ -161,6 +161,19 @@ impl Context {
         &self.deadline
     }
 
+    /// What an applier call of this run carries: the key, the fencing token, the claim's
+    /// moment and the lease's deadline, with the generation and the resource's index.
+    pub fn apply_context(&self, generation: i64, index: usize) -> ApplyContext {
+        ApplyContext {
+            key: self.item.key.clone(),
+            fence: self.item.fence,
+            generation,
+            index,
+            claimed_at: Some(self.claimed_at),
+            deadline: self.deadline.clone(),
+        }
+    }
+
     /// The store, for reading anything else.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -176,7 +189,7 @@ impl Context {
     /// deadline has passed — checked here, synchronously, not left to the watchdog
     /// task, which a paused or starved process may poll too late.
     pub async fn until_cancelled<F: Future>(&self, f: F) -> Result<F::Output, ReconcileError> {
-        if self.deadline.passed() || self.cancel.is_cancelled() {
+        if self.deadline.passed() {
             return Err(ReconcileError::Cancelled);
         }
         tokio::select! {

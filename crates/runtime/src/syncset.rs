@@ -10,7 +10,7 @@
 use crate::metrics::{OutcomeLabel, RuntimeMetrics};
 use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
 use async_trait::async_trait;
-use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_applier::{ApplyError, Applier};
 use fleetsync_model::{ApplyMode, Cluster, ResourceOutcome, ResourceRef, ResourceResult};
 use fleetsync_store::RunOutcome;
 use std::collections::HashSet;
@@ -69,14 +69,7 @@ impl SyncSetReconciler {
             let Ok(r) = manifest.resource_ref() else {
                 return Ok(failed(format!("resource {index} has no valid identity")));
             };
-            let apply_ctx = ApplyContext {
-                key: k.clone(),
-                fence: item.fence,
-                generation,
-                index,
-                claimed_at: Some(ctx.claimed_at()),
-                deadline: ctx.deadline().clone(),
-            };
+            let apply_ctx = ctx.apply_context(generation, index);
             let (res, ms) = self.timed(ctx, self.applier.apply(&cluster, manifest, &apply_ctx)).await?;
             if let Err(e) = res {
                 let error = format!("{r}: {e}");
@@ -121,14 +114,7 @@ impl SyncSetReconciler {
         results: &mut Vec<ResourceResult>,
     ) -> Result<Option<String>, ReconcileError> {
         for (index, r) in gone.into_iter().rev().enumerate() {
-            let apply_ctx = ApplyContext {
-                key: ctx.key().clone(),
-                fence: ctx.fence(),
-                generation,
-                index,
-                claimed_at: Some(ctx.claimed_at()),
-                deadline: ctx.deadline().clone(),
-            };
+            let apply_ctx = ctx.apply_context(generation, index);
             let (res, ms) = self.timed(ctx, self.applier.delete(cluster, &r, &apply_ctx)).await?;
             match res {
                 Ok(()) => results.push(result(r, ResourceOutcome::Deleted, None, ms)),

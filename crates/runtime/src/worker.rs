@@ -71,7 +71,7 @@ impl Runtime {
         let leases = Arc::new(Leases::new(cfg.lease_ttl));
         let (committer, commit_task) = Committer::spawn(self.store.clone(), self.metrics.clone());
         let background = CancellationToken::new();
-        let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.lease_ttl, cfg.renew_every, background.clone()));
+        let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.renew_every, background.clone()));
         let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
         let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl).await;
         let view = membership.view();
