@@ -39,8 +39,9 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     let runtime_cfg = runtime_config(&a.engine)?;
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the demo store")?;
     let path = a.db.clone().unwrap_or_else(|| dir.path().join("demo.db"));
-    let (store, _) =
-        SqliteStore::open_for_work(&path, store_config(&a.engine)?).with_context(|| format!("cannot open {}", path.display()))?;
+    let (store, _) = SqliteStore::open_for_work(&path, store_config(&a.engine)?)
+        .await
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let store: Arc<dyn Store> = Arc::new(store);
 
     let load_start = Instant::now();

@@ -19,6 +19,7 @@ pub async fn open_store(a: &StoreArgs, config: StoreConfig) -> Result<Arc<dyn St
         Some(url) => Ok(Arc::new(connect(url, &a.pg, config).await?)),
         None => {
             let (store, taken) = SqliteStore::open_for_work(&a.db, config)
+                .await
                 .with_context(|| format!("cannot open the store {} (check the path and its permissions)", a.db.display()))?;
             if taken > 0 {
                 tracing::info!(keys = taken, "took back the keys the previous process was running when it stopped; they run again now");

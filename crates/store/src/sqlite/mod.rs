@@ -96,7 +96,7 @@ impl SqliteStore {
     /// leases' TTL (the interrupted attempt still counts). A lock on `<file>.lock`,
     /// held until the process ends, makes that true: a second process that would run
     /// work on the same file is refused, and so cannot take back leases that are live.
-    pub fn open_for_work(path: impl AsRef<Path>, config: StoreConfig) -> Result<(Self, u64)> {
+    pub async fn open_for_work(path: impl AsRef<Path>, config: StoreConfig) -> Result<(Self, u64)> {
         let path = path.as_ref();
         let lock_path = PathBuf::from(format!("{}.lock", path.display()));
         let locking = |message: String| StoreError::Backend { step: "locking the SQLite file", message };
@@ -113,14 +113,7 @@ impl SqliteStore {
             std::fs::TryLockError::Error(e) => locking(format!("{}: {e}", lock_path.display())),
         })?;
         let store = Self::open_with(path, config, Some(lock))?;
-        let taken = {
-            let inner = &store.inner;
-            let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let taken = queue::take_back(&tx, inner.clock.now())?;
-            tx.commit()?;
-            taken
-        };
+        let taken = store.write("taking back the predecessor's leases", |tx, now, _| queue::take_back(tx, now)).await?;
         Ok((store, taken))
     }
 
