@@ -18,7 +18,7 @@ use fleetsync_model::{Document, Endpoint, WorkKey};
 use fleetsync_runtime::metrics::OutcomeLabel;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::Store;
+use fleetsync_store::Objects;
 use fleetsync_testkit::{cluster_name, hive_cluster, hive_fleet, hive_syncset, syncset_name, FleetShape};
 use serde::Serialize;
 use serde_json::Value;

@@ -14,7 +14,7 @@ use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
 use fleetsync_model::{parse_documents, Document, Kind};
-use fleetsync_store::{ApplyOutcome, Store, StoreError};
+use fleetsync_store::{ApplyOutcome, Objects, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -130,7 +130,7 @@ pub async fn delete<K: ObjectKind>(
 }
 
 /// Reads one object of any kind (a Secret with its values: show `to_value`).
-pub async fn fetch(store: &dyn Store, kind: Kind, tenant: &str, name: &str) -> Result<Option<Document>> {
+pub async fn fetch(store: &dyn Objects, kind: Kind, tenant: &str, name: &str) -> Result<Option<Document>> {
     Ok(match kind {
         Kind::Cluster => store.cluster_get(tenant, name).await?.map(Document::Cluster),
         Kind::SyncSet => store.syncset_get(tenant, name).await?.map(Document::SyncSet),

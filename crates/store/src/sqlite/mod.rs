@@ -16,8 +16,9 @@ mod schema;
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
-    Result, StatusFilter, Store, StoreConfig, StoreError,
+    Result, StatusFilter, StoreConfig, StoreError,
 };
+use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
 use crate::stored::json;
 use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, WorkKey};
@@ -195,7 +196,7 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Objects for SqliteStore {
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
         let out = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
         self.applied(&out);
@@ -245,7 +246,10 @@ impl Store for SqliteStore {
         let tenant = tenant.map(str::to_string);
         self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref())).await
     }
+}
 
+#[async_trait]
+impl WorkQueue for SqliteStore {
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
         self.write("claiming work", move |tx, now, _| queue::claim(tx, now, &params)).await
     }
@@ -298,6 +302,17 @@ impl Store for SqliteStore {
         self.read("reading the next ready time", move |c, _| queue::next_ready_at(c, shards.as_deref())).await
     }
 
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.wake.subscribe()
+    }
+}
+
+#[async_trait]
+impl Members for SqliteStore {
     async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
         self.write("recording a heartbeat", move |tx, now, _| members::heartbeat(tx, now, &beat)).await
     }
@@ -310,7 +325,10 @@ impl Store for SqliteStore {
     async fn member_list(&self) -> Result<Vec<Member>> {
         self.read("listing members", members::list).await
     }
+}
 
+#[async_trait]
+impl StatusRead for SqliteStore {
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         let filter = filter.clone();
         self.read("reading status", move |c, now| {
@@ -321,24 +339,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
-        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
-        let out = self.write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records)).await?;
-        if !out.requeued.is_empty() {
-            self.wake();
-        }
-        Ok(out)
-    }
-
-    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
-        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
-        self.read("listing live state", move |c, _| live::list(c, &tenant, &cluster)).await
-    }
-
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.read("reading queue stats", rows::queue_stats).await
     }
+}
 
+#[async_trait]
+impl EventLog for SqliteStore {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.read("reading events", move |c, _| rows::events_read(c, after, limit)).await
     }
@@ -359,16 +366,25 @@ impl Store for SqliteStore {
         self.write("acknowledging events", move |tx, now, _| consumers::ack(tx, now, &name, seq)).await
     }
 
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock.clone()
-    }
-
-    fn subscribe(&self) -> watch::Receiver<u64> {
-        self.inner.wake.subscribe()
-    }
-
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events.subscribe()
+    }
+}
+
+#[async_trait]
+impl LiveState for SqliteStore {
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
+        let out = self.write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records)).await?;
+        if !out.requeued.is_empty() {
+            self.wake();
+        }
+        Ok(out)
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
+        self.read("listing live state", move |c, _| live::list(c, &tenant, &cluster)).await
     }
 }
 
@@ -380,23 +396,6 @@ fn ms(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Harness {
-        dir: tempfile::TempDir,
-    }
-
-    #[async_trait]
-    impl crate::conformance::Harness for Harness {
-        async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
-            Arc::new(SqliteStore::open(self.dir.path().join("fleetsync.db"), config).expect("open sqlite"))
-        }
-    }
-
-    async fn harness() -> Harness {
-        Harness { dir: tempfile::tempdir().expect("tempdir") }
-    }
-
-    crate::conformance_tests!(harness());
 
     /// A trim larger than one chunk takes several transactions and reports them all.
     #[tokio::test]
