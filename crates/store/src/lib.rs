@@ -24,6 +24,8 @@ pub mod roles;
 pub mod conformance;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod lifecycle;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]

@@ -14,7 +14,7 @@ use crate::{CompleteOutcome, Completion, Fence, RetryPolicy, RunOutcome};
 use fleetsync_model::{ApplyMode, Phase, ResourceRef, Timestamp};
 
 /// What an enqueue asks for; `None` fields keep the row's current value.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Enqueue {
     pub(crate) desired: Option<bool>,
     pub(crate) generation: Option<i64>,

@@ -166,13 +166,12 @@ impl SqliteStore {
         self.inner.wake.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Wakes workers and event watchers after documents were applied, as needed.
-    fn applied(&self, out: &[ApplyOutcome]) {
-        if out.iter().any(|o| o.enqueued > 0) {
+    /// Tells waiters what a commit announces ([`crate::plan::Announce`]).
+    fn announce(&self, a: crate::plan::Announce) {
+        if a.work_at.is_some() {
             self.wake();
         }
-        // Every created or updated document appended an event.
-        if out.iter().any(|o| o.result != "unchanged") {
+        if a.events {
             self.logged();
         }
     }
@@ -198,22 +197,21 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 #[async_trait]
 impl Objects for SqliteStore {
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
-        let out = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
-        self.applied(&out);
+        let (out, announce) = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
+        self.announce(announce);
         Ok(out)
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
-        let out = self.write("applying an own write", move |tx, now, _| objects::apply_own(tx, now, &docs, &own)).await?;
-        self.applied(&out);
+        let (out, announce) = self.write("applying an own write", move |tx, now, _| objects::apply_own(tx, now, &docs, &own)).await?;
+        self.announce(announce);
         Ok(out)
     }
 
     async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
-        self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
-        self.wake();
-        self.logged();
+        let announce = self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
+        self.announce(announce);
         Ok(())
     }
 

@@ -14,8 +14,10 @@ use std::collections::HashMap;
 
 /// Makes a key pending (coalesced: one row per key, a newer change replaces the
 /// pending one). A running key stays running and becomes dirty. Resets attempts: a new
-/// change deserves a fresh set of retries, and un-parks a parked key.
-pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue) -> Result<()> {
+/// change deserves a fresh set of retries, and un-parks a parked key. Unless `dirties`
+/// is false (an own write's key, see [`crate::plan::Own::dirties`]): then the key takes
+/// the new generation but stays clean, with its attempts.
+pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
     let shard = shard_of(&key.tenant, &key.cluster);
     tx.prepare_cached(
         "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
@@ -25,13 +27,13 @@ pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: En
              desired = COALESCE(?4, desired),
              apply_mode = COALESCE(?5, apply_mode),
              generation = COALESCE(?6, generation),
-             want_seq = want_seq + 1,
-             attempts = 0,
+             want_seq = want_seq + ?9,
+             attempts = CASE WHEN ?9 = 1 THEN 0 ELSE attempts END,
              run_at = CASE WHEN phase = 'running' THEN run_at ELSE ?7 END,
              phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
              updated_at = ?7",
     )?
-    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis(), shard])?;
+    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis(), shard, i64::from(dirties)])?;
     Ok(())
 }
 
@@ -274,7 +276,7 @@ pub(super) fn retry(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey) -> Resu
     if held(tx, key)?.is_none() {
         return Err(StoreError::key_not_found(key));
     }
-    enqueue(tx, now, key, Enqueue::again())
+    enqueue(tx, now, key, Enqueue::again(), true)
 }
 
 pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
