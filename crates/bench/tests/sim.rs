@@ -10,9 +10,9 @@ use std::process::Stdio;
 
 #[test]
 fn sim_rejects_bad_flags() {
-    for (args, want) in [(["--fail-status", "200"], "--fail-status"), (["--latency-scale", "-1"], "--latency-scale")] {
-        let out = run(&[&["sim"], &args[..]].concat());
-        assert!(!out.status.success() && stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    for (arg, want) in [("--fail-status=200", "--fail-status"), ("--latency-scale=-1", "--latency-scale")] {
+        let out = run(&["sim", arg]);
+        assert!(!out.status.success() && stderr(&out).contains(want), "{arg}: {}", stderr(&out));
     }
 }
 

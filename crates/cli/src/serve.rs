@@ -58,7 +58,7 @@ fn event_trim(a: &RetentionArgs) -> Result<EventTrim> {
         max_events: (a.event_retention_count > 0).then_some(a.event_retention_count),
         max_age: (!a.event_retention_age.is_zero()).then_some(a.event_retention_age),
     };
-    EventTrim::new(keep, a.event_trim_every).context("--event-trim-every must be above zero")
+    EventTrim::new(keep, a.event_trim_every).context("--event-trim-every")
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.
