@@ -101,6 +101,20 @@ impl Finish<'_> {
         }
     }
 
+    /// When the key is claimable again after this completion, if it is: a requeue or a
+    /// retry at its `run_at`; a key that became dirty meanwhile, or restarts, now. An
+    /// applied, parked or deleted key is not.
+    pub(crate) fn ready_at(&self, now: Timestamp) -> Option<Timestamp> {
+        match (self, self.outcome()) {
+            (
+                Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. },
+                CompleteOutcome::Committed(Phase::Pending | Phase::Failed),
+            ) => Some(*run_at),
+            (_, CompleteOutcome::Committed(Phase::Pending)) => Some(now),
+            _ => None,
+        }
+    }
+
     /// The action of the `Status` event the completion appends.
     pub(crate) fn event_action(&self) -> &'static str {
         match self.outcome() {

@@ -11,9 +11,9 @@
 //! - what deleting an object does to its keys ([`deleted`]);
 //! - whether an enqueue makes its key dirty, or leaves an own write's key clean
 //!   ([`Own::dirties`]);
-//! - what a commit of object writes announces ([`Announce`]).
+//! - what a commit announces, for object writes and completions ([`Announce`]).
 
-use crate::lifecycle::Enqueue;
+use crate::lifecycle::{Enqueue, Finish};
 use crate::stored::uses_secret;
 use fleetsync_model::{ApplyMode, Cluster, Kind, SyncSetSpec, Timestamp, WorkKey};
 use std::collections::{BTreeMap, HashSet};
@@ -151,6 +151,14 @@ impl Announce {
         Announce { work_at: (enqueued > 0).then_some(now), events: events > 0 }
     }
 
+    /// A completion `fin` committed at `now`: it appended a `Status` event, and a key it
+    /// made ready again ([`Finish::ready_at`]) may be claimed from then on (a retry's
+    /// backoff is no reason to claim now, but PostgreSQL claimers' cursors must know
+    /// when it is due).
+    pub(crate) fn completed(fin: &Finish<'_>, now: Timestamp) -> Self {
+        Announce { work_at: fin.ready_at(now), events: true }
+    }
+
     /// Both announcements (a transaction of several writes).
     pub(crate) fn and(self, other: Announce) -> Self {
         let work_at = match (self.work_at, other.work_at) {
@@ -258,5 +266,21 @@ mod tests {
         assert_eq!(Announce::objects(now, 1, 3), Announce { work_at: Some(now), events: true });
         let later = Announce::objects(Timestamp(2_000), 0, 1);
         assert_eq!(later.and(Announce::objects(now, 1, 1)), Announce { work_at: Some(now), events: true }, "the earliest wins");
+    }
+
+    #[test]
+    fn completions_announce_when_the_key_is_claimable_again_and_always_log() {
+        use fleetsync_model::Phase;
+        let (now, at) = (Timestamp(10), |ms| Some(Timestamp(ms)));
+        let applied = Finish::Applied { phase: Phase::Applied, generation: 1, inventory: &[] };
+        assert_eq!(Announce::completed(&applied, now), Announce { work_at: None, events: true }, "applied: idle, nothing to claim");
+        let retry = Finish::Failed { phase: Phase::Failed, run_at: Timestamp(40), error: "boom" };
+        assert_eq!(Announce::completed(&retry, now).work_at, at(40), "a retry: at its backoff");
+        let requeue = Finish::Requeue { generation: 1, inventory: &[], run_at: Timestamp(25) };
+        assert_eq!(Announce::completed(&requeue, now).work_at, at(25));
+        assert_eq!(Announce::completed(&Finish::Restart, now).work_at, at(10), "a restarted key is ready now");
+        let parked = Finish::Failed { phase: Phase::Parked, run_at: Timestamp(10), error: "boom" };
+        assert_eq!(Announce::completed(&parked, now), Announce { work_at: None, events: true });
+        assert_eq!(Announce::completed(&Finish::Delete, now), Announce { work_at: None, events: true });
     }
 }

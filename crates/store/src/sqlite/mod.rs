@@ -257,16 +257,10 @@ impl WorkQueue for SqliteStore {
     }
 
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
-        let out = self
+        let (out, announce) = self
             .write("completing work", move |tx, now, cfg| queue::complete(tx, now, &cfg.retry, &completions))
             .await?;
-        if out.iter().any(|o| matches!(o, CompleteOutcome::Committed(fleetsync_model::Phase::Pending))) {
-            self.wake();
-        }
-        // Every completion that was not stale appended a `Status` event.
-        if out.iter().any(|o| *o != CompleteOutcome::Stale) {
-            self.logged();
-        }
+        self.announce(announce);
         Ok(out)
     }
 

@@ -5,6 +5,7 @@
 use super::ms;
 use super::rows::event_append;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
+use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
 use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
 use fleetsync_model::shard::shard_of;
@@ -187,13 +188,27 @@ fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
         .optional()?)
 }
 
-pub(super) fn complete(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, items: &[Completion]) -> Result<Vec<CompleteOutcome>> {
-    items.iter().map(|c| complete_one(tx, now, retry, c)).collect()
+/// Commits completions; returns their outcomes and what the commit announces.
+pub(super) fn complete(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    retry: &RetryPolicy,
+    items: &[Completion],
+) -> Result<(Vec<CompleteOutcome>, Announce)> {
+    let mut announce = Announce::default();
+    let mut outcomes = Vec::with_capacity(items.len());
+    for c in items {
+        let (outcome, said) = complete_one(tx, now, retry, c)?;
+        outcomes.push(outcome);
+        announce = announce.and(said);
+    }
+    Ok((outcomes, announce))
 }
 
-fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<CompleteOutcome> {
-    let Some(h) = held(tx, &c.key)? else { return Ok(CompleteOutcome::Stale) };
-    let Some(fin) = finish(&h, c, now, retry) else { return Ok(CompleteOutcome::Stale) };
+fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<(CompleteOutcome, Announce)> {
+    let stale = (CompleteOutcome::Stale, Announce::default());
+    let Some(h) = held(tx, &c.key)? else { return Ok(stale) };
+    let Some(fin) = finish(&h, c, now, retry) else { return Ok(stale) };
     let resources = json("work", &c.resources)?;
     match &fin {
         Finish::Applied { phase, generation, inventory } => {
@@ -235,7 +250,7 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
     }
     let name = format!("{}/{}", c.key.cluster, c.key.syncset);
     event_append(tx, now, &c.key.tenant, "Status", &name, fin.event_action(), h.generation)?;
-    Ok(fin.outcome())
+    Ok((fin.outcome(), Announce::completed(&fin, now)))
 }
 
 /// Makes every running key ready now, its lease dropped: what a process that runs work
