@@ -27,7 +27,8 @@ pub fn run_sim(args: Vec<OsString>) -> ExitCode {
 struct Plugin {
     /// What the plugin is needed for, in the error when it is missing.
     what: &'static str,
-    /// The program name it is given, which its usage lines show.
+    /// The program name it is given, which its usage lines show (Unix only).
+    #[cfg_attr(not(unix), allow(dead_code))]
     arg0: &'static str,
     args: Vec<OsString>,
 }
