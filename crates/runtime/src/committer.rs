@@ -18,18 +18,19 @@
 //! instead as a failed run of its key with the reason ([`refused`]): backed off, then
 //! parked, like any failure. A batch with nothing refused is one transaction, as
 //! before; one refused result among `n` costs about 2·log2(n) more. A failure that is
-//! not the data's (the database unreachable) is tried again whole, never split.
+//! not the data's (the database unreachable) is never split, nor tried again here: the
+//! store's runner already ran the transaction again if that could help (contention, an
+//! outage of a second or so), and whatever it returns fails every completion of the
+//! batch, whose keys are then claimed again when their leases expire.
 
 use crate::metrics::RuntimeMetrics;
 use fleetsync_store::{CompleteOutcome, Completion, RunOutcome, StoreError, WorkQueue};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
 const MAX_BATCH: usize = 1024;
-const TRIES: u32 = 4;
 /// Store transactions committing batches at once (see the module docs).
 const COMMITS_IN_FLIGHT: usize = 2;
 
@@ -116,7 +117,7 @@ where
     todo.push(0..completions.len());
     while let Some(range) = todo.pop() {
         let part = &completions[range.clone()];
-        match commit_with_retries(&mut commit, part).await {
+        match commit(part.to_vec()).await {
             Ok(out) => {
                 metrics.commit_transactions.inc();
                 for (slot, outcome) in outcomes[range].iter_mut().zip(out) {
@@ -131,7 +132,7 @@ where
             Err(e @ StoreError::Refused { .. }) => {
                 let failed = refused(&part[0], &e);
                 tracing::warn!(key = %failed.key, error = %e, "the store refused a run's result; recording the run as failed");
-                outcomes[range.start] = match commit_with_retries(&mut commit, std::slice::from_ref(&failed)).await {
+                outcomes[range.start] = match commit(vec![failed]).await {
                     Ok(out) => {
                         metrics.commit_transactions.inc();
                         out.into_iter().next().ok_or(CommitError::NoOutcome)
@@ -149,30 +150,6 @@ where
         }
     }
     outcomes
-}
-
-/// Commits one batch, trying again after a failure that may pass (the store's own
-/// retries did not outlast it: an outage of a second or so). Refused data and other
-/// answers about the data are returned at once.
-async fn commit_with_retries<F, Fut>(commit: &mut F, completions: &[Completion]) -> Result<Vec<CompleteOutcome>, StoreError>
-where
-    F: FnMut(Vec<Completion>) -> Fut,
-    Fut: Future<Output = Result<Vec<CompleteOutcome>, StoreError>>,
-{
-    let mut delay = Duration::from_millis(50);
-    let mut tries = 1;
-    loop {
-        match commit(completions.to_vec()).await {
-            Ok(out) => return Ok(out),
-            Err(e) if e.is_transient() && tries < TRIES => {
-                tracing::warn!(error = %e, tries, "commit failed; trying again");
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-                tries += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Longest reason [`refused`] writes, in characters.
@@ -244,20 +221,28 @@ mod tests {
         assert_eq!(*calls.borrow(), [16, 8, 4, 4, 2, 1, 1, 1, 2, 8]);
     }
 
-    /// The database being down is not the data's fault: the batch is tried again whole
-    /// a few times, never split, and every completion of it gets the error.
-    #[tokio::test(start_paused = true)]
-    async fn a_transient_failure_is_tried_again_whole_and_not_split() {
+    /// The database being down is not the data's fault: the batch is neither split nor
+    /// tried again here (the store's runner tried it again as far as that could help),
+    /// and every completion of it gets the error; nor is an answer about the data.
+    #[tokio::test]
+    async fn a_failure_that_is_not_the_datas_is_sent_once_whole_and_fails_every_completion() {
         let metrics = RuntimeMetrics::unregistered();
         let calls = std::cell::RefCell::new(Vec::new());
-        let down = |batch: Vec<Completion>| {
-            calls.borrow_mut().push(batch.len());
-            std::future::ready(Err(StoreError::Backend { step: "completing work", message: "connection refused".into() }))
+        let failing = |transient: bool| {
+            let calls = &calls;
+            move |batch: Vec<Completion>| {
+                calls.borrow_mut().push(batch.len());
+                let cause = if transient { "connection refused" } else { "database disk image is malformed" };
+                std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::backend("completing work", transient, cause)))
+            }
         };
-        let batch: Vec<Completion> = (0..8).map(|i| run(&format!("s{i}"), None)).collect();
-        let out = commit_each(down, &metrics, batch).await;
-        assert!(out.iter().all(|o| o.as_ref().is_err_and(|e| e.to_string().contains("connection refused"))), "{out:?}");
-        assert_eq!(*calls.borrow(), [8; TRIES as usize]);
+        for (transient, cause) in [(true, "connection refused"), (false, "malformed")] {
+            calls.borrow_mut().clear();
+            let batch: Vec<Completion> = (0..8).map(|i| run(&format!("s{i}"), None)).collect();
+            let out = commit_each(failing(transient), &metrics, batch).await;
+            assert!(out.iter().all(|o| o.as_ref().is_err_and(|e| e.to_string().contains(cause))), "{out:?}");
+            assert_eq!(*calls.borrow(), [8], "one transaction (transient: {transient})");
+        }
 
         calls.borrow_mut().clear();
         let lease_lost = |batch: Vec<Completion>| {

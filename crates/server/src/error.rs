@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn internals_are_hidden() {
-        let e = ApiError::Store(StoreError::Backend { step: "reading", message: "disk /var/secret failed".into() });
+        let e = ApiError::Store(StoreError::backend("reading", false, "disk /var/secret failed"));
         assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(e.body(), json!({ "error": INTERNAL_MESSAGE }));
         let e = ApiError::Store(StoreError::Corrupt { table: "work", message: "x".into() });

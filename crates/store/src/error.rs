@@ -5,14 +5,26 @@ use fleetsync_model::{Kind, WorkKey};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// What a backend failed with, kept as the [`StoreError::Backend`]'s source. A plain
+/// message converts too (`"…".into()`) where the store itself found the problem.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{kind} {tenant}/{name} not found")]
     NotFound { kind: &'static str, tenant: String, name: String },
-    /// The backend failed (I/O, SQL, connection). The operation did not take effect.
-    /// Trying again may help (see [`is_transient`](StoreError::is_transient)).
-    #[error("store backend error while {step}: {message}")]
-    Backend { step: &'static str, message: String },
+    /// The backend failed (I/O, SQL, connection) while `step`; `source` is its error.
+    /// `transient` is decided where the backend's error is mapped: whether the same call
+    /// may succeed if tried again (a lost connection, an outage, a conflict the
+    /// backend's own retries did not outlast), or not (a syntax error, a constraint, a
+    /// corrupt or read-only file). See [`is_transient`](StoreError::is_transient).
+    #[error("store backend error while {step}: {source}")]
+    Backend {
+        step: &'static str,
+        transient: bool,
+        #[source]
+        source: Cause,
+    },
     /// The backend refused the data it was given: it cannot hold a value of it (on
     /// PostgreSQL, a data exception, SQLSTATE class 22, such as a NUL byte in text).
     /// Nothing of the operation took effect, and the same call would be refused again.
@@ -45,12 +57,19 @@ impl StoreError {
         StoreError::NotFound { kind: "key", tenant: key.tenant.clone(), name: format!("{}/{}", key.cluster, key.syncset) }
     }
 
-    /// Whether the same call may succeed if tried again: a backend failure (a lost
-    /// connection, an outage, a conflict the backend's own retries did not outlast). Not
-    /// for refused data, nor for an answer about the data (not found, a stale lease,
-    /// a corrupt row, a trimmed cursor, a bad name).
+    /// A backend failure while `step`, caused by `source`; `transient` as the backend
+    /// judged it (see [`StoreError::Backend`]).
+    pub fn backend(step: &'static str, transient: bool, source: impl Into<Cause>) -> Self {
+        StoreError::Backend { step, transient, source: source.into() }
+    }
+
+    /// Whether the same call may succeed if tried again: a backend failure the backend
+    /// judged transient (a lost connection, an outage, a conflict its own retries did
+    /// not outlast). Not for a permanent backend failure (a syntax error, a constraint,
+    /// a corrupt file), refused data, nor an answer about the data (not found, a stale
+    /// lease, a corrupt row, a trimmed cursor, a bad name).
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Backend { .. })
+        matches!(self, StoreError::Backend { transient: true, .. })
     }
 }
 
@@ -59,10 +78,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_backend_failures_are_worth_trying_again() {
-        assert!(StoreError::Backend { step: "s", message: "connection closed".into() }.is_transient());
+    fn only_backend_failures_judged_transient_are_worth_trying_again() {
+        assert!(StoreError::backend("s", true, "connection closed").is_transient());
+        assert!(!StoreError::backend("s", false, "syntax error").is_transient());
         assert!(!StoreError::Refused { step: "s", reason: "NUL byte".into() }.is_transient());
         assert!(!StoreError::LeaseLost { key: WorkKey::new("t", "c", "s"), fence: 1 }.is_transient());
         assert!(!StoreError::Corrupt { table: "work", message: "x".into() }.is_transient());
+    }
+
+    #[test]
+    fn a_backend_error_shows_its_step_and_cause_and_keeps_the_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e = StoreError::backend("completing work", true, io);
+        assert_eq!(e.to_string(), "store backend error while completing work: connection refused");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert_eq!(source.downcast_ref::<std::io::Error>().map(|e| e.kind()), Some(std::io::ErrorKind::ConnectionRefused));
     }
 }

@@ -1,4 +1,6 @@
-//! Capped exponential backoff with jitter, and when to give up (park).
+//! Capped exponential backoff with jitter, and when to give up (park) — for keys; and
+//! when a backend's runner runs a failed write again ([`write_again`]), the one layer
+//! that tries a store call again.
 
 use std::time::Duration;
 
@@ -43,9 +45,70 @@ impl RetryPolicy {
     }
 }
 
+/// How a failed backend call counts for running it again, decided where the backend's
+/// error is mapped (PostgreSQL: `postgres/failure.rs`; SQLite: `sqlite/mod.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transience {
+    /// Another transaction was in the way (a deadlock, a serialization failure, a busy
+    /// or locked file): run again after a few milliseconds.
+    Contention,
+    /// The backend could not be reached or went away (a lost connection, a shutdown, a
+    /// server starting up, too many connections): run again after longer pauses, so an
+    /// outage of a second or so is outlasted.
+    Outage,
+    /// Worth trying later, but the call already waited long (for a free pooled
+    /// connection): not run again here.
+    Waited,
+    /// Running it again would fail the same way (a syntax error, a constraint, a
+    /// corrupt, read-only or full file).
+    Permanent,
+}
+
+impl Transience {
+    /// Whether the same call may succeed if tried again (what
+    /// [`StoreError::is_transient`](crate::StoreError::is_transient) answers).
+    pub(crate) fn is_transient(self) -> bool {
+        self != Transience::Permanent
+    }
+}
+
+/// Attempts of a write, in all, while it fails in a way [`write_again`] runs again.
+pub(crate) const WRITE_ATTEMPTS: u32 = 4;
+
+/// The pause before a backend's runner runs a write again that failed its `attempt`th
+/// time (1-based) as `failed`, or `None` when it returns the error instead: after
+/// [`WRITE_ATTEMPTS`], and at once for what is not worth running again here.
+/// Contention waits `attempt · (2…9) ms` (`unit` in [0, 1) chooses); an outage 50 ms,
+/// then 200 ms, then 800 ms (about a second in all).
+pub(crate) fn write_again(failed: Transience, attempt: u32, unit: f64) -> Option<Duration> {
+    if attempt >= WRITE_ATTEMPTS {
+        return None;
+    }
+    match failed {
+        Transience::Contention => {
+            let ms = 2 + (unit.clamp(0.0, 0.999) * 8.0) as u64;
+            Some(Duration::from_millis(u64::from(attempt) * ms))
+        }
+        Transience::Outage => Some(Duration::from_millis(50).saturating_mul(4u32.saturating_pow(attempt - 1))),
+        Transience::Waited | Transience::Permanent => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_runs_again_only_after_a_transient_failure_and_at_most_four_times_in_all() {
+        let pauses = |t: Transience, unit: f64| (1..=5).map(|a| write_again(t, a, unit)).collect::<Vec<_>>();
+        let ms = |v: &[u64]| v.iter().map(|&m| Some(Duration::from_millis(m))).chain([None, None]).collect::<Vec<_>>();
+        assert_eq!(pauses(Transience::Contention, 0.0), ms(&[2, 4, 6]));
+        assert_eq!(pauses(Transience::Contention, 0.99), ms(&[9, 18, 27]));
+        assert_eq!(pauses(Transience::Outage, 0.5), ms(&[50, 200, 800]));
+        assert_eq!(pauses(Transience::Waited, 0.5), [None; 5]);
+        assert_eq!(pauses(Transience::Permanent, 0.5), [None; 5]);
+        assert!(Transience::Waited.is_transient() && !Transience::Permanent.is_transient());
+    }
 
     #[test]
     fn doubles_from_base_up_to_cap() {

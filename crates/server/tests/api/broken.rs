@@ -13,7 +13,7 @@ use tower::ServiceExt;
 struct Broken;
 
 fn fail<T>() -> Result<T> {
-    Err(StoreError::Backend { step: "testing", message: "SECRET detail of /var/lib/db".into() })
+    Err(StoreError::backend("testing", true, "SECRET detail of /var/lib/db"))
 }
 
 #[async_trait]

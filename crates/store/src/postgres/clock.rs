@@ -90,16 +90,25 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<i64, E>>,
 {
-    let mut best: Option<Sample> = None;
-    for _ in 0..SAMPLES {
-        let sent = Instant::now();
-        let server_micros = read().await?;
-        let s = Sample::new(sent, Instant::now(), server_micros);
-        if best.is_none_or(|b| s.round_trip < b.round_trip) {
-            best = Some(s);
+    let mut best = read_once(&mut read).await?;
+    for _ in 1..SAMPLES {
+        let s = read_once(&mut read).await?;
+        if s.round_trip < best.round_trip {
+            best = s;
         }
     }
-    Ok(best.expect("at least one sample"))
+    Ok(best)
+}
+
+/// One reading through `read`, timed.
+async fn read_once<F, Fut, E>(read: &mut F) -> Result<Sample, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<i64, E>>,
+{
+    let sent = Instant::now();
+    let server_micros = read().await?;
+    Ok(Sample::new(sent, Instant::now(), server_micros))
 }
 
 /// The database server's clock, as this process knows it (see the module docs).
@@ -194,7 +203,7 @@ mod tests {
             Timestamp(1_000_000_000 + i64::try_from(t.duration_since(self.origin).as_millis()).expect("ms"))
         }
 
-        async fn read(&self) -> Result<i64, ()> {
+        async fn read(&self) -> Result<i64, std::convert::Infallible> {
             let delay = self.delays.borrow_mut().pop().unwrap_or_default();
             tokio::time::sleep(delay / 2).await;
             let now = self.reference(Instant::now()).plus(self.offset);

@@ -3,7 +3,7 @@
 
 use super::{clock, conninfo, cursor, listen, locations, schema};
 use super::clock::DbClock;
-use super::failure::{backend_error, describe, pool_error, with_hint, Failure, PgResult};
+use super::failure::{Failure, PgError, PgResult, Unreachable};
 use crate::{Result, StoreConfig, StoreError};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use fleetsync_model::Clock;
@@ -92,10 +92,10 @@ impl PgStore {
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .build()
-            .map_err(|e| StoreError::Backend { step: "creating the connection pool", message: e.to_string() })?;
-        let connecting = |e: PoolError| StoreError::Backend {
-            step: "connecting to PostgreSQL",
-            message: format!("{target}: {}", with_hint(pool_error(&e), &info.tls, backend_error(&e))),
+            .map_err(|e| StoreError::backend("creating the connection pool", false, e))?;
+        let connecting = |e: PoolError| {
+            let cause = PgError::Pool(e);
+            StoreError::backend("connecting to PostgreSQL", cause.transience().is_transient(), Unreachable::new(target.clone(), &info.tls, cause))
         };
         let mut client = pool.get().await.map_err(connecting)?;
         let schema = prepare_schema(&mut client, options.schema.as_deref(), options.migrate).await?;
@@ -112,7 +112,10 @@ impl PgStore {
         let cursors = Arc::new(cursor::ClaimCursors::default());
         let listener = listen::start(info.pg, tls, schema.clone(), wake.clone(), events.clone(), cursors.clone())
             .await
-            .map_err(|message| StoreError::Backend { step: "listening for wake-ups", message: format!("{target}: {message}") })?;
+            .map_err(|e| {
+                let transient = e.transience().is_transient();
+                StoreError::backend("listening for wake-ups", transient, Unreachable { target, hint: None, cause: Box::new(e) })
+            })?;
         let locations = Arc::default();
         let inner = Inner { pool, config, clock, schema, wake, events, cursors, locations, _listener: listener, _clock: refresher };
         Ok(Self { inner: Arc::new(inner) })
@@ -122,9 +125,10 @@ impl PgStore {
     /// does); returns the version it is at.
     pub async fn migrate(url: &str, schema: Option<&str>) -> Result<i32> {
         let info = conninfo::config(url, schema)?;
-        let (mut client, connection) = info.pg.connect(info.tls.connector()?).await.map_err(|e| StoreError::Backend {
-            step: "connecting to PostgreSQL",
-            message: format!("{}: {}", conninfo::describe_target(&info.pg), with_hint(describe(&e), &info.tls, Some(&e))),
+        let (mut client, connection) = info.pg.connect(info.tls.connector()?).await.map_err(|e| {
+            let cause = PgError::Statement(e);
+            let transient = cause.transience().is_transient();
+            StoreError::backend("connecting to PostgreSQL", transient, Unreachable::new(conninfo::describe_target(&info.pg), &info.tls, cause))
         })?;
         let driver = tokio::spawn(connection);
         let schema = prepare_schema(&mut client, schema, true).await?;
@@ -153,13 +157,8 @@ async fn prepare_schema(client: &mut tokio_postgres::Client, given: Option<&str>
         schema::version(client).await.map_err(|e| e.into_store("checking the database schema"))?
     };
     if version < schema::latest() {
-        return Err(StoreError::Backend {
-            step: "checking the database schema",
-            message: format!(
-                "schema {schema} is at version {version}, this build needs {}: run `fleetsync migrate` first",
-                schema::latest()
-            ),
-        });
+        let behind = format!("schema {schema} is at version {version}, this build needs {}: run `fleetsync migrate` first", schema::latest());
+        return Err(StoreError::backend("checking the database schema", false, behind));
     }
     if version > schema::latest() {
         tracing::warn!(schema, version, known = schema::latest(), "the database schema is newer than this build");
@@ -170,9 +169,7 @@ async fn prepare_schema(client: &mut tokio_postgres::Client, given: Option<&str>
 async fn current_schema(client: &tokio_postgres::Client) -> PgResult<String> {
     let schema: Option<String> = client.query_one("SELECT current_schema()", &[]).await?.try_get(0)?;
     schema.ok_or_else(|| {
-        Failure::Store(StoreError::Backend {
-            step: "finding the schema to use",
-            message: "the connection's search_path names no existing schema: give a schema".into(),
-        })
+        let missing = "the connection's search_path names no existing schema: give a schema";
+        Failure::Store(StoreError::backend("finding the schema to use", false, missing))
     })
 }

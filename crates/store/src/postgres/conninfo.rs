@@ -28,9 +28,28 @@
 
 use super::tls::{TlsParams, TlsSettings};
 use crate::{Result, StoreError};
+use std::num::ParseIntError;
 use std::ops::Range;
 use std::time::Duration;
 use tokio_postgres::Config;
+
+/// Why connection settings cannot be used. Never shows the password: a value is quoted
+/// only for the settings named (ports, timeouts, TLS settings, the schema).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnInfoError {
+    /// A part of the URL's query that is not UTF-8 once percent-decoded.
+    #[error("{0:?} in the URL's query is not UTF-8 once percent-decoded")]
+    NotUtf8(String, #[source] std::str::Utf8Error),
+    /// tokio-postgres cannot parse the string (it says where, never the password).
+    #[error("{}", super::describe(.0))]
+    Unparsable(#[source] tokio_postgres::Error),
+    #[error("invalid PGPORT {0:?}: not a port number")]
+    Port(String, #[source] ParseIntError),
+    #[error("invalid PGCONNECT_TIMEOUT {0:?}: not a number of seconds")]
+    ConnectTimeout(String, #[source] ParseIntError),
+    #[error("invalid schema name {0:?}: use at most 63 lower-case letters, digits and underscores, not starting with a digit")]
+    SchemaName(String),
+}
 
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -53,9 +72,9 @@ pub(super) fn config(url: &str, schema: Option<&str>) -> Result<ConnInfo> {
 
 /// Like [`config`], with the environment given (for tests).
 pub(super) fn config_with(url: &str, schema: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Result<ConnInfo> {
-    let invalid = |message: String| StoreError::Backend { step: "reading the database URL", message };
+    let invalid = |e: ConnInfoError| StoreError::backend("reading the database URL", false, e);
     let (rest, tls_params) = take_tls_params(url.trim()).map_err(invalid)?;
-    let mut cfg: Config = rest.parse().map_err(|e: tokio_postgres::Error| invalid(super::describe(&e)))?;
+    let mut cfg: Config = rest.parse().map_err(|e| invalid(ConnInfoError::Unparsable(e)))?;
     if cfg.get_hosts().is_empty() {
         let hosts = env("PGHOST").unwrap_or_else(|| "localhost".into());
         for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
@@ -65,7 +84,7 @@ pub(super) fn config_with(url: &str, schema: Option<&str>, env: impl Fn(&str) ->
     if cfg.get_ports().is_empty() {
         if let Some(port) = env("PGPORT") {
             for p in port.split(',').map(str::trim) {
-                let p = p.parse::<u16>().map_err(|_| invalid(format!("invalid PGPORT {port:?}: not a port number")))?;
+                let p = p.parse::<u16>().map_err(|e| invalid(ConnInfoError::Port(port.clone(), e)))?;
                 cfg.port(p);
             }
         }
@@ -91,7 +110,7 @@ pub(super) fn config_with(url: &str, schema: Option<&str>, env: impl Fn(&str) ->
     if cfg.get_connect_timeout().is_none() {
         let timeout = match env("PGCONNECT_TIMEOUT") {
             Some(s) => Duration::from_secs(
-                s.trim().parse::<u64>().map_err(|_| invalid(format!("invalid PGCONNECT_TIMEOUT {s:?}: not a number of seconds")))?,
+                s.trim().parse::<u64>().map_err(|e| invalid(ConnInfoError::ConnectTimeout(s.clone(), e)))?,
             ),
             None => DEFAULT_CONNECT_TIMEOUT,
         };
@@ -120,7 +139,7 @@ pub(super) fn config_with(url: &str, schema: Option<&str>, env: impl Fn(&str) ->
 
 /// Takes `sslmode` and `sslrootcert` out of a URL or key=value string, leaving the rest
 /// as it was for tokio-postgres. The last of repeated settings wins, as in libpq.
-fn take_tls_params(s: &str) -> Result<(String, TlsParams), String> {
+fn take_tls_params(s: &str) -> Result<(String, TlsParams), ConnInfoError> {
     if s.starts_with("postgres://") || s.starts_with("postgresql://") {
         take_from_url(s)
     } else {
@@ -130,7 +149,7 @@ fn take_tls_params(s: &str) -> Result<(String, TlsParams), String> {
 
 /// The query's `&`-separated pairs, found where tokio-postgres looks: after the user
 /// info (up to the first `@`), from the next `?`.
-fn take_from_url(url: &str) -> Result<(String, TlsParams), String> {
+fn take_from_url(url: &str) -> Result<(String, TlsParams), ConnInfoError> {
     let after_user = url.find('@').map_or(0, |i| i + 1);
     let Some(query) = url[after_user..].find('?').map(|i| after_user + i) else {
         return Ok((url.to_string(), TlsParams::default()));
@@ -157,9 +176,9 @@ fn take_from_url(url: &str) -> Result<(String, TlsParams), String> {
     Ok((rest, params))
 }
 
-fn decode(s: &str) -> Result<String, String> {
+fn decode(s: &str) -> Result<String, ConnInfoError> {
     let decoded = percent_encoding::percent_decode_str(s).decode_utf8();
-    decoded.map(|d| d.into_owned()).map_err(|_| format!("{s:?} in the URL's query is not UTF-8 once percent-decoded"))
+    decoded.map(|d| d.into_owned()).map_err(|e| ConnInfoError::NotUtf8(s.to_string(), e))
 }
 
 /// A malformed string is left whole: tokio-postgres then says what is wrong with it.
@@ -283,12 +302,7 @@ pub(super) fn check_schema_name(schema: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(StoreError::Backend {
-            step: "reading the database schema name",
-            message: format!(
-                "invalid schema name {schema:?}: use at most 63 lower-case letters, digits and underscores, not starting with a digit"
-            ),
-        })
+        Err(StoreError::backend("reading the database schema name", false, ConnInfoError::SchemaName(schema.to_string())))
     }
 }
 

@@ -16,7 +16,9 @@
 //! when the store's last clone is dropped.
 
 use super::cursor::ClaimCursors;
+use super::failure::pg_transience;
 use super::{describe, BoxFuture};
+use crate::retry::Transience;
 use std::future::{pending, poll_fn, Future};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +37,34 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// Short: while the listener is down, changes of other processes wake nobody (the
 /// safety poll aside), so it must be back within about a second of the server.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Why the LISTEN connection could not be had or was lost.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("{}", describe(.0))]
+    Pg(#[source] tokio_postgres::Error),
+    #[error("connection closed")]
+    Closed,
+    #[error("no answer to a ping within {PING_TIMEOUT:?}")]
+    NoPingAnswer,
+}
+
+impl From<tokio_postgres::Error> for ListenError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ListenError::Pg(e)
+    }
+}
+
+impl ListenError {
+    /// How this failure counts for trying again: a closed or silent connection is an
+    /// outage.
+    pub(super) fn transience(&self) -> Transience {
+        match self {
+            ListenError::Pg(e) => pg_transience(e),
+            ListenError::Closed | ListenError::NoPingAnswer => Transience::Outage,
+        }
+    }
+}
 
 type Listening = (Client, Connection<Socket, <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream>);
 
@@ -66,7 +96,7 @@ pub(super) async fn start(
     wake: watch::Sender<u64>,
     events: watch::Sender<u64>,
     cursors: Arc<ClaimCursors>,
-) -> Result<Listener, String> {
+) -> Result<Listener, ListenError> {
     let target = Target { cfg, tls };
     let first = listen(&target).await?;
     let (stop_tx, stop_rx) = oneshot::channel();
@@ -76,19 +106,19 @@ pub(super) async fn start(
 }
 
 /// Connects and subscribes.
-async fn listen(target: &Target) -> Result<Listening, String> {
-    let (client, mut connection) = target.cfg.connect(target.tls.clone()).await.map_err(|e| describe(&e))?;
+async fn listen(target: &Target) -> Result<Listening, ListenError> {
+    let (client, mut connection) = target.cfg.connect(target.tls.clone()).await?;
     {
         let sql = format!("LISTEN {CHANNEL}; LISTEN {EVENTS_CHANNEL}");
         let subscribe = client.batch_execute(&sql);
         tokio::pin!(subscribe);
         loop {
             tokio::select! {
-                done = &mut subscribe => break done.map_err(|e| describe(&e))?,
+                done = &mut subscribe => break done?,
                 msg = poll_fn(|cx| connection.poll_message(cx)) => match msg {
                     Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(describe(&e)),
-                    None => return Err("connection closed".into()),
+                    Some(Err(e)) => return Err(e.into()),
+                    None => return Err(ListenError::Closed),
                 },
             }
         }
@@ -99,7 +129,7 @@ async fn listen(target: &Target) -> Result<Listening, String> {
 /// Why [`pump`] returned.
 enum Ended {
     Stopped,
-    Lost(String),
+    Lost(ListenError),
 }
 
 async fn run(target: Target, schema: String, wake: Wakes, first: Listening, mut stop: oneshot::Receiver<()>) {
@@ -144,7 +174,7 @@ async fn run(target: Target, schema: String, wake: Wakes, first: Listening, mut 
 /// Delivers notifications until the connection fails or the store is dropped.
 async fn pump((client, mut connection): Listening, schema: &str, wake: &Wakes, stop: &mut oneshot::Receiver<()>) -> Ended {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
-    let mut ping: Option<BoxFuture<'_, Result<(), String>>> = None;
+    let mut ping: Option<BoxFuture<'_, Result<(), ListenError>>> = None;
     loop {
         tokio::select! {
             _ = &mut *stop => return Ended::Stopped,
@@ -158,16 +188,16 @@ async fn pump((client, mut connection): Listening, schema: &str, wake: &Wakes, s
                     _ => {}
                 },
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Ended::Lost(describe(&e)),
-                None => return Ended::Lost("connection closed".into()),
+                Some(Err(e)) => return Ended::Lost(e.into()),
+                None => return Ended::Lost(ListenError::Closed),
             },
             _ = tick.tick(), if ping.is_none() => {
                 let client = &client;
                 ping = Some(Box::pin(async move {
                     match tokio::time::timeout(PING_TIMEOUT, client.simple_query("")).await {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(describe(&e)),
-                        Err(_) => Err(format!("no answer to a ping within {PING_TIMEOUT:?}")),
+                        Ok(Err(e)) => Err(e.into()),
+                        Err(_) => Err(ListenError::NoPingAnswer),
                     }
                 }));
             }

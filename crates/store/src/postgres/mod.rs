@@ -17,10 +17,14 @@
 //! - **Transactions** are READ COMMITTED with the server's `synchronous_commit` (on by
 //!   default): a call returns after its commit is durable. `now` is read from the
 //!   store's clock once per transaction and passed as a parameter. A transaction
-//!   that hits a deadlock, a serialization failure or a dropped connection before its
-//!   commit is retried (up to 4 attempts in all) with a fresh connection. One the
+//!   that fails before its commit in a way that may pass — a deadlock or a serialization
+//!   failure (after a few milliseconds), a dropped connection or the server shutting
+//!   down or starting up (after 50, 200, 800 ms) — is retried with a fresh connection,
+//!   up to 4 attempts in all (`failure.rs` judges, `retry::write_again` paces); this is
+//!   the only layer that retries a store call. Any other failure (a syntax error, a
+//!   constraint) fails at once, as a permanent [`StoreError::Backend`]. One the
 //!   server refuses for the data it was given (SQLSTATE class 22, a data exception, e.g.
-//!   a NUL byte in text) is not: it fails as [`StoreError::Refused`].
+//!   a NUL byte in text) fails as [`StoreError::Refused`].
 //! - **Claims** take a batch in one statement (`claim.rs`): due keys are found in the
 //!   `due` table (`due.rs`) in `due_at, tenant, cluster, syncset` order — each key at its
 //!   `run_at`, a leased one too, whose expiry the claimer's cursor remembers and comes

@@ -4,12 +4,10 @@
 use super::failure::{Failure, PgResult};
 use super::tx::{BoxFuture, Committed, Tx};
 use super::{due, listen, PgStore};
+use crate::retry::write_again;
 use crate::Result;
 use fleetsync_model::Timestamp;
 use std::time::Duration;
-
-/// How often a write transaction is tried when it fails in a way that is safe to retry.
-const WRITE_ATTEMPTS: u32 = 4;
 
 impl PgStore {
     /// Runs `f` in a transaction and commits it, retrying what is safe to retry.
@@ -31,12 +29,14 @@ impl PgStore {
                     }
                     return Ok(out);
                 }
-                Err(e) if Again::Write.wanted(&e, attempt) => {
-                    tracing::debug!(step, attempt, error = %e.message(), "retrying a transaction");
-                    Again::Write.pause(attempt).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(e.into_store(step)),
+                Err(e) => match Again::Write.after(&e, attempt) {
+                    Some(pause) => {
+                        tracing::debug!(step, attempt, error = %e.message(), "retrying a transaction");
+                        tokio::time::sleep(pause).await;
+                        attempt += 1;
+                    }
+                    None => return Err(e.into_store(step)),
+                },
             }
         }
     }
@@ -101,13 +101,17 @@ impl PgStore {
                 Ok(client) => f(&client, self.inner.clock.now()).await,
                 Err(e) => Err(Failure::Pool(e)),
             };
-            match result {
-                Err(e) if again.wanted(&e, attempt) => {
+            let e = match result {
+                Ok(out) => return Ok(out),
+                Err(e) => e,
+            };
+            match again.after(&e, attempt) {
+                Some(pause) => {
                     tracing::debug!(step, attempt, error = %e.message(), "trying again");
-                    again.pause(attempt).await;
+                    tokio::time::sleep(pause).await;
                     attempt += 1;
                 }
-                other => return other.map_err(|e| e.into_store(step)),
+                None => return Err(e.into_store(step)),
             }
         }
     }
@@ -118,22 +122,18 @@ impl PgStore {
 enum Again {
     /// A read: once more, at once, if the connection turned out to be dead.
     Read,
-    /// A write: after a transient failure (deadlock, serialization, a lost connection),
-    /// up to [`WRITE_ATTEMPTS`] in all, after a short jittered pause.
+    /// A write: after a transient failure (contention or an outage, never a failed
+    /// COMMIT), as [`write_again`] says.
     Write,
 }
 
 impl Again {
-    fn wanted(self, e: &Failure, attempt: u32) -> bool {
+    /// The pause before running the call again after its `attempt`th failure `e`, or
+    /// `None` to return the error.
+    fn after(self, e: &Failure, attempt: u32) -> Option<Duration> {
         match self {
-            Again::Read => e.connection_lost() && attempt < 2,
-            Again::Write => e.retryable() && attempt < WRITE_ATTEMPTS,
-        }
-    }
-
-    async fn pause(self, attempt: u32) {
-        if let Again::Write = self {
-            tokio::time::sleep(Duration::from_millis(u64::from(attempt) * (2 + rand::random::<u64>() % 8))).await;
+            Again::Read => (e.connection_lost() && attempt < 2).then_some(Duration::ZERO),
+            Again::Write => write_again(e.again_as(), attempt, rand::random::<f64>()),
         }
     }
 }

@@ -169,3 +169,47 @@ async fn an_old_schema_migrates_with_its_pending_keys_claimable() {
     let got: Vec<String> = store.work_claim(claim).await.expect("claim").into_iter().map(|i| i.key.syncset).collect();
     assert_eq!(got, ["ready", "running"], "the ready key, and the lease that expired long ago");
 }
+
+/// The write runners run a call again only while it fails in a way that may pass: a
+/// serialization failure or a deadlock up to the attempts allowed, then it fails as
+/// transient; a syntax error, an integrity violation or an internal error once, and it
+/// fails as permanent. The same for a transaction and for a one-statement write.
+#[tokio::test]
+async fn a_write_is_run_again_only_after_a_transient_failure() {
+    use crate::retry::WRITE_ATTEMPTS;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let h = harness().await;
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let raising = |code: &str| format!("DO $$ BEGIN RAISE EXCEPTION 'testing' USING ERRCODE = '{code}'; END $$");
+    let cases = [
+        (raising("40001"), WRITE_ATTEMPTS, true),
+        (raising("40P01"), WRITE_ATTEMPTS, true),
+        ("SELEC 1".to_string(), 1, false),
+        (raising("23505"), 1, false),
+        (raising("XX000"), 1, false),
+    ];
+    for (sql, attempts, transient) in cases {
+        let tries = AtomicU32::new(0);
+        let err = store
+            .write("testing", |tx| {
+                tries.fetch_add(1, Ordering::Relaxed);
+                let sql = sql.clone();
+                Box::pin(async move { Ok(tx.tx.batch_execute(&sql).await?) })
+            })
+            .await
+            .expect_err(&sql);
+        assert_eq!((tries.load(Ordering::Relaxed), err.is_transient()), (attempts, transient), "in a transaction: {sql}: {err}");
+        assert!(err.to_string().starts_with("store backend error while testing: ERROR: "), "{err}");
+
+        let tries = AtomicU32::new(0);
+        let err = store
+            .write_statement("testing", |c, _| {
+                tries.fetch_add(1, Ordering::Relaxed);
+                let sql = sql.clone();
+                Box::pin(async move { Ok(c.batch_execute(&sql).await?) })
+            })
+            .await
+            .expect_err(&sql);
+        assert_eq!((tries.load(Ordering::Relaxed), err.is_transient()), (attempts, transient), "one statement: {sql}: {err}");
+    }
+}

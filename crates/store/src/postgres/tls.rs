@@ -266,11 +266,11 @@ fn rejected_certificate(e: &tokio_postgres::Error) -> Option<&CertificateError> 
 }
 
 fn invalid(message: String) -> StoreError {
-    StoreError::Backend { step: "reading the database URL", message }
+    StoreError::backend("reading the database URL", false, message)
 }
 
 fn tls_error(message: String) -> StoreError {
-    StoreError::Backend { step: "setting up TLS to PostgreSQL", message }
+    StoreError::backend("setting up TLS to PostgreSQL", false, message)
 }
 
 /// The server-certificate check of one sslmode: nothing, the chain up to `roots`, or

@@ -18,8 +18,10 @@ use crate::{
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
     Result, StatusFilter, StoreConfig, StoreError,
 };
+use crate::error::Cause;
 use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
+use crate::retry::{write_again, Transience};
 use crate::stored::json;
 use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
@@ -29,8 +31,20 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 impl From<rusqlite::Error> for StoreError {
+    /// A backend error with the step still to be named (see [`blocking`]).
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Backend { step: "sqlite", message: e.to_string() }
+        StoreError::backend("sqlite", transience(&e).is_transient(), e)
+    }
+}
+
+/// How an SQLite error counts for trying again: a busy or locked database (another
+/// connection holds the lock past the busy timeout) is contention; anything else — a
+/// corrupt, read-only or full file, a constraint, a statement that cannot run, a value
+/// that does not decode — would fail the same way again.
+fn transience(e: &rusqlite::Error) -> Transience {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => Transience::Contention,
+        _ => Transience::Permanent,
     }
 }
 
@@ -69,9 +83,9 @@ impl SqliteStore {
 
     fn open_with(path: &Path, config: StoreConfig, work_lock: Option<std::fs::File>) -> Result<Self> {
         let path = path.to_path_buf();
-        let opened = |e: rusqlite::Error| StoreError::Backend {
-            step: "opening the SQLite file",
-            message: format!("{}: {e}", path.display()),
+        let opened = |e: rusqlite::Error| {
+            let transient = transience(&e).is_transient();
+            StoreError::backend("opening the SQLite file", transient, AtPath { path: path.clone(), cause: Box::new(e) })
         };
         let mut writer = Connection::open(&path).map_err(opened)?;
         writer
@@ -100,18 +114,18 @@ impl SqliteStore {
     pub async fn open_for_work(path: impl AsRef<Path>, config: StoreConfig) -> Result<(Self, u64)> {
         let path = path.as_ref();
         let lock_path = PathBuf::from(format!("{}.lock", path.display()));
-        let locking = |message: String| StoreError::Backend { step: "locking the SQLite file", message };
+        let locking = |cause: Cause| StoreError::backend("locking the SQLite file", false, AtPath { path: lock_path.clone(), cause });
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| locking(format!("{}: {e}", lock_path.display())))?;
+            .map_err(|e| locking(Box::new(e)))?;
         lock.try_lock().map_err(|e| match e {
             std::fs::TryLockError::WouldBlock => {
-                locking(format!("another fleetsync process runs work on {} (it holds {})", path.display(), lock_path.display()))
+                locking(format!("another fleetsync process runs work on {} (it holds this lock)", path.display()).into())
             }
-            std::fs::TryLockError::Error(e) => locking(format!("{}: {e}", lock_path.display())),
+            std::fs::TryLockError::Error(e) => locking(Box::new(e)),
         })?;
         let store = Self::open_with(path, config, Some(lock))?;
         let taken = store.write("taking back the predecessor's leases", |tx, now, _| queue::take_back(tx, now)).await?;
@@ -130,19 +144,38 @@ impl SqliteStore {
         len(self.inner.path.clone()) + len(wal)
     }
 
-    /// Runs `f` in an immediate write transaction on the blocking pool and commits it.
-    async fn write<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    /// Runs `f` in an immediate write transaction on the blocking pool and commits it;
+    /// runs it again, in a new transaction, while it fails as contention (a busy or
+    /// locked file), as [`write_again`] says. Anything else fails at once.
+    async fn write<T, F>(&self, step: &'static str, mut f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>, Timestamp, &StoreConfig) -> Result<T> + Send + 'static,
+        F: FnMut(&Transaction<'_>, Timestamp, &StoreConfig) -> Result<T> + Send + 'static,
     {
         let inner = self.inner.clone();
         blocking(step, move || {
             let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx, inner.clock.now(), &inner.config)?;
-            tx.commit()?;
-            Ok(out)
+            let mut attempt = 1;
+            loop {
+                let once = |conn: &mut Connection, f: &mut F| -> Result<T, Retried> {
+                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    let out = f(&tx, inner.clock.now(), &inner.config)?;
+                    tx.commit()?;
+                    Ok(out)
+                };
+                let e = match once(&mut conn, &mut f) {
+                    Ok(out) => return Ok(out),
+                    Err(e) => e,
+                };
+                match write_again(e.transience, attempt, rand::random::<f64>()) {
+                    Some(pause) => {
+                        tracing::debug!(step, attempt, error = %e.error, "retrying a transaction");
+                        std::thread::sleep(pause);
+                        attempt += 1;
+                    }
+                    None => return Err(e.error),
+                }
+            }
         })
         .await
     }
@@ -182,15 +215,45 @@ impl SqliteStore {
     }
 }
 
+/// A failed attempt of a write, and how it counts for running the write again: only
+/// SQLite's own errors may be contention; the store's answers never are.
+struct Retried {
+    error: StoreError,
+    transience: Transience,
+}
+
+impl From<rusqlite::Error> for Retried {
+    fn from(e: rusqlite::Error) -> Self {
+        Retried { transience: transience(&e), error: e.into() }
+    }
+}
+
+impl From<StoreError> for Retried {
+    fn from(error: StoreError) -> Self {
+        let transience = if error.is_transient() { Transience::Contention } else { Transience::Permanent };
+        Retried { error, transience }
+    }
+}
+
+/// A file the SQLite store failed on, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {cause}", path.display())]
+pub struct AtPath {
+    pub path: PathBuf,
+    #[source]
+    pub cause: Cause,
+}
+
 /// Runs blocking SQLite work off the async threads, naming the step in errors.
 async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     let named = |e: StoreError| match e {
-        StoreError::Backend { step: "sqlite", message } => StoreError::Backend { step, message },
+        StoreError::Backend { step: "sqlite", transient, source } => StoreError::Backend { step, transient, source },
         other => other,
     };
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r.map_err(named),
-        Err(e) => Err(StoreError::Backend { step, message: format!("store task failed: {e}") }),
+        // The task panicked or was cancelled: not something to try again.
+        Err(e) => Err(StoreError::backend(step, false, e)),
     }
 }
 
@@ -417,5 +480,53 @@ mod tests {
     async fn open_reports_the_path_on_failure() {
         let err = SqliteStore::open("/nonexistent-dir/x/fleetsync.db", StoreConfig::default()).expect_err("must fail");
         assert!(err.to_string().contains("/nonexistent-dir/x/fleetsync.db"), "{err}");
+    }
+
+    /// An SQLite error as the statements of a transaction would return it.
+    fn sqlite_error(code: std::ffi::c_int) -> StoreError {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None).into()
+    }
+
+    /// The write runner runs a transaction again while the file is busy or locked (up
+    /// to the attempts allowed), and never after anything else: a corrupt, read-only or
+    /// full file, a constraint, or the store's own answer.
+    #[tokio::test]
+    async fn a_write_is_run_again_only_while_the_file_is_busy_or_locked() {
+        use crate::retry::WRITE_ATTEMPTS;
+        use rusqlite::ffi;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open");
+        let attempts = |fail_first: u32, error: Box<dyn Fn() -> StoreError + Send>| {
+            let store = store.clone();
+            async move {
+                let tries = Arc::new(AtomicU32::new(0));
+                let counted = tries.clone();
+                let out = store
+                    .write("testing", move |_, _, _| match counted.fetch_add(1, Ordering::Relaxed) < fail_first {
+                        true => Err(error()),
+                        false => Ok(()),
+                    })
+                    .await;
+                (tries.load(Ordering::Relaxed), out)
+            }
+        };
+        let (tries, out) = attempts(2, Box::new(|| sqlite_error(ffi::SQLITE_BUSY))).await;
+        assert_eq!(tries, 3, "busy twice, then committed");
+        out.expect("committed on the third attempt");
+        let (tries, out) = attempts(u32::MAX, Box::new(|| sqlite_error(ffi::SQLITE_LOCKED))).await;
+        let err = out.expect_err("locked every time");
+        assert_eq!((tries, err.is_transient()), (WRITE_ATTEMPTS, true), "{err}");
+        assert!(err.to_string().starts_with("store backend error while testing: "), "{err}");
+
+        for code in [ffi::SQLITE_CORRUPT, ffi::SQLITE_READONLY, ffi::SQLITE_FULL, ffi::SQLITE_CONSTRAINT] {
+            let (tries, out) = attempts(u32::MAX, Box::new(move || sqlite_error(code))).await;
+            let err = out.expect_err("fails");
+            assert_eq!((tries, err.is_transient()), (1, false), "code {code}: {err}");
+            let source = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<rusqlite::Error>());
+            assert_eq!(source.and_then(rusqlite::Error::sqlite_error).map(|e| e.extended_code), Some(code), "the cause is kept");
+        }
+        let (tries, _) = attempts(u32::MAX, Box::new(|| StoreError::Corrupt { table: "work", message: "x".into() })).await;
+        assert_eq!(tries, 1, "an answer about the data");
     }
 }
