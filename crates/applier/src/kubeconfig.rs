@@ -13,11 +13,27 @@ use fleetsync_model::secret::KUBECONFIG_KEY;
 use fleetsync_model::Secret;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
+/// Why a cluster's credentials cannot be had: the Secret could not be read, or its
+/// kubeconfig asks for what a stored one may not do. Never quotes secret text.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The source of Secrets (the store) failed; its error, which holds no secret text.
+    #[error("{0}")]
+    Source(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cluster {cluster:?} names a certificate-authority file: embed it as certificate-authority-data")]
+    CertificateAuthorityFile { cluster: String },
+    #[error("user {user:?} names a {field} file: embed the data instead (stored kubeconfigs may not read files)")]
+    File { user: String, field: &'static str },
+    #[error("user {user:?} uses an exec plugin or auth-provider, which a stored kubeconfig may not run: use a token or a client certificate")]
+    Runs { user: String },
+}
+
 /// Where the applier reads Secrets from: the store, in a fleetsync process.
 #[async_trait]
 pub trait Credentials: Send + Sync + 'static {
-    /// The Secret, if it exists; `Err` says why it could not be read (no secret text).
-    async fn secret(&self, tenant: &str, name: &str) -> Result<Option<Secret>, String>;
+    /// The Secret, if it exists; `Err` says why it could not be read
+    /// ([`CredentialsError::Source`], no secret text).
+    async fn secret(&self, tenant: &str, name: &str) -> Result<Option<Secret>, CredentialsError>;
 }
 
 /// Reads the Secret a cluster names. A missing Secret is worth retrying (it may be
@@ -52,10 +68,10 @@ pub(crate) fn in_cluster_config() -> Result<kube::Config, ApplyError> {
 }
 
 /// Refuses what a stored kubeconfig must not do: read local files or run commands.
-fn check_self_contained(k: &Kubeconfig) -> Result<(), String> {
+fn check_self_contained(k: &Kubeconfig) -> Result<(), CredentialsError> {
     for c in &k.clusters {
         if c.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
-            return Err(format!("cluster {:?} names a certificate-authority file: embed it as certificate-authority-data", c.name));
+            return Err(CredentialsError::CertificateAuthorityFile { cluster: c.name.clone() });
         }
     }
     for u in &k.auth_infos {
@@ -64,13 +80,10 @@ fn check_self_contained(k: &Kubeconfig) -> Result<(), String> {
             .into_iter()
             .find_map(|(v, field)| v.as_ref().map(|_| field));
         if let Some(field) = file {
-            return Err(format!("user {:?} names a {field} file: embed the data instead (stored kubeconfigs may not read files)", u.name));
+            return Err(CredentialsError::File { user: u.name.clone(), field });
         }
         if a.exec.is_some() || a.auth_provider.is_some() {
-            return Err(format!(
-                "user {:?} uses an exec plugin or auth-provider, which a stored kubeconfig may not run: use a token or a client certificate",
-                u.name
-            ));
+            return Err(CredentialsError::Runs { user: u.name.clone() });
         }
     }
     Ok(())

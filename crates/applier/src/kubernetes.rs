@@ -338,7 +338,7 @@ mod tests {
 
     #[async_trait]
     impl Credentials for OneSecret {
-        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, String> {
+        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, crate::kubeconfig::CredentialsError> {
             Ok(Some(self.0.clone()))
         }
     }
@@ -399,7 +399,7 @@ mod tests {
 
     #[async_trait]
     impl Credentials for Arc<Rotating> {
-        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, String> {
+        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, crate::kubeconfig::CredentialsError> {
             self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // A store round trip, so that calls arriving together overlap.
             tokio::time::sleep(Duration::from_millis(20)).await;

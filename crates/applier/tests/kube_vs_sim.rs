@@ -155,7 +155,7 @@ impl OneSecret {
 
 #[async_trait::async_trait]
 impl Credentials for OneSecret {
-    async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, String> {
+    async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, fleetsync_applier::kubeconfig::CredentialsError> {
         Ok(self.0.lock().expect("lock").clone())
     }
 }

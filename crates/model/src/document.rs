@@ -237,24 +237,24 @@ fn describe(index: usize, v: &serde_json::Value) -> String {
 }
 
 fn validate_meta(m: &ObjectMeta) -> Result<(), (String, String)> {
-    check_dns1123_label(&m.name).map_err(|r| ("metadata.name".to_string(), r))?;
-    check_dns1123_label(&m.namespace).map_err(|r| ("metadata.namespace".to_string(), r))?;
+    check_dns1123_label(&m.name).map_err(|r| ("metadata.name".to_string(), r.to_string()))?;
+    check_dns1123_label(&m.namespace).map_err(|r| ("metadata.namespace".to_string(), r.to_string()))?;
     for (k, v) in &m.labels {
-        check_label(k, v).map_err(|r| (format!("metadata.labels.{k}"), r))?;
+        check_label(k, v).map_err(|r| (format!("metadata.labels.{k}"), r.to_string()))?;
     }
     Ok(())
 }
 
 fn validate_cluster(c: &Cluster) -> Result<(), (String, String)> {
     if let Some(agent) = &c.spec.agent {
-        check_dns1123_label(&agent.token_secret_ref).map_err(|r| ("spec.agent.tokenSecretRef".to_string(), r))?;
+        check_dns1123_label(&agent.token_secret_ref).map_err(|r| ("spec.agent.tokenSecretRef".to_string(), r.to_string()))?;
     }
     match &c.spec.endpoint {
         Endpoint::Http { url } if !(url.starts_with("http://") || url.starts_with("https://")) => {
             Err(("spec.endpoint.http.url".into(), format!("must be an http:// or https:// URL, got {url:?}")))
         }
         Endpoint::Kubeconfig { secret_ref } => check_dns1123_label(secret_ref)
-            .map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r)),
+            .map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r.to_string())),
         _ => Ok(()),
     }
 }
@@ -267,12 +267,12 @@ fn validate_syncset(s: &SyncSet) -> Result<(), (String, String)> {
         (None, None) => return Err(("spec".into(), "one of clusterSelector or clusterNames is required".into())),
         (Some(sel), None) => {
             for (k, v) in &sel.match_labels {
-                check_label(k, v).map_err(|r| (format!("spec.clusterSelector.matchLabels.{k}"), r))?;
+                check_label(k, v).map_err(|r| (format!("spec.clusterSelector.matchLabels.{k}"), r.to_string()))?;
             }
         }
         (None, Some(names)) => {
             for (i, n) in names.iter().enumerate() {
-                check_dns1123_label(n).map_err(|r| (format!("spec.clusterNames[{i}]"), r))?;
+                check_dns1123_label(n).map_err(|r| (format!("spec.clusterNames[{i}]"), r.to_string()))?;
             }
         }
     }

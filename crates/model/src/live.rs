@@ -72,8 +72,8 @@ impl ReportBatch {
     /// Checks what serde cannot: names, sizes, and that each object is the resource
     /// it is reported as. Returns the offending field and the rule.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        check_dns1123_label(&self.tenant).map_err(|r| ("tenant".to_string(), r))?;
-        check_dns1123_label(&self.cluster).map_err(|r| ("cluster".to_string(), r))?;
+        check_dns1123_label(&self.tenant).map_err(|r| ("tenant".to_string(), r.to_string()))?;
+        check_dns1123_label(&self.cluster).map_err(|r| ("cluster".to_string(), r.to_string()))?;
         if self.reports.len() > MAX_REPORTS {
             return Err(("reports".into(), format!("{} reports; a batch holds at most {MAX_REPORTS}", self.reports.len())));
         }

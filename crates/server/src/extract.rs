@@ -93,7 +93,7 @@ impl From<StringRejection> for ApiError {
 /// same DNS-1123 rule documents follow, so a name that cannot exist is a 400, not a
 /// confusing 404; `what` names the parameter in the message.
 pub fn check_name(what: &str, name: &str) -> Result<()> {
-    check_dns1123_label(name).map_err(|rule| ApiError::InvalidParam { param: what.to_string(), rule })
+    check_dns1123_label(name).map_err(|rule| ApiError::InvalidParam { param: what.to_string(), rule: rule.to_string() })
 }
 
 pub fn default_tenant() -> String {

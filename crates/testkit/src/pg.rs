@@ -15,7 +15,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,45 @@ impl StopMode {
     }
 }
 
+/// Why a throwaway server could not be set up, started, stopped or restarted.
+#[derive(Debug, thiserror::Error)]
+pub enum ThrowawayError {
+    /// A step on the server's directory failed.
+    #[error("{step} {}: {source}", path.display())]
+    Dir {
+        step: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A program could not be run at all.
+    #[error("running {}: {source}", program.display())]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A program ran and failed; what it printed.
+    #[error("{command} failed ({status}): {stdout}{stderr}")]
+    Failed { command: String, status: ExitStatus, stdout: String, stderr: String },
+    /// `pg_ctl` failed; with the server's log.
+    #[error("{cause}\n--- server log ---\n{log}")]
+    Server {
+        #[source]
+        cause: Box<ThrowawayError>,
+        log: String,
+    },
+    #[error("no `postgres` OS user to run PostgreSQL as (id {flag} postgres: {stderr})")]
+    NoPostgresUser {
+        flag: &'static str,
+        stderr: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error("finding a free port: {0}")]
+    FreePort(#[source] std::io::Error),
+}
+
 /// A PostgreSQL server of this test's own; stopped and deleted on drop.
 #[derive(Debug)]
 pub struct ThrowawayPg {
@@ -55,18 +94,19 @@ const PG_CTL_WAIT_SECS: &str = "60";
 
 impl ThrowawayPg {
     /// Creates and starts a new server; fails with the server log if it cannot.
-    pub fn start() -> Result<ThrowawayPg, String> {
+    pub fn start() -> Result<ThrowawayPg, ThrowawayError> {
         sweep_abandoned();
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let bin = bin_dir();
         let as_postgres = running_as_root();
         let name = format!("{DIR_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir().join(name);
-        std::fs::create_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::create_dir(&dir).map_err(|source| ThrowawayError::Dir { step: "creating", path: dir.clone(), source })?;
         let mut pg = ThrowawayPg { dir, bin, port: 0, as_postgres };
         if as_postgres {
             let (uid, gid) = (id_of("-u")?, id_of("-g")?);
-            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid)).map_err(|e| format!("chown {}: {e}", pg.dir.display()))?;
+            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid))
+                .map_err(|source| ThrowawayError::Dir { step: "chown", path: pg.dir.clone(), source })?;
         }
         let data = pg.data();
         pg.run(
@@ -75,15 +115,15 @@ impl ThrowawayPg {
         )?;
         // The port is free when we look; another process may take it before the server
         // binds it, so try a few.
-        let mut last = String::new();
-        for _ in 0..5 {
+        let mut tries = 1;
+        loop {
             pg.port = free_port()?;
             match pg.pg_ctl(&["start"]) {
                 Ok(()) => return Ok(pg),
-                Err(e) => last = e,
+                Err(e) if tries == 5 => return Err(e),
+                Err(_) => tries += 1,
             }
         }
-        Err(last)
     }
 
     /// `postgres://postgres@127.0.0.1:PORT/postgres`.
@@ -97,24 +137,24 @@ impl ThrowawayPg {
 
     /// `pg_ctl restart -m fast`; returns how long the server was unavailable for (stop
     /// and start, as `pg_ctl` waits for both).
-    pub fn restart(&self) -> Result<Duration, String> {
+    pub fn restart(&self) -> Result<Duration, ThrowawayError> {
         self.restart_with(StopMode::Fast)
     }
 
     /// `pg_ctl restart -m MODE`; returns how long it took.
-    pub fn restart_with(&self, mode: StopMode) -> Result<Duration, String> {
+    pub fn restart_with(&self, mode: StopMode) -> Result<Duration, ThrowawayError> {
         let start = Instant::now();
         self.pg_ctl(&["-m", mode.arg(), "restart"])?;
         Ok(start.elapsed())
     }
 
     /// Stops the server (it can be started again with [`start_again`](Self::start_again)).
-    pub fn stop(&self, mode: StopMode) -> Result<(), String> {
+    pub fn stop(&self, mode: StopMode) -> Result<(), ThrowawayError> {
         self.pg_ctl(&["-m", mode.arg(), "stop"])
     }
 
     /// Starts the server again after [`stop`](Self::stop), on the same port.
-    pub fn start_again(&self) -> Result<(), String> {
+    pub fn start_again(&self) -> Result<(), ThrowawayError> {
         self.pg_ctl(&["start"])
     }
 
@@ -128,16 +168,16 @@ impl ThrowawayPg {
     }
 
     /// Runs `pg_ctl ACTION` on this server with its options, waiting for it to finish.
-    fn pg_ctl(&self, action: &[&str]) -> Result<(), String> {
+    fn pg_ctl(&self, action: &[&str]) -> Result<(), ThrowawayError> {
         let (data, log) = (self.data(), self.dir.join("log").display().to_string());
         let options = format!("-c listen_addresses=127.0.0.1 -p {} -k {}", self.port, self.dir.display());
         let mut args = vec!["-D", &data, "-l", &log, "-w", "-t", PG_CTL_WAIT_SECS, "-o", &options];
         args.extend_from_slice(action);
-        self.run("pg_ctl", &args).map_err(|e| format!("{e}\n--- server log ---\n{}", self.log()))
+        self.run("pg_ctl", &args).map_err(|e| ThrowawayError::Server { cause: Box::new(e), log: self.log() })
     }
 
     /// Runs one of the PostgreSQL binaries (as `postgres` if we are root).
-    fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+    fn run(&self, program: &str, args: &[&str]) -> Result<(), ThrowawayError> {
         let exe = self.bin.join(program);
         let mut cmd = if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -147,17 +187,16 @@ impl ThrowawayPg {
             Command::new(&exe)
         };
         // The postgres user may not be allowed into the test's working directory.
-        let out = cmd.args(args).current_dir(&self.dir).output().map_err(|e| format!("running {}: {e}", exe.display()))?;
+        let out = cmd.args(args).current_dir(&self.dir).output().map_err(|source| ThrowawayError::Spawn { program: exe, source })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "{program} {} failed ({}): {}{}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
+            Err(ThrowawayError::Failed {
+                command: format!("{program} {}", args.join(" ")),
+                status: out.status,
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            })
         }
     }
 }
@@ -213,17 +252,21 @@ fn running_as_root() -> bool {
 }
 
 /// `id -u postgres` / `id -g postgres`.
-fn id_of(flag: &str) -> Result<u32, String> {
-    let out = Command::new("id").args([flag, "postgres"]).output().map_err(|e| format!("running id: {e}"))?;
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .map_err(|_| format!("no `postgres` OS user to run PostgreSQL as (id {flag} postgres: {})", String::from_utf8_lossy(&out.stderr).trim()))
+fn id_of(flag: &'static str) -> Result<u32, ThrowawayError> {
+    let out = Command::new("id")
+        .args([flag, "postgres"])
+        .output()
+        .map_err(|source| ThrowawayError::Spawn { program: "id".into(), source })?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|source| ThrowawayError::NoPostgresUser {
+        flag,
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        source,
+    })
 }
 
-fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("finding a free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| format!("finding a free port: {e}"))
+fn free_port() -> Result<u16, ThrowawayError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(ThrowawayError::FreePort)?;
+    listener.local_addr().map(|a| a.port()).map_err(ThrowawayError::FreePort)
 }
 
 #[cfg(test)]
