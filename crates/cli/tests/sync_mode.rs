@@ -7,6 +7,7 @@ mod common;
 
 use common::{stderr, Hub, SimChild};
 use fleetsync_model::{KeyStatus, Phase};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// The seven resources of the SyncSet, as (name, API path under the cluster).
