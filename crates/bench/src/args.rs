@@ -1,12 +1,12 @@
 //! The command line of `fleetsync-bench`: the same subcommands and flags as
-//! `fleetsync bench …` (which runs this binary).
+//! `fleetsync bench …` (which runs this binary), and `sim`, which `fleetsync sim …` runs.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fleetsync::args::EngineArgs;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "fleetsync-bench", version, about = "fleetsync's benchmarks (also run as `fleetsync bench …`).")]
+#[command(name = "fleetsync-bench", version, about = "fleetsync's benchmarks and its Kubernetes API simulator (also run as `fleetsync bench …` and `fleetsync sim …`).")]
 pub struct Cli {
     /// The hub's API, for apply, get and delete.
     // Unused here: `fleetsync bench …` accepted this global flag of `fleetsync`, so
@@ -23,6 +23,9 @@ pub enum BenchCommand {
     HiveFleet(HiveFleetArgs),
     /// The engine alone: items/s through enqueue → claim → complete with no-op applies.
     Drain(DrainArgs),
+    /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks; also
+    /// `fleetsync sim`).
+    Sim(SimArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -123,4 +126,19 @@ pub struct DrainArgs {
     pub churn: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub listen: String,
+    /// Multiply every simulated latency by this (1 = the hive-fleet distribution).
+    #[arg(long, default_value_t = 1.0)]
+    pub latency_scale: f64,
+    /// Fraction of applies and deletes that fail.
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
+    /// The HTTP status of an injected failure.
+    #[arg(long, default_value_t = 500)]
+    pub fail_status: u16,
 }

@@ -1,5 +1,5 @@
 //! `fleetsync bench hive-fleet`: the fleet workload through the Kubernetes applier
-//! over loopback HTTP, against a `fleetsync sim` in its own process (so the CPU and
+//! over loopback HTTP, against the simulator (`sim`) in its own process (so the CPU and
 //! memory figures are the hub's alone). With `--baseline hive`, the same workload the
 //! way today's controllers run it, in the same run, for a ratio. With `--database-url`
 //! the hub is `--processes` worker processes on PostgreSQL instead
@@ -18,7 +18,7 @@ use fleetsync_model::{Document, Endpoint, WorkKey};
 use fleetsync_runtime::metrics::OutcomeLabel;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::Store;
+use fleetsync_store::Objects;
 use fleetsync_testkit::{cluster_name, hive_cluster, hive_fleet, hive_syncset, syncset_name, FleetShape};
 use serde::Serialize;
 use serde_json::Value;
@@ -261,7 +261,8 @@ async fn baseline_worker(
     spans
 }
 
-/// A `fleetsync sim` child process on a free loopback port, killed on drop.
+/// A simulator child process (this binary's `sim`) on a free loopback port, killed on
+/// drop.
 struct SimProcess {
     child: Child,
     url: String,
@@ -269,13 +270,13 @@ struct SimProcess {
 
 impl SimProcess {
     fn start(latency_scale: f64, fail_rate: f64) -> Result<Self> {
-        let exe = crate::fleetsync_exe::find()?;
+        let exe = std::env::current_exe().context("cannot find this executable, to start its simulator")?;
         let mut child = Command::new(exe)
             .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string(), "--fail-rate", &fail_rate.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .context("cannot start `fleetsync sim`")?;
+            .context("cannot start `fleetsync-bench sim`")?;
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("the simulator has no stdout"))?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).context("reading the simulator's address")?;

@@ -1,12 +1,14 @@
-//! `fleetsync-bench`: fleetsync's benchmarks, out of the production binary. Run as
-//! `fleetsync-bench hive-fleet …` / `fleetsync-bench drain …`, or through the main
-//! binary as `fleetsync bench …`, which runs this one with the same arguments.
+//! `fleetsync-bench`: fleetsync's benchmarks and its Kubernetes API simulator, out of
+//! the production binary. Run as `fleetsync-bench hive-fleet …` / `fleetsync-bench
+//! drain …` / `fleetsync-bench sim …`, or through the main binary as `fleetsync bench
+//! …` and `fleetsync sim …`, which run this one with the same arguments.
 
 mod args;
 mod drain;
 mod fleetsync_exe;
 mod hive_fleet;
 mod processes;
+mod sim;
 
 use args::{BenchCommand, Cli};
 use clap::Parser;
@@ -26,6 +28,7 @@ fn main() -> ExitCode {
         match cli.command {
             BenchCommand::HiveFleet(a) => hive_fleet::run(a).await,
             BenchCommand::Drain(a) => drain::run(a).await,
+            BenchCommand::Sim(a) => sim::run(a).await.map(|()| true),
         }
     })
 }

@@ -31,6 +31,7 @@ use fleetsync_model::shard::{owner_of, shard_of};
 use fleetsync_model::{Endpoint, Phase};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::Store;
+use fleetsync_store::Objects;
 use fleetsync_testkit::{cluster_name, hive_fleet, unsettled, FleetShape};
 use indicatif::ProgressBar;
 use serde::Serialize;

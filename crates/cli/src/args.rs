@@ -30,13 +30,15 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Run an embedded hub against a simulated fleet and report how fast it converges.
     Demo(DemoArgs),
-    /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks).
-    Sim(SimArgs),
+    /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks): runs
+    /// `fleetsync-bench sim` (built apart) with the arguments that follow.
+    #[command(disable_help_flag = true)]
+    Sim(PluginArgs),
     /// Run beside a cluster: report the live state of what fleetsync applied there.
     Agent(AgentArgs),
     /// Benchmarks: runs `fleetsync-bench` (built apart) with the arguments that follow.
     #[command(disable_help_flag = true)]
-    Bench(BenchArgs),
+    Bench(PluginArgs),
 }
 
 /// Where the store is: a SQLite file (the default) or a PostgreSQL database.
@@ -201,9 +203,10 @@ impl EngineArgs {
     }
 }
 
-/// `bench …`: every argument after `bench`, as given, for the `fleetsync-bench` plugin.
+/// `bench …` and `sim …`: every argument after the command, as given, for the
+/// `fleetsync-bench` plugin.
 #[derive(Debug, Args)]
-pub struct BenchArgs {
+pub struct PluginArgs {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
     pub args: Vec<std::ffi::OsString>,
 }
@@ -333,21 +336,6 @@ pub struct AgentArgs {
     /// How long one request (to the hub or the target) may take.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
-}
-
-#[derive(Debug, Args)]
-pub struct SimArgs {
-    #[arg(long, default_value = "127.0.0.1:8081")]
-    pub listen: String,
-    /// Multiply every simulated latency by this (1 = the hive-fleet distribution).
-    #[arg(long, default_value_t = 1.0)]
-    pub latency_scale: f64,
-    /// Fraction of applies and deletes that fail.
-    #[arg(long, default_value_t = 0.0)]
-    pub fail_rate: f64,
-    /// The HTTP status of an injected failure.
-    #[arg(long, default_value_t = 500)]
-    pub fail_status: u16,
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
-//! `bench` runs the `fleetsync-bench` binary ([`plugin`]).
+//! `bench` and `sim` run the `fleetsync-bench` binary ([`plugin`]).
 
 mod agent;
 mod client;
 mod demo;
 mod plugin;
 mod serve;
-mod sim;
 mod stores;
 
 use clap::Parser;
@@ -22,8 +21,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Bench(a) = cli.command {
-        return plugin::run_bench(a.args);
+    match cli.command {
+        Command::Bench(a) => return plugin::run_bench(a.args),
+        Command::Sim(a) => return plugin::run_sim(a.args),
+        _ => {}
     }
     init_tracing(&cli.command);
     fleetsync::run_command(async move {
@@ -35,9 +36,8 @@ fn main() -> ExitCode {
             Command::Get(a) => client::get(&cli.server, a).await.map(|()| true),
             Command::Delete(a) => client::delete(&cli.server, a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
-            Command::Sim(a) => sim::run(a).await.map(|()| true),
             Command::Agent(a) => agent::run(a).await.map(|()| true),
-            Command::Bench(_) => unreachable!("run above, without a runtime"),
+            Command::Bench(_) | Command::Sim(_) => unreachable!("run above, without a runtime"),
         }
     })
 }

@@ -5,7 +5,7 @@ use crate::args::{MigrateArgs, PgArgs, StoreArgs, WorkerArgs};
 use crate::engine::{appliers, runtime_config, store_config};
 use anyhow::{anyhow, Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
-use fleetsync_runtime::{Runtime, RuntimeMetrics};
+use fleetsync_hub::Hub;
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
@@ -51,18 +51,17 @@ pub fn describe(a: &StoreArgs) -> String {
     }
 }
 
-/// `fleetsync worker`: the runtime alone, until SIGINT or SIGTERM.
+/// `fleetsync worker`: a [`Hub`] of workers alone (no API), until SIGINT or SIGTERM.
 pub async fn worker(a: WorkerArgs) -> Result<()> {
     let url = required_url(&a.pg)?;
     let config = runtime_config(&a.engine)?;
     let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
     let store: Arc<dyn Store> = Arc::new(store);
-    let id = config.worker_id.clone();
-    let runtime = Runtime::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store), config, RuntimeMetrics::unregistered());
+    tracing::info!(id = config.worker_id, "fleetsync worker running");
+    let hub = Hub::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store), config);
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
-    tracing::info!(id, "fleetsync worker running");
-    runtime.run(shutdown).await?;
+    hub.run(shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

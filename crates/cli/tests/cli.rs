@@ -118,10 +118,24 @@ fn serve_apply_get_delete() {
     assert!(hub.terminate().success(), "serve exits 0 on SIGTERM");
 }
 
+/// `fleetsync sim …` runs the simulator of the `fleetsync-bench` next to the binary,
+/// named `fleetsync sim` in its usage; without the plugin there, the command must say
+/// how to build it instead.
 #[test]
-fn sim_rejects_bad_flags() {
-    let out = run(&["sim", "--fail-status", "200"]);
-    assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
+fn sim_reaches_the_simulator_in_the_fleetsync_bench_plugin() {
+    let dir = Path::new(env!("CARGO_BIN_EXE_fleetsync")).parent().expect("the binary's directory");
+    if dir.join("fleetsync-bench").is_file() {
+        let out = run(&["sim", "--fail-status", "200"]);
+        assert!(!out.status.success() && stderr(&out).contains("--fail-status"), "{}", stderr(&out));
+        let out = run(&["sim", "--help"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let help = stdout(&out);
+        assert!(help.contains("Usage: fleetsync sim ") && help.contains("--latency-scale"), "{help}");
+    } else {
+        let out = bin().args(["sim", "--help"]).env("PATH", "").output().expect("run fleetsync");
+        assert!(!out.status.success(), "no plugin: must fail");
+        assert!(stderr(&out).contains("cargo build --release -p fleetsync-bench"), "{}", stderr(&out));
+    }
 }
 
 /// Many processes on one PostgreSQL store: `migrate`, then a hub (`serve`) and a
@@ -179,8 +193,8 @@ fn bench_reaches_the_fleetsync_bench_plugin_beside_the_binary() {
 }
 
 /// The binary in a directory of its own, beside a stand-in plugin (a shell script) or
-/// none: arguments, output and exit status pass through as given; a missing plugin is
-/// named, with how to build it.
+/// none: arguments, output and exit status of `bench` and `sim` pass through as given;
+/// a missing plugin is named, with how to build it.
 #[test]
 fn bench_passes_arguments_output_and_exit_status_through() {
     let dir = tempfile::tempdir_in(Path::new(env!("CARGO_BIN_EXE_fleetsync")).parent().expect("dir")).expect("temp dir");
@@ -204,4 +218,7 @@ fn bench_passes_arguments_output_and_exit_status_through() {
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert_eq!(stdout(&out), "args: drain --items 10 --json --help -x\n");
     assert_eq!(stderr(&out), "oops\n");
+    let out = Command::new(&exe).args(["sim", "--listen", "127.0.0.1:0", "--help"]).env("PATH", "").output().expect("run fleetsync");
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "args: sim --listen 127.0.0.1:0 --help\n", "`fleetsync sim` is the plugin's `sim`");
 }

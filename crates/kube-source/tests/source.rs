@@ -10,7 +10,7 @@ mod common;
 use common::{eventually, poll, version, Hub, Recorder, Seen, TENANT};
 use fleetsync_kube_source::{api_resource, Change, CrKind, KubeSource, SourceConfig, StoreReconciler};
 use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::Store;
+use fleetsync_store::Objects;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject};

@@ -9,7 +9,7 @@
 //! in parallel.
 
 use fleetsync_model::{Cluster, SyncSet};
-use fleetsync_store::{Result, Store};
+use fleetsync_store::{Objects, Result};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,13 +25,13 @@ pub struct ObjectCache {
 
 impl ObjectCache {
     /// The cluster at `generation` or newer; `None` if it no longer exists.
-    pub async fn cluster(&self, store: &dyn Store, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<Cluster>>> {
+    pub async fn cluster(&self, store: &dyn Objects, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<Cluster>>> {
         let fetch = || store.cluster_get(tenant, name);
         self.clusters.get(tenant, name, generation, |c| c.metadata.generation, fetch).await
     }
 
     /// The SyncSet at `generation` or newer; `None` if it no longer exists.
-    pub async fn syncset(&self, store: &dyn Store, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
+    pub async fn syncset(&self, store: &dyn Objects, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
         let fetch = || store.syncset_get(tenant, name);
         self.syncsets.get(tenant, name, generation, |s| s.metadata.generation, fetch).await
     }

@@ -21,7 +21,7 @@
 //! not the data's (the database unreachable) is tried again whole, never split.
 
 use crate::metrics::RuntimeMetrics;
-use fleetsync_store::{CompleteOutcome, Completion, RunOutcome, Store, StoreError};
+use fleetsync_store::{CompleteOutcome, Completion, RunOutcome, StoreError, WorkQueue};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,7 @@ pub struct Committer {
 
 impl Committer {
     /// Starts the commit task. It ends when every `Committer` clone is dropped.
-    pub fn spawn(store: Arc<dyn Store>, metrics: RuntimeMetrics) -> (Committer, JoinHandle<()>) {
+    pub fn spawn(store: Arc<dyn WorkQueue>, metrics: RuntimeMetrics) -> (Committer, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(MAX_BATCH * 4);
         (Committer { tx }, tokio::spawn(commit_loop(store, metrics, rx)))
     }
@@ -73,7 +73,7 @@ impl Committer {
 
 /// Takes a batch whenever a commit slot is free (so completions queue up meanwhile
 /// and batches stay large), and commits it on a task of its own.
-async fn commit_loop(store: Arc<dyn Store>, metrics: RuntimeMetrics, mut rx: mpsc::Receiver<(Completion, Reply)>) {
+async fn commit_loop(store: Arc<dyn WorkQueue>, metrics: RuntimeMetrics, mut rx: mpsc::Receiver<(Completion, Reply)>) {
     let slots = Arc::new(Semaphore::new(COMMITS_IN_FLIGHT));
     let mut commits = JoinSet::new();
     loop {
@@ -92,7 +92,7 @@ async fn commit_loop(store: Arc<dyn Store>, metrics: RuntimeMetrics, mut rx: mps
     while commits.join_next().await.is_some() {}
 }
 
-async fn commit_batch(store: &dyn Store, metrics: &RuntimeMetrics, batch: Vec<(Completion, Reply)>) {
+async fn commit_batch(store: &dyn WorkQueue, metrics: &RuntimeMetrics, batch: Vec<(Completion, Reply)>) {
     let (completions, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
     let outcomes = commit_each(|c| store.work_complete(c), metrics, completions).await;
     for (reply, outcome) in replies.into_iter().zip(outcomes) {

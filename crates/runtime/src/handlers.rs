@@ -3,15 +3,15 @@
 //! [`Reconciler`](crate::reconciler::Reconciler), which only needs the latest state.
 //!
 //! A [`Consumer`] drives one [`EventHandler`] under a durable name. It resumes from the
-//! cursor the store keeps for that name ([`Store::consumer_get`]), delivers the events
+//! cursor the store keeps for that name ([`EventLog::consumer_get`]), delivers the events
 //! after it in log order (so in order per key), one at a time, and acknowledges
-//! ([`Store::consumer_ack`]) after each page of events the handler has finished — never
+//! ([`EventLog::consumer_ack`]) after each page of events the handler has finished — never
 //! past an event it has not. Delivery is therefore *at least once*: a consumer stopped
 //! between handling and acknowledging sees those events again when it restarts. A
 //! handler that fails is retried with capped exponential backoff, and the events after
 //! it wait: nothing is skipped.
 //!
-//! There is no polling window: the consumer waits on [`Store::events_subscribe`], which
+//! There is no polling window: the consumer waits on [`EventLog::events_subscribe`], which
 //! every commit that appends events wakes, and reads at once.
 //!
 //! If the log was trimmed past the cursor (the consumer was away longer than the
@@ -20,7 +20,7 @@
 //! error naming the lost range and carries on from the oldest event left.
 
 use async_trait::async_trait;
-use fleetsync_store::{check_consumer_name, Event, RetryPolicy, Store, StoreError};
+use fleetsync_store::{check_consumer_name, Event, EventLog, RetryPolicy, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -87,18 +87,18 @@ pub enum ConsumerError {
 
 /// One named consumer of the event log driving one handler. See the module docs.
 pub struct Consumer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn EventLog>,
     handler: Arc<dyn EventHandler>,
     config: ConsumerConfig,
 }
 
 impl Consumer {
     /// A consumer named `name` with the default [`ConsumerConfig`].
-    pub fn new(store: Arc<dyn Store>, name: impl Into<String>, handler: Arc<dyn EventHandler>) -> Self {
+    pub fn new(store: Arc<dyn EventLog>, name: impl Into<String>, handler: Arc<dyn EventHandler>) -> Self {
         Self::with_config(store, ConsumerConfig::new(name), handler)
     }
 
-    pub fn with_config(store: Arc<dyn Store>, config: ConsumerConfig, handler: Arc<dyn EventHandler>) -> Self {
+    pub fn with_config(store: Arc<dyn EventLog>, config: ConsumerConfig, handler: Arc<dyn EventHandler>) -> Self {
         Self { store, handler, config }
     }
 

@@ -16,7 +16,7 @@
 
 use fleetsync_applier::Deadline;
 use fleetsync_model::WorkKey;
-use fleetsync_store::{Fence, RenewParams, Store};
+use fleetsync_store::{Fence, RenewParams, WorkQueue};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -122,11 +122,11 @@ impl Leases {
 
     /// Renews every held lease each `every`, and cancels runs whose lease is about to
     /// end unrenewed, until `stop` fires.
-    pub async fn renew_loop(self: Arc<Self>, store: Arc<dyn Store>, every: Duration, stop: CancellationToken) {
+    pub async fn renew_loop(self: Arc<Self>, store: Arc<dyn WorkQueue>, every: Duration, stop: CancellationToken) {
         tokio::join!(self.renewing(store, every, &stop), self.watchdog(&stop));
     }
 
-    async fn renewing(&self, store: Arc<dyn Store>, every: Duration, stop: &CancellationToken) {
+    async fn renewing(&self, store: Arc<dyn WorkQueue>, every: Duration, stop: &CancellationToken) {
         let ttl = self.ttl;
         loop {
             tokio::select! {

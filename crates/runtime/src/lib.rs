@@ -77,7 +77,7 @@ pub struct RuntimeConfig {
     /// released unfinished.
     pub shutdown_grace: Duration,
     /// The clock to turn the store's timestamps into sleeps with. `None` (production):
-    /// the store's own ([`Store::clock`](fleetsync_store::Store::clock)), the database's
+    /// the store's own ([`WorkQueue::clock`](fleetsync_store::WorkQueue::clock)), the database's
     /// on PostgreSQL, so that this process compares times on the clock they were
     /// stamped with.
     pub clock: Option<Arc<dyn Clock>>,

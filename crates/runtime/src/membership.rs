@@ -11,7 +11,7 @@
 
 use crate::metrics::RuntimeMetrics;
 use fleetsync_model::shard::{owned_by, SHARDS};
-use fleetsync_store::{MemberBeat, Store};
+use fleetsync_store::{MemberBeat, Members};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -46,7 +46,7 @@ pub struct Membership {
 
 impl Membership {
     /// Registers this process (the first heartbeat), so claims are sharded from the start.
-    pub async fn join(store: &dyn Store, id: String, ttl: Duration) -> Membership {
+    pub async fn join(store: &dyn Members, id: String, ttl: Duration) -> Membership {
         let (view, _) = watch::channel(View::default());
         let m = Membership { id, ttl, view };
         m.beat(store, 0).await;
@@ -58,7 +58,7 @@ impl Membership {
     }
 
     /// Heartbeats every third of the TTL until `stop`, then leaves.
-    pub async fn run(self, store: Arc<dyn Store>, metrics: RuntimeMetrics, stop: CancellationToken) {
+    pub async fn run(self, store: Arc<dyn Members>, metrics: RuntimeMetrics, stop: CancellationToken) {
         let every = self.ttl / 3;
         loop {
             tokio::select! {
@@ -73,7 +73,7 @@ impl Membership {
         }
     }
 
-    async fn beat(&self, store: &dyn Store, in_flight: u64) {
+    async fn beat(&self, store: &dyn Members, in_flight: u64) {
         let beat = MemberBeat { id: self.id.clone(), ttl: self.ttl, in_flight };
         match store.member_heartbeat(beat).await {
             Ok(live) => {

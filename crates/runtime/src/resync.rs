@@ -2,7 +2,7 @@
 //! that processes started together do not resync together. A safety net for drift the
 //! hub did not hear about; no correctness depends on it.
 
-use fleetsync_store::Store;
+use fleetsync_store::WorkQueue;
 use rand::Rng;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ pub fn jittered(every: Duration) -> Duration {
     every.mul_f64(rand::rng().random_range(0.9..=1.1))
 }
 
-pub async fn resync_loop(store: Arc<dyn Store>, every: Duration, stop: CancellationToken) {
+pub async fn resync_loop(store: Arc<dyn WorkQueue>, every: Duration, stop: CancellationToken) {
     loop {
         tokio::select! {
             () = tokio::time::sleep(jittered(every)) => {}

@@ -4,11 +4,11 @@
 use async_trait::async_trait;
 use fleetsync_applier::kubeconfig::Credentials;
 use fleetsync_model::Secret;
-use fleetsync_store::Store;
+use fleetsync_store::Objects;
 use std::sync::Arc;
 
 /// Reads the Secrets that `kubeconfig` endpoints name from the store.
-pub struct StoreSecrets(pub Arc<dyn Store>);
+pub struct StoreSecrets(pub Arc<dyn Objects>);
 
 #[async_trait]
 impl Credentials for StoreSecrets {

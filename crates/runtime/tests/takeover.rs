@@ -67,7 +67,46 @@ struct ExpireAfterClaim {
 }
 
 #[async_trait]
-impl Store for ExpireAfterClaim {
+impl Objects for ExpireAfterClaim {
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        self.inner.objects_apply(docs).await
+    }
+
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        self.inner.objects_apply_own(docs, own).await
+    }
+
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+        self.inner.object_delete(kind, tenant, name).await
+    }
+
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
+        self.inner.cluster_get(tenant, name).await
+    }
+
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
+        self.inner.cluster_list(tenant).await
+    }
+
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
+        self.inner.syncset_get(tenant, name).await
+    }
+
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
+        self.inner.syncset_list(tenant).await
+    }
+
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
+        self.inner.secret_get(tenant, name).await
+    }
+
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
+        self.inner.secret_list(tenant).await
+    }
+}
+
+#[async_trait]
+impl WorkQueue for ExpireAfterClaim {
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
         let claimed = self.inner.work_claim(params).await;
         if !self.done.swap(true, Ordering::SeqCst) {
@@ -76,94 +115,100 @@ impl Store for ExpireAfterClaim {
         }
         claimed
     }
-    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
-        self.inner.objects_apply(docs).await
-    }
-    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
-        self.inner.objects_apply_own(docs, own).await
-    }
-    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
-        self.inner.object_delete(kind, tenant, name).await
-    }
-    async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
-        self.inner.consumer_get(name).await
-    }
-    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
-        self.inner.consumer_ack(name, seq).await
-    }
-    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
-        self.inner.cluster_get(tenant, name).await
-    }
-    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
-        self.inner.cluster_list(tenant).await
-    }
-    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
-        self.inner.syncset_get(tenant, name).await
-    }
-    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
-        self.inner.syncset_list(tenant).await
-    }
-    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
-        self.inner.secret_get(tenant, name).await
-    }
-    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
-        self.inner.secret_list(tenant).await
-    }
+
     async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>> {
         self.inner.lease_renew(params).await
     }
+
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
         self.inner.work_complete(completions).await
     }
+
     async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
         self.inner.work_inventory_record(key, fence, inventory).await
     }
+
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
         self.inner.work_release(key, fence).await
     }
+
     async fn work_retry(&self, key: &WorkKey) -> Result<()> {
         self.inner.work_retry(key).await
     }
+
     async fn work_resync(&self) -> Result<u64> {
         self.inner.work_resync().await
     }
+
     async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
         self.inner.work_next_ready_at(shards).await
     }
-    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
-        self.inner.member_heartbeat(beat).await
-    }
-    async fn member_leave(&self, id: &str) -> Result<()> {
-        self.inner.member_leave(id).await
-    }
-    async fn member_list(&self) -> Result<Vec<Member>> {
-        self.inner.member_list().await
-    }
-    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
-        self.inner.status_list(filter).await
-    }
-    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<fleetsync_store::LiveRecord>) -> Result<fleetsync_store::LiveRecorded> {
-        self.inner.live_record(tenant, cluster, records).await
-    }
-    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<fleetsync_store::LiveResource>> {
-        self.inner.live_list(tenant, cluster).await
-    }
-    async fn queue_stats(&self) -> Result<QueueStats> {
-        self.inner.queue_stats().await
-    }
-    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
-        self.inner.events_read(after, limit).await
-    }
-    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
-        self.inner.events_trim(keep).await
-    }
-    fn events_subscribe(&self) -> watch::Receiver<u64> {
-        self.inner.events_subscribe()
-    }
+
     fn clock(&self) -> Arc<dyn fleetsync_model::Clock> {
         self.inner.clock()
     }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.subscribe()
+    }
+}
+
+#[async_trait]
+impl Members for ExpireAfterClaim {
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
+        self.inner.member_heartbeat(beat).await
+    }
+
+    async fn member_leave(&self, id: &str) -> Result<()> {
+        self.inner.member_leave(id).await
+    }
+
+    async fn member_list(&self) -> Result<Vec<Member>> {
+        self.inner.member_list().await
+    }
+}
+
+#[async_trait]
+impl StatusRead for ExpireAfterClaim {
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        self.inner.status_list(filter).await
+    }
+
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        self.inner.queue_stats().await
+    }
+}
+
+#[async_trait]
+impl EventLog for ExpireAfterClaim {
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
+        self.inner.consumer_get(name).await
+    }
+
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
+        self.inner.consumer_ack(name, seq).await
+    }
+
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.inner.events_read(after, limit).await
+    }
+
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
+        self.inner.events_trim(keep).await
+    }
+
+    fn events_subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.events_subscribe()
+    }
+}
+
+#[async_trait]
+impl LiveState for ExpireAfterClaim {
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<fleetsync_store::LiveRecord>) -> Result<fleetsync_store::LiveRecorded> {
+        self.inner.live_record(tenant, cluster, records).await
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<fleetsync_store::LiveResource>> {
+        self.inner.live_list(tenant, cluster).await
     }
 }

@@ -19,7 +19,7 @@
 //!   if the store failed. The client re-lists (410) or reconnects (500).
 //!
 //! New events are sent as soon as they are committed: the stream waits on the store's
-//! [`events_subscribe`](fleetsync_store::Store::events_subscribe) channel, with a slow
+//! [`events_subscribe`](fleetsync_store::EventLog::events_subscribe) channel, with a slow
 //! [`Watches::poll`] as a safety net. It reads the log a page (`limit`) at a time and
 //! only when the previous page has been sent, so a watch holds one page in memory
 //! however far behind it starts or however slowly its client reads. When the server
@@ -35,7 +35,7 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fleetsync_api::{WatchError, WatchLine};
-use fleetsync_store::{Event, Store, StoreError};
+use fleetsync_store::{Event, EventLog, StoreError};
 use serde::Deserialize;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -138,7 +138,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<EventsQue
 
 /// The first page and the cursor it was read from. Without a cursor, the log is read
 /// from its horizon (retention may move it between two reads, hence the loop).
-async fn first_page(store: &dyn Store, after: Option<u64>, limit: usize) -> Result<(u64, Vec<Event>)> {
+async fn first_page(store: &dyn EventLog, after: Option<u64>, limit: usize) -> Result<(u64, Vec<Event>)> {
     let mut cursor = after.unwrap_or(0);
     loop {
         match store.events_read(cursor, limit).await {
@@ -151,7 +151,7 @@ async fn first_page(store: &dyn Store, after: Option<u64>, limit: usize) -> Resu
 
 /// A watch in progress: everything it needs to produce its next chunk.
 struct Follow {
-    store: Arc<dyn Store>,
+    store: Arc<dyn EventLog>,
     /// Every event up to here has been sent (or precedes the start).
     cursor: u64,
     limit: usize,

@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
 use fleetsync_model::{parse_documents, Document, Kind};
-use fleetsync_store::{Store, StoreError};
+use fleetsync_store::{Objects, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -114,7 +114,7 @@ pub async fn delete<K: ObjectKind>(
 }
 
 /// Reads one object of any kind (a Secret with its values: show `to_value`).
-pub async fn fetch(store: &dyn Store, kind: Kind, tenant: &str, name: &str) -> Result<Option<Document>> {
+pub async fn fetch(store: &dyn Objects, kind: Kind, tenant: &str, name: &str) -> Result<Option<Document>> {
     Ok(match kind {
         Kind::Cluster => store.cluster_get(tenant, name).await?.map(Document::Cluster),
         Kind::SyncSet => store.syncset_get(tenant, name).await?.map(Document::SyncSet),

@@ -2,7 +2,7 @@
 //! log, so that a restarted consumer resumes where it left off (at least once: it sees
 //! again what it handled but had not acknowledged yet).
 //!
-//! A cursor only moves forward ([`Store::consumer_ack`](crate::Store::consumer_ack)
+//! A cursor only moves forward ([`EventLog::consumer_ack`](crate::EventLog::consumer_ack)
 //! keeps the larger of the stored and the acknowledged sequence number), so a late or
 //! repeated acknowledgement can never make a consumer skip ahead and then fall back.
 

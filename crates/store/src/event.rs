@@ -21,7 +21,7 @@ pub struct Event {
     pub generation: i64,
 }
 
-/// How much of the event log to keep; see [`Store::events_trim`](crate::Store::events_trim).
+/// How much of the event log to keep; see [`EventLog::events_trim`](crate::EventLog::events_trim).
 /// `None` leaves that bound off; both `None` keeps everything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EventRetention {

@@ -14,7 +14,7 @@ use crate::{CompleteOutcome, Completion, Fence, RetryPolicy, RunOutcome};
 use fleetsync_model::{ApplyMode, Phase, ResourceRef, Timestamp};
 
 /// What an enqueue asks for; `None` fields keep the row's current value.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Enqueue {
     pub(crate) desired: Option<bool>,
     pub(crate) generation: Option<i64>,
@@ -98,6 +98,20 @@ impl Finish<'_> {
             Finish::Applied { phase, .. } | Finish::Failed { phase, .. } => CompleteOutcome::Committed(*phase),
             Finish::Restart | Finish::Requeue { .. } => CompleteOutcome::Committed(Phase::Pending),
             Finish::Delete => CompleteOutcome::Removed,
+        }
+    }
+
+    /// When the key is claimable again after this completion, if it is: a requeue or a
+    /// retry at its `run_at`; a key that became dirty meanwhile, or restarts, now. An
+    /// applied, parked or deleted key is not.
+    pub(crate) fn ready_at(&self, now: Timestamp) -> Option<Timestamp> {
+        match (self, self.outcome()) {
+            (
+                Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. },
+                CompleteOutcome::Committed(Phase::Pending | Phase::Failed),
+            ) => Some(*run_at),
+            (_, CompleteOutcome::Committed(Phase::Pending)) => Some(now),
+            _ => None,
         }
     }
 

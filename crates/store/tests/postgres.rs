@@ -10,7 +10,8 @@
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
 use fleetsync_store::postgres::testing::test_database_url;
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::{ClaimParams, EventRetention, EventsTrimmed, Store, StoreConfig, StoreError};
+use fleetsync_store::{ClaimParams, EventRetention, EventsTrimmed, StoreConfig, StoreError};
+use fleetsync_store::{EventLog, Objects, StatusRead, WorkQueue};
 use std::time::{Duration, Instant};
 
 mod support;

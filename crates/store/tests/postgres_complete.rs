@@ -9,7 +9,8 @@
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
 use fleetsync_store::postgres::testing::test_database_url;
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::{ClaimParams, Store, StoreConfig, StoreError};
+use fleetsync_store::{ClaimParams, StoreConfig, StoreError};
+use fleetsync_store::{Objects, StatusRead, WorkQueue};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 

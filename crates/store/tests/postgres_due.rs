@@ -10,8 +10,9 @@ use fleetsync_store::conformance::{applied_completion, cluster, syncset};
 use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
 use fleetsync_store::postgres::PgStore;
 use fleetsync_store::{
-    ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, Store, StoreConfig,
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, StoreConfig,
 };
+use fleetsync_store::{Objects, StatusRead, WorkQueue};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::NoTls;

@@ -11,7 +11,8 @@
 use fleetsync_store::conformance::{applied_completion, cluster, syncset};
 use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::{ClaimParams, Store, StoreConfig};
+use fleetsync_store::{ClaimParams, StoreConfig};
+use fleetsync_store::{EventLog, Objects, StatusRead, WorkQueue};
 use std::time::Duration;
 use tokio_postgres::NoTls;
 

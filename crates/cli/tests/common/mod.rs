@@ -1,9 +1,9 @@
-//! What the binary's tests share: running `fleetsync`, a hub served on loopback, and
-//! a PostgreSQL test schema that is dropped when the test ends.
+//! What the binary's tests share: running `fleetsync`, a hub served on loopback, the
+//! simulated clusters it applies to, and a PostgreSQL test schema that is dropped when
+//! the test ends.
 #![allow(dead_code)] // each test file uses its own part of this
 
 use std::path::{Path, PathBuf};
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -158,32 +158,47 @@ impl Drop for Schema {
     }
 }
 
-/// A `fleetsync sim` child process, killed on drop; its address is read from its
-/// first line of output.
+/// The simulated clusters a test applies to: the simulator's server (what `fleetsync
+/// sim` serves, which the binary runs from `fleetsync-bench`) on a free loopback port,
+/// on a thread and runtime of its own in the test process, so that the tests do not
+/// need the plugin built. Stopped on drop.
 pub struct SimChild {
-    child: Child,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
     /// `host:port`.
     pub addr: String,
 }
 
 impl SimChild {
     pub fn start(latency_scale: f64) -> SimChild {
-        let mut child = bin()
-            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sim");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
-        let addr = line.trim().strip_prefix("listening on ").expect("sim prints its address").to_string();
-        SimChild { child, addr }
+        use fleetsync_k8s_sim::{LatencyModel, SimConfig, SimServer};
+        let config = SimConfig { latency: LatencyModel::hive_fleet_scaled(latency_scale), ..SimConfig::default() };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the simulator");
+                addr_tx.send(listener.local_addr().expect("its address").to_string()).expect("send the address");
+                // Ended by dropping the runtime, as a killed process would end: open
+                // watches do not hold it up.
+                tokio::spawn(async move { SimServer::new(config).serve(listener, std::future::pending()).await });
+                let _ = stopped.await;
+            });
+            rt.shutdown_background();
+        });
+        let addr = addr_rx.recv().expect("the simulator started");
+        SimChild { stop: Some(stop), thread: Some(thread), addr }
     }
 }
 
 impl Drop for SimChild {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

@@ -5,11 +5,11 @@
 use crate::error::{ApiError, Result};
 use axum::http::{header, HeaderMap};
 use fleetsync_model::{Cluster, Kind, AGENT_TOKEN_KEY};
-use fleetsync_store::{Store, StoreError};
+use fleetsync_store::{Objects, StoreError};
 
 /// Lets the request through if it carries the token of `tenant/cluster`'s agent:
 /// 401 without a token or with one no agent has, 403 with another cluster's token.
-pub async fn authorize(store: &dyn Store, headers: &HeaderMap, tenant: &str, cluster: &str) -> Result<()> {
+pub async fn authorize(store: &dyn Objects, headers: &HeaderMap, tenant: &str, cluster: &str) -> Result<()> {
     let token = bearer(headers)?;
     let Some(target) = store.cluster_get(tenant, cluster).await? else {
         return Err(StoreError::not_found(Kind::Cluster, tenant, cluster).into());
@@ -36,7 +36,7 @@ pub async fn authorize(store: &dyn Store, headers: &HeaderMap, tenant: &str, clu
 }
 
 /// The token of a cluster's agent, if it has one (and its Secret exists).
-async fn token_of(store: &dyn Store, c: &Cluster) -> Result<Option<String>> {
+async fn token_of(store: &dyn Objects, c: &Cluster) -> Result<Option<String>> {
     let Some(agent) = &c.spec.agent else { return Ok(None) };
     let secret = store.secret_get(c.metadata.tenant(), &agent.token_secret_ref).await?;
     Ok(secret.and_then(|s| s.get(AGENT_TOKEN_KEY).map(|v| v.expose().to_string())).filter(|t| !t.is_empty()))

@@ -17,102 +17,148 @@ fn fail<T>() -> Result<T> {
 }
 
 #[async_trait]
-impl Store for Broken {
+impl Objects for Broken {
     async fn objects_apply(&self, _: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
+
     async fn objects_apply_own(&self, _: Vec<Document>, _: OwnWrite) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
+
     async fn object_delete(&self, _: Kind, _: &str, _: &str) -> Result<()> {
         fail()
     }
-    async fn consumer_get(&self, _: &str) -> Result<Option<u64>> {
-        fail()
-    }
-    async fn consumer_ack(&self, _: &str, _: u64) -> Result<u64> {
-        fail()
-    }
+
     async fn cluster_get(&self, _: &str, _: &str) -> Result<Option<Cluster>> {
         fail()
     }
+
     async fn cluster_list(&self, _: Option<&str>) -> Result<Vec<Cluster>> {
         fail()
     }
+
     async fn syncset_get(&self, _: &str, _: &str) -> Result<Option<SyncSet>> {
         fail()
     }
+
     async fn syncset_list(&self, _: Option<&str>) -> Result<Vec<SyncSet>> {
         fail()
     }
+
     async fn secret_get(&self, _: &str, _: &str) -> Result<Option<Secret>> {
         fail()
     }
+
     async fn secret_list(&self, _: Option<&str>) -> Result<Vec<Secret>> {
         fail()
     }
+}
+
+#[async_trait]
+impl WorkQueue for Broken {
     async fn work_claim(&self, _: ClaimParams) -> Result<Vec<ClaimedItem>> {
         fail()
     }
+
     async fn lease_renew(&self, _: RenewParams) -> Result<Vec<WorkKey>> {
         fail()
     }
+
     async fn work_complete(&self, _: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
         fail()
     }
+
     async fn work_inventory_record(&self, _: &WorkKey, _: Fence, _: &[ResourceRef]) -> Result<()> {
         fail()
     }
+
     async fn work_release(&self, _: &WorkKey, _: Fence) -> Result<()> {
         fail()
     }
+
     async fn work_retry(&self, _: &WorkKey) -> Result<()> {
         fail()
     }
+
     async fn work_resync(&self) -> Result<u64> {
         fail()
     }
+
     async fn work_next_ready_at(&self, _: Option<&[u16]>) -> Result<Option<Timestamp>> {
         fail()
     }
-    async fn member_heartbeat(&self, _: MemberBeat) -> Result<Vec<Member>> {
-        fail()
-    }
-    async fn member_leave(&self, _: &str) -> Result<()> {
-        fail()
-    }
-    async fn member_list(&self) -> Result<Vec<Member>> {
-        fail()
-    }
-    async fn status_get(&self, _: &WorkKey) -> Result<Option<KeyStatus>> {
-        fail()
-    }
-    async fn status_list(&self, _: &StatusFilter) -> Result<Vec<KeyStatus>> {
-        fail()
-    }
-    async fn live_record(&self, _: &str, _: &str, _: Vec<LiveRecord>) -> Result<LiveRecorded> {
-        fail()
-    }
-    async fn live_list(&self, _: &str, _: &str) -> Result<Vec<LiveResource>> {
-        fail()
-    }
-    async fn queue_stats(&self) -> Result<QueueStats> {
-        fail()
-    }
-    async fn events_read(&self, _: u64, _: usize) -> Result<Vec<Event>> {
-        fail()
-    }
-    async fn events_trim(&self, _: EventRetention) -> Result<EventsTrimmed> {
-        fail()
-    }
+
     fn clock(&self) -> Arc<dyn fleetsync_model::Clock> {
         Arc::new(fleetsync_model::SystemClock)
     }
+
     fn subscribe(&self) -> watch::Receiver<u64> {
         watch::channel(0).1
     }
+}
+
+#[async_trait]
+impl Members for Broken {
+    async fn member_heartbeat(&self, _: MemberBeat) -> Result<Vec<Member>> {
+        fail()
+    }
+
+    async fn member_leave(&self, _: &str) -> Result<()> {
+        fail()
+    }
+
+    async fn member_list(&self) -> Result<Vec<Member>> {
+        fail()
+    }
+}
+
+#[async_trait]
+impl StatusRead for Broken {
+    async fn status_get(&self, _: &WorkKey) -> Result<Option<KeyStatus>> {
+        fail()
+    }
+
+    async fn status_list(&self, _: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        fail()
+    }
+
+    async fn queue_stats(&self) -> Result<QueueStats> {
+        fail()
+    }
+}
+
+#[async_trait]
+impl EventLog for Broken {
+    async fn consumer_get(&self, _: &str) -> Result<Option<u64>> {
+        fail()
+    }
+
+    async fn consumer_ack(&self, _: &str, _: u64) -> Result<u64> {
+        fail()
+    }
+
+    async fn events_read(&self, _: u64, _: usize) -> Result<Vec<Event>> {
+        fail()
+    }
+
+    async fn events_trim(&self, _: EventRetention) -> Result<EventsTrimmed> {
+        fail()
+    }
+
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         watch::channel(0).1
+    }
+}
+
+#[async_trait]
+impl LiveState for Broken {
+    async fn live_record(&self, _: &str, _: &str, _: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        fail()
+    }
+
+    async fn live_list(&self, _: &str, _: &str) -> Result<Vec<LiveResource>> {
+        fail()
     }
 }
 

@@ -9,6 +9,7 @@ use super::locations::Locations;
 use super::queue::{attempts, key_columns};
 use super::{PgResult, Tx};
 use crate::lifecycle::{db_phase, finish, Finish, Held};
+use crate::plan::Announce;
 use crate::stored::json;
 use crate::{CompleteOutcome, Completion, RetryPolicy};
 use fleetsync_model::{Phase, Timestamp};
@@ -73,15 +74,7 @@ pub(super) async fn run(
                 updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
             }
         }
-        // Ready again: wake the claimers, and tell their cursors when it is due (a
-        // retry's backoff is not a wake-up's business, but its `run_at` is the cursors').
-        match (&fin, fin.outcome()) {
-            (Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. }, CompleteOutcome::Committed(Phase::Pending | Phase::Failed)) => {
-                tx.wake_at(*run_at)
-            }
-            (_, CompleteOutcome::Committed(Phase::Pending)) => tx.wake_at(now),
-            _ => {}
-        }
+        tx.announce(Announce::completed(&fin, now));
         let name = format!("{}/{}", c.key.cluster, c.key.syncset);
         tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
         outcomes.push(fin.outcome());

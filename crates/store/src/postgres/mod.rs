@@ -12,7 +12,7 @@
 //!   the database server's clock, the one clock every process shares: [`DbClock`]
 //!   (`clock.rs`) samples it at connect and every few seconds and carries it forward on
 //!   this machine's monotonic clock, so no transaction spends a round trip on it and
-//!   no machine's wall clock is ever read. [`Store::clock`] hands the same clock to the
+//!   no machine's wall clock is ever read. [`WorkQueue::clock`] hands the same clock to the
 //!   runtime. A store opened with [`StoreConfig::clock`] (tests) uses that clock instead.
 //! - **Transactions** are READ COMMITTED with the server's `synchronous_commit` (on by
 //!   default): a call returns after its commit is durable. `now` is read from the
@@ -64,7 +64,7 @@
 //!
 //! [`DbClock`]: clock::DbClock
 //! [`Store`]: crate::Store
-//! [`Store::clock`]: crate::Store::clock
+//! [`WorkQueue::clock`]: crate::WorkQueue::clock
 //! [`StoreConfig::clock`]: crate::StoreConfig::clock
 //! [`StoreError::Refused`]: crate::StoreError::Refused
 

@@ -6,41 +6,57 @@
 use super::due::position;
 use super::queue::{enqueue, row_key, Enqueues};
 use super::{query, PgResult, Tx};
-use crate::lifecycle::Enqueue;
-use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
+use crate::plan::{self, Announce, Deleted, Own, Planned, Target};
+use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, WorkKey};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tokio_postgres::types::ToSql;
 
 pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<ApplyOutcome>> {
+    lock_tenants(tx, docs).await?;
+    apply_as(tx, docs, None).await
+}
+
+async fn lock_tenants(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<()> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
     for tenant in tenants {
         tx.lock_tenant(tenant).await?;
     }
+    Ok(())
+}
+
+/// Applies documents (their tenants locked); `own`: the key of an own write, which its
+/// enqueues leave clean ([`Own::dirties`]).
+async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&Own>) -> PgResult<Vec<ApplyOutcome>> {
     let mut out = Vec::with_capacity(docs.len());
     for doc in docs {
         out.push(match doc {
-            Document::Cluster(c) => apply_cluster(tx, c).await?,
-            Document::SyncSet(s) => apply_syncset(tx, s).await?,
-            Document::Secret(s) => apply_secret(tx, s).await?,
+            Document::Cluster(c) => apply_cluster(tx, c, own).await?,
+            Document::SyncSet(s) => apply_syncset(tx, s, own).await?,
+            Document::Secret(s) => apply_secret(tx, s, own).await?,
         });
     }
     Ok(out)
 }
 
-/// An own write (see [`crate::Store::objects_apply_own`]): applied as usual, with
-/// `own.key` exempt from becoming dirty ([`enqueue`] reads it from the transaction), then
-/// refused — rolled back — unless the key is still running with `own.fence`. The check
-/// comes last and locks the row, so a take-over cannot commit between the check and this
-/// commit; coming after the enqueues, which lock rows in id order, it usually finds the
-/// row locked already.
+/// An own write (see [`crate::Objects::objects_apply_own`]): applied with `own.key` as
+/// the own write's key, then refused — rolled back — unless the key is still running
+/// with `own.fence`. Whether the key is wanted is read once its tenant is locked (only
+/// object writes, which lock it, change that). The check comes last and locks the row,
+/// so a take-over cannot commit between the check and this commit; coming after the
+/// enqueues, which lock rows in id order, it usually finds the row locked already.
 pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite) -> PgResult<Vec<ApplyOutcome>> {
-    tx.own = Some(own.key.clone());
-    let out = apply(tx, docs).await?;
+    lock_tenants(tx, docs).await?;
     let k = &own.key;
+    let desired = tx
+        .query_opt("SELECT desired FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3", &[&k.tenant, &k.cluster, &k.syncset])
+        .await?
+        .map(|row| row.try_get::<_, bool>(0))
+        .transpose()?;
+    let out = apply_as(tx, docs, Some(&Own { key: k.clone(), desired: desired.unwrap_or(false) })).await?;
     let held = tx
         .query_opt(
             "SELECT 1 FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3 AND phase = 'running' AND fence = $4
@@ -66,7 +82,7 @@ fn written(row: Option<tokio_postgres::Row>) -> PgResult<Option<(i64, &'static s
     Ok(Some((generation, if generation == 1 { "Created" } else { "Updated" })))
 }
 
-async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<ApplyOutcome> {
+async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&Own>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let labels = json("clusters", &c.metadata.labels)?;
@@ -84,32 +100,35 @@ async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<ApplyOutcome> {
         return Ok(outcome(Kind::Cluster, tenant, name, generation, "unchanged", 0));
     };
     tx.event(tenant, "Cluster", name, action, generation);
-    let enqueued = enqueue_cluster(tx, c).await?;
+    let enqueued = enqueue_cluster(tx, c, own).await?;
     Ok(outcome(Kind::Cluster, tenant, name, generation, result(action), enqueued))
 }
 
-/// Enqueues a new or changed cluster's keys: every SyncSet that selects it (re-applied,
-/// since its endpoint may have changed) and removal of those that no longer do.
-async fn enqueue_cluster(tx: &mut Tx<'_>, c: &Cluster) -> PgResult<u64> {
+/// Enqueues a new or changed cluster's keys ([`plan::cluster_changed`]).
+async fn enqueue_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&Own>) -> PgResult<u64> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let (had, targets) = tokio::try_join!(
         strings(tx, "SELECT syncset FROM work WHERE tenant = $1 AND cluster = $2 AND desired", tenant, name),
         syncset_targets(tx, tenant),
     )?;
+    enqueue_all(tx, plan::cluster_changed(tenant, name, &c.metadata.labels, &targets, &had), own).await
+}
+
+/// Writes planned enqueues in one statement and announces them; returns how many.
+async fn enqueue_all(tx: &mut Tx<'_>, plan: Vec<Planned>, own: Option<&Own>) -> PgResult<u64> {
     let mut batch = Enqueues::default();
-    for (ss, ss_gen, mode, spec) in targets {
-        if spec.selects(name, &c.metadata.labels) {
-            batch.push(WorkKey::new(tenant, name, ss), Enqueue::apply(ss_gen, mode));
-        } else if had.contains(&ss) {
-            batch.push(WorkKey::new(tenant, name, ss), Enqueue::remove());
-        }
+    for p in plan {
+        let dirties = Own::dirties(own, &p.key, &p.enqueue);
+        batch.push(p.key, p.enqueue, dirties);
     }
-    enqueue(tx, &batch).await
+    let enqueued = enqueue(tx, &batch).await?;
+    tx.announce(Announce::objects(tx.now, 1, enqueued));
+    Ok(enqueued)
 }
 
 /// Stores a Secret; a new or changed one re-applies the keys of every cluster that
 /// reaches its target through it (new credentials, or ones that were missing).
-async fn apply_secret(tx: &mut Tx<'_>, s: &Secret) -> PgResult<ApplyOutcome> {
+async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&Own>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let row = tx
@@ -128,13 +147,13 @@ async fn apply_secret(tx: &mut Tx<'_>, s: &Secret) -> PgResult<ApplyOutcome> {
     tx.event(tenant, "Secret", name, action, generation);
     let clusters: Vec<Cluster> = list(tx.client(), Kind::Cluster, Some(tenant.to_string())).await?;
     let mut enqueued = 0;
-    for c in clusters.iter().filter(|c| uses_secret(c, name)) {
-        enqueued += enqueue_cluster(tx, c).await?;
+    for c in plan::secret_users(name, &clusters) {
+        enqueued += enqueue_cluster(tx, c, own).await?;
     }
     Ok(outcome(Kind::Secret, tenant, name, generation, result(action), enqueued))
 }
 
-async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet) -> PgResult<ApplyOutcome> {
+async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&Own>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let mode = s.spec.resource_apply_mode;
@@ -160,17 +179,12 @@ async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet) -> PgResult<ApplyOutcome> {
         strings(tx, "SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2 AND desired", tenant, name),
         tx.query("SELECT name, labels FROM clusters WHERE tenant = $1 ORDER BY name", &tenant_param),
     )?;
-    let mut batch = Enqueues::default();
-    for row in &clusters {
-        let cluster: String = row.try_get(0)?;
-        let labels: BTreeMap<String, String> = decode("clusters", row.try_get(1)?)?;
-        if s.spec.selects(&cluster, &labels) {
-            batch.push(WorkKey::new(tenant, cluster, name), Enqueue::apply(generation, mode));
-        } else if had.contains(&cluster) {
-            batch.push(WorkKey::new(tenant, cluster, name), Enqueue::remove());
-        }
-    }
-    let enqueued = enqueue(tx, &batch).await?;
+    let clusters = clusters
+        .iter()
+        .map(|row| Ok((row.try_get::<_, String>(0)?, decode::<BTreeMap<String, String>>("clusters", row.try_get(1)?)?)))
+        .collect::<PgResult<Vec<_>>>()?;
+    let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
+    let enqueued = enqueue_all(tx, plan::syncset_changed(tenant, &target, &clusters, &had), own).await?;
     Ok(outcome(Kind::SyncSet, tenant, name, generation, result(action), enqueued))
 }
 
@@ -182,9 +196,15 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
     };
     let generation: i64 = row.try_get(0)?;
     tx.event(&tenant, kind.as_str(), &name, "Deleted", generation);
-    match kind {
-        // Without the cluster there is no way to reach it: its keys end here.
-        Kind::Cluster => {
+    let keyed = match kind {
+        Kind::SyncSet => {
+            let rows = tx.query("SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
+            rows.iter().map(|row| row.try_get::<_, String>(0)).collect::<Result<Vec<_>, _>>()?
+        }
+        Kind::Cluster | Kind::Secret => Vec::new(),
+    };
+    match plan::deleted(kind, &tenant, &name, keyed) {
+        Deleted::ClusterKeysDropped => {
             let gone = tx
                 .query(
                     "WITH held AS (SELECT id FROM work WHERE tenant = $1 AND cluster = $2 ORDER BY id FOR UPDATE)
@@ -199,17 +219,10 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
             }
             tx.execute("DELETE FROM live_state WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
         }
-        // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.
-        Kind::SyncSet => {
-            let rows = tx.query("SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
-            let mut batch = Enqueues::default();
-            for row in &rows {
-                batch.push(WorkKey::new(tenant.as_str(), row.try_get::<_, String>(0)?, name.as_str()), Enqueue::remove());
-            }
-            enqueue(tx, &batch).await?;
+        Deleted::Removals(plan) => {
+            enqueue_all(tx, plan, None).await?;
         }
-        // Clusters that use it fail to connect until it is back (and retry with backoff).
-        Kind::Secret => {}
+        Deleted::Nothing => {}
     }
     Ok(())
 }
@@ -239,7 +252,7 @@ where
 }
 
 /// Every SyncSet of a tenant with what is needed to match clusters.
-async fn syncset_targets(tx: &Tx<'_>, tenant: &str) -> PgResult<Vec<(String, i64, ApplyMode, SyncSetSpec)>> {
+async fn syncset_targets(tx: &Tx<'_>, tenant: &str) -> PgResult<Vec<Target>> {
     let rows = tx
         .query("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = $1 ORDER BY name", &[&tenant])
         .await?;
@@ -247,7 +260,7 @@ async fn syncset_targets(tx: &Tx<'_>, tenant: &str) -> PgResult<Vec<(String, i64
         .map(|row| {
             let mode: &str = row.try_get(2)?;
             let mode = ApplyMode::parse(mode).ok_or_else(|| corrupt("syncsets", format!("apply mode {mode:?}")))?;
-            Ok((row.try_get(0)?, row.try_get(1)?, mode, decode("syncsets", row.try_get(3)?)?))
+            Ok(Target { name: row.try_get(0)?, generation: row.try_get(1)?, mode, targeting: decode("syncsets", row.try_get(3)?)? })
         })
         .collect()
 }

@@ -25,12 +25,15 @@ pub(super) struct Enqueues {
     modes: Vec<&'static str>,
     generations: Vec<i64>,
     shards: Vec<i16>,
+    /// 1 if the enqueue makes its key dirty, 0 for an own write's key it leaves clean.
+    bumps: Vec<i64>,
 }
 
 impl Enqueues {
     /// Adds a key. `e` must say `desired`: apply (with generation and mode) or remove;
-    /// a re-run as it is goes through [`retry`].
-    pub(super) fn push(&mut self, key: WorkKey, e: Enqueue) {
+    /// a re-run as it is goes through [`retry`]. `dirties`: see
+    /// [`Own::dirties`](crate::plan::Own::dirties).
+    pub(super) fn push(&mut self, key: WorkKey, e: Enqueue, dirties: bool) {
         let desired = e.desired.unwrap_or(true);
         // Shards are below 256 (`SHARDS`), so they fit PostgreSQL's smallint.
         self.shards.push(shard_of(&key.tenant, &key.cluster) as i16);
@@ -40,6 +43,7 @@ impl Enqueues {
         self.desired.push(desired);
         self.modes.push(e.mode.unwrap_or(ApplyMode::Upsert).as_str());
         self.generations.push(e.generation.unwrap_or(0));
+        self.bumps.push(i64::from(dirties));
     }
 
     pub(super) fn len(&self) -> u64 {
@@ -57,18 +61,16 @@ const LOCK_KEYS: &str = "SELECT w.tenant, w.cluster, w.syncset, w.phase, w.run_a
 /// The enqueue itself (see [`enqueue`]); returns where each key's row in `due` goes.
 const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
                                    phase, run_at, fence, attempts, observed_generation, updated_at, shard)
-             SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, 1, 0, 'ready', $7, 0, 0, 0, $7, u.shard
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[], $8::smallint[])
-                  AS u(tenant, cluster, syncset, desired, mode, generation, shard)
+             SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, u.bump, 0, 'ready', $7, 0, 0, 0, $7, u.shard
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[], $8::smallint[], $9::bigint[])
+                  AS u(tenant, cluster, syncset, desired, mode, generation, shard, bump)
              ORDER BY u.tenant, u.cluster, u.syncset
              ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
                  desired = EXCLUDED.desired,
                  apply_mode = CASE WHEN EXCLUDED.desired THEN EXCLUDED.apply_mode ELSE w.apply_mode END,
                  generation = CASE WHEN EXCLUDED.desired THEN EXCLUDED.generation ELSE w.generation END,
-                 want_seq = CASE WHEN (w.tenant, w.cluster, w.syncset) = ($9::text, $10::text, $11::text)
-                                      AND EXCLUDED.desired = w.desired THEN w.want_seq ELSE w.want_seq + 1 END,
-                 attempts = CASE WHEN (w.tenant, w.cluster, w.syncset) = ($9::text, $10::text, $11::text)
-                                      AND EXCLUDED.desired = w.desired THEN w.attempts ELSE 0 END,
+                 want_seq = w.want_seq + EXCLUDED.want_seq,
+                 attempts = CASE WHEN EXCLUDED.want_seq = 1 THEN 0 ELSE w.attempts END,
                  run_at = CASE WHEN w.phase = 'running' THEN w.run_at ELSE EXCLUDED.run_at END,
                  phase = CASE WHEN w.phase = 'running' THEN 'running' ELSE 'ready' END,
                  updated_at = EXCLUDED.updated_at
@@ -78,8 +80,9 @@ const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, 
 /// one). A running key stays running and becomes dirty. Resets attempts (a new change
 /// deserves a fresh set of retries) and un-parks a parked key. A removal keeps the
 /// row's generation and mode; a new row for a removal starts at generation 0, Upsert.
-/// The key of an own write ([`Tx::own`]) takes the new generation but stays clean, with
-/// its attempts, unless whether it is wanted (`desired`) changes.
+/// A key that the enqueue does not make dirty (an own write's, see
+/// [`Own::dirties`](crate::plan::Own::dirties)) takes the new generation but stays clean,
+/// with its attempts: its `bump` (carried in the inserted `want_seq`) is 0.
 ///
 /// The rows are locked and read first, in id order, for where each key's row in `due`
 /// is; the upsert then says where it goes (and waits for no row: it holds them all).
@@ -87,12 +90,9 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
     if e.tenants.is_empty() {
         return Ok(0);
     }
-    let own = tx.own.as_ref();
-    let (own_tenant, own_cluster, own_syncset) =
-        (own.map(|k| k.tenant.as_str()), own.map(|k| k.cluster.as_str()), own.map(|k| k.syncset.as_str()));
     let now = tx.now.millis();
     let lock_params: [&(dyn ToSql + Sync); 3] = [&e.tenants, &e.clusters, &e.syncsets];
-    let upsert_params: [&(dyn ToSql + Sync); 11] = [
+    let upsert_params: [&(dyn ToSql + Sync); 9] = [
         &e.tenants,
         &e.clusters,
         &e.syncsets,
@@ -101,9 +101,7 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
         &e.generations,
         &now,
         &e.shards,
-        &own_tenant,
-        &own_cluster,
-        &own_syncset,
+        &e.bumps,
     ];
     // The upsert needs nothing from the read: both go out at once, in this order.
     let mut results = tx.pipeline(&[(LOCK_KEYS, &lock_params), (UPSERT, &upsert_params)]).await?.into_iter();
@@ -117,7 +115,6 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
         let from = was.get(&key).copied().flatten();
         tx.due.record(key, r.try_get(5)?, r.try_get(6)?, from, position(r.try_get(3)?, r.try_get(4)?));
     }
-    tx.wake_at(tx.now);
     Ok(e.len())
 }
 
@@ -195,7 +192,7 @@ pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgRe
 }
 
 /// Records a running key's inventory under its lease (see
-/// [`Store::work_inventory_record`](crate::Store::work_inventory_record)). The row
+/// [`WorkQueue::work_inventory_record`](crate::WorkQueue::work_inventory_record)). The row
 /// stays where it is in `due`: neither its phase nor its times change.
 pub(super) async fn inventory_record(tx: &mut Tx<'_>, key: WorkKey, fence: Fence, inventory: String) -> PgResult<()> {
     let n = tx

@@ -34,7 +34,7 @@ pub(super) async fn events_horizon<C: GenericClient>(c: &C) -> PgResult<u64> {
     Ok(u64::try_from(h).unwrap_or(0))
 }
 
-/// One chunk of a trim (see [`crate::Store::events_trim`]): deletes at most
+/// One chunk of a trim (see [`crate::EventLog::events_trim`]): deletes at most
 /// [`TRIM_CHUNK`] of the oldest events beyond `keep` and raises the horizon. Returns
 /// what it did and whether more is left to trim.
 ///

@@ -53,7 +53,6 @@ impl PgStore {
             schema: &self.inner.schema,
             events: Vec::new(),
             wake_at: None,
-            own: None,
             due: due::DueMoves::default(),
         };
         let out = match f(&mut tx).await {

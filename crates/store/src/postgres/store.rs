@@ -1,12 +1,13 @@
-//! [`Store`] for [`PgStore`]: each call as a transaction or a read, by the modules
+//! The store's roles for [`PgStore`]: each call as a transaction or a read, by the modules
 //! that write its SQL.
 
 use super::{claim, complete, consumers, live, members, objects, queue, rows, PgStore};
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
-    Result, StatusFilter, Store,
+    Result, StatusFilter,
 };
+use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
 use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
 use std::sync::Arc;
@@ -32,7 +33,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
+impl Objects for PgStore {
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
         let docs = Arc::new(docs);
         self.write("applying documents", |tx| {
@@ -78,7 +79,10 @@ impl Store for PgStore {
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
         self.read("listing secrets", |c, _| Box::pin(objects::list(c, Kind::Secret, tenant.map(str::to_string)))).await
     }
+}
 
+#[async_trait]
+impl WorkQueue for PgStore {
     /// A claim looks through a narrow window of due keys first (as many as the batch).
     /// When that window filled up with keys it cannot take and did not fill the batch,
     /// it looks further at once, up to [`CLAIM_PASSES`] windows in all:
@@ -169,6 +173,17 @@ impl Store for PgStore {
         Ok(next.into_iter().chain(lease_ends.map(Timestamp)).min())
     }
 
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.wake.subscribe()
+    }
+}
+
+#[async_trait]
+impl Members for PgStore {
     async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
         self.write("recording a heartbeat", |tx| Box::pin(members::heartbeat(tx, beat.clone()))).await
     }
@@ -180,7 +195,10 @@ impl Store for PgStore {
     async fn member_list(&self) -> Result<Vec<Member>> {
         self.read("listing members", |c, now| Box::pin(members::list(c, now))).await
     }
+}
 
+#[async_trait]
+impl StatusRead for PgStore {
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         self.read("reading status", |c, now| {
             let filter = filter.clone();
@@ -193,23 +211,13 @@ impl Store for PgStore {
         .await
     }
 
-    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
-        let records = Arc::new(records);
-        self.write("recording live state", |tx| {
-            let (records, tenant, cluster) = (records.clone(), tenant.to_string(), cluster.to_string());
-            Box::pin(async move { live::record(tx, tenant, cluster, &records).await })
-        })
-        .await
-    }
-
-    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
-        self.read("listing live state", |c, _| Box::pin(live::list(c, tenant.to_string(), cluster.to_string()))).await
-    }
-
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.read("reading queue stats", |c, now| Box::pin(rows::queue_stats(c, now))).await
     }
+}
 
+#[async_trait]
+impl EventLog for PgStore {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.read("reading events", |c, _| Box::pin(rows::events_read(c, after, limit))).await
     }
@@ -228,15 +236,23 @@ impl Store for PgStore {
         self.write("acknowledging events", |tx| Box::pin(consumers::ack(tx, name.to_string(), seq))).await
     }
 
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock.clone()
-    }
-
-    fn subscribe(&self) -> watch::Receiver<u64> {
-        self.inner.wake.subscribe()
-    }
-
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events.subscribe()
+    }
+}
+
+#[async_trait]
+impl LiveState for PgStore {
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        let records = Arc::new(records);
+        self.write("recording live state", |tx| {
+            let (records, tenant, cluster) = (records.clone(), tenant.to_string(), cluster.to_string());
+            Box::pin(async move { live::record(tx, tenant, cluster, &records).await })
+        })
+        .await
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        self.read("listing live state", |c, _| Box::pin(live::list(c, tenant.to_string(), cluster.to_string()))).await
     }
 }

@@ -1,9 +1,8 @@
 use super::testing::{test_database_url, ScratchSchema};
 use super::{claim, complete, conninfo, schema, PgStore};
-use crate::{ClaimParams, CompleteOutcome, RenewParams, Store, StoreConfig};
-use async_trait::async_trait;
+use crate::{ClaimParams, CompleteOutcome, RenewParams, StoreConfig};
+use crate::roles::{Objects, WorkQueue};
 use fleetsync_model::WorkKey;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A fresh schema per test, dropped afterwards (best effort).
@@ -21,18 +20,9 @@ impl Harness {
     }
 }
 
-#[async_trait]
-impl crate::conformance::Harness for Harness {
-    async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
-        Arc::new(PgStore::connect(&test_database_url(), Some(&self.schema.name), config).await.expect("connect"))
-    }
-}
-
 async fn harness() -> Harness {
     Harness::new().await
 }
-
-crate::conformance_tests!(harness());
 
 /// An admin connection to the test database, with `schema` first on its path, that
 /// writes as a process of this build (see `due.rs`).

@@ -5,7 +5,7 @@
 use super::failure::{Failure, PgResult};
 use super::{due, listen};
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{Timestamp, WorkKey};
+use fleetsync_model::Timestamp;
 use std::future::Future;
 use std::pin::Pin;
 use tokio_postgres::types::ToSql;
@@ -23,8 +23,6 @@ pub(super) struct Tx<'c> {
     pub(super) events: Vec<NewEvent>,
     /// The earliest `run_at` of the keys this transaction made ready, if any.
     pub(super) wake_at: Option<i64>,
-    /// The key making an own write in this transaction: enqueues leave it clean.
-    pub(super) own: Option<WorkKey>,
     /// How the keys written move in `due`, applied at commit.
     pub(super) due: due::DueMoves,
 }
@@ -69,6 +67,14 @@ impl Tx<'_> {
     /// Appends an event to the log when the transaction commits.
     pub(super) fn event(&mut self, tenant: &str, kind: &'static str, name: &str, action: &'static str, generation: i64) {
         self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation });
+    }
+
+    /// Takes what object writes announce ([`Announce`](crate::plan::Announce)): their
+    /// events are in the log already (see [`Tx::event`]), so only the wake-up is left.
+    pub(super) fn announce(&mut self, a: crate::plan::Announce) {
+        if let Some(at) = a.work_at {
+            self.wake_at(at);
+        }
     }
 
     /// Wakes waiting workers (in every process) when the transaction commits, and

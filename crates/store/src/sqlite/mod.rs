@@ -16,8 +16,9 @@ mod schema;
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
-    Result, StatusFilter, Store, StoreConfig, StoreError,
+    Result, StatusFilter, StoreConfig, StoreError,
 };
+use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
 use crate::stored::json;
 use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, WorkKey};
@@ -165,13 +166,12 @@ impl SqliteStore {
         self.inner.wake.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Wakes workers and event watchers after documents were applied, as needed.
-    fn applied(&self, out: &[ApplyOutcome]) {
-        if out.iter().any(|o| o.enqueued > 0) {
+    /// Tells waiters what a commit announces ([`crate::plan::Announce`]).
+    fn announce(&self, a: crate::plan::Announce) {
+        if a.work_at.is_some() {
             self.wake();
         }
-        // Every created or updated document appended an event.
-        if out.iter().any(|o| o.result != "unchanged") {
+        if a.events {
             self.logged();
         }
     }
@@ -195,24 +195,23 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Objects for SqliteStore {
     async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
-        let out = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
-        self.applied(&out);
+        let (out, announce) = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
+        self.announce(announce);
         Ok(out)
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
-        let out = self.write("applying an own write", move |tx, now, _| objects::apply_own(tx, now, &docs, &own)).await?;
-        self.applied(&out);
+        let (out, announce) = self.write("applying an own write", move |tx, now, _| objects::apply_own(tx, now, &docs, &own)).await?;
+        self.announce(announce);
         Ok(out)
     }
 
     async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
-        self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
-        self.wake();
-        self.logged();
+        let announce = self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
+        self.announce(announce);
         Ok(())
     }
 
@@ -245,7 +244,10 @@ impl Store for SqliteStore {
         let tenant = tenant.map(str::to_string);
         self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref())).await
     }
+}
 
+#[async_trait]
+impl WorkQueue for SqliteStore {
     async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>> {
         self.write("claiming work", move |tx, now, _| queue::claim(tx, now, &params)).await
     }
@@ -255,16 +257,10 @@ impl Store for SqliteStore {
     }
 
     async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
-        let out = self
+        let (out, announce) = self
             .write("completing work", move |tx, now, cfg| queue::complete(tx, now, &cfg.retry, &completions))
             .await?;
-        if out.iter().any(|o| matches!(o, CompleteOutcome::Committed(fleetsync_model::Phase::Pending))) {
-            self.wake();
-        }
-        // Every completion that was not stale appended a `Status` event.
-        if out.iter().any(|o| *o != CompleteOutcome::Stale) {
-            self.logged();
-        }
+        self.announce(announce);
         Ok(out)
     }
 
@@ -298,6 +294,17 @@ impl Store for SqliteStore {
         self.read("reading the next ready time", move |c, _| queue::next_ready_at(c, shards.as_deref())).await
     }
 
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.wake.subscribe()
+    }
+}
+
+#[async_trait]
+impl Members for SqliteStore {
     async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>> {
         self.write("recording a heartbeat", move |tx, now, _| members::heartbeat(tx, now, &beat)).await
     }
@@ -310,7 +317,10 @@ impl Store for SqliteStore {
     async fn member_list(&self) -> Result<Vec<Member>> {
         self.read("listing members", members::list).await
     }
+}
 
+#[async_trait]
+impl StatusRead for SqliteStore {
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
         let filter = filter.clone();
         self.read("reading status", move |c, now| {
@@ -321,24 +331,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
-        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
-        let out = self.write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records)).await?;
-        if !out.requeued.is_empty() {
-            self.wake();
-        }
-        Ok(out)
-    }
-
-    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
-        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
-        self.read("listing live state", move |c, _| live::list(c, &tenant, &cluster)).await
-    }
-
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.read("reading queue stats", rows::queue_stats).await
     }
+}
 
+#[async_trait]
+impl EventLog for SqliteStore {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.read("reading events", move |c, _| rows::events_read(c, after, limit)).await
     }
@@ -359,16 +358,25 @@ impl Store for SqliteStore {
         self.write("acknowledging events", move |tx, now, _| consumers::ack(tx, now, &name, seq)).await
     }
 
-    fn clock(&self) -> Arc<dyn Clock> {
-        self.inner.clock.clone()
-    }
-
-    fn subscribe(&self) -> watch::Receiver<u64> {
-        self.inner.wake.subscribe()
-    }
-
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events.subscribe()
+    }
+}
+
+#[async_trait]
+impl LiveState for SqliteStore {
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
+        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
+        let out = self.write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records)).await?;
+        if !out.requeued.is_empty() {
+            self.wake();
+        }
+        Ok(out)
+    }
+
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
+        self.read("listing live state", move |c, _| live::list(c, &tenant, &cluster)).await
     }
 }
 
@@ -380,23 +388,6 @@ fn ms(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Harness {
-        dir: tempfile::TempDir,
-    }
-
-    #[async_trait]
-    impl crate::conformance::Harness for Harness {
-        async fn open(&self, config: StoreConfig) -> Arc<dyn Store> {
-            Arc::new(SqliteStore::open(self.dir.path().join("fleetsync.db"), config).expect("open sqlite"))
-        }
-    }
-
-    async fn harness() -> Harness {
-        Harness { dir: tempfile::tempdir().expect("tempdir") }
-    }
-
-    crate::conformance_tests!(harness());
 
     /// A trim larger than one chunk takes several transactions and reports them all.
     #[tokio::test]

@@ -2,46 +2,51 @@
 
 use super::queue::enqueue;
 use super::rows::event_append;
-use crate::lifecycle::Enqueue;
-use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, uses_secret, WithGeneration};
+use crate::plan::{self, Announce, Deleted, Own, Planned, Target};
+use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
-use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, SyncSetSpec, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
 
-pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> Result<Vec<ApplyOutcome>> {
-    docs.iter()
-        .map(|doc| match doc {
-            Document::Cluster(c) => apply_cluster(tx, now, c),
-            Document::SyncSet(s) => apply_syncset(tx, now, s),
-            Document::Secret(s) => apply_secret(tx, now, s),
-        })
-        .collect()
+/// Applies documents; returns their outcomes and what the commit announces.
+pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> Result<(Vec<ApplyOutcome>, Announce)> {
+    apply_as(tx, now, docs, None)
 }
 
-/// An own write (see [`crate::Store::objects_apply_own`]): refused unless `own.key` is
-/// running with `own.fence`; then applied as usual, after which the key's `want_seq` and
-/// attempts are put back as they were, so the write leaves it as clean as it found it —
-/// unless the write changed whether the key is wanted (`desired`), which is a real change
-/// for it. Exact, because SQLite serializes every write: nothing else touched the row
-/// in between.
-pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: &OwnWrite) -> Result<Vec<ApplyOutcome>> {
+/// Applies documents; `own`: the key of an own write, which its enqueues leave clean
+/// ([`Own::dirties`]).
+fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: Option<&Own>) -> Result<(Vec<ApplyOutcome>, Announce)> {
+    let mut announce = Announce::default();
+    let mut outcomes = Vec::with_capacity(docs.len());
+    for doc in docs {
+        let (outcome, said) = match doc {
+            Document::Cluster(c) => apply_cluster(tx, now, c, own)?,
+            Document::SyncSet(s) => apply_syncset(tx, now, s, own)?,
+            Document::Secret(s) => apply_secret(tx, now, s, own)?,
+        };
+        outcomes.push(outcome);
+        announce = announce.and(said);
+    }
+    Ok((outcomes, announce))
+}
+
+/// An own write (see [`crate::Objects::objects_apply_own`]): refused unless `own.key` is
+/// running with `own.fence`; then applied with that key as the own write's.
+pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: &OwnWrite) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let k = &own.key;
-    let before: Option<(i64, i64, u32, bool)> = tx
+    let desired: Option<bool> = tx
         .prepare_cached(
-            "SELECT id, want_seq, attempts, desired FROM work
+            "SELECT desired FROM work
              WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND phase = 'running' AND fence = ?4",
         )?
-        .query_row(params![k.tenant, k.cluster, k.syncset, own.fence], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row(params![k.tenant, k.cluster, k.syncset, own.fence], |r| r.get(0))
         .optional()?;
-    let Some((id, want_seq, attempts, desired)) = before else {
+    let Some(desired) = desired else {
         return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence });
     };
-    let out = apply(tx, now, docs)?;
-    tx.prepare_cached("UPDATE work SET want_seq = ?1, attempts = ?2 WHERE id = ?3 AND desired = ?4")?
-        .execute(params![want_seq, attempts, id, desired])?;
-    Ok(out)
+    apply_as(tx, now, docs, Some(&Own { key: k.clone(), desired }))
 }
 
 /// Upserts a document row; returns (generation, result) or None if unchanged.
@@ -56,11 +61,11 @@ fn upsert_generation(tx: &Transaction<'_>, table: &str, tenant: &str, name: &str
     })
 }
 
-fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<ApplyOutcome> {
+fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&Own>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let Some((generation, action)) = upsert_generation(tx, "clusters", tenant, name, &doc)? else {
-        return Ok(outcome(Kind::Cluster, tenant, name, generation_of(tx, "clusters", tenant, name)?, "unchanged", 0));
+        return Ok((outcome(Kind::Cluster, tenant, name, generation_of(tx, "clusters", tenant, name)?, "unchanged", 0), Announce::default()));
     };
     let labels = json("clusters", &c.metadata.labels)?;
     tx.prepare_cached(
@@ -69,36 +74,34 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<Ap
     )?
     .execute(params![tenant, name, generation, labels, doc])?;
     event_append(tx, now, tenant, "Cluster", name, action, generation)?;
-    let enqueued = enqueue_cluster(tx, now, c)?;
-    Ok(outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+    let enqueued = enqueue_cluster(tx, now, c, own)?;
+    let written = outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
+    Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
-/// Enqueues a new or changed cluster's keys: every SyncSet that selects it (re-applied,
-/// since its endpoint may have changed) and removal of those that no longer do.
-fn enqueue_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster) -> Result<u64> {
+/// Enqueues a new or changed cluster's keys ([`plan::cluster_changed`]).
+fn enqueue_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&Own>) -> Result<u64> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let had: HashSet<String> = query_strings(tx, "SELECT syncset FROM work WHERE tenant = ?1 AND cluster = ?2 AND desired = 1", tenant, name)?;
-    let mut enqueued = 0;
-    for (ss, ss_gen, mode, spec) in syncset_targets(tx, tenant)? {
-        let key = WorkKey::new(tenant, name, ss.clone());
-        if spec.selects(name, &c.metadata.labels) {
-            enqueue(tx, now, &key, Enqueue::apply(ss_gen, mode))?;
-            enqueued += 1;
-        } else if had.contains(&ss) {
-            enqueue(tx, now, &key, Enqueue::remove())?;
-            enqueued += 1;
-        }
+    let plan = plan::cluster_changed(tenant, name, &c.metadata.labels, &syncset_targets(tx, tenant)?, &had);
+    enqueue_all(tx, now, &plan, own)
+}
+
+/// Writes planned enqueues; returns how many.
+fn enqueue_all(tx: &Transaction<'_>, now: Timestamp, plan: &[Planned], own: Option<&Own>) -> Result<u64> {
+    for p in plan {
+        enqueue(tx, now, &p.key, p.enqueue, Own::dirties(own, &p.key, &p.enqueue))?;
     }
-    Ok(enqueued)
+    Ok(plan.len() as u64)
 }
 
 /// Stores a Secret; a new or changed one re-applies the keys of every cluster that
 /// reaches its target through it (new credentials, or ones that were missing).
-fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret) -> Result<ApplyOutcome> {
+fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, own: Option<&Own>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "secrets", tenant, name, &doc)? else {
-        return Ok(outcome(Kind::Secret, tenant, name, generation_of(tx, "secrets", tenant, name)?, "unchanged", 0));
+        return Ok((outcome(Kind::Secret, tenant, name, generation_of(tx, "secrets", tenant, name)?, "unchanged", 0), Announce::default()));
     };
     tx.prepare_cached(
         "INSERT INTO secrets (tenant, name, generation, doc) VALUES (?1, ?2, ?3, ?4)
@@ -107,17 +110,18 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret) -> Result<Appl
     .execute(params![tenant, name, generation, doc])?;
     event_append(tx, now, tenant, "Secret", name, action, generation)?;
     let mut enqueued = 0;
-    for c in list::<Cluster>(tx, Kind::Cluster, Some(tenant))?.iter().filter(|c| uses_secret(c, name)) {
-        enqueued += enqueue_cluster(tx, now, c)?;
+    for c in plan::secret_users(name, &list::<Cluster>(tx, Kind::Cluster, Some(tenant))?) {
+        enqueued += enqueue_cluster(tx, now, c, own)?;
     }
-    Ok(outcome(Kind::Secret, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+    let written = outcome(Kind::Secret, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
+    Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
-fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet) -> Result<ApplyOutcome> {
+fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<&Own>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
-        return Ok(outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0));
+        return Ok((outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0), Announce::default()));
     };
     let mode = s.spec.resource_apply_mode;
     let selector = json("syncsets", &s.spec.targeting())?;
@@ -130,25 +134,22 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet) -> Result<Ap
     event_append(tx, now, tenant, "SyncSet", name, action, generation)?;
 
     let had: HashSet<String> = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
-    let mut enqueued = 0;
     let mut clusters = tx.prepare_cached("SELECT name, labels FROM clusters WHERE tenant = ?1 ORDER BY name")?;
-    let rows = clusters.query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-    for row in rows {
-        let (cluster, labels) = row?;
-        let labels: BTreeMap<String, String> = decode("clusters", &labels)?;
-        let key = WorkKey::new(tenant, cluster.clone(), name);
-        if s.spec.selects(&cluster, &labels) {
-            enqueue(tx, now, &key, Enqueue::apply(generation, mode))?;
-            enqueued += 1;
-        } else if had.contains(&cluster) {
-            enqueue(tx, now, &key, Enqueue::remove())?;
-            enqueued += 1;
-        }
-    }
-    Ok(outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued))
+    let clusters = clusters
+        .query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .map(|row| {
+            let (cluster, labels) = row?;
+            Ok((cluster, decode::<BTreeMap<String, String>>("clusters", &labels)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
+    let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had), own)?;
+    let written = outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
+    Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
-pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+/// Deletes an object; returns what the commit announces.
+pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &str, name: &str) -> Result<Announce> {
     let table = table(kind);
     let generation = generation_of(tx, table, tenant, name)?;
     if generation == 0 {
@@ -156,23 +157,20 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
     }
     tx.execute(&format!("DELETE FROM {table} WHERE tenant = ?1 AND name = ?2"), params![tenant, name])?;
     event_append(tx, now, tenant, kind.as_str(), name, "Deleted", generation)?;
-    match kind {
-        // Without the cluster there is no way to reach it: its keys end here.
-        Kind::Cluster => {
+    let keyed = match kind {
+        Kind::SyncSet => query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?,
+        Kind::Cluster | Kind::Secret => HashSet::new(),
+    };
+    let enqueued = match plan::deleted(kind, tenant, name, keyed) {
+        Deleted::ClusterKeysDropped => {
             tx.execute("DELETE FROM work WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
             tx.execute("DELETE FROM live_state WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
+            0
         }
-        // The SyncSet's keys are enqueued for removal; Sync mode deletes what was applied.
-        Kind::SyncSet => {
-            let clusters = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?;
-            for cluster in clusters {
-                enqueue(tx, now, &WorkKey::new(tenant, cluster, name), Enqueue::remove())?;
-            }
-        }
-        // Clusters that use it fail to connect until it is back (and retry with backoff).
-        Kind::Secret => {}
-    }
-    Ok(())
+        Deleted::Removals(plan) => enqueue_all(tx, now, &plan, None)?,
+        Deleted::Nothing => 0,
+    };
+    Ok(Announce::objects(now, 1, enqueued))
 }
 
 pub(super) fn get<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: &str, name: &str) -> Result<Option<T>> {
@@ -193,7 +191,7 @@ pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: K
 }
 
 /// Every SyncSet of a tenant with what is needed to match clusters.
-fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<(String, i64, ApplyMode, SyncSetSpec)>> {
+fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<Target>> {
     let mut stmt = tx.prepare_cached("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = ?1 ORDER BY name")?;
     let rows = stmt.query_map(params![tenant], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
@@ -201,7 +199,7 @@ fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<(String, i6
     rows.map(|row| {
         let (name, generation, mode, selector) = row?;
         let mode = ApplyMode::parse(&mode).ok_or_else(|| corrupt("syncsets", format!("apply mode {mode:?}")))?;
-        Ok((name, generation, mode, decode("syncsets", &selector)?))
+        Ok(Target { name, generation, mode, targeting: decode("syncsets", &selector)? })
     })
     .collect()
 }

@@ -5,6 +5,7 @@
 use super::ms;
 use super::rows::event_append;
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
+use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
 use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
 use fleetsync_model::shard::shard_of;
@@ -14,8 +15,10 @@ use std::collections::HashMap;
 
 /// Makes a key pending (coalesced: one row per key, a newer change replaces the
 /// pending one). A running key stays running and becomes dirty. Resets attempts: a new
-/// change deserves a fresh set of retries, and un-parks a parked key.
-pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue) -> Result<()> {
+/// change deserves a fresh set of retries, and un-parks a parked key. Unless `dirties`
+/// is false (an own write's key, see [`crate::plan::Own::dirties`]): then the key takes
+/// the new generation but stays clean, with its attempts.
+pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
     let shard = shard_of(&key.tenant, &key.cluster);
     tx.prepare_cached(
         "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
@@ -25,13 +28,13 @@ pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: En
              desired = COALESCE(?4, desired),
              apply_mode = COALESCE(?5, apply_mode),
              generation = COALESCE(?6, generation),
-             want_seq = want_seq + 1,
-             attempts = 0,
+             want_seq = want_seq + ?9,
+             attempts = CASE WHEN ?9 = 1 THEN 0 ELSE attempts END,
              run_at = CASE WHEN phase = 'running' THEN run_at ELSE ?7 END,
              phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
              updated_at = ?7",
     )?
-    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis(), shard])?;
+    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis(), shard, i64::from(dirties)])?;
     Ok(())
 }
 
@@ -185,13 +188,27 @@ fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
         .optional()?)
 }
 
-pub(super) fn complete(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, items: &[Completion]) -> Result<Vec<CompleteOutcome>> {
-    items.iter().map(|c| complete_one(tx, now, retry, c)).collect()
+/// Commits completions; returns their outcomes and what the commit announces.
+pub(super) fn complete(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    retry: &RetryPolicy,
+    items: &[Completion],
+) -> Result<(Vec<CompleteOutcome>, Announce)> {
+    let mut announce = Announce::default();
+    let mut outcomes = Vec::with_capacity(items.len());
+    for c in items {
+        let (outcome, said) = complete_one(tx, now, retry, c)?;
+        outcomes.push(outcome);
+        announce = announce.and(said);
+    }
+    Ok((outcomes, announce))
 }
 
-fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<CompleteOutcome> {
-    let Some(h) = held(tx, &c.key)? else { return Ok(CompleteOutcome::Stale) };
-    let Some(fin) = finish(&h, c, now, retry) else { return Ok(CompleteOutcome::Stale) };
+fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<(CompleteOutcome, Announce)> {
+    let stale = (CompleteOutcome::Stale, Announce::default());
+    let Some(h) = held(tx, &c.key)? else { return Ok(stale) };
+    let Some(fin) = finish(&h, c, now, retry) else { return Ok(stale) };
     let resources = json("work", &c.resources)?;
     match &fin {
         Finish::Applied { phase, generation, inventory } => {
@@ -233,7 +250,7 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
     }
     let name = format!("{}/{}", c.key.cluster, c.key.syncset);
     event_append(tx, now, &c.key.tenant, "Status", &name, fin.event_action(), h.generation)?;
-    Ok(fin.outcome())
+    Ok((fin.outcome(), Announce::completed(&fin, now)))
 }
 
 /// Makes every running key ready now, its lease dropped: what a process that runs work
@@ -274,7 +291,7 @@ pub(super) fn retry(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey) -> Resu
     if held(tx, key)?.is_none() {
         return Err(StoreError::key_not_found(key));
     }
-    enqueue(tx, now, key, Enqueue::again())
+    enqueue(tx, now, key, Enqueue::again(), true)
 }
 
 pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {

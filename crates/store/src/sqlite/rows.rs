@@ -39,7 +39,7 @@ pub(super) fn events_horizon(c: &Connection) -> Result<u64> {
     Ok(u64::try_from(h).unwrap_or(0))
 }
 
-/// One chunk of a trim (see [`crate::Store::events_trim`]): deletes at most
+/// One chunk of a trim (see [`crate::EventLog::events_trim`]): deletes at most
 /// [`TRIM_CHUNK`] of the oldest events beyond `keep` and raises the horizon. Returns
 /// what it did and whether more is left to trim.
 pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &EventRetention) -> Result<(EventsTrimmed, bool)> {

@@ -24,8 +24,9 @@
 use fleetsync_model::{ApplyMode, Kind, ManualClock, Phase, Timestamp, WorkKey};
 use fleetsync_store::conformance::{cluster, syncset};
 use fleetsync_store::sqlite::SqliteStore;
+use fleetsync_store::{Objects, StatusRead, WorkQueue};
 use fleetsync_store::{
-    ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store,
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, StatusFilter,
     StoreConfig,
 };
 use proptest::prelude::*;

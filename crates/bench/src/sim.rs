@@ -1,8 +1,9 @@
-//! `fleetsync sim`: the Kubernetes-API-compatible target simulator, for tests and
-//! benchmarks. Prints `listening on ADDR` as its first line so a parent can find it.
+//! `fleetsync-bench sim` (also run as `fleetsync sim`): the Kubernetes-API-compatible
+//! target simulator, for tests and benchmarks, out of the production binary. Prints
+//! `listening on ADDR` as its first line so a parent can find it.
 
 use crate::args::SimArgs;
-use crate::engine::check_fail_rate;
+use fleetsync::engine::check_fail_rate;
 use anyhow::{bail, Context, Result};
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_k8s_sim::{SimConfig, SimServer};

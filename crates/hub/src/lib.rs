@@ -1,0 +1,131 @@
+//! A fleetsync hub as a library: what `fleetsync serve` and `fleetsync worker` run,
+//! for a program that starts its own.
+//!
+//! Give [`Hub::new`] a store, the appliers and the runtime's configuration, and add
+//! what this process also serves: the HTTP API on a listener ([`Hub::api`]), the event
+//! log's trimming ([`Hub::event_trim`], see [`trim`]), the Kubernetes source
+//! ([`Hub::kube_source`]) and a metrics registry of your own ([`Hub::registry`]).
+//! [`Hub::run`] runs it all until its shutdown token is cancelled, then drains — the
+//! API lets requests in flight finish, the workers let runs in flight finish within
+//! their grace — and returns.
+//!
+//! Opening the store, binding the listener and handling signals stay with the caller:
+//! the hub runs on what it is given.
+
+pub mod trim;
+
+pub use trim::{EventTrim, TrimError};
+
+use fleetsync_applier::Applier;
+use fleetsync_kube_source::KubeSource;
+use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
+use fleetsync_server::{AppState, QueueMetrics};
+use fleetsync_store::Store;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::task::JoinError;
+use tokio_util::sync::CancellationToken;
+
+/// One hub process, built up and then [run](Hub::run).
+pub struct Hub {
+    store: Arc<dyn Store>,
+    applier: Arc<dyn Applier>,
+    config: RuntimeConfig,
+    api: Option<TcpListener>,
+    trim: Option<EventTrim>,
+    source: Option<KubeSource>,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("config", &self.config)
+            .field("api", &self.api)
+            .field("trim", &self.trim)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a hub would not start, or how it ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("the runtime's configuration is invalid")]
+    Config(#[source] RuntimeError),
+    #[error("the HTTP server failed")]
+    Serve(#[source] std::io::Error),
+    #[error("the workers failed")]
+    Workers(#[source] RuntimeError),
+    #[error("the workers panicked")]
+    WorkersPanicked(#[source] JoinError),
+}
+
+impl Hub {
+    /// Workers on `store`, applying through `applier`: a `fleetsync worker`. Nothing
+    /// else runs until added.
+    pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig) -> Hub {
+        Hub { store, applier, config, api: None, trim: None, source: None, registry: Registry::default() }
+    }
+
+    /// Also serves the HTTP API (and `/metrics`) on `listener`.
+    pub fn api(mut self, listener: TcpListener) -> Hub {
+        self.api = Some(listener);
+        self
+    }
+
+    /// Also trims the event log (only if `trim` is [bounded](EventTrim::bounded)).
+    pub fn event_trim(mut self, trim: EventTrim) -> Hub {
+        self.trim = Some(trim);
+        self
+    }
+
+    /// Also runs `source`: Clusters and SyncSets as custom resources in a hub
+    /// Kubernetes cluster (give it a `StoreReconciler` on the same store).
+    pub fn kube_source(mut self, source: KubeSource) -> Hub {
+        self.source = Some(source);
+        self
+    }
+
+    /// The registry `/metrics` serves; the hub adds the runtime's and the queue's
+    /// metrics to it. Default: an empty one.
+    pub fn registry(mut self, registry: Registry) -> Hub {
+        self.registry = registry;
+        self
+    }
+
+    /// Runs until `shutdown` is cancelled (or the HTTP server fails), then stops the
+    /// API, the workers, the trimming and the source, waits for each, and returns.
+    /// `shutdown` itself is never cancelled here.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), HubError> {
+        self.config.validate().map_err(HubError::Config)?;
+        let stop = shutdown.child_token();
+        let mut registry = self.registry;
+        let runtime_metrics = RuntimeMetrics::register(&mut registry);
+        let api = self.api.map(|listener| (listener, QueueMetrics::register(&mut registry)));
+
+        let runtime = Runtime::new(self.store.clone(), self.applier, self.config, runtime_metrics);
+        let workers = tokio::spawn(runtime.run(stop.clone()));
+        let source = self.source.map(|source| tokio::spawn(source.run(stop.clone().cancelled_owned())));
+        let trim = self.trim.filter(EventTrim::bounded);
+        let trimmer = trim.map(|trim| tokio::spawn(trim.run(self.store.clone(), stop.clone())));
+
+        let mut served = Ok(());
+        if let Some((listener, queue_metrics)) = api {
+            let state = AppState::new(self.store, Arc::new(registry), queue_metrics);
+            served = fleetsync_server::serve(listener, state, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
+            stop.cancel();
+        }
+        let workers = workers.await;
+        stop.cancel();
+        if let Some(t) = trimmer {
+            let _ = t.await;
+        }
+        if let Some(s) = source {
+            let _ = s.await;
+        }
+        served?;
+        workers.map_err(HubError::WorkersPanicked)?.map_err(HubError::Workers)
+    }
+}

@@ -1,0 +1,286 @@
+//! What an object change does to the work queue, the same in every backend.
+//!
+//! A backend reads what a decision needs (the changed object, the tenant's SyncSets or
+//! clusters, which keys are wanted now, the own key's row), asks this module, and turns
+//! the answer into SQL. Nothing here touches a database, so every rule is unit-tested
+//! on its own, like [`crate::lifecycle`]:
+//!
+//! - which keys a new or changed Cluster or SyncSet enqueues, and which it unselects
+//!   ([`cluster_changed`], [`syncset_changed`]);
+//! - which clusters a changed Secret re-plans ([`secret_users`]);
+//! - what deleting an object does to its keys ([`deleted`]);
+//! - whether an enqueue makes its key dirty, or leaves an own write's key clean
+//!   ([`Own::dirties`]);
+//! - what a commit announces, for object writes and completions ([`Announce`]).
+
+use crate::lifecycle::{Enqueue, Finish};
+use crate::stored::uses_secret;
+use fleetsync_model::{ApplyMode, Cluster, Kind, SyncSetSpec, Timestamp, WorkKey};
+use std::collections::{BTreeMap, HashSet};
+
+/// A SyncSet as matching clusters needs it: its name, generation, mode and targeting.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) name: String,
+    pub(crate) generation: i64,
+    pub(crate) mode: ApplyMode,
+    pub(crate) targeting: SyncSetSpec,
+}
+
+/// One key to enqueue and how.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Planned {
+    pub(crate) key: WorkKey,
+    pub(crate) enqueue: Enqueue,
+}
+
+/// A new or changed cluster: every SyncSet that selects it applies again (its endpoint
+/// or labels may have changed), and every SyncSet it had a wanted key of but that no
+/// longer selects it removes what it applied. SyncSets that neither select it nor had it
+/// are untouched. `had`: the SyncSets whose key on this cluster is wanted now.
+pub(crate) fn cluster_changed(
+    tenant: &str,
+    cluster: &str,
+    labels: &BTreeMap<String, String>,
+    syncsets: &[Target],
+    had: &HashSet<String>,
+) -> Vec<Planned> {
+    syncsets
+        .iter()
+        .filter_map(|t| {
+            let enqueue = select(t.targeting.selects(cluster, labels), had.contains(&t.name), t)?;
+            Some(Planned { key: WorkKey::new(tenant, cluster, t.name.as_str()), enqueue })
+        })
+        .collect()
+}
+
+/// A new or changed SyncSet: each cluster it selects applies its new generation, each
+/// cluster it had a wanted key on but no longer selects removes what it applied.
+/// `clusters`: the tenant's clusters with their labels; `had`: the clusters whose key
+/// of this SyncSet is wanted now.
+pub(crate) fn syncset_changed(
+    tenant: &str,
+    syncset: &Target,
+    clusters: &[(String, BTreeMap<String, String>)],
+    had: &HashSet<String>,
+) -> Vec<Planned> {
+    clusters
+        .iter()
+        .filter_map(|(cluster, labels)| {
+            let enqueue = select(syncset.targeting.selects(cluster, labels), had.contains(cluster), syncset)?;
+            Some(Planned { key: WorkKey::new(tenant, cluster.as_str(), syncset.name.as_str()), enqueue })
+        })
+        .collect()
+}
+
+/// Selected: apply; no longer selected but wanted until now: remove; else nothing.
+fn select(selects: bool, had: bool, t: &Target) -> Option<Enqueue> {
+    if selects {
+        Some(Enqueue::apply(t.generation, t.mode))
+    } else if had {
+        Some(Enqueue::remove())
+    } else {
+        None
+    }
+}
+
+/// The clusters that reach their target through the Secret `name` (a kubeconfig): a new
+/// or changed Secret re-plans each of them as a changed cluster (new credentials, or
+/// ones that were missing). Others are untouched.
+pub(crate) fn secret_users<'a>(name: &'a str, clusters: &'a [Cluster]) -> impl Iterator<Item = &'a Cluster> + 'a {
+    clusters.iter().filter(move |c| uses_secret(c, name))
+}
+
+/// What deleting an object does to the work queue.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Deleted {
+    /// Without the cluster there is no way to reach it: its keys and live state end here.
+    ClusterKeysDropped,
+    /// The SyncSet's keys are enqueued for removal, so Sync mode deletes what it applied.
+    Removals(Vec<Planned>),
+    /// Nothing: clusters that use the Secret fail to connect until it is back (and retry
+    /// with backoff).
+    Nothing,
+}
+
+/// What deleting `kind` `tenant/name` does. `keyed`: for a SyncSet, the clusters it has
+/// a key on (wanted or not; a removal may still be pending).
+pub(crate) fn deleted(kind: Kind, tenant: &str, name: &str, keyed: impl IntoIterator<Item = String>) -> Deleted {
+    match kind {
+        Kind::Cluster => Deleted::ClusterKeysDropped,
+        Kind::SyncSet => Deleted::Removals(
+            keyed.into_iter().map(|cluster| Planned { key: WorkKey::new(tenant, cluster, name), enqueue: Enqueue::remove() }).collect(),
+        ),
+        Kind::Secret => Deleted::Nothing,
+    }
+}
+
+/// The key of an own write (see [`crate::Objects::objects_apply_own`]) and whether it
+/// is wanted now, as its row says.
+#[derive(Debug, Clone)]
+pub(crate) struct Own {
+    pub(crate) key: WorkKey,
+    pub(crate) desired: bool,
+}
+
+impl Own {
+    /// Whether enqueuing `key` with `e` makes it dirty (runs it again, with fresh
+    /// attempts). Every key does, except the own write's key when the write leaves it as
+    /// wanted as it was: a reconciler's own writes do not re-trigger it. One that changes
+    /// whether it is wanted (its SyncSet no longer selects the cluster) is a real change.
+    pub(crate) fn dirties(own: Option<&Own>, key: &WorkKey, e: &Enqueue) -> bool {
+        match own {
+            Some(own) if own.key == *key => e.desired.is_some_and(|d| d != own.desired),
+            _ => true,
+        }
+    }
+}
+
+/// What a committed transaction tells waiters: claimers (work may be claimable from
+/// `work_at`) and event watchers (events were appended).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Announce {
+    pub(crate) work_at: Option<Timestamp>,
+    pub(crate) events: bool,
+}
+
+impl Announce {
+    /// Object writes at `now`: each created, updated or deleted object appended an
+    /// event; any enqueued key may be claimable at once.
+    pub(crate) fn objects(now: Timestamp, events: usize, enqueued: u64) -> Self {
+        Announce { work_at: (enqueued > 0).then_some(now), events: events > 0 }
+    }
+
+    /// A completion `fin` committed at `now`: it appended a `Status` event, and a key it
+    /// made ready again ([`Finish::ready_at`]) may be claimed from then on (a retry's
+    /// backoff is no reason to claim now, but PostgreSQL claimers' cursors must know
+    /// when it is due).
+    pub(crate) fn completed(fin: &Finish<'_>, now: Timestamp) -> Self {
+        Announce { work_at: fin.ready_at(now), events: true }
+    }
+
+    /// Both announcements (a transaction of several writes).
+    pub(crate) fn and(self, other: Announce) -> Self {
+        let work_at = match (self.work_at, other.work_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Announce { work_at, events: self.events || other.events }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetsync_model::{ClusterSpec, Endpoint, LabelSelector, ObjectMeta};
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn target(name: &str, generation: i64, env: &str) -> Target {
+        let targeting = SyncSetSpec {
+            cluster_selector: Some(LabelSelector { match_labels: labels(&[("env", env)]) }),
+            cluster_names: None,
+            resource_apply_mode: ApplyMode::Sync,
+            resources: Vec::new(),
+        };
+        Target { name: name.into(), generation, mode: ApplyMode::Sync, targeting }
+    }
+
+    fn had(names: &[&str]) -> HashSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn planned(cluster: &str, syncset: &str, enqueue: Enqueue) -> Planned {
+        Planned { key: WorkKey::new("t", cluster, syncset), enqueue }
+    }
+
+    #[test]
+    fn a_relabelled_cluster_applies_what_now_selects_it_and_removes_what_no_longer_does() {
+        let syncsets = [target("prod-only", 3, "prod"), target("dev-only", 5, "dev"), target("staging-only", 1, "staging")];
+        // Was prod (had prod-only), now dev; never had staging-only.
+        let plan = cluster_changed("t", "c1", &labels(&[("env", "dev")]), &syncsets, &had(&["prod-only"]));
+        assert_eq!(
+            plan,
+            [planned("c1", "prod-only", Enqueue::remove()), planned("c1", "dev-only", Enqueue::apply(5, ApplyMode::Sync))],
+            "staging-only neither selects nor had it: untouched"
+        );
+    }
+
+    #[test]
+    fn a_changed_selector_moves_the_syncset_to_the_clusters_it_now_selects() {
+        let clusters =
+            [("a".to_string(), labels(&[("env", "prod")])), ("b".to_string(), labels(&[("env", "dev")])), ("c".to_string(), labels(&[]))];
+        // Selected prod (had a), now selects dev.
+        let plan = syncset_changed("t", &target("s", 2, "dev"), &clusters, &had(&["a"]));
+        assert_eq!(plan, [planned("a", "s", Enqueue::remove()), planned("b", "s", Enqueue::apply(2, ApplyMode::Sync))]);
+        // An unchanged selector with a new generation re-applies everywhere it selects.
+        let again = syncset_changed("t", &target("s", 3, "dev"), &clusters, &had(&["b"]));
+        assert_eq!(again, [planned("b", "s", Enqueue::apply(3, ApplyMode::Sync))]);
+    }
+
+    #[test]
+    fn a_deleted_syncset_removes_every_key_it_has_and_a_deleted_cluster_drops_its_own() {
+        assert_eq!(
+            deleted(Kind::SyncSet, "t", "s", ["a".to_string(), "b".to_string()]),
+            Deleted::Removals(vec![planned("a", "s", Enqueue::remove()), planned("b", "s", Enqueue::remove())])
+        );
+        assert_eq!(deleted(Kind::Cluster, "t", "a", Vec::new()), Deleted::ClusterKeysDropped);
+        assert_eq!(deleted(Kind::Secret, "t", "kc", Vec::new()), Deleted::Nothing);
+    }
+
+    #[test]
+    fn a_rotated_secret_replans_only_the_clusters_that_connect_through_it() {
+        let cluster = |name: &str, endpoint: Endpoint| Cluster {
+            metadata: ObjectMeta::new(name),
+            spec: ClusterSpec { endpoint, agent: None },
+        };
+        let clusters = [
+            cluster("uses-it", Endpoint::Kubeconfig { secret_ref: "kc".into() }),
+            cluster("uses-another", Endpoint::Kubeconfig { secret_ref: "other".into() }),
+            cluster("simulated", Endpoint::Simulator {}),
+        ];
+        let users: Vec<&str> = secret_users("kc", &clusters).map(|c| c.metadata.name.as_str()).collect();
+        assert_eq!(users, ["uses-it"]);
+    }
+
+    #[test]
+    fn an_own_write_leaves_its_key_clean_unless_it_changes_whether_the_key_is_wanted() {
+        let own = Own { key: WorkKey::new("t", "c", "s"), desired: true };
+        let other = WorkKey::new("t", "c", "other");
+        let apply = Enqueue::apply(2, ApplyMode::Upsert);
+        assert!(!Own::dirties(Some(&own), &own.key, &apply), "still selected: the writer stays clean");
+        assert!(Own::dirties(Some(&own), &own.key, &Enqueue::remove()), "the write unselects the writer: a real change");
+        assert!(Own::dirties(Some(&own), &other, &apply), "every other key is dirtied as usual");
+        assert!(Own::dirties(None, &own.key, &apply), "not an own write");
+        let unwanted = Own { desired: false, ..own };
+        assert!(Own::dirties(Some(&unwanted), &unwanted.key, &apply), "the write selects it again: a real change");
+    }
+
+    #[test]
+    fn object_writes_announce_work_only_when_they_enqueue_and_events_only_when_they_change() {
+        let now = Timestamp(1_000);
+        assert_eq!(Announce::objects(now, 0, 0), Announce::default(), "an unchanged apply wakes nobody");
+        assert_eq!(Announce::objects(now, 1, 0), Announce { work_at: None, events: true }, "a Secret no cluster uses");
+        assert_eq!(Announce::objects(now, 1, 3), Announce { work_at: Some(now), events: true });
+        let later = Announce::objects(Timestamp(2_000), 0, 1);
+        assert_eq!(later.and(Announce::objects(now, 1, 1)), Announce { work_at: Some(now), events: true }, "the earliest wins");
+    }
+
+    #[test]
+    fn completions_announce_when_the_key_is_claimable_again_and_always_log() {
+        use fleetsync_model::Phase;
+        let (now, at) = (Timestamp(10), |ms| Some(Timestamp(ms)));
+        let applied = Finish::Applied { phase: Phase::Applied, generation: 1, inventory: &[] };
+        assert_eq!(Announce::completed(&applied, now), Announce { work_at: None, events: true }, "applied: idle, nothing to claim");
+        let retry = Finish::Failed { phase: Phase::Failed, run_at: Timestamp(40), error: "boom" };
+        assert_eq!(Announce::completed(&retry, now).work_at, at(40), "a retry: at its backoff");
+        let requeue = Finish::Requeue { generation: 1, inventory: &[], run_at: Timestamp(25) };
+        assert_eq!(Announce::completed(&requeue, now).work_at, at(25));
+        assert_eq!(Announce::completed(&Finish::Restart, now).work_at, at(10), "a restarted key is ready now");
+        let parked = Finish::Failed { phase: Phase::Parked, run_at: Timestamp(10), error: "boom" };
+        assert_eq!(Announce::completed(&parked, now), Announce { work_at: None, events: true });
+        assert_eq!(Announce::completed(&Finish::Delete, now), Announce { work_at: None, events: true });
+    }
+}

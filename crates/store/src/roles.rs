@@ -1,0 +1,191 @@
+//! The store's roles: one trait per responsibility, and [`Store`], the union every
+//! backend implements.
+//!
+//! Each caller takes the narrowest role it needs: the lease renewer and the committer a
+//! [`WorkQueue`], membership a [`Members`], event consumers an [`EventLog`], the agent
+//! routes [`Objects`] and [`LiveState`]. A `Arc<dyn Store>` converts to any of them
+//! (`let q: Arc<dyn WorkQueue> = store;`), and every method of every role can be called
+//! on a `dyn Store` without importing the role.
+//!
+//! Every method keeps DESIGN.md's guarantees 1–6. Method names read `noun_verb` and take
+//! plain params structs, after River's driver interface.
+
+use crate::{
+    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
+    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams, Result, StatusFilter,
+};
+use async_trait::async_trait;
+use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Clusters, SyncSets and Secrets: written all or nothing, each change enqueuing the keys
+/// it affects.
+#[async_trait]
+pub trait Objects: Send + Sync + 'static {
+    /// Applies documents in one transaction: all or nothing. A document whose content
+    /// is unchanged keeps its generation (idempotent apply); a changed one gets the next
+    /// generation, is appended to the event log, and enqueues every key it affects.
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>>;
+
+    /// [`objects_apply`](Objects::objects_apply) by a reconciler that holds `own.key`
+    /// with token `own.fence` (DESIGN.md guarantee 8: a reconciler's own writes do not
+    /// re-trigger it). The write is logged and enqueues every *other* key it affects as
+    /// usual, but does not make `own.key` dirty, so the reconciler does not run again
+    /// because of its own write. (A write that changes whether `own.key` is wanted at
+    /// all — its SyncSet no longer selects the cluster — is a real change for it and
+    /// makes it dirty as usual.) [`StoreError::LeaseLost`](crate::StoreError::LeaseLost)
+    /// and nothing written if the token is not the key's current one.
+    async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>>;
+
+    /// Deletes a Cluster (its keys go with it) or a SyncSet (its keys are enqueued for
+    /// removal, so Sync mode deletes what it applied). `NotFound` if absent.
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()>;
+
+    async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>>;
+    async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>>;
+    async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>>;
+    async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>>;
+    /// A Secret with its values: for appliers only. Show [`Secret::redacted`].
+    async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>>;
+    /// Every Secret (of one tenant), values included: show [`Secret::redacted`].
+    async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>>;
+}
+
+/// The coalescing keyed work queue: claims with leases and fencing tokens, renewals,
+/// completions, and the wake-ups and clock its workers share.
+#[async_trait]
+pub trait WorkQueue: Send + Sync + 'static {
+    /// Claims up to `limit` keys that are ready (or whose lease expired), each with a
+    /// new lease and a fencing token greater than any issued before.
+    async fn work_claim(&self, params: ClaimParams) -> Result<Vec<ClaimedItem>>;
+
+    /// Extends the leases still held with these tokens; returns the keys whose lease
+    /// was lost (taken over, deleted, or released).
+    async fn lease_renew(&self, params: RenewParams) -> Result<Vec<WorkKey>>;
+
+    /// Commits results in one transaction. Each item's result is written and its key
+    /// released together, or (stale token) refused; the outcomes follow input order.
+    /// If the backend cannot hold a value of one of them, nothing is written and the
+    /// call fails with [`StoreError::Refused`](crate::StoreError::Refused).
+    async fn work_complete(&self, completions: Vec<Completion>) -> Result<Vec<CompleteOutcome>>;
+
+    /// Records, before a run applies anything, the inventory of a key it holds with
+    /// token `fence`: everything the target may hold because of this key — what earlier
+    /// runs left there and what this run is about to apply. A run that then fails, is
+    /// cancelled or dies leaves it recorded, so Sync-mode deletion and removal find
+    /// everything any run may have applied. A successful run's completion replaces it
+    /// with exactly what that run applied.
+    /// [`StoreError::LeaseLost`](crate::StoreError::LeaseLost) and nothing written if
+    /// the token is not the key's current one.
+    async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()>;
+
+    /// Gives a key back unfinished (graceful shutdown): it is ready at once and the
+    /// attempt does not count. Ignored for a stale token.
+    async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()>;
+
+    /// Runs a key again now, whatever its phase (explicit retry of a parked key).
+    async fn work_retry(&self, key: &WorkKey) -> Result<()>;
+
+    /// Enqueues every key that is not already pending or running; returns how many.
+    async fn work_resync(&self) -> Result<u64>;
+
+    /// When the earliest scheduled (backed-off) key or expiring lease of these shards
+    /// (`None`: all) becomes claimable, if any.
+    async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>>;
+
+    /// The clock this store stamps and compares times with (leases, member TTLs, due
+    /// times): [`StoreConfig::clock`](crate::StoreConfig::clock) if given, else the
+    /// store's own. Whatever else compares times with the store's (a worker's runtime)
+    /// reads this one.
+    fn clock(&self) -> Arc<dyn Clock>;
+
+    /// A receiver that changes whenever work may have become claimable: through this
+    /// store, or (PostgreSQL, via LISTEN/NOTIFY) through any process on the same schema.
+    /// Workers wait on it instead of polling; a slow poll stays as a safety net.
+    fn subscribe(&self) -> watch::Receiver<u64>;
+}
+
+/// The worker processes sharing a store, and so its shards.
+#[async_trait]
+pub trait Members: Send + Sync + 'static {
+    /// Records that a worker process is alive until `now + ttl`, forgets members whose
+    /// time ran out, and returns the live members, by id.
+    async fn member_heartbeat(&self, beat: MemberBeat) -> Result<Vec<Member>>;
+    /// A worker process leaving gracefully: its shards move at once.
+    async fn member_leave(&self, id: &str) -> Result<()>;
+    /// The live members, by id.
+    async fn member_list(&self) -> Result<Vec<Member>>;
+}
+
+/// What the keys' status is, for people and metrics.
+#[async_trait]
+pub trait StatusRead: Send + Sync + 'static {
+    /// One key's status (a [`status_list`](StatusRead::status_list) narrowed to the key).
+    async fn status_get(&self, key: &WorkKey) -> Result<Option<KeyStatus>> {
+        let filter = StatusFilter {
+            tenant: Some(key.tenant.clone()),
+            cluster: Some(key.cluster.clone()),
+            syncset: Some(key.syncset.clone()),
+        };
+        Ok(self.status_list(&filter).await?.into_iter().next())
+    }
+    /// Statuses with each key's drift (see [`LiveState::live_record`]).
+    async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
+    async fn queue_stats(&self) -> Result<QueueStats>;
+}
+
+/// The event log of every change, its retention, and its named consumers' cursors.
+#[async_trait]
+pub trait EventLog: Send + Sync + 'static {
+    /// Events with a sequence number greater than `after`, oldest first, at most
+    /// `limit`. [`StoreError::CursorExpired`](crate::StoreError::CursorExpired) if
+    /// `after` is older than the log's horizon (some of those events were trimmed): the
+    /// reader then knows to re-list instead of silently missing events. `after` equal
+    /// to the horizon is fine.
+    async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// Applies retention: deletes the oldest events beyond `keep` and raises the log's
+    /// horizon (durably, in the same transaction) to the last deleted sequence number.
+    /// The horizon is recorded, never inferred from the oldest event left, so a cursor
+    /// that fell off the log is recognised even where sequence numbers have gaps or the
+    /// log is empty. Deletes in chunks of bounded size; safe to run from several
+    /// processes at once.
+    async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed>;
+
+    /// The cursor of the named event consumer: the last event sequence number it
+    /// acknowledged, or `None` if it never did (it starts at 0).
+    /// [`StoreError::InvalidConsumerName`](crate::StoreError::InvalidConsumerName) for a
+    /// name [`check_consumer_name`](crate::check_consumer_name) refuses.
+    async fn consumer_get(&self, name: &str) -> Result<Option<u64>>;
+
+    /// Moves the named consumer's cursor forward to `seq`, durably; an acknowledgement
+    /// never moves it back (an older `seq` leaves it where it is). Returns the cursor.
+    async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64>;
+
+    /// A receiver that changes after every commit that appended events: object writes
+    /// and deletes, and completions (status transitions); on PostgreSQL also commits by
+    /// other processes on the same schema (LISTEN/NOTIFY). Event watchers wait on it.
+    /// Separate from [`WorkQueue::subscribe`] so that status writes, which make no work
+    /// claimable, do not wake claimers.
+    fn events_subscribe(&self) -> watch::Receiver<u64>;
+}
+
+/// What agents report the targets hold.
+#[async_trait]
+pub trait LiveState: Send + Sync + 'static {
+    /// Persists live state reported by the agent of `tenant/cluster`, in one
+    /// transaction: each record is stored as its resource's latest state unless its
+    /// `resourceVersion` is the one already stored (a resend: acknowledged, not stored
+    /// or acted on twice) or older. Each stored record that drifted enqueues its key
+    /// again (coalesced like any change), so the key re-applies what drifted.
+    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded>;
+
+    /// The latest live state stored for each resource of a cluster, by resource.
+    async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>>;
+}
+
+/// Every role: what a backend implements and what a hub that serves them all holds.
+pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState {}
+
+impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState> Store for T {}
