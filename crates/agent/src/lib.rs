@@ -1,6 +1,7 @@
-//! fleetsync's agent (`fleetsync agent` runs it, [`run`]): runs beside a target cluster and reports the live state of the
-//! resources fleetsync applied there to the hub, which stores it, shows drift in
-//! status and re-applies what drifted.
+//! fleetsync's agent as a library ([`run`]; `fleetsync agent` is its command line):
+//! runs beside a target cluster and reports the live state of the resources fleetsync
+//! applied there to the hub, which stores it, shows drift in status and re-applies
+//! what drifted. It talks to the hub through [`fleetsync_api::Client`].
 //!
 //! Two loops share an [`Outbox`]:
 //! * the **watcher** learns from the hub what to watch (`GET /v1/agent/resources`,
