@@ -3,7 +3,7 @@
 //! applied there to the hub, which stores it, shows drift in status and re-applies
 //! what drifted. It talks to the hub through [`fleetsync_api::Client`].
 //!
-//! Two loops share an [`Outbox`]:
+//! Two loops share an outbox (`outbox.rs`):
 //! * the **watcher** learns from the hub what to watch (`GET /v1/agent/resources`,
 //!   again every `--resources-interval`) and watches the target, one task per kind:
 //!   a list (one request, all namespaces), then a Kubernetes watch from the list's
@@ -28,7 +28,7 @@ use fleetsync_model::names::check_dns1123_label;
 use fleetsync_model::{LiveReport, LiveState, ResourceRef};
 use fleetsync_store::RetryPolicy;
 use hub::Hub;
-pub use outbox::Outbox;
+use outbox::Outbox;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
