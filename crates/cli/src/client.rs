@@ -1,17 +1,15 @@
-//! `apply`, `get` and `delete`: a thin client of the hub's HTTP API.
+//! `apply`, `get` and `delete`: a thin front of the hub's API client
+//! ([`fleetsync_api::Client`]), printing its answers for people or scripts.
 
 use crate::args::{ApplyArgs, DeleteArgs, Format, GetArgs, Resource};
-use crate::output::{clip, structured, table, text};
+use crate::output::{clip, structured, table, text, text_of};
 use anyhow::{anyhow, bail, Context, Result};
-use fleetsync_model::{parse_documents, Kind};
+use fleetsync_api::{describe, Client, ClientError, Event, Items, Member, StatusFilter, WatchLine};
+use fleetsync_model::{parse_documents, KeyStatus, Kind};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
-
-fn http() -> reqwest::Client {
-    reqwest::Client::new()
-}
 
 fn read_input(path: &Path) -> Result<String> {
     if path.as_os_str() == "-" {
@@ -22,90 +20,91 @@ fn read_input(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Sends a request; returns the JSON body of a 2xx answer, or an error carrying the
-/// hub's own message.
-async fn send(server: &str, req: reqwest::RequestBuilder) -> Result<Value> {
-    let resp = req.send().await.map_err(|e| unreachable(server, &e))?;
-    let status = resp.status();
-    let body: Value = resp.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        bail!(refusal(status, &body));
+/// What to tell the user about a failed call: for an unreachable hub, where to point
+/// the client; for an expired event cursor, what to do.
+fn explain(e: ClientError) -> anyhow::Error {
+    match e {
+        ClientError::Unreachable { .. } => {
+            anyhow!("{} (is `fleetsync serve` running? set --server or FLEETSYNC_SERVER)", describe(&e))
+        }
+        ClientError::CursorExpired { cursor, horizon } => anyhow!(cursor_gone(cursor, horizon)),
+        other => other.into(),
     }
-    Ok(body)
-}
-
-/// What to tell the user about an error answer; for an expired event cursor, what to do.
-fn refusal(status: reqwest::StatusCode, body: &Value) -> String {
-    if let (reqwest::StatusCode::GONE, Some(cursor), Some(horizon)) = (status, body["cursor"].as_u64(), body["horizon"].as_u64()) {
-        return cursor_gone(cursor, horizon);
-    }
-    let msg = body.get("error").and_then(Value::as_str).unwrap_or("no message");
-    format!("the hub answered {status}: {msg}")
 }
 
 fn cursor_gone(cursor: u64, horizon: u64) -> String {
     format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
 }
 
-fn unreachable(server: &str, e: &reqwest::Error) -> anyhow::Error {
-    anyhow!("cannot reach the hub at {server}: {e} (is `fleetsync serve` running? set --server or FLEETSYNC_SERVER)")
-}
-
 pub async fn apply(server: &str, a: ApplyArgs) -> Result<()> {
     let body = read_input(&a.file)?;
     // Validate here first: a bad file fails fast, without a hub, naming the problem.
     parse_documents(&body).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
-    let req = http().post(format!("{server}/v1/apply")).header("content-type", "application/yaml").body(body);
-    let body = send(server, req).await?;
-    for r in body["results"].as_array().into_iter().flatten() {
-        let kind = text_lower(&r["kind"]);
-        println!("{kind}/{} {} (generation {}, {} keys enqueued)", text(&r["name"]), text(&r["result"]), r["generation"], r["enqueued"]);
+    for r in Client::new(server).apply(body).await.map_err(explain)? {
+        let kind = r.kind.as_str().to_ascii_lowercase();
+        println!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued);
     }
     Ok(())
 }
 
-fn text_lower(v: &Value) -> String {
-    text(v).to_ascii_lowercase()
+/// Prints a list as JSON or YAML (`{"items": [...]}`, as the hub answers it), or as a
+/// table.
+fn print_list<T: serde::Serialize>(format: Format, items: Vec<T>, rows: impl Fn(&[T])) -> Result<()> {
+    let items = Items { items };
+    if !structured(format, &items)? {
+        rows(&items.items);
+    }
+    Ok(())
 }
 
 pub async fn get(server: &str, a: GetArgs) -> Result<()> {
     if (a.watch || a.after.is_some()) && !matches!(a.resource, Resource::Events) {
         bail!("--watch and --after apply to `get events` only");
     }
+    let hub = Client::new(server);
     if a.watch {
-        return watch_events(server, a.after, a.output).await;
+        return watch_events(&hub, a.after, a.output).await;
     }
-    let t = &a.tenant;
-    let (path, name) = match (a.resource, &a.name) {
-        (Resource::Clusters, None) => (format!("/v1/clusters?tenant={t}"), false),
-        (Resource::Clusters, Some(n)) => (format!("/v1/clusters/{n}?tenant={t}"), true),
-        (Resource::Syncsets, None) => (format!("/v1/syncsets?tenant={t}"), false),
-        (Resource::Syncsets, Some(n)) => (format!("/v1/syncsets/{n}?tenant={t}"), true),
-        (Resource::Secrets, None) => (format!("/v1/secrets?tenant={t}"), false),
-        (Resource::Secrets, Some(n)) => (format!("/v1/secrets/{n}?tenant={t}"), true),
-        (Resource::Status, None) => (format!("/v1/status?tenant={t}"), false),
-        (Resource::Status, Some(n)) => (format!("/v1/status/clusters/{n}?tenant={t}"), true),
-        (Resource::Members, _) => ("/v1/members".to_string(), false),
-        (Resource::Events, _) => (format!("/v1/events?limit=10000{}", a.after.map(|c| format!("&after={c}")).unwrap_or_default()), false),
+    let (t, format) = (a.tenant.as_str(), a.output);
+    let object_kind = match a.resource {
+        Resource::Clusters => Some(Kind::Cluster),
+        Resource::Syncsets => Some(Kind::SyncSet),
+        Resource::Secrets => Some(Kind::Secret),
+        Resource::Status | Resource::Members | Resource::Events => None,
     };
-    let body = send(server, http().get(format!("{server}{path}"))).await?;
-    if structured(a.output, &body)? {
-        return Ok(());
-    }
-    let items: Vec<Value> = match (name, a.resource) {
-        (true, Resource::Status) => {
-            let c = &body["condition"];
-            println!("cluster {}: ready={} reason={} ({})", text(&body["cluster"]), c["ready"], text(&c["reason"]), text(&c["message"]));
-            body["syncsets"].as_array().cloned().unwrap_or_default()
+    match (a.resource, object_kind, &a.name) {
+        (_, Some(kind), Some(n)) => {
+            let object = hub.get(kind, t, n).await.map_err(explain)?;
+            if !structured(format, &object)? {
+                print_objects(a.resource, std::slice::from_ref(&object));
+            }
+            Ok(())
         }
-        (true, _) => vec![body],
-        (false, _) => body["items"].as_array().cloned().unwrap_or_default(),
-    };
-    print_table(a.resource, &items);
-    Ok(())
+        (_, Some(kind), None) => {
+            print_list(format, hub.list(kind, t).await.map_err(explain)?, |items| print_objects(a.resource, items))
+        }
+        (_, None, _) if matches!(a.resource, Resource::Status) => match &a.name {
+            Some(n) => {
+                let status = hub.cluster_status(t, n).await.map_err(explain)?;
+                if !structured(format, &status)? {
+                    let c = &status.condition;
+                    println!("cluster {}: ready={} reason={} ({})", status.cluster, c.ready, c.reason, c.message);
+                    print_status(&status.syncsets);
+                }
+                Ok(())
+            }
+            None => {
+                let filter = StatusFilter { tenant: Some(t.to_string()), ..StatusFilter::default() };
+                print_list(format, hub.status(&filter).await.map_err(explain)?, print_status)
+            }
+        },
+        (Resource::Members, _, _) => print_list(format, hub.members().await.map_err(explain)?, print_members),
+        _ => print_list(format, hub.events(a.after, Some(10_000)).await.map_err(explain)?, print_events),
+    }
 }
 
-fn print_table(resource: Resource, items: &[Value]) {
+/// Objects as users write them (JSON documents), one row each.
+fn print_objects(resource: Resource, items: &[Value]) {
     let rows = |f: &dyn Fn(&Value) -> Vec<String>| items.iter().map(f).collect::<Vec<_>>();
     match resource {
         Resource::Clusters => table(
@@ -126,54 +125,58 @@ fn print_table(resource: Resource, items: &[Value]) {
                 vec![text(&s["metadata"]["name"]), text(&s["metadata"]["generation"]), mode, n.to_string()]
             }),
         ),
-        Resource::Secrets => table(
+        _ => table(
             &["NAME", "GENERATION", "KEYS"],
             &rows(&|s| {
                 let keys = s["stringData"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>().join(","));
                 vec![text(&s["metadata"]["name"]), text(&s["metadata"]["generation"]), keys.unwrap_or_default()]
             }),
         ),
-        Resource::Members => table(
-            &["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"],
-            &rows(&|m| {
-                ["id", "shards", "inFlight", "heartbeatAt", "startedAt"].iter().map(|f| text(&m[*f])).collect()
-            }),
-        ),
-        Resource::Status => table(
-            &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"],
-            &rows(&|k| {
-                vec![
-                    text(&k["cluster"]),
-                    text(&k["syncset"]),
-                    text(&k["phase"]),
-                    text(&k["generation"]),
-                    text(&k["observedGeneration"]),
-                    text(&k["attempts"]),
-                    k["drift"].as_array().map_or(0, Vec::len).to_string(),
-                    clip(text(&k["lastError"]), 60),
-                ]
-            }),
-        ),
-        Resource::Events => table(
-            &["SEQ", "AT", "TENANT", "KIND", "NAME", "ACTION", "GENERATION"],
-            &rows(&|e| {
-                ["seq", "at", "tenant", "kind", "name", "action", "generation"].iter().map(|f| text(&e[*f])).collect()
-            }),
-        ),
     }
+}
+
+fn print_members(items: &[Member]) {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|m| vec![m.id.clone(), m.shards.to_string(), m.in_flight.to_string(), text_of(&m.heartbeat_at), text_of(&m.started_at)])
+        .collect();
+    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"], &rows);
+}
+
+fn print_status(items: &[KeyStatus]) {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|k| {
+            vec![
+                k.key.cluster.clone(),
+                k.key.syncset.clone(),
+                k.phase.as_str().to_string(),
+                k.generation.to_string(),
+                k.observed_generation.to_string(),
+                k.attempts.to_string(),
+                k.drift.len().to_string(),
+                clip(k.last_error.clone().unwrap_or_else(|| "-".into()), 60),
+            ]
+        })
+        .collect();
+    table(&["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"], &rows);
+}
+
+fn print_events(items: &[Event]) {
+    let rows: Vec<Vec<String>> = items.iter().map(event_cells).collect();
+    table(&EVENT_COLUMNS.map(|(h, _)| h), &rows);
+}
+
+/// An event's cells, in the order of [`EVENT_COLUMNS`].
+fn event_cells(e: &Event) -> Vec<String> {
+    let at = text_of(&e.at);
+    vec![e.seq.to_string(), at, e.tenant.clone(), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string()]
 }
 
 /// Columns of the event table, and the width each is padded to when streaming (rows
 /// are printed as they come, so widths cannot be measured first).
-const EVENT_COLUMNS: [(&str, &str, usize); 7] = [
-    ("SEQ", "seq", 8),
-    ("AT", "at", 24),
-    ("TENANT", "tenant", 10),
-    ("KIND", "kind", 8),
-    ("NAME", "name", 28),
-    ("ACTION", "action", 9),
-    ("GENERATION", "generation", 0),
-];
+const EVENT_COLUMNS: [(&str, usize); 7] =
+    [("SEQ", 8), ("AT", 24), ("TENANT", 10), ("KIND", 8), ("NAME", 28), ("ACTION", 9), ("GENERATION", 0)];
 
 /// First delay before reconnecting a watch; doubles up to [`RECONNECT_MAX`].
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
@@ -193,35 +196,30 @@ enum Ended {
 /// commits it, until interrupted. When the stream ends (the hub restarts) it
 /// reconnects from the last cursor it saw, so nothing is missed or printed twice. Fails
 /// when the hub cannot be reached at first, or when the cursor fell off the log.
-async fn watch_events(server: &str, after: Option<u64>, format: Format) -> Result<()> {
+async fn watch_events(hub: &Client, after: Option<u64>, format: Format) -> Result<()> {
     let mut printer = EventPrinter { format, header_done: false };
     let mut cursor = after;
     let mut connected = false;
     let mut backoff = RECONNECT_MIN;
     loop {
-        let url = format!("{server}/v1/events?watch=true{}", cursor.map(|c| format!("&after={c}")).unwrap_or_default());
-        let resp = match http().get(&url).send().await {
-            Ok(resp) => resp,
-            Err(e) if !connected => return Err(unreachable(server, &e)),
-            Err(_) => {
+        let watch = match hub.watch_events(cursor).await {
+            Ok(watch) => watch,
+            Err(e @ ClientError::Unreachable { .. }) if !connected => return Err(explain(e)),
+            Err(ClientError::Unreachable { .. }) => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(RECONNECT_MAX);
                 continue;
             }
+            Err(e) if connected && e.status().is_some_and(|s| s.is_server_error()) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+                continue;
+            }
+            Err(e) => return Err(explain(e)),
         };
-        let status = resp.status();
-        if !status.is_success() {
-            let body: Value = resp.json().await.unwrap_or(Value::Null);
-            if status.is_server_error() && connected {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(RECONNECT_MAX);
-                continue;
-            }
-            bail!(refusal(status, &body));
-        }
         connected = true;
         backoff = RECONNECT_MIN;
-        match follow(resp, &mut cursor, &mut printer).await {
+        match follow(watch, &mut cursor, &mut printer).await {
             Ended::Gone(msg) => bail!(msg),
             Ended::StdoutClosed => return Ok(()),
             Ended::Closed(why) => {
@@ -233,39 +231,30 @@ async fn watch_events(server: &str, after: Option<u64>, format: Format) -> Resul
 }
 
 /// Reads one watch stream to its end, printing events and advancing `cursor`.
-async fn follow(mut resp: reqwest::Response, cursor: &mut Option<u64>, printer: &mut EventPrinter) -> Ended {
-    let mut buf: Vec<u8> = Vec::new();
+async fn follow(mut watch: fleetsync_api::EventWatch, cursor: &mut Option<u64>, printer: &mut EventPrinter) -> Ended {
     loop {
-        let chunk = match resp.chunk().await {
-            Ok(Some(chunk)) => chunk,
+        let line = match watch.next().await {
+            Ok(Some(line)) => line,
             Ok(None) => return Ended::Closed("the hub ended the stream".into()),
-            Err(e) => return Ended::Closed(format!("the stream broke ({e})")),
+            Err(e @ ClientError::Undecodable { .. }) => return Ended::Closed(describe(&e)),
+            Err(e) => return Ended::Closed(format!("the stream broke ({})", describe(&e))),
         };
-        buf.extend_from_slice(&chunk);
         let mut stdout = std::io::stdout().lock();
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=end).collect();
-            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-                return Ended::Closed(format!("the hub sent a line that is not JSON: {}", String::from_utf8_lossy(&line).trim_end()));
-            };
-            match v["type"].as_str() {
-                Some("EVENT") => {
-                    if printer.print(&mut stdout, &v["event"]).is_err() {
-                        return Ended::StdoutClosed;
-                    }
-                    *cursor = v["event"]["seq"].as_u64().or(*cursor);
+        match line {
+            WatchLine::Event { event } => {
+                if printer.print(&mut stdout, &event).is_err() || stdout.flush().is_err() {
+                    return Ended::StdoutClosed;
                 }
-                Some("BOOKMARK") => *cursor = v["seq"].as_u64().or(*cursor),
-                Some("ERROR") if v["code"].as_u64() == Some(410) => {
-                    let (c, h) = (v["cursor"].as_u64().unwrap_or_default(), v["horizon"].as_u64().unwrap_or_default());
+                *cursor = Some(event.seq);
+            }
+            WatchLine::Bookmark { seq } => *cursor = Some(seq),
+            WatchLine::Error(e) => {
+                if let (410, Some(c), Some(h)) = (e.code, e.body.cursor, e.body.horizon) {
                     return Ended::Gone(cursor_gone(c, h));
                 }
-                Some("ERROR") => return Ended::Closed(format!("the hub reported: {}", text(&v["error"]))),
-                _ => {} // unknown line types are for newer clients
+                return Ended::Closed(format!("the hub reported: {}", e.body.error));
             }
-        }
-        if stdout.flush().is_err() {
-            return Ended::StdoutClosed;
+            WatchLine::Unknown => {} // unknown line types are for newer clients
         }
     }
 }
@@ -278,25 +267,24 @@ struct EventPrinter {
 }
 
 impl EventPrinter {
-    fn print(&mut self, out: &mut impl Write, event: &Value) -> std::io::Result<()> {
+    fn print(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
         match self.format {
-            Format::Json => writeln!(out, "{event}"),
+            Format::Json => writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default()),
             Format::Yaml => write!(out, "---\n{}", serde_yaml_ng::to_string(event).unwrap_or_default()),
             Format::Table => {
                 if !self.header_done {
                     self.header_done = true;
-                    let header: Vec<String> = EVENT_COLUMNS.iter().map(|(h, _, _)| h.to_string()).collect();
+                    let header: Vec<String> = EVENT_COLUMNS.iter().map(|(h, _)| h.to_string()).collect();
                     writeln!(out, "{}", padded(&header))?;
                 }
-                let cells: Vec<String> = EVENT_COLUMNS.iter().map(|(_, f, _)| text(&event[*f])).collect();
-                writeln!(out, "{}", padded(&cells))
+                writeln!(out, "{}", padded(&event_cells(event)))
             }
         }
     }
 }
 
 fn padded(cells: &[String]) -> String {
-    let cols = cells.iter().zip(EVENT_COLUMNS).map(|(c, (_, _, w))| format!("{c:<w$}")).collect::<Vec<_>>();
+    let cols = cells.iter().zip(EVENT_COLUMNS).map(|(c, (_, w))| format!("{c:<w$}")).collect::<Vec<_>>();
     cols.join("  ").trim_end().to_string()
 }
 
@@ -313,18 +301,14 @@ pub async fn delete(server: &str, a: DeleteArgs) -> Result<()> {
         }
         _ => bail!("say what to delete: `delete cluster NAME`, `delete syncset NAME`, `delete secret NAME` or `delete -f FILE`"),
     };
+    let hub = Client::new(server);
     let mut failed = 0;
     for (kind, tenant, name) in targets {
-        let plural = match kind {
-            Kind::Cluster => "clusters",
-            Kind::SyncSet => "syncsets",
-            Kind::Secret => "secrets",
-        };
-        let url = format!("{server}/v1/{plural}/{name}?tenant={tenant}");
-        match send(server, http().delete(url)).await {
-            Ok(_) => println!("{}/{name} deleted", kind.as_str().to_ascii_lowercase()),
+        let kind_name = kind.as_str().to_ascii_lowercase();
+        match hub.delete(kind, &tenant, &name).await {
+            Ok(_) => println!("{kind_name}/{name} deleted"),
             Err(e) => {
-                eprintln!("error: {}/{name}: {e:#}", kind.as_str().to_ascii_lowercase());
+                eprintln!("error: {kind_name}/{name}: {:#}", explain(e));
                 failed += 1;
             }
         }

@@ -23,7 +23,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
 }
 
 /// Prints a value as JSON or YAML; returns false for `table` (the caller prints one).
-pub fn structured(format: Format, value: &Value) -> Result<bool> {
+pub fn structured(format: Format, value: &impl serde::Serialize) -> Result<bool> {
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
         Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
@@ -39,6 +39,11 @@ pub fn text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// A value as display text, as its JSON shows it (e.g. a timestamp in RFC 3339).
+pub fn text_of(v: &impl serde::Serialize) -> String {
+    serde_json::to_value(v).map_or_else(|_| "-".into(), |v| text(&v))
 }
 
 /// Shortens long cells (errors) so tables stay readable; `-o json` has the full text.

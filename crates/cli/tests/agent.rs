@@ -8,6 +8,7 @@
 mod common;
 
 use common::{bin, stderr, Hub, SimChild};
+use fleetsync_model::{LiveState, Phase};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -97,22 +98,15 @@ impl Http {
     }
 
     /// The hub's live state of c1: name → (resourceVersion, state, versions stored, drift).
-    fn hub_live(&self, hub: &str) -> std::collections::BTreeMap<String, (String, String, u64, Option<String>)> {
-        let live = self.get(&format!("{hub}/v1/live?cluster=c1"));
-        let items = live["items"].as_array().cloned().unwrap_or_default();
-        items
-            .iter()
-            .map(|l| {
-                let v = (text(&l["resourceVersion"]), text(&l["state"]), l["versions"].as_u64().unwrap_or(0), l["drift"].as_str().map(str::to_string));
-                (text(&l["resource"]["name"]), v)
-            })
-            .collect()
+    fn hub_live(&self, hub: &str) -> std::collections::BTreeMap<String, (String, LiveState, u64, Option<String>)> {
+        let live = self.rt.block_on(fleetsync_api::Client::new(hub).live("default", "c1")).expect("the hub's live state");
+        live.into_iter().map(|l| (l.resource.name, (l.resource_version, l.state, l.versions, l.drift))).collect()
     }
 
     /// Whether the hub holds, for every ConfigMap of the sim, its current version.
     fn converged(&self, hub: &str, sim: &str) -> bool {
         let (live, objects) = (self.hub_live(hub), self.sim_state(sim));
-        !objects.is_empty() && objects.iter().all(|(name, (rv, _))| live.get(name).is_some_and(|l| &l.0 == rv && l.1 == "present"))
+        !objects.is_empty() && objects.iter().all(|(name, (rv, _))| live.get(name).is_some_and(|l| &l.0 == rv && l.1 == LiveState::Present))
     }
 }
 
@@ -130,7 +124,7 @@ fn wait_for(what: &str, timeout: Duration, ok: impl Fn() -> bool) -> Duration {
 }
 
 fn applied(hub: &Hub) -> bool {
-    common::status_items(hub).iter().all(|k| k["phase"] == "Applied") && !common::status_items(hub).is_empty()
+    common::status_items(hub).iter().all(|k| k.phase == Phase::Applied) && !common::status_items(hub).is_empty()
 }
 
 /// A `fleetsync agent` child, killed on drop; its log goes to `log`.
@@ -347,7 +341,7 @@ fn agent_restart_resends_full_state_and_drift_is_repaired() {
     repairs.sort();
     println!("drift to repair (agent watching): p50 {:?}, max {:?}; deletion to re-creation {deletion:?}", repairs[5], repairs[9]);
     wait_for("drift to clear in status", Duration::from_secs(30), || {
-        common::status_items(&hub).iter().all(|k| k["drift"].as_array().is_none_or(Vec::is_empty))
+        common::status_items(&hub).iter().all(|k| k.drift.is_empty())
     });
 }
 

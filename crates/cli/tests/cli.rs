@@ -97,7 +97,7 @@ fn serve_apply_get_delete() {
     // 2 clusters × base + eu-only on one = 3 keys, all applied.
     hub.wait_until(Duration::from_secs(30), |h| {
         let items = status_items(h);
-        items.len() == 3 && items.iter().all(|k| k["phase"] == "Applied")
+        items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
     });
     let out = hub.cli(&["get", "status", "eu-west-1"]);
     assert!(stdout(&out).contains("reason=Converged"), "{}", stdout(&out));
@@ -158,7 +158,7 @@ fn hub_and_worker_share_a_postgres_store() {
     assert!(out.status.success(), "{}", stderr(&out));
     hub.wait_until(Duration::from_secs(30), |h| {
         let items = status_items(h);
-        items.len() == 3 && items.iter().all(|k| k["phase"] == "Applied")
+        items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
     });
     let _ = worker.kill();
     let _ = worker.wait();

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
+use fleetsync_api::{Client, Event, EventWatch, Items, WatchLine};
 use fleetsync_server::{AppState, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
-use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -34,17 +34,17 @@ fn apply_text(hub: &Hub, text: &str) {
 }
 
 /// The whole log kept, as the API lists it (page by page, from the oldest kept).
-fn log(hub: &Hub) -> Vec<Value> {
-    let mut all: Vec<Value> = Vec::new();
+fn log(hub: &Hub) -> Vec<Event> {
+    let mut all: Vec<Event> = Vec::new();
     loop {
         let mut args = vec!["get".to_string(), "events".into(), "-o".into(), "json".into()];
-        if let Some(seq) = all.last().and_then(|e| e["seq"].as_u64()) {
+        if let Some(seq) = all.last().map(|e| e.seq) {
             args.extend(["--after".into(), seq.to_string()]);
         }
         let out = hub.cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(out.status.success(), "{}", stderr(&out));
-        let page: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
-        let items = page["items"].as_array().cloned().unwrap_or_default();
+        let page: Items<Event> = serde_json::from_str(&stdout(&out)).expect("a page of events");
+        let items = page.items;
         if items.is_empty() {
             return all;
         }
@@ -55,7 +55,7 @@ fn log(hub: &Hub) -> Vec<Value> {
 /// `fleetsync get events --watch -o json` in the background, its lines collected.
 struct Watcher {
     child: Child,
-    seen: Arc<(Mutex<Vec<Value>>, Condvar)>,
+    seen: Arc<(Mutex<Vec<Event>>, Condvar)>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -68,13 +68,13 @@ impl Watcher {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn watcher");
-        let seen: Arc<(Mutex<Vec<Value>>, Condvar)> = Arc::default();
+        let seen: Arc<(Mutex<Vec<Event>>, Condvar)> = Arc::default();
         let out = child.stdout.take().expect("stdout");
         let sink = seen.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { return };
-                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                let v: Event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
                 sink.0.lock().expect("lock").push(v);
                 sink.1.notify_all();
             }
@@ -90,7 +90,7 @@ impl Watcher {
     }
 
     /// Waits (at most `limit`, a bound on failure) until `n` events were printed.
-    fn wait_for(&self, n: usize, limit: Duration) -> Vec<Value> {
+    fn wait_for(&self, n: usize, limit: Duration) -> Vec<Event> {
         let (lock, cv) = &*self.seen;
         let deadline = Instant::now() + limit;
         let mut seen = lock.lock().expect("lock");
@@ -145,11 +145,11 @@ fn a_watcher_sees_every_change_of_a_10k_burst_across_hub_restarts() {
         start.elapsed()
     );
 
-    let seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().expect("seq")).collect();
+    let seqs: Vec<u64> = seen.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=total as u64).collect::<Vec<_>>(), "every event once, in order");
     for i in 0..SETS {
         let name = format!("s{i}");
-        let gens: Vec<i64> = seen.iter().filter(|e| e["name"] == name.as_str()).map(|e| e["generation"].as_i64().expect("gen")).collect();
+        let gens: Vec<i64> = seen.iter().filter(|e| e.name == name).map(|e| e.generation).collect();
         assert_eq!(gens, (1..=(ROUNDS as i64 + 1)).collect::<Vec<_>>(), "{name}: every generation, in order");
     }
     assert_eq!(seen, log(&hub), "the watcher printed the log as the API lists it");
@@ -164,8 +164,8 @@ fn a_watcher_sees_every_change_of_a_10k_burst_across_hub_restarts() {
 fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
     let hub = Hub::start_flags(&["--event-retention-count", "5", "--event-trim-every", "100ms"]);
     apply_text(&hub, &syncsets(20, 0));
-    hub.wait_until(Duration::from_secs(30), |h| log(h).first().and_then(|e| e["seq"].as_u64()) == Some(16));
-    let kept: Vec<u64> = log(&hub).iter().filter_map(|e| e["seq"].as_u64()).collect();
+    hub.wait_until(Duration::from_secs(30), |h| log(h).first().map(|e| e.seq) == Some(16));
+    let kept: Vec<u64> = log(&hub).iter().map(|e| e.seq).collect();
     assert_eq!(kept, vec![16, 17, 18, 19, 20]);
 
     let want = "error: the cursor 3 fell off the log (oldest kept is 16): re-list with `fleetsync get events`";
@@ -177,9 +177,9 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
 
     let watcher = Watcher::start(&hub, 15);
     let seen = watcher.wait_for(5, Duration::from_secs(30));
-    assert_eq!(seen.iter().filter_map(|e| e["seq"].as_u64()).collect::<Vec<_>>(), kept);
+    assert_eq!(seen.iter().map(|e| e.seq).collect::<Vec<_>>(), kept);
     apply_text(&hub, &syncset("late", 0));
-    assert_eq!(watcher.wait_for(6, Duration::from_secs(30))[5]["name"], "late");
+    assert_eq!(watcher.wait_for(6, Duration::from_secs(30))[5].name, "late");
 
     let out = hub.cli(&["get", "status", "--watch"]);
     assert!(!out.status.success() && stderr(&out).contains("apply to `get events` only"), "{}", stderr(&out));
@@ -187,21 +187,14 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
 
 /// Reads a watch stream's lines as they come and hands them on with the time each
 /// arrived.
-async fn read_watch(resp: reqwest::Response, lines: tokio::sync::mpsc::UnboundedSender<(Value, Instant)>) {
-    let mut resp = resp;
-    let mut buf: Vec<u8> = Vec::new();
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        let at = Instant::now();
-        buf.extend_from_slice(&chunk);
-        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=end).collect();
-            let _ = lines.send((serde_json::from_slice(&line).expect("JSON line"), at));
-        }
+async fn read_watch(mut watch: EventWatch, lines: tokio::sync::mpsc::UnboundedSender<(WatchLine, Instant)>) {
+    while let Some(line) = watch.next().await.expect("a watch line") {
+        let _ = lines.send((line, Instant::now()));
     }
 }
 
 /// The next line of the watch (within a minute: a bound on failure, not a delay).
-async fn next_line(rx: &mut tokio::sync::mpsc::UnboundedReceiver<(Value, Instant)>) -> (Value, Instant) {
+async fn next_line(rx: &mut tokio::sync::mpsc::UnboundedReceiver<(WatchLine, Instant)>) -> (WatchLine, Instant) {
     let line = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("a line within a minute");
     line.expect("the stream goes on")
 }
@@ -228,19 +221,16 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
         let _ = stopped.await;
     }));
 
-    let http = reqwest::Client::new();
-    let resp = http.get(format!("{base}/v1/events?watch=true")).send().await.expect("watch");
-    assert_eq!(resp.status(), 200);
+    let hub = Client::new(&base);
+    let watch = hub.watch_events(None).await.expect("watch");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let reader = tokio::spawn(read_watch(resp, tx));
-    assert_eq!(next_line(&mut rx).await.0["type"], "BOOKMARK", "caught up");
+    let reader = tokio::spawn(read_watch(watch, tx));
+    assert!(matches!(next_line(&mut rx).await.0, WatchLine::Bookmark { .. }), "caught up");
 
     let apply = |body: String| {
-        let http = http.clone();
-        let url = format!("{base}/v1/apply");
+        let hub = hub.clone();
         async move {
-            let resp = http.post(url).body(body).send().await.expect("apply");
-            assert!(resp.status().is_success(), "{}", resp.text().await.unwrap_or_default());
+            hub.apply(body).await.expect("apply");
         }
     };
     // One change at a time: from the start of the apply and from its 2xx.
@@ -250,7 +240,7 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
         apply(syncset("one", i)).await;
         let t1 = Instant::now();
         let (line, at) = next_line(&mut rx).await;
-        assert_eq!((&line["type"], line["event"]["seq"].as_u64()), (&Value::from("EVENT"), Some(i as u64)));
+        assert!(matches!(&line, WatchLine::Event { event } if event.seq == i as u64), "event {i}: {line:?}");
         from_start.push(at - t0);
         from_ack.push(at.saturating_duration_since(t1));
     }
@@ -273,8 +263,8 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
     let mut last = 500;
     while last < 10_500 {
         let (line, _) = next_line(&mut rx).await;
-        if line["type"] == "EVENT" {
-            let seq = line["event"]["seq"].as_u64().expect("seq");
+        if let WatchLine::Event { event } = line {
+            let seq = event.seq;
             assert_eq!(seq, last + 1, "in order, none missing");
             last = seq;
         }

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use fleetsync_model::{KeyStatus, Phase};
 use std::time::Duration;
 
 /// The marker that stands for a credential; it must never be printed.
@@ -71,8 +72,8 @@ fn http_get(url: &str) -> String {
     stdout(&out)
 }
 
-fn key_of<'a>(items: &'a [serde_json::Value], cluster: &str) -> Option<&'a serde_json::Value> {
-    items.iter().find(|k| k["cluster"] == cluster)
+fn key_of<'a>(items: &'a [KeyStatus], cluster: &str) -> Option<&'a KeyStatus> {
+    items.iter().find(|k| k.key.cluster == cluster)
 }
 
 #[test]
@@ -93,11 +94,11 @@ fn kubeconfig_secrets_reach_clusters_and_never_show() {
     // message that says what to fix.
     hub.wait_until(Duration::from_secs(30), |h| {
         let items = status_items(h);
-        let failed = |c: &str| key_of(&items, c).is_some_and(|k| k["attempts"].as_u64() >= Some(1) && k["lastError"].is_string());
-        key_of(&items, "kc-good").is_some_and(|k| k["phase"] == "Applied") && failed("kc-broken") && failed("kc-missing")
+        let failed = |c: &str| key_of(&items, c).is_some_and(|k| k.attempts >= 1 && k.last_error.is_some());
+        key_of(&items, "kc-good").is_some_and(|k| k.phase == Phase::Applied) && failed("kc-broken") && failed("kc-missing")
     });
     let items = status_items(&hub);
-    let error = |c: &str| key_of(&items, c).map(|k| k["lastError"].as_str().unwrap_or_default().to_string()).unwrap_or_default();
+    let error = |c: &str| key_of(&items, c).and_then(|k| k.last_error.clone()).unwrap_or_default();
     assert!(error("kc-broken").contains("not a valid kubeconfig"), "{}", error("kc-broken"));
     assert!(error("kc-missing").contains("missing-kc") && error("kc-missing").contains("does not exist"), "{}", error("kc-missing"));
     let report: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
@@ -175,7 +176,7 @@ fn a_rotated_kubeconfig_is_used_by_the_runs_it_enqueued() {
     // SyncSet → when its key was last applied, for the keys that are Applied.
     let applied_at = |h: &Hub| -> std::collections::BTreeMap<String, String> {
         let items = status_items(h);
-        items.iter().filter(|k| k["phase"] == "Applied").map(|k| (k["syncset"].to_string(), k["lastAppliedAt"].to_string())).collect()
+        items.iter().filter(|k| k.phase == Phase::Applied).map(|k| (k.key.syncset.clone(), format!("{:?}", k.last_applied_at))).collect()
     };
 
     apply(&old.addr);

@@ -6,6 +6,7 @@
 mod common;
 
 use common::{stderr, Hub, SimChild};
+use fleetsync_model::{KeyStatus, Phase};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -105,8 +106,8 @@ fn faults(sim: &SimChild, faults: Value) {
 }
 
 /// The key's status item, if it exists.
-fn key_status(hub: &Hub) -> Option<Value> {
-    common::status_items(hub).into_iter().find(|s| s["syncset"] == "app")
+fn key_status(hub: &Hub) -> Option<KeyStatus> {
+    common::status_items(hub).into_iter().find(|s| s.key.syncset == "app")
 }
 
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
@@ -117,8 +118,8 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn phase_is(hub: &Hub, phase: &str, generation: i64) -> bool {
-    key_status(hub).is_some_and(|s| s["phase"] == phase && s["observedGeneration"].as_i64().unwrap_or(0) >= generation)
+fn phase_is(hub: &Hub, phase: Phase, generation: i64) -> bool {
+    key_status(hub).is_some_and(|s| s.phase == phase && s.observed_generation >= generation)
 }
 
 const ALL: [&str; 7] = ["ns", "sa", "cm-a", "cm-b", "sec", "role", "dep"];
@@ -129,7 +130,7 @@ fn parked_after_cm_b() -> (SimChild, Hub) {
     faults(&sim, serde_json::json!({"refuse_applies": ["sec"]}));
     let hub = Hub::start_flags(&["--backoff-base", "50ms", "--max-attempts", "2"]);
     apply(&hub, &format!("{}---\n{}", cluster_yaml(&sim, "prod"), syncset_yaml(&ALL)));
-    wait_for("the key to park", Duration::from_secs(30), || key_status(&hub).is_some_and(|s| s["phase"] == "Parked"));
+    wait_for("the key to park", Duration::from_secs(30), || key_status(&hub).is_some_and(|s| s.phase == Phase::Parked));
     assert_eq!(on_cluster(&sim), ["ns", "sa", "cm-a", "cm-b"], "the run stopped at the refused Secret");
     (sim, hub)
 }
@@ -138,7 +139,7 @@ fn parked_after_cm_b() -> (SimChild, Hub) {
 fn a_failed_run_s_objects_are_deleted_when_the_syncset_drops_them() {
     let (sim, hub) = parked_after_cm_b();
     apply(&hub, &syncset_yaml(&["ns", "sa", "cm-a", "role", "dep"]));
-    wait_for("generation 2 to apply", Duration::from_secs(30), || phase_is(&hub, "Applied", 2));
+    wait_for("generation 2 to apply", Duration::from_secs(30), || phase_is(&hub, Phase::Applied, 2));
     assert_eq!(on_cluster(&sim), ["ns", "sa", "cm-a", "role", "dep"], "cm-b, applied by the failed run, is gone");
 }
 
@@ -168,11 +169,11 @@ fn a_killed_run_s_objects_are_deleted_and_the_restarted_hub_resumes_at_once() {
     wait_for("the interrupted key to run again", Duration::from_secs(10), || on_cluster(&sim).contains(&"role"));
     println!("the interrupted key ran again {:?} after kill -9 (restart included)", killed.elapsed());
     wait_for("the resumed run to fail at dep", Duration::from_secs(30), || {
-        key_status(&hub).is_some_and(|s| s["phase"] == "Parked")
+        key_status(&hub).is_some_and(|s| s.phase == Phase::Parked)
     });
 
     apply(&hub, &syncset_yaml(&["ns", "sa", "cm-b", "sec", "role"]));
-    wait_for("generation 2 to apply", Duration::from_secs(30), || phase_is(&hub, "Applied", 2));
+    wait_for("generation 2 to apply", Duration::from_secs(30), || phase_is(&hub, Phase::Applied, 2));
     assert_eq!(on_cluster(&sim), ["ns", "sa", "cm-b", "sec", "role"], "cm-a, applied by the killed run, is gone");
 }
 

@@ -2,16 +2,16 @@
 //!
 //! Every handler and extractor returns [`ApiError`], so every failure — a bad
 //! document, an unknown object, a bad query parameter, an unknown route, a store
-//! outage — answers with the same JSON shape, `{"error": "..."}`, and the right
+//! outage — answers with the same JSON shape, `{"error": "..."}` ([`ErrorBody`]), and the right
 //! status code. Internal failures are logged in full and answered with a fixed
 //! message, so nothing about the backend leaks to clients.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use fleetsync_api::ErrorBody;
 use fleetsync_model::ParseError;
 use fleetsync_store::StoreError;
-use serde_json::{json, Value};
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
@@ -80,22 +80,22 @@ impl ApiError {
 
     /// The JSON body: the message, plus where a document broke a rule or where the
     /// event log now starts.
-    pub(crate) fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> ErrorBody {
         if self.status().is_server_error() {
-            return json!({ "error": INTERNAL_MESSAGE });
+            return ErrorBody::message(INTERNAL_MESSAGE);
         }
+        let message = ErrorBody::message(self.to_string());
         match self {
-            ApiError::Documents(ParseError::Invalid(v)) => {
-                json!({ "error": self.to_string(), "document": v.document, "field": v.field, "rule": v.rule })
-            }
-            ApiError::Documents(ParseError::Yaml { index, .. }) => {
-                json!({ "error": self.to_string(), "document": format!("document {index}") })
-            }
-            ApiError::InvalidField { field, .. } => json!({ "error": self.to_string(), "field": field }),
-            ApiError::CursorExpired { cursor, horizon } => {
-                json!({ "error": self.to_string(), "cursor": cursor, "horizon": horizon })
-            }
-            _ => json!({ "error": self.to_string() }),
+            ApiError::Documents(ParseError::Invalid(v)) => ErrorBody {
+                document: Some(v.document.clone()),
+                field: Some(v.field.clone()),
+                rule: Some(v.rule.clone()),
+                ..message
+            },
+            ApiError::Documents(ParseError::Yaml { index, .. }) => ErrorBody { document: Some(format!("document {index}")), ..message },
+            ApiError::InvalidField { field, .. } => ErrorBody { field: Some(field.clone()), ..message },
+            ApiError::CursorExpired { cursor, horizon } => ErrorBody { cursor: Some(*cursor), horizon: Some(*horizon), ..message },
+            _ => message,
         }
     }
 }
@@ -128,9 +128,9 @@ mod tests {
     fn internals_are_hidden() {
         let e = ApiError::Store(StoreError::backend("reading", false, "disk /var/secret failed"));
         assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(e.body(), json!({ "error": INTERNAL_MESSAGE }));
+        assert_eq!(e.body(), ErrorBody::message(INTERNAL_MESSAGE));
         let e = ApiError::Store(StoreError::Corrupt { table: "work", message: "x".into() });
-        assert_eq!(e.body()["error"], INTERNAL_MESSAGE);
+        assert_eq!(e.body().error, INTERNAL_MESSAGE);
     }
 
     #[test]
@@ -139,10 +139,10 @@ mod tests {
         let e = ApiError::from(ParseError::Invalid(v));
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         let body = e.body();
-        assert_eq!(body["field"], "kind");
-        assert_eq!(body["document"], "document 2");
-        assert_eq!(body["rule"], "unknown");
-        assert!(body["error"].as_str().is_some_and(|m| m.contains("document 2")));
+        assert_eq!(body.field.as_deref(), Some("kind"));
+        assert_eq!(body.document.as_deref(), Some("document 2"));
+        assert_eq!(body.rule.as_deref(), Some("unknown"));
+        assert!(body.error.contains("document 2"), "{}", body.error);
     }
 
     #[test]
@@ -150,8 +150,8 @@ mod tests {
         let e = ApiError::from(StoreError::CursorExpired { cursor: 5, horizon: 9 });
         assert_eq!(e.status(), StatusCode::GONE);
         let body = e.body();
-        assert_eq!((body["cursor"].as_u64(), body["horizon"].as_u64()), (Some(5), Some(9)));
-        let msg = body["error"].as_str().unwrap_or_default();
+        assert_eq!((body.cursor, body.horizon), (Some(5), Some(9)));
+        let msg = body.error;
         assert!(msg.starts_with("the cursor 5 fell off the event log (oldest kept is 10): re-list"), "{msg}");
     }
 
@@ -159,6 +159,6 @@ mod tests {
     fn not_found_is_404() {
         let e = ApiError::from(StoreError::not_found(fleetsync_model::Kind::Cluster, "default", "x"));
         assert_eq!(e.status(), StatusCode::NOT_FOUND);
-        assert_eq!(e.body()["error"], "Cluster default/x not found");
+        assert_eq!(e.body().error, "Cluster default/x not found");
     }
 }

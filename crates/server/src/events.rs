@@ -34,8 +34,9 @@ use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use fleetsync_api::{WatchError, WatchLine};
 use fleetsync_store::{Event, EventLog, StoreError};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,7 +113,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<EventsQue
     // Read before answering, so that an expired cursor is a 410, not a broken stream.
     let (cursor, first) = first_page(&*state.store, q.after, q.limit).await?;
     if !q.watch {
-        return Ok(Json(Items { items: first }).into_response());
+        return Ok(Json(Items { items: first.into_iter().map(crate::wire::event).collect() }).into_response());
     }
     let follow = Follow {
         wake: state.store.events_subscribe(),
@@ -148,14 +149,6 @@ async fn first_page(store: &dyn EventLog, after: Option<u64>, limit: usize) -> R
     }
 }
 
-/// One line of a watch stream (see the module docs).
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "UPPERCASE")]
-enum Line<'a> {
-    Event { event: &'a Event },
-    Bookmark { seq: u64 },
-}
-
 /// A watch in progress: everything it needs to produce its next chunk.
 struct Follow {
     store: Arc<dyn EventLog>,
@@ -187,8 +180,8 @@ impl Follow {
                 let page = std::mem::take(&mut self.pending);
                 self.cursor = page.last().map_or(self.cursor, |e| e.seq);
                 let mut out = Vec::with_capacity(page.len() * 200);
-                for event in &page {
-                    push_line(&mut out, &Line::Event { event });
+                for event in page {
+                    push_line(&mut out, &WatchLine::Event { event: crate::wire::event(event) });
                 }
                 return Some(self.sent(out));
             }
@@ -227,7 +220,7 @@ impl Follow {
 
     fn bookmark(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
-        push_line(&mut out, &Line::Bookmark { seq: self.cursor });
+        push_line(&mut out, &WatchLine::Bookmark { seq: self.cursor });
         self.sent(out)
     }
 
@@ -254,7 +247,7 @@ async fn closed(closing: &mut watch::Receiver<bool>) {
     }
 }
 
-fn push_line<T: Serialize>(out: &mut Vec<u8>, line: &T) {
+fn push_line(out: &mut Vec<u8>, line: &WatchLine) {
     // Serializing these plain structs cannot fail.
     if serde_json::to_writer(&mut *out, line).is_ok() {
         out.push(b'\n');
@@ -269,12 +262,7 @@ fn error_line(e: StoreError) -> Vec<u8> {
     if status.is_server_error() {
         tracing::error!(error = %e, "an event watch failed");
     }
-    let mut body = e.body();
-    if let Some(obj) = body.as_object_mut() {
-        obj.insert("type".into(), "ERROR".into());
-        obj.insert("code".into(), status.as_u16().into());
-    }
     let mut out = Vec::new();
-    push_line(&mut out, &body);
+    push_line(&mut out, &WatchLine::Error(WatchError { code: status.as_u16(), body: e.body() }));
     out
 }

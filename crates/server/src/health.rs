@@ -7,14 +7,15 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
+use fleetsync_api::Health;
 
-pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     match state.store.queue_stats().await {
-        Ok(_) => (StatusCode::OK, Json(json!({ "status": "ok" }))),
+        Ok(_) => (StatusCode::OK, Json(Health { status: "ok".into(), error: None })),
         Err(e) => {
             tracing::error!(error = %e, "health check: the store cannot be read");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "error": "the store cannot be read" })))
+            let health = Health { status: "unavailable".into(), error: Some("the store cannot be read".into()) };
+            (StatusCode::SERVICE_UNAVAILABLE, Json(health))
         }
     }
 }

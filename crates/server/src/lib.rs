@@ -30,8 +30,10 @@ pub mod members;
 pub mod metrics;
 pub mod objects;
 pub mod status;
+pub mod wire;
 
 pub use error::ApiError;
+pub use fleetsync_api::Items;
 pub use events::Watches;
 pub use metrics::QueueMetrics;
 
@@ -42,7 +44,6 @@ use axum::Router;
 use fleetsync_store::Store;
 use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
-use serde::Serialize;
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,12 +65,6 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, queue_metrics: QueueMetrics) -> Self {
         Self { store, registry, queue_metrics, watches: Watches::default() }
     }
-}
-
-/// `{"items": [...]}`, the shape of every list.
-#[derive(Debug, Serialize)]
-pub struct Items<T> {
-    pub items: Vec<T>,
 }
 
 /// The API over `state`'s store.

@@ -6,21 +6,12 @@ use crate::error::Result;
 use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
+use fleetsync_api::Member;
 use fleetsync_model::shard::shard_counts;
-use fleetsync_store::Member;
-use serde::Serialize;
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MemberView {
-    #[serde(flatten)]
-    pub member: Member,
-    pub shards: usize,
-}
-
-pub async fn list(State(state): State<AppState>) -> Result<Json<Items<MemberView>>> {
+pub async fn list(State(state): State<AppState>) -> Result<Json<Items<Member>>> {
     let members = state.store.member_list().await?;
     let ids: Vec<String> = members.iter().map(|m| m.id.clone()).collect();
-    let items = members.into_iter().zip(shard_counts(&ids)).map(|(member, shards)| MemberView { member, shards }).collect();
+    let items = members.into_iter().zip(shard_counts(&ids)).map(|(member, shards)| crate::wire::member(member, shards)).collect();
     Ok(Json(Items { items }))
 }

@@ -13,9 +13,10 @@ use crate::extract::{check_name, ApiPath, ApiQuery, ApiText, TenantQuery};
 use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
+use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
 use fleetsync_model::{parse_documents, Document, Kind};
-use fleetsync_store::{ApplyOutcome, Objects, StoreError};
-use serde::{Deserialize, Serialize};
+use fleetsync_store::{Objects, StoreError};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// A kind of object served under `/v1/<plural>`.
@@ -58,11 +59,6 @@ impl ObjectKind for Secrets {
 #[serde(deny_unknown_fields)]
 pub struct ApplyQuery {}
 
-#[derive(Debug, Serialize)]
-pub struct ApplyResponse {
-    pub results: Vec<ApplyOutcome>,
-}
-
 /// `POST /v1/apply`: parses every document, then applies them all in one store
 /// transaction (all or nothing).
 pub async fn apply(
@@ -75,7 +71,7 @@ pub async fn apply(
         .await
         .map_err(|e| ApiError::Internal { step: "parsing documents", message: e.to_string() })??;
     let results = state.store.objects_apply(docs).await?;
-    Ok(Json(ApplyResponse { results }))
+    Ok(Json(ApplyResponse { results: results.into_iter().map(crate::wire::apply_result).collect() }))
 }
 
 /// `GET /v1/<plural>`: every object of the kind in the tenant.
@@ -103,18 +99,6 @@ pub async fn get<K: ObjectKind>(
     let doc = fetch(state.store.as_ref(), K::KIND, tenant, &name).await?;
     let doc = doc.ok_or_else(|| StoreError::not_found(K::KIND, tenant, &name))?;
     Ok(Json(doc.to_value()))
-}
-
-#[derive(Debug, Serialize)]
-pub struct Deleted {
-    pub kind: Kind,
-    pub tenant: String,
-    pub name: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct DeleteResponse {
-    pub deleted: Deleted,
 }
 
 /// `DELETE /v1/<plural>/{name}`: 404 if it does not exist.

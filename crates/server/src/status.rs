@@ -12,7 +12,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use fleetsync_model::{ClusterStatus, Kind, KeyStatus, WorkKey};
 use fleetsync_store::{StatusFilter, StoreError};
-use serde::{Deserialize, Serialize};
+use fleetsync_api::{Retried, SyncSetStatus};
+use serde::Deserialize;
 
 /// `GET /v1/status?tenant=&cluster=&syncset=`.
 #[derive(Debug, Deserialize)]
@@ -65,15 +66,6 @@ pub async fn cluster(
     Ok(Json(ClusterStatus::roll_up(tenant, &name, keys)))
 }
 
-#[derive(Debug, Serialize)]
-pub struct SyncSetStatus {
-    pub tenant: String,
-    pub syncset: String,
-    /// The SyncSet's current generation, to compare with each key's.
-    pub generation: i64,
-    pub items: Vec<KeyStatus>,
-}
-
 /// `GET /v1/status/syncsets/{name}`: the SyncSet's keys on every cluster.
 pub async fn syncset(
     State(state): State<AppState>,
@@ -88,11 +80,6 @@ pub async fn syncset(
     let filter = StatusFilter { tenant: Some(tenant.into()), cluster: None, syncset: Some(name.clone()) };
     let items = state.store.status_list(&filter).await?;
     Ok(Json(SyncSetStatus { tenant: tenant.into(), syncset: name, generation: set.metadata.generation, items }))
-}
-
-#[derive(Debug, Serialize)]
-pub struct Retried {
-    pub retried: WorkKey,
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again

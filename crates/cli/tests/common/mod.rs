@@ -137,11 +137,11 @@ impl Drop for Hub {
     }
 }
 
-pub fn status_items(hub: &Hub) -> Vec<serde_json::Value> {
+pub fn status_items(hub: &Hub) -> Vec<fleetsync_model::KeyStatus> {
     let out = hub.cli(&["get", "status", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
-    v["items"].as_array().cloned().unwrap_or_default()
+    let status: fleetsync_api::Items<fleetsync_model::KeyStatus> = serde_json::from_str(&stdout(&out)).expect("key statuses");
+    status.items
 }
 
 pub fn database_url() -> String {

@@ -20,54 +20,10 @@ use crate::{AppState, Items};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
+use fleetsync_api::{Ack, Acks, LiveResource, ReportResult};
 use fleetsync_model::{Kind, LiveReport, LiveState, ReportBatch, ResourceRef};
-use fleetsync_store::{LiveOutcome, LiveRecord, LiveResource, StoreError};
-use serde::{Deserialize, Serialize};
-
-/// What happened to one report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ReportResult {
-    /// Persisted as the resource's latest state.
-    Stored,
-    /// Already persisted at this version (a resend).
-    Duplicate,
-    /// Older than the version persisted.
-    Stale,
-    /// Not a resource fleetsync applies to this cluster: not stored.
-    Unmanaged,
-}
-
-impl From<LiveOutcome> for ReportResult {
-    fn from(o: LiveOutcome) -> Self {
-        match o {
-            LiveOutcome::Stored => ReportResult::Stored,
-            LiveOutcome::Duplicate => ReportResult::Duplicate,
-            LiveOutcome::Stale => ReportResult::Stale,
-        }
-    }
-}
-
-/// One acknowledged report: the agent may forget it (unless it has a newer one).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Ack {
-    pub resource: ResourceRef,
-    pub resource_version: String,
-    pub result: ReportResult,
-    /// Where the live state differs from the desired one, if it does.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drift: Option<String>,
-}
-
-/// The answer to a batch, sent only after it was committed.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Acks {
-    pub items: Vec<Ack>,
-    /// SyncSets enqueued again on this cluster because their resources drifted.
-    pub requeued: Vec<String>,
-}
+use fleetsync_store::{LiveRecord, StoreError};
+use serde::Deserialize;
 
 /// `POST /v1/agent/reports`: checks, judges and persists a batch in one transaction.
 pub async fn report(State(state): State<AppState>, headers: HeaderMap, ApiText(body): ApiText) -> Result<Json<Acks>> {
@@ -91,7 +47,7 @@ pub async fn report(State(state): State<AppState>, headers: HeaderMap, ApiText(b
     let (at, records): (Vec<usize>, Vec<LiveRecord>) = records.into_iter().unzip();
     let recorded = state.store.live_record(&batch.tenant, &batch.cluster, records).await?;
     for (i, outcome) in at.into_iter().zip(recorded.outcomes) {
-        items[i].result = outcome.into();
+        items[i].result = crate::wire::report_result(outcome);
     }
     Ok(Json(Acks { items, requeued: recorded.requeued.into_iter().map(|k| k.syncset).collect() }))
 }
@@ -151,5 +107,6 @@ pub async fn live(State(state): State<AppState>, ApiQuery(q): ApiQuery<ClusterQu
     if state.store.cluster_get(&q.tenant, &q.cluster).await?.is_none() {
         return Err(StoreError::not_found(Kind::Cluster, &q.tenant, &q.cluster).into());
     }
-    Ok(Json(Items { items: state.store.live_list(&q.tenant, &q.cluster).await? }))
+    let live = state.store.live_list(&q.tenant, &q.cluster).await?;
+    Ok(Json(Items { items: live.into_iter().map(crate::wire::live_resource).collect() }))
 }

@@ -55,6 +55,11 @@ impl Answer {
         serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
     }
 
+    /// The body read as one of the API's wire types, as `fleetsync_api::Client` reads it.
+    pub fn typed<T: serde::de::DeserializeOwned>(&self) -> T {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not a {} ({e}): {}", std::any::type_name::<T>(), self.text))
+    }
+
     /// The `error` message of a JSON error body.
     pub fn error(&self) -> String {
         self.json()["error"].as_str().unwrap_or_else(|| panic!("no error message: {}", self.text)).to_string()

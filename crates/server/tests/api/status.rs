@@ -2,6 +2,34 @@
 
 use crate::harness::{Api, FLEET};
 use axum::http::StatusCode;
+use fleetsync_api::{ApplyResponse, DeleteResponse, ErrorBody, Event, Health, Items, Member, Retried, SyncSetStatus};
+use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase};
+
+/// What the server sends is what the client's types read: each answer, read back
+/// into the type `fleetsync_api::Client` returns for its route.
+#[tokio::test]
+async fn every_answer_reads_back_as_the_clients_types() {
+    let api = Api::new();
+    let applied: ApplyResponse = api.apply(FLEET).await.typed();
+    assert!(applied.results.iter().any(|r| r.kind == Kind::Cluster && r.name == "c1" && r.result == "created"), "{applied:?}");
+    let keys: Items<KeyStatus> = api.get("/v1/status").await.typed();
+    assert!(keys.items.len() == 2 && keys.items.iter().all(|k| k.phase == Phase::Pending), "{keys:?}");
+    let cluster: ClusterStatus = api.get("/v1/status/clusters/c1").await.typed();
+    assert_eq!((cluster.cluster.as_str(), cluster.syncsets.len()), ("c1", 1));
+    let set: SyncSetStatus = api.get("/v1/status/syncsets/base").await.typed();
+    assert_eq!((set.generation, set.items.len()), (1, 2));
+    let events: Items<Event> = api.get("/v1/events").await.typed();
+    assert_eq!(events.items.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let retried: Retried = api.call("POST", "/v1/status/clusters/c1/syncsets/base/retry", "").await.typed();
+    assert_eq!((retried.retried.cluster.as_str(), retried.retried.syncset.as_str()), ("c1", "base"));
+    let members: Items<Member> = api.get("/v1/members").await.typed();
+    assert!(members.items.iter().all(|m| !m.id.is_empty()), "{members:?}");
+    assert_eq!(api.get("/healthz").await.typed::<Health>().status, "ok");
+    let deleted: DeleteResponse = api.call("DELETE", "/v1/clusters/c1", "").await.typed();
+    assert_eq!((deleted.deleted.kind, deleted.deleted.name.as_str()), (Kind::Cluster, "c1"));
+    let gone: ErrorBody = api.get("/v1/clusters/c1").await.typed();
+    assert_eq!(gone.error, "Cluster default/c1 not found");
+}
 
 #[tokio::test]
 async fn status_of_keys_after_apply() {

@@ -1,8 +1,9 @@
-//! `fleetsync agent`: runs beside a target cluster and reports the live state of the
-//! resources fleetsync applied there to the hub, which stores it, shows drift in
-//! status and re-applies what drifted.
+//! fleetsync's agent as a library ([`run`]; `fleetsync agent` is its command line):
+//! runs beside a target cluster and reports the live state of the resources fleetsync
+//! applied there to the hub, which stores it, shows drift in status and re-applies
+//! what drifted. It talks to the hub through [`fleetsync_api::Client`].
 //!
-//! Two loops share an [`Outbox`]:
+//! Two loops share an outbox (`outbox.rs`):
 //! * the **watcher** learns from the hub what to watch (`GET /v1/agent/resources`,
 //!   again every `--resources-interval`) and watches the target, one task per kind:
 //!   a list (one request, all namespaces), then a Kubernetes watch from the list's
@@ -22,31 +23,94 @@ mod hub;
 mod outbox;
 mod target;
 
-use crate::args::AgentArgs;
-use anyhow::{bail, Context, Result};
+use fleetsync_api::{describe, ClientError, ReportResult};
 use fleetsync_model::names::check_dns1123_label;
 use fleetsync_model::{LiveReport, LiveState, ResourceRef};
 use fleetsync_store::RetryPolicy;
 use hub::Hub;
-pub use outbox::Outbox;
+use outbox::Outbox;
 use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use target::{ObjectKey, Target, WatchEvent};
+pub use target::TargetError;
 
-pub async fn run(a: AgentArgs) -> Result<()> {
-    check_dns1123_label(&a.cluster).map_err(|r| anyhow::anyhow!("--cluster {:?}: {r}", a.cluster))?;
-    check_dns1123_label(&a.tenant).map_err(|r| anyhow::anyhow!("--tenant {:?}: {r}", a.tenant))?;
-    for (flag, url) in [("--hub", &a.hub), ("--target", &a.target)] {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            bail!("{flag} must be an http:// or https:// URL, got {url:?}");
+/// How an agent runs; each field is the `fleetsync agent` flag of the same name.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The hub's API.
+    pub hub: String,
+    pub tenant: String,
+    /// The cluster this agent reports for (its token must be that cluster's).
+    pub cluster: String,
+    /// A file holding the cluster's agent token.
+    pub token_file: PathBuf,
+    /// The cluster's Kubernetes API.
+    pub target: String,
+    /// How long one watch of a kind lasts before the kind is listed again in full.
+    pub relist_interval: Duration,
+    /// How often the list of resources to watch is read from the hub again.
+    pub resources_interval: Duration,
+    /// Most reports in one request to the hub.
+    pub batch: usize,
+    /// The first wait before resending what the hub did not acknowledge (doubles up
+    /// to `backoff_cap`).
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// How long one request (to the hub or the target) may take.
+    pub request_timeout: Duration,
+}
+
+/// Why the agent could not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("--{flag} {value:?}: {rule}")]
+    InvalidName { flag: &'static str, value: String, rule: String },
+    #[error("--{flag} must be an http:// or https:// URL, got {url:?}")]
+    NotHttp { flag: &'static str, url: String },
+    #[error("--batch must be at least 1")]
+    EmptyBatch,
+    #[error("cannot read the token file {}", path.display())]
+    TokenUnreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the token file {} is empty: put the cluster's agent token in it", path.display())]
+    TokenEmpty { path: PathBuf },
+    /// The HTTP client could not be built (no TLS backend).
+    #[error("cannot build the HTTP client")]
+    Http(#[source] reqwest::Error),
+    /// The hub refused the agent's token (401/403): retrying cannot help.
+    #[error("the hub refused the agent")]
+    Refused(#[source] ClientError),
+}
+
+impl Config {
+    /// Checks what can be checked before starting: names, URLs, the batch size.
+    pub fn check(&self) -> Result<(), AgentError> {
+        for (flag, value) in [("cluster", &self.cluster), ("tenant", &self.tenant)] {
+            check_dns1123_label(value).map_err(|rule| AgentError::InvalidName { flag, value: value.clone(), rule })?;
         }
+        for (flag, url) in [("hub", &self.hub), ("target", &self.target)] {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(AgentError::NotHttp { flag, url: url.clone() });
+            }
+        }
+        if self.batch == 0 {
+            return Err(AgentError::EmptyBatch);
+        }
+        Ok(())
     }
-    if a.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
+}
+
+/// Runs the agent until the hub refuses its token or the process is interrupted.
+pub async fn run(a: Config) -> Result<(), AgentError> {
+    a.check()?;
     let token = read_token(&a.token_file)?;
-    let hub = Hub::new(&a.hub, token, &a.tenant, &a.cluster, a.request_timeout)?;
-    let target = Target::new(&a.target, a.request_timeout)?;
+    let hub = Hub::new(&a.hub, token, &a.tenant, &a.cluster, a.request_timeout).map_err(AgentError::Http)?;
+    let target = Target::new(&a.target, a.request_timeout).map_err(AgentError::Http)?;
     let outbox = Arc::new(Outbox::default());
     let backoff = RetryPolicy { base: a.backoff_base, cap: a.backoff_cap, max_attempts: u32::MAX, jitter: 0.2 };
     tracing::info!(hub = a.hub, target = a.target, cluster = a.cluster, "agent starting");
@@ -59,17 +123,17 @@ pub async fn run(a: AgentArgs) -> Result<()> {
     }
 }
 
-fn read_token(path: &std::path::Path) -> Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the token file {}", path.display()))?;
+fn read_token(path: &Path) -> Result<String, AgentError> {
+    let text = std::fs::read_to_string(path).map_err(|source| AgentError::TokenUnreadable { path: path.into(), source })?;
     let token = text.trim();
     if token.is_empty() {
-        bail!("the token file {} is empty: put the cluster's agent token in it", path.display());
+        return Err(AgentError::TokenEmpty { path: path.into() });
     }
     Ok(token.to_string())
 }
 
 /// Sends pending reports until the hub acknowledges them; backs off while it cannot.
-async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPolicy) -> Result<()> {
+async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPolicy) -> Result<(), AgentError> {
     let mut failures = 0u32;
     loop {
         let reports = outbox.batch(batch);
@@ -85,14 +149,14 @@ async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPo
                     tracing::info!(after_failures = failures, "the hub acknowledges again");
                 }
                 failures = 0;
-                let stored = acks.iter().filter(|a| a.result == "stored").count();
+                let stored = acks.iter().filter(|a| a.result == ReportResult::Stored).count();
                 tracing::debug!(sent, acknowledged = acks.len(), stored, pending = outbox.len(), "reports acknowledged");
             }
-            Err(e) if e.is_fatal() => return Err(e.into()),
+            Err(e) if hub::is_fatal(&e) => return Err(AgentError::Refused(e)),
             Err(e) => {
                 failures = failures.saturating_add(1);
                 let wait = backoff.next_delay(failures);
-                tracing::warn!(error = %e, retry_in = ?wait, pending = outbox.len(), "reports not acknowledged; will resend");
+                tracing::warn!(error = %describe(&e), retry_in = ?wait, pending = outbox.len(), "reports not acknowledged; will resend");
                 tokio::time::sleep(wait).await;
             }
         }
@@ -125,16 +189,16 @@ impl Drop for KindWatch {
 }
 
 /// Learns from the hub what to watch, and keeps one [`watch_kind`] task per kind.
-async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &AgentArgs, backoff: RetryPolicy) -> Result<()> {
+async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &Config, backoff: RetryPolicy) -> Result<(), AgentError> {
     let mut kinds: HashMap<KindId, KindWatch> = HashMap::new();
     let mut failures = 0u32;
     loop {
         let list = match hub.resources().await {
             Ok(list) => list,
-            Err(e) if e.is_fatal() => return Err(e.into()),
+            Err(e) if hub::is_fatal(&e) => return Err(AgentError::Refused(e)),
             Err(e) => {
                 failures = failures.saturating_add(1);
-                tracing::warn!(error = %e, "cannot read what to watch from the hub");
+                tracing::warn!(error = %describe(&e), "cannot read what to watch from the hub");
                 tokio::time::sleep(backoff.next_delay(failures)).await;
                 continue;
             }
@@ -234,7 +298,7 @@ async fn watch_kind(
     mut target: Target,
     mut watched: tokio::sync::watch::Receiver<Watched>,
     outbox: Arc<Outbox>,
-    relist: std::time::Duration,
+    relist: Duration,
     backoff: RetryPolicy,
 ) {
     let mut state = KindState::default();
@@ -248,7 +312,7 @@ async fn watch_kind(
             Ok(()) => failures = 0,
             Err(e) => {
                 failures = failures.saturating_add(1);
-                tracing::warn!(kind = kind.kind, error = %e, "cannot watch the target; will re-list");
+                tracing::warn!(kind = kind.kind, error = %describe(&e), "cannot watch the target; will re-list");
             }
         }
     }
@@ -261,8 +325,8 @@ async fn follow(
     watched: &mut tokio::sync::watch::Receiver<Watched>,
     state: &mut KindState,
     outbox: &Outbox,
-    relist: std::time::Duration,
-) -> Result<(), String> {
+    relist: Duration,
+) -> Result<(), TargetError> {
     let listing = target.list(kind).await?;
     state.objects = listing.objects;
     state.resource_version = listing.resource_version;

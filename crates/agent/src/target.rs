@@ -7,11 +7,41 @@
 //! it is the version an absent object is reported deleted at, and the hub refuses a
 //! report older than the one it holds.
 
-use super::hub::describe;
 use fleetsync_model::ResourceRef;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
+
+/// Why reading the target failed. Each names the URL it was reading.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The request failed, or the connection broke while the answer was read.
+    #[error("GET {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The target answered with an error status (`body`: the start of its answer).
+    #[error("GET {url}: {status}: {body}")]
+    Refused { url: String, status: reqwest::StatusCode, body: String },
+    /// The answer or a watch line is not JSON.
+    #[error("GET {url}: an answer that is not JSON")]
+    NotJson {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The server ended the watch with an error other than `410 Gone`.
+    #[error("watch {url}: the server ended the watch: {message}")]
+    WatchEnded { url: String, message: String },
+    /// A watch event of a type Kubernetes does not send.
+    #[error("watch {url}: an event of unknown type {kind:?}")]
+    UnknownEvent { url: String, kind: Option<String> },
+    /// Discovery does not list the kind.
+    #[error("the target serves no kind {kind} in {api_version}")]
+    NoSuchKind { api_version: String, kind: String },
+}
 
 /// What one list of a kind found: each object by (namespace, name), and the
 /// collection's version (the version a deletion is reported at).
@@ -44,34 +74,37 @@ pub struct Watch {
 
 impl Watch {
     /// The next event, or `None` once the server ended the watch.
-    pub async fn next(&mut self) -> Result<Option<WatchEvent>, String> {
+    pub async fn next(&mut self) -> Result<Option<WatchEvent>, TargetError> {
         loop {
             if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buffer.drain(..=end).collect();
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return parse_event(&line).map(Some).map_err(|e| format!("watch {}: {e}", self.url));
+                return parse_event(&self.url, &line).map(Some);
             }
             match self.response.chunk().await {
                 Ok(Some(bytes)) => self.buffer.extend_from_slice(&bytes),
                 Ok(None) => return Ok(None),
-                Err(e) => return Err(format!("watch {}: {}", self.url, describe(&e))),
+                Err(source) => return Err(TargetError::Unreachable { url: self.url.clone(), source }),
             }
         }
     }
 }
 
-fn parse_event(line: &[u8]) -> Result<WatchEvent, String> {
-    let event: Value = serde_json::from_slice(line).map_err(|e| format!("an event that is not JSON: {e}"))?;
+fn parse_event(url: &str, line: &[u8]) -> Result<WatchEvent, TargetError> {
+    let event: Value = serde_json::from_slice(line).map_err(|source| TargetError::NotJson { url: url.to_string(), source })?;
     let object = event["object"].clone();
     match event["type"].as_str() {
         Some("ADDED" | "MODIFIED") => Ok(WatchEvent::Applied(object)),
         Some("DELETED") => Ok(WatchEvent::Deleted(object)),
         Some("BOOKMARK") => Ok(WatchEvent::Bookmark(version_of(&object))),
         Some("ERROR") if object["code"] == 410 => Ok(WatchEvent::Gone),
-        Some("ERROR") => Err(format!("the server ended the watch: {}", object["message"].as_str().unwrap_or("no message"))),
-        other => Err(format!("an event of unknown type {other:?}")),
+        Some("ERROR") => {
+            let message = object["message"].as_str().unwrap_or("no message").to_string();
+            Err(TargetError::WatchEnded { url: url.to_string(), message })
+        }
+        other => Err(TargetError::UnknownEvent { url: url.to_string(), kind: other.map(str::to_string) }),
     }
 }
 
@@ -100,13 +133,13 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn new(base: &str, timeout: Duration) -> anyhow::Result<Target> {
+    pub fn new(base: &str, timeout: Duration) -> reqwest::Result<Target> {
         let http = reqwest::Client::builder().timeout(timeout).build()?;
         Ok(Target { http, base: base.trim_end_matches('/').to_string(), timeout, paths: HashMap::new() })
     }
 
     /// Lists every object of `r`'s kind (in all namespaces).
-    pub async fn list(&mut self, r: &ResourceRef) -> Result<Listing, String> {
+    pub async fn list(&mut self, r: &ResourceRef) -> Result<Listing, TargetError> {
         let path = self.collection(&r.api_version, &r.kind).await?;
         let list = self.get(&path).await?;
         let resource_version = list["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
@@ -116,7 +149,7 @@ impl Target {
 
     /// Watches `r`'s kind (in all namespaces) for changes after `resource_version`;
     /// the server ends the watch after `lasting` (with a bookmark).
-    pub async fn watch(&mut self, r: &ResourceRef, resource_version: &str, lasting: Duration) -> Result<Watch, String> {
+    pub async fn watch(&mut self, r: &ResourceRef, resource_version: &str, lasting: Duration) -> Result<Watch, TargetError> {
         let path = self.collection(&r.api_version, &r.kind).await?;
         let seconds = lasting.as_secs().max(1);
         let url = format!(
@@ -125,17 +158,12 @@ impl Target {
         );
         // The client's timeout bounds a whole request; a watch lasts `lasting`.
         let request = self.http.get(&url).timeout(lasting + self.timeout);
-        let response = request.send().await.map_err(|e| format!("GET {url}: {}", describe(&e)))?;
-        let status = response.status();
-        if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            return Err(format!("GET {url}: {status}: {}", body.chars().take(200).collect::<String>()));
-        }
+        let response = answer(request, &url).await?;
         Ok(Watch { response, buffer: Vec::new(), url })
     }
 
     /// The path of a kind's collection across namespaces, found by discovery once.
-    async fn collection(&mut self, api_version: &str, kind: &str) -> Result<String, String> {
+    async fn collection(&mut self, api_version: &str, kind: &str) -> Result<String, TargetError> {
         let id = (api_version.to_string(), kind.to_string());
         if let Some(p) = self.paths.get(&id) {
             return Ok(p.clone());
@@ -148,20 +176,52 @@ impl Target {
             .flatten()
             .find(|r| r["kind"] == kind && r["name"].as_str().is_some_and(|n| !n.contains('/')))
             .and_then(|r| r["name"].as_str())
-            .ok_or_else(|| format!("the target serves no kind {kind} in {api_version}"))?;
+            .ok_or_else(|| TargetError::NoSuchKind { api_version: api_version.to_string(), kind: kind.to_string() })?;
         let path = format!("{prefix}/{plural}");
         self.paths.insert(id, path.clone());
         Ok(path)
     }
 
-    async fn get(&self, path: &str) -> Result<Value, String> {
+    async fn get(&self, path: &str) -> Result<Value, TargetError> {
         let url = format!("{}{path}", self.base);
-        let resp = self.http.get(&url).send().await.map_err(|e| format!("GET {url}: {}", describe(&e)))?;
-        let status = resp.status();
-        if !status.is_success() {
-            let body = resp.text().await.unwrap_or_default();
-            return Err(format!("GET {url}: {status}: {}", body.chars().take(200).collect::<String>()));
-        }
-        resp.json().await.map_err(|e| format!("GET {url}: reading the answer: {}", describe(&e)))
+        let resp = answer(self.http.get(&url), &url).await?;
+        let body = resp.bytes().await.map_err(|source| TargetError::Unreachable { url: url.clone(), source })?;
+        serde_json::from_slice(&body).map_err(|source| TargetError::NotJson { url, source })
+    }
+}
+
+/// Sends a request; a 2xx answer is returned unread, any other is a
+/// [`TargetError::Refused`] with the start of its body.
+async fn answer(request: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, TargetError> {
+    let response = request.send().await.map_err(|source| TargetError::Unreachable { url: url.to_string(), source })?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = response.text().await.unwrap_or_default();
+    Err(TargetError::Refused { url: url.to_string(), status, body: body.chars().take(200).collect() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_lines_become_events_and_a_gone_version_asks_for_a_relist() {
+        let event = |line: &str| parse_event("u", line.as_bytes());
+        let added = event(r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"3"}}}"#);
+        assert!(matches!(added, Ok(WatchEvent::Applied(o)) if version_of(&o) == "3"));
+        assert!(matches!(event(r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#), Ok(WatchEvent::Bookmark(v)) if v == "9"));
+        assert!(matches!(event(r#"{"type":"ERROR","object":{"code":410}}"#), Ok(WatchEvent::Gone)));
+    }
+
+    #[test]
+    fn a_broken_watch_line_is_an_error_that_names_the_watch() {
+        let e = parse_event("http://t/w", br#"{"type":"ERROR","object":{"code":500,"message":"boom"}}"#).expect_err("ended");
+        assert_eq!(e.to_string(), "watch http://t/w: the server ended the watch: boom");
+        let e = parse_event("http://t/w", b"{not json").expect_err("not JSON");
+        assert!(matches!(e, TargetError::NotJson { .. }), "{e:?}");
+        let e = parse_event("http://t/w", br#"{"type":"WHAT"}"#).expect_err("unknown");
+        assert!(matches!(e, TargetError::UnknownEvent { kind: Some(k), .. } if k == "WHAT"));
     }
 }

@@ -1,0 +1,321 @@
+//! The typed client of the hub: one method per route, answers read into the
+//! [wire types](crate::wire), every failure a [`ClientError`].
+
+use crate::wire::{
+    Acks, ApplyResponse, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member, Retried, SyncSetStatus,
+    WatchLine,
+};
+use crate::ApplyResult;
+use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, WorkKey};
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Why a call to the hub did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The hub could not be reached, or the connection broke before the answer was read.
+    #[error("cannot reach the hub at {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The hub answered with an error status and its message.
+    #[error("the hub answered {status}: {message}")]
+    Refused { status: StatusCode, message: String },
+    /// The event cursor fell off the log: every event up to `horizon` is gone. Re-list
+    /// (without a cursor) and resume from the newest `seq` read.
+    #[error("the cursor {cursor} fell off the event log (oldest kept is {})", horizon + 1)]
+    CursorExpired { cursor: u64, horizon: u64 },
+    /// The hub answered something this client cannot read (a different version?).
+    #[error("the hub's answer to {what} is not understood")]
+    Undecodable {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl ClientError {
+    /// The error status the hub answered with, if it answered with one.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Refused { status, .. } => Some(*status),
+            ClientError::CursorExpired { .. } => Some(StatusCode::GONE),
+            _ => None,
+        }
+    }
+
+    /// The error from an error answer's status and body: an expired cursor if the body
+    /// says where the log starts, else a refusal with the hub's message.
+    pub fn from_answer(status: StatusCode, body: &[u8]) -> ClientError {
+        let body: ErrorBody = serde_json::from_slice(body).unwrap_or_else(|_| ErrorBody::message("no message"));
+        match (status, body.cursor, body.horizon) {
+            (StatusCode::GONE, Some(cursor), Some(horizon)) => ClientError::CursorExpired { cursor, horizon },
+            _ => ClientError::Refused { status, message: body.error },
+        }
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// An error and each of its causes, joined by `: ` (for logs, which show one line).
+pub fn describe(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    s
+}
+
+/// Which key statuses `GET /v1/status` answers with.
+#[derive(Debug, Clone, Default)]
+pub struct StatusFilter {
+    /// `None`: the default tenant.
+    pub tenant: Option<String>,
+    pub cluster: Option<String>,
+    pub syncset: Option<String>,
+}
+
+/// The hub's HTTP API at one base URL; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    /// Sent as `Authorization: Bearer` (the agent routes need a cluster's token).
+    token: Option<String>,
+}
+
+impl Client {
+    /// A client of the hub at `base` (`http://host:port`), with no request timeout.
+    pub fn new(base: &str) -> Client {
+        Client::with_http(base, reqwest::Client::new())
+    }
+
+    /// A client whose every request may take at most `timeout`.
+    pub fn with_timeout(base: &str, timeout: Duration) -> reqwest::Result<Client> {
+        Ok(Client::with_http(base, reqwest::Client::builder().timeout(timeout).build()?))
+    }
+
+    fn with_http(base: &str, http: reqwest::Client) -> Client {
+        Client { http, base: base.trim_end_matches('/').to_string(), token: None }
+    }
+
+    /// The same client, sending `token` as a bearer token.
+    pub fn with_token(mut self, token: impl Into<String>) -> Client {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The base URL requests go to.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// `POST /v1/apply`: applies YAML or JSON documents in one transaction.
+    pub async fn apply(&self, documents: String) -> Result<Vec<ApplyResult>> {
+        let req = self.http.post(self.url("/v1/apply")).header("content-type", "application/yaml").body(documents);
+        Ok(self.call::<ApplyResponse>(req, "POST /v1/apply").await?.results)
+    }
+
+    /// `GET /v1/<plural>`: every object of `kind` in `tenant`, as users write them.
+    pub async fn list(&self, kind: Kind, tenant: &str) -> Result<Vec<Value>> {
+        let path = format!("/v1/{}", plural(kind));
+        Ok(self.get_json::<Items<Value>>(&path, &[("tenant", tenant)]).await?.items)
+    }
+
+    /// `GET /v1/<plural>/{name}`: one object, as users write it (a Secret's values
+    /// redacted).
+    pub async fn get(&self, kind: Kind, tenant: &str, name: &str) -> Result<Value> {
+        self.get_json(&format!("/v1/{}/{name}", plural(kind)), &[("tenant", tenant)]).await
+    }
+
+    /// `DELETE /v1/<plural>/{name}`.
+    pub async fn delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<Deleted> {
+        let path = format!("/v1/{}/{name}", plural(kind));
+        let req = self.http.delete(self.url(&path)).query(&[("tenant", tenant)]);
+        Ok(self.call::<DeleteResponse>(req, &format!("DELETE {path}")).await?.deleted)
+    }
+
+    /// `GET /v1/status`: the status of every key that matches.
+    pub async fn status(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
+        let params = [("tenant", &filter.tenant), ("cluster", &filter.cluster), ("syncset", &filter.syncset)];
+        let query: Vec<(&str, &str)> = params.iter().filter_map(|(k, v)| Some((*k, v.as_deref()?))).collect();
+        Ok(self.get_json::<Items<KeyStatus>>("/v1/status", &query).await?.items)
+    }
+
+    /// `GET /v1/status/clusters/{name}`: a cluster's condition and its keys.
+    pub async fn cluster_status(&self, tenant: &str, cluster: &str) -> Result<ClusterStatus> {
+        self.get_json(&format!("/v1/status/clusters/{cluster}"), &[("tenant", tenant)]).await
+    }
+
+    /// `GET /v1/status/syncsets/{name}`: a SyncSet's keys on every cluster.
+    pub async fn syncset_status(&self, tenant: &str, syncset: &str) -> Result<SyncSetStatus> {
+        self.get_json(&format!("/v1/status/syncsets/{syncset}"), &[("tenant", tenant)]).await
+    }
+
+    /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again.
+    pub async fn retry(&self, tenant: &str, cluster: &str, syncset: &str) -> Result<WorkKey> {
+        let path = format!("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry");
+        let req = self.http.post(self.url(&path)).query(&[("tenant", tenant)]);
+        Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
+    }
+
+    /// `GET /v1/members`: the live worker processes.
+    pub async fn members(&self) -> Result<Vec<Member>> {
+        Ok(self.get_json::<Items<Member>>("/v1/members", &[]).await?.items)
+    }
+
+    /// `GET /v1/events`: up to `limit` events after the cursor `after` (none: from the
+    /// oldest kept), oldest first.
+    pub async fn events(&self, after: Option<u64>, limit: Option<usize>) -> Result<Vec<Event>> {
+        let (after, limit) = (after.map(|a| a.to_string()), limit.map(|l| l.to_string()));
+        let params = [("after", &after), ("limit", &limit)];
+        let query: Vec<(&str, &str)> = params.iter().filter_map(|(k, v)| Some((*k, v.as_deref()?))).collect();
+        Ok(self.get_json::<Items<Event>>("/v1/events", &query).await?.items)
+    }
+
+    /// `GET /v1/events?watch=true`: the events after `after`, then each new one as the
+    /// hub commits it. An expired cursor fails here, before any line.
+    pub async fn watch_events(&self, after: Option<u64>) -> Result<EventWatch> {
+        let mut req = self.http.get(self.url("/v1/events")).query(&[("watch", "true")]);
+        if let Some(after) = after {
+            req = req.query(&[("after", after)]);
+        }
+        let response = self.answer(req).await?;
+        Ok(EventWatch { response, buffer: Vec::new(), url: self.base.clone() })
+    }
+
+    /// `GET /v1/agent/resources`: what the agent of a cluster is to watch (needs the
+    /// cluster's token, [`Client::with_token`]).
+    pub async fn agent_resources(&self, tenant: &str, cluster: &str) -> Result<Vec<ResourceRef>> {
+        Ok(self.get_json::<Items<ResourceRef>>("/v1/agent/resources", &[("tenant", tenant), ("cluster", cluster)]).await?.items)
+    }
+
+    /// `POST /v1/agent/reports`: sends a batch; the hub acknowledges once it persisted it.
+    pub async fn agent_report(&self, batch: &ReportBatch) -> Result<Acks> {
+        let req = self.http.post(self.url("/v1/agent/reports")).json(batch);
+        self.call(req, "POST /v1/agent/reports").await
+    }
+
+    /// `GET /v1/live`: the live state the hub stored for a cluster.
+    pub async fn live(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+        Ok(self.get_json::<Items<LiveResource>>("/v1/live", &[("tenant", tenant), ("cluster", cluster)]).await?.items)
+    }
+
+    /// `GET /healthz`: `Ok` while the hub can read its store.
+    pub async fn health(&self) -> Result<Health> {
+        self.get_json("/healthz", &[]).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get_json<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<T> {
+        let req = self.http.get(self.url(path)).query(query);
+        self.call(req, &format!("GET {path}")).await
+    }
+
+    /// Sends a request and reads a 2xx answer as `T`.
+    async fn call<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder, what: &str) -> Result<T> {
+        let body = self.answer(req).await?.bytes().await.map_err(|source| self.unreachable(source))?;
+        serde_json::from_slice(&body).map_err(|source| ClientError::Undecodable { what: what.to_string(), source })
+    }
+
+    /// Sends a request; a 2xx answer is returned unread, any other is the error it says.
+    async fn answer(&self, mut req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.map_err(|source| self.unreachable(source))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let body = resp.bytes().await.unwrap_or_default();
+        Err(ClientError::from_answer(status, &body))
+    }
+
+    fn unreachable(&self, source: reqwest::Error) -> ClientError {
+        ClientError::Unreachable { url: self.base.clone(), source }
+    }
+}
+
+/// The collection of a kind under `/v1`.
+fn plural(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Cluster => "clusters",
+        Kind::SyncSet => "syncsets",
+        Kind::Secret => "secrets",
+    }
+}
+
+/// An open event watch: its lines, read as they arrive.
+#[derive(Debug)]
+pub struct EventWatch {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+    url: String,
+}
+
+impl EventWatch {
+    /// The next line, or `None` once the hub ended the stream (it shuts down: resume
+    /// from the last `seq` seen). A broken connection is [`ClientError::Unreachable`].
+    pub async fn next(&mut self) -> Result<Option<WatchLine>> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let what = || format!("a watch line: {}", String::from_utf8_lossy(&line).trim_end());
+                return serde_json::from_slice(&line).map(Some).map_err(|source| ClientError::Undecodable { what: what(), source });
+            }
+            match self.response.chunk().await {
+                Ok(Some(bytes)) => self.buffer.extend_from_slice(&bytes),
+                Ok(None) => return Ok(None),
+                Err(source) => return Err(ClientError::Unreachable { url: self.url.clone(), source }),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_410_with_the_horizon_is_an_expired_cursor() {
+        let body = br#"{"error":"the cursor 5 fell off","cursor":5,"horizon":9}"#;
+        let e = ClientError::from_answer(StatusCode::GONE, body);
+        assert!(matches!(e, ClientError::CursorExpired { cursor: 5, horizon: 9 }), "{e:?}");
+        assert_eq!(e.to_string(), "the cursor 5 fell off the event log (oldest kept is 10)");
+    }
+
+    #[test]
+    fn an_error_answer_keeps_the_status_and_the_hubs_message() {
+        let e = ClientError::from_answer(StatusCode::NOT_FOUND, br#"{"error":"Cluster default/x not found"}"#);
+        assert_eq!(e.status(), Some(StatusCode::NOT_FOUND));
+        assert_eq!(e.to_string(), "the hub answered 404 Not Found: Cluster default/x not found");
+        let e = ClientError::from_answer(StatusCode::GONE, br#"{"error":"gone"}"#);
+        assert!(matches!(e, ClientError::Refused { .. }), "a 410 without a horizon is a plain refusal: {e:?}");
+    }
+
+    #[test]
+    fn an_error_answer_that_is_not_json_says_there_is_no_message() {
+        let e = ClientError::from_answer(StatusCode::BAD_GATEWAY, b"<html>");
+        assert_eq!(e.to_string(), "the hub answered 502 Bad Gateway: no message");
+    }
+
+    #[tokio::test]
+    async fn a_hub_that_is_not_there_is_unreachable() {
+        let e = Client::new("http://127.0.0.1:9/").members().await.expect_err("nothing listens on port 9");
+        assert!(matches!(&e, ClientError::Unreachable { url, .. } if url == "http://127.0.0.1:9"), "{e:?}");
+        assert!(describe(&e).starts_with("cannot reach the hub at http://127.0.0.1:9: "), "{}", describe(&e));
+    }
+}

@@ -1,0 +1,26 @@
+//! fleetsync's HTTP API as types: every body the hub answers with, defined once
+//! ([`wire`]; the server serializes them), and [`Client`], a typed async client of the
+//! hub with one method per route.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fleetsync_api::ClientError> {
+//! let hub = fleetsync_api::Client::new("http://127.0.0.1:8080");
+//! for key in hub.status(&Default::default()).await? {
+//!     println!("{} {:?}", key.key, key.phase);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every failure is a [`ClientError`]: the hub cannot be reached, it refused (with its
+//! status and message), an event cursor expired (with the log's horizon), or its answer
+//! was not understood.
+
+pub mod client;
+pub mod wire;
+
+pub use client::{describe, Client, ClientError, EventWatch, StatusFilter};
+pub use wire::{
+    Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member,
+    ReportResult, Retried, SyncSetStatus, WatchError, WatchLine,
+};
