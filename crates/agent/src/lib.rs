@@ -66,7 +66,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("--{flag} {value:?}: {rule}")]
-    InvalidName { flag: &'static str, value: String, rule: String },
+    InvalidName { flag: &'static str, value: String, rule: fleetsync_model::names::NameError },
     #[error("--{flag} must be an http:// or https:// URL, got {url:?}")]
     NotHttp { flag: &'static str, url: String },
     #[error("--batch must be at least 1")]
