@@ -5,9 +5,12 @@
 //! Objects (`GET /v1/clusters/...`) are not here: they are documents as users write
 //! them (`fleetsync_model::Document::to_value`), carried as JSON.
 
-use fleetsync_model::{Kind, ResourceRef, Timestamp, WorkKey};
-use fleetsync_model::{KeyStatus, LiveState};
+use fleetsync_model::{Kind, ResourceRef, WorkKey};
+use fleetsync_model::KeyStatus;
 use serde::{Deserialize, Serialize};
+
+/// Defined with the model: the store keeps them as clients read them.
+pub use fleetsync_model::{Event, LiveResource};
 
 /// `{"items": [...]}`, the shape of every list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,33 +73,12 @@ pub struct Retried {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Member {
-    pub id: String,
-    pub started_at: Timestamp,
-    pub heartbeat_at: Timestamp,
-    pub expires_at: Timestamp,
-    /// Keys it had in flight at its last heartbeat.
-    pub in_flight: u64,
+    #[serde(flatten)]
+    pub member: fleetsync_model::Member,
     /// Shards it owns (rendezvous hashing over the live members).
     pub shards: usize,
 }
 
-/// One entry of the event log (`GET /v1/events`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Event {
-    /// Position in the log; strictly increasing in commit order. The cursor.
-    pub seq: u64,
-    pub at: Timestamp,
-    pub tenant: String,
-    /// `Cluster`, `SyncSet`, `Secret` or `Status`.
-    pub kind: String,
-    /// The object's name; for `Status`, `cluster/syncset`.
-    pub name: String,
-    /// `Created`, `Updated`, `Deleted`, or for `Status` the new phase.
-    pub action: String,
-    /// The object's generation (for `Status`, the SyncSet generation it concerns).
-    pub generation: i64,
-}
 
 /// One line of `GET /v1/events?watch=true` (newline-delimited JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,24 +177,11 @@ pub struct Acks {
     pub requeued: Vec<String>,
 }
 
-/// `GET /v1/live`: a resource's latest live state, as the hub stored it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LiveResource {
-    pub syncset: String,
-    pub resource: ResourceRef,
-    pub resource_version: String,
-    pub state: LiveState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift: Option<String>,
-    /// How many distinct versions of the resource were stored (each exactly once).
-    pub versions: u64,
-    pub updated_at: Timestamp,
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fleetsync_model::{LiveState, Timestamp};
     use serde_json::json;
 
     fn round_trip<T: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) -> serde_json::Value {
@@ -268,7 +237,8 @@ mod tests {
 
     #[test]
     fn members_and_live_resources_are_camel_case() {
-        let m = Member { id: "w1".into(), started_at: Timestamp(0), heartbeat_at: Timestamp(1), expires_at: Timestamp(2), in_flight: 3, shards: 4 };
+        let member = fleetsync_model::Member { id: "w1".into(), started_at: Timestamp(0), heartbeat_at: Timestamp(1), expires_at: Timestamp(2), in_flight: 3 };
+        let m = Member { member, shards: 4 };
         let v = round_trip(&m);
         assert_eq!((&v["inFlight"], &v["shards"]), (&json!(3), &json!(4)));
         assert!(v.get("heartbeatAt").is_some() && v.get("startedAt").is_some() && v.get("expiresAt").is_some(), "{v}");

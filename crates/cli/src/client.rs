@@ -138,7 +138,10 @@ fn print_objects(resource: Resource, items: &[Value]) {
 fn print_members(items: &[Member]) {
     let rows: Vec<Vec<String>> = items
         .iter()
-        .map(|m| vec![m.id.clone(), m.shards.to_string(), m.in_flight.to_string(), text_of(&m.heartbeat_at), text_of(&m.started_at)])
+        .map(|m| {
+            let w = &m.member;
+            vec![w.id.clone(), m.shards.to_string(), w.in_flight.to_string(), text_of(&w.heartbeat_at), text_of(&w.started_at)]
+        })
         .collect();
     table(&["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"], &rows);
 }

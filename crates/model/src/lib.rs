@@ -11,9 +11,11 @@
 
 pub mod cluster;
 pub mod document;
+pub mod event;
 pub mod key;
 pub mod live;
 pub mod manifest;
+pub mod member;
 pub mod names;
 pub mod secret;
 pub mod selector;
@@ -24,9 +26,11 @@ pub mod time;
 
 pub use cluster::{AgentSpec, Cluster, ClusterSpec, Endpoint, AGENT_TOKEN_KEY};
 pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
+pub use event::Event;
 pub use key::WorkKey;
-pub use live::{LiveReport, LiveState, ReportBatch};
+pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
+pub use member::Member;
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
 pub use status::{ClusterCondition, ClusterStatus, Drift, KeyStatus, Phase, ResourceOutcome, ResourceResult};

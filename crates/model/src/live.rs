@@ -7,6 +7,7 @@
 use crate::document::DEFAULT_TENANT;
 use crate::manifest::{Manifest, ResourceRef};
 use crate::names::check_dns1123_label;
+use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -14,6 +15,21 @@ use serde_json::Value;
 pub const MAX_REPORTS: usize = 10_000;
 /// The longest `resourceVersion` accepted (Kubernetes' are short decimal numbers).
 pub const MAX_RESOURCE_VERSION: usize = 128;
+
+/// A resource's latest live state, as the hub stored it (`GET /v1/live`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveResource {
+    pub syncset: String,
+    pub resource: ResourceRef,
+    pub resource_version: String,
+    pub state: LiveState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
+    /// How many distinct versions of the resource were stored (each exactly once).
+    pub versions: u64,
+    pub updated_at: Timestamp,
+}
 
 /// Whether a resource exists on the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

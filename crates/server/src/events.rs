@@ -113,7 +113,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<EventsQue
     // Read before answering, so that an expired cursor is a 410, not a broken stream.
     let (cursor, first) = first_page(&*state.store, q.after, q.limit).await?;
     if !q.watch {
-        return Ok(Json(Items { items: first.into_iter().map(crate::wire::event).collect() }).into_response());
+        return Ok(Json(Items { items: first }).into_response());
     }
     let follow = Follow {
         wake: state.store.events_subscribe(),
@@ -181,7 +181,7 @@ impl Follow {
                 self.cursor = page.last().map_or(self.cursor, |e| e.seq);
                 let mut out = Vec::with_capacity(page.len() * 200);
                 for event in page {
-                    push_line(&mut out, &WatchLine::Event { event: crate::wire::event(event) });
+                    push_line(&mut out, &WatchLine::Event { event });
                 }
                 return Some(self.sent(out));
             }

@@ -1,32 +1,16 @@
 //! The store's values as the API's wire types ([`fleetsync_api::wire`]): the one
 //! place where what the store keeps becomes what clients read.
 
-use fleetsync_api::{ApplyResult, Event, LiveResource, Member, ReportResult};
+use fleetsync_api::{ApplyResult, Member, ReportResult};
 use fleetsync_store::{ApplyOutcome, LiveOutcome};
 
 pub fn apply_result(o: ApplyOutcome) -> ApplyResult {
     ApplyResult { kind: o.kind, tenant: o.tenant, name: o.name, generation: o.generation, result: o.result.to_string(), enqueued: o.enqueued }
 }
 
-pub fn event(e: fleetsync_store::Event) -> Event {
-    Event { seq: e.seq, at: e.at, tenant: e.tenant, kind: e.kind, name: e.name, action: e.action, generation: e.generation }
-}
-
 /// A live member with the number of shards it owns.
-pub fn member(m: fleetsync_store::Member, shards: usize) -> Member {
-    Member { id: m.id, started_at: m.started_at, heartbeat_at: m.heartbeat_at, expires_at: m.expires_at, in_flight: m.in_flight, shards }
-}
-
-pub fn live_resource(l: fleetsync_store::LiveResource) -> LiveResource {
-    LiveResource {
-        syncset: l.syncset,
-        resource: l.resource,
-        resource_version: l.resource_version,
-        state: l.state,
-        drift: l.drift,
-        versions: l.versions,
-        updated_at: l.updated_at,
-    }
+pub fn member(member: fleetsync_store::Member, shards: usize) -> Member {
+    Member { member, shards }
 }
 
 pub fn report_result(o: LiveOutcome) -> ReportResult {
@@ -52,16 +36,6 @@ mod tests {
     fn wire_types_serialize_as_the_store_values_did() {
         let o = ApplyOutcome { kind: Kind::SyncSet, tenant: "t".into(), name: "n".into(), generation: 2, result: "updated", enqueued: 3 };
         same_json(&o, &apply_result(o.clone()));
-        let e = fleetsync_store::Event {
-            seq: 1,
-            at: Timestamp(5),
-            tenant: "t".into(),
-            kind: "Cluster".into(),
-            name: "c".into(),
-            action: "Created".into(),
-            generation: 1,
-        };
-        same_json(&e, &event(e.clone()));
         let m = fleetsync_store::Member { id: "w".into(), started_at: Timestamp(1), heartbeat_at: Timestamp(2), expires_at: Timestamp(3), in_flight: 4 };
         let mut expected = serde_json::to_value(&m).expect("member");
         expected["shards"] = 7.into();

@@ -2,9 +2,11 @@
 //! backend applies the same way (deduplication by `resourceVersion`, drift shown in
 //! key status).
 
-use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, Timestamp, WorkKey};
+use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, WorkKey};
 use serde::Serialize;
 use std::collections::HashMap;
+
+pub use fleetsync_model::LiveResource;
 
 /// One report, as the hub asks the store to keep it: already matched to the key that
 /// applies the resource and judged against that key's manifest.
@@ -42,20 +44,6 @@ pub struct LiveRecorded {
     pub requeued: Vec<WorkKey>,
 }
 
-/// A resource's latest live state, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LiveResource {
-    pub syncset: String,
-    pub resource: ResourceRef,
-    pub resource_version: String,
-    pub state: LiveState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drift: Option<String>,
-    /// How many distinct versions of the resource were stored (each exactly once).
-    pub versions: u64,
-    pub updated_at: Timestamp,
-}
 
 /// Whether a report at `new` replaces the stored version `old` (`None`: nothing
 /// stored). Versions are opaque strings to Kubernetes clients, so equality is the

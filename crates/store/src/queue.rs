@@ -1,6 +1,6 @@
 //! The params and results of the work queue's operations.
 
-use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, WorkKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -54,16 +54,8 @@ pub struct MemberBeat {
     pub in_flight: u64,
 }
 
-/// A live worker process, as the store last heard from it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Member {
-    pub id: String,
-    pub started_at: Timestamp,
-    pub heartbeat_at: Timestamp,
-    pub expires_at: Timestamp,
-    pub in_flight: u64,
-}
+pub use fleetsync_model::Member;
+
 
 /// A per-cluster concurrency limit, so that one cluster (a slow one, or one with many
 /// SyncSets) cannot take every slot of a claimer. Ready keys of a cluster beyond the

@@ -108,5 +108,5 @@ pub async fn live(State(state): State<AppState>, ApiQuery(q): ApiQuery<ClusterQu
         return Err(StoreError::not_found(Kind::Cluster, &q.tenant, &q.cluster).into());
     }
     let live = state.store.live_list(&q.tenant, &q.cluster).await?;
-    Ok(Json(Items { items: live.into_iter().map(crate::wire::live_resource).collect() }))
+    Ok(Json(Items { items: live }))
 }

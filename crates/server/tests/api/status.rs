@@ -23,7 +23,7 @@ async fn every_answer_reads_back_as_the_clients_types() {
     let retried: Retried = api.call("POST", "/v1/status/clusters/c1/syncsets/base/retry", "").await.typed();
     assert_eq!((retried.retried.cluster.as_str(), retried.retried.syncset.as_str()), ("c1", "base"));
     let members: Items<Member> = api.get("/v1/members").await.typed();
-    assert!(members.items.iter().all(|m| !m.id.is_empty()), "{members:?}");
+    assert!(members.items.iter().all(|m| !m.member.id.is_empty()), "{members:?}");
     assert_eq!(api.get("/healthz").await.typed::<Health>().status, "ok");
     let deleted: DeleteResponse = api.call("DELETE", "/v1/clusters/c1", "").await.typed();
     assert_eq!((deleted.deleted.kind, deleted.deleted.name.as_str()), (Kind::Cluster, "c1"));

@@ -1,0 +1,22 @@
+//! One entry of the event log: what the store keeps and what `GET /v1/events` answers.
+
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// One entry of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// Position in the log; strictly increasing in commit order. The cursor.
+    pub seq: u64,
+    pub at: Timestamp,
+    pub tenant: String,
+    /// `Cluster`, `SyncSet`, `Secret` or `Status`.
+    pub kind: String,
+    /// The object's name; for `Status`, `cluster/syncset`.
+    pub name: String,
+    /// `Created`, `Updated`, `Deleted`, or for `Status` the new phase.
+    pub action: String,
+    /// The object's generation (for `Status`, the SyncSet generation it concerns).
+    pub generation: i64,
+}
