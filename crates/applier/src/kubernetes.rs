@@ -313,7 +313,7 @@ impl Applier for KubeApplier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetsync_model::{ClusterSpec, ObjectMeta, WorkKey};
+    use fleetsync_model::{ClusterSpec, Fence, ObjectMeta, WorkKey};
     use serde_json::json;
 
     #[test]
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn applied_objects_carry_the_fence() {
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "me"}}}));
-        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), 42, 3, 1);
+        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(42), 3, 1);
         let obj = fenced(&m, &ctx).expect("object");
         let a = obj.metadata.annotations.expect("annotations");
         assert_eq!(a[FENCE_ANNOTATION], "42");
@@ -352,7 +352,7 @@ mod tests {
         secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
         let config = KubeConfig { request_timeout: Duration::from_secs(5), ..KubeConfig::default() };
         let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
-        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), 1, 1, 0);
+        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(1), 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
         let err = k.apply(&by_secret, &m, &ctx).await.expect_err("nothing listens");
@@ -367,7 +367,7 @@ mod tests {
     async fn other_endpoints_are_refused_and_bad_urls_named() {
         let k = KubeApplier::new(KubeConfig::default());
         let sim = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Simulator {}) };
-        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), 1, 1, 0);
+        let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(1), 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         assert!(matches!(k.apply(&sim, &m, &ctx).await, Err(ApplyError::Unsupported(_))));
         let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Http { url: "http://[::1".into() }) };

@@ -22,7 +22,7 @@ pub use deadline::Deadline;
 pub use error::ApplyError;
 
 use async_trait::async_trait;
-use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef, WorkKey};
+use fleetsync_model::{Cluster, Endpoint, Fence, Manifest, ResourceRef, WorkKey};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -45,7 +45,7 @@ impl Moment {
 pub struct ApplyContext {
     pub key: WorkKey,
     /// The key's fencing token; a target that saw a larger one must refuse this call.
-    pub fence: i64,
+    pub fence: Fence,
     /// The SyncSet generation being applied.
     pub generation: i64,
     /// Position of the resource in the SyncSet (order is kept within a run).
@@ -63,7 +63,7 @@ pub struct ApplyContext {
 impl ApplyContext {
     /// A call made outside a run's lease (benchmarks, tests, tools): no claim to check
     /// cached state against, no deadline.
-    pub fn new(key: WorkKey, fence: i64, generation: i64, index: usize) -> Self {
+    pub fn new(key: WorkKey, fence: Fence, generation: i64, index: usize) -> Self {
         Self { key, fence, generation, index, claimed_at: None, deadline: Deadline::none() }
     }
 }

@@ -136,14 +136,16 @@ impl SimFleet {
         let mut st = self.state();
         let now = Instant::now();
         let k = st.keys.entry(ctx.key.clone()).or_default();
-        if ctx.fence < k.newest_fence {
+        // The target sees the token as the number it is sent as.
+        let fence = ctx.fence.get();
+        if fence < k.newest_fence {
             let newest = k.newest_fence;
             st.totals.fenced += 1;
-            return Err(ApplyError::Fenced { token: ctx.fence, newest });
+            return Err(ApplyError::Fenced { token: fence, newest });
         }
-        k.newest_fence = ctx.fence;
-        if k.run_fence != ctx.fence {
-            k.run_fence = ctx.fence;
+        k.newest_fence = fence;
+        if k.run_fence != fence {
+            k.run_fence = fence;
             k.next_index = 0;
             k.run_latency = Duration::ZERO;
         }
@@ -163,7 +165,7 @@ impl SimFleet {
         let now = Instant::now();
         if let Some(k) = st.keys.get_mut(&ctx.key) {
             k.in_flight = k.in_flight.saturating_sub(1);
-            if k.run_fence == ctx.fence {
+            if k.run_fence == ctx.fence.get() {
                 k.run_latency += latency;
             }
             match effect {
@@ -226,11 +228,11 @@ impl Applier for SimFleet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetsync_model::{ClusterSpec, Endpoint, ObjectMeta};
+    use fleetsync_model::{ClusterSpec, Endpoint, Fence, ObjectMeta};
     use serde_json::json;
 
     fn ctx(fence: i64, index: usize) -> ApplyContext {
-        ApplyContext::new(WorkKey::new("t", "c1", "s1"), fence, 3, index)
+        ApplyContext::new(WorkKey::new("t", "c1", "s1"), Fence::new(fence), 3, index)
     }
 
     fn cluster() -> Cluster {

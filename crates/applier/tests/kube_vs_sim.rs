@@ -6,7 +6,7 @@ use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::{ApplyContext, ApplyError, Applier, Moment};
 use fleetsync_k8s_sim::{SimConfig, SimServer};
-use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Manifest, ObjectMeta, ResourceRef, WorkKey};
+use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Manifest, ObjectMeta, ResourceRef, WorkKey, Fence};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,7 @@ fn cm(name: &str, value: &str) -> Manifest {
 }
 
 fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
-    ApplyContext::new(WorkKey::new("default", "c1", "s1"), fence, generation, index)
+    ApplyContext::new(WorkKey::new("default", "c1", "s1"), Fence::new(fence), generation, index)
 }
 
 fn applier() -> KubeApplier {

@@ -247,7 +247,7 @@ async fn baseline_worker(
                 if Instant::now() >= deadline {
                     break 'clusters;
                 }
-                let ctx = ApplyContext::new(key.clone(), 1, 1, index);
+                let ctx = ApplyContext::new(key.clone(), fleetsync_model::Fence::new(1), 1, index);
                 let t = Instant::now();
                 if applier.apply(&cluster, m, &ctx).await.is_ok() {
                     applies.fetch_add(1, Ordering::Relaxed);

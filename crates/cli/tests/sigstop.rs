@@ -78,7 +78,7 @@ fn a_worker_woken_after_its_leases_ended_writes_nothing_with_an_old_token() {
             hub.signal("-STOP");
             tokio::time::sleep(TTL + Duration::from_millis(30)).await;
             let taken = store.work_claim(ClaimParams::new("test", 10_000, Duration::from_secs(5))).await.expect("claim");
-            let shown = taken.iter().map(|item| show_token(&http, &sim.addr, &item.key, item.fence));
+            let shown = taken.iter().map(|item| show_token(&http, &sim.addr, &item.key, item.fence.get()));
             futures_util::future::join_all(shown).await;
             for item in &taken {
                 store.work_release(&item.key, item.fence).await.expect("release");

@@ -23,3 +23,28 @@ impl fmt::Display for WorkKey {
         write!(f, "{}/{}/{}", self.tenant, self.cluster, self.syncset)
     }
 }
+
+/// A lease's fencing token: each claim of any key gets one greater than every token
+/// issued before it, so a target (or the store) can refuse a writer whose lease was
+/// taken over. Carried from the store through the runtime to the appliers; stored and
+/// sent (annotations, headers) as its number.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fence(i64);
+
+impl Fence {
+    pub const fn new(token: i64) -> Self {
+        Fence(token)
+    }
+
+    /// The token as a number (for storage and for the wire).
+    pub const fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

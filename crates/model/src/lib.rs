@@ -27,7 +27,7 @@ pub mod time;
 pub use cluster::{AgentSpec, Cluster, ClusterSpec, Endpoint, AGENT_TOKEN_KEY};
 pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
 pub use event::Event;
-pub use key::WorkKey;
+pub use key::{Fence, WorkKey};
 pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
 pub use member::Member;

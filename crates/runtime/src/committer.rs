@@ -174,14 +174,14 @@ pub fn refused(c: &Completion, refusal: &StoreError) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetsync_model::{Phase, ResourceOutcome, ResourceRef, ResourceResult, WorkKey};
+    use fleetsync_model::{Fence, Phase, ResourceOutcome, ResourceRef, ResourceResult, WorkKey};
 
     fn run(syncset: &str, error: Option<&str>) -> Completion {
         let outcome = match error {
             Some(error) => RunOutcome::Failed { error: error.into() },
             None => RunOutcome::Applied { generation: 1, inventory: vec![] },
         };
-        Completion { key: WorkKey::new("t", "c", syncset), fence: 1, outcome, resources: vec![] }
+        Completion { key: WorkKey::new("t", "c", syncset), fence: Fence::new(1), outcome, resources: vec![] }
     }
 
     /// A store that refuses any batch holding a NUL byte, else commits it (Applied or
@@ -247,7 +247,7 @@ mod tests {
         calls.borrow_mut().clear();
         let lease_lost = |batch: Vec<Completion>| {
             calls.borrow_mut().push(batch.len());
-            std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::LeaseLost { key: batch[0].key.clone(), fence: 1 }))
+            std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::LeaseLost { key: batch[0].key.clone(), fence: Fence::new(1) }))
         };
         commit_each(lease_lost, &metrics, vec![run("s", None)]).await;
         assert_eq!(*calls.borrow(), [1], "an answer about the data is not tried again");
@@ -258,7 +258,7 @@ mod tests {
         let resource = ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "a\0b".into() };
         let run = Completion {
             key: WorkKey::new("t", "c", "s"),
-            fence: 7,
+            fence: Fence::new(7),
             outcome: RunOutcome::Failed { error: "raw \0 value".into() },
             resources: vec![ResourceResult { resource, outcome: ResourceOutcome::Failed, error: None, duration_ms: 3 }],
         };
@@ -267,7 +267,7 @@ mod tests {
             reason: "invalid byte sequence for encoding \"UTF8\": 0x00 (SQLSTATE 22021)\u{0}\n".into(),
         };
         let failed = refused(&run, &refusal);
-        assert_eq!((&failed.key, failed.fence), (&run.key, 7));
+        assert_eq!((&failed.key, failed.fence), (&run.key, Fence::new(7)));
         assert!(failed.resources.is_empty());
         let RunOutcome::Failed { error } = &failed.outcome else { panic!("{failed:?}") };
         assert_eq!(

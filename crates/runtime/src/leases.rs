@@ -185,14 +185,14 @@ mod tests {
         let leases = Leases::new(Duration::from_secs(30));
         let key = WorkKey::new("t", "c", "s");
         let run = CancellationToken::new();
-        leases.hold(key.clone(), 5, run.clone(), Instant::now() + Duration::from_secs(30));
-        assert_eq!(leases.lose(&[(key.clone(), 4)]), 0);
+        leases.hold(key.clone(), Fence::new(5), run.clone(), Instant::now() + Duration::from_secs(30));
+        assert_eq!(leases.lose(&[(key.clone(), Fence::new(4))]), 0);
         assert!(!run.is_cancelled(), "token 4 was an earlier run of the key");
         assert_eq!(leases.len(), 1);
-        assert_eq!(leases.lose(&[(key.clone(), 5)]), 1, "a running run was lost");
+        assert_eq!(leases.lose(&[(key.clone(), Fence::new(5))]), 1, "a running run was lost");
         assert!(run.is_cancelled());
         assert!(leases.is_empty());
-        assert!(!leases.release(&key, 5), "already forgotten");
+        assert!(!leases.release(&key, Fence::new(5)), "already forgotten");
     }
 }
 
@@ -204,9 +204,9 @@ mod completing_tests {
     fn a_committing_run_is_not_counted_as_lost() {
         let leases = Leases::new(Duration::from_secs(30));
         let key = WorkKey::new("t", "c", "s");
-        leases.hold(key.clone(), 9, CancellationToken::new(), Instant::now() + Duration::from_secs(30));
-        leases.completing(&key, 9);
-        assert_eq!(leases.lose(&[(key, 9)]), 0);
+        leases.hold(key.clone(), Fence::new(9), CancellationToken::new(), Instant::now() + Duration::from_secs(30));
+        leases.completing(&key, Fence::new(9));
+        assert_eq!(leases.lose(&[(key, Fence::new(9))]), 0);
     }
 }
 
@@ -220,14 +220,14 @@ mod deadline_tests {
         let (a, b) = (WorkKey::new("t", "c", "a"), WorkKey::new("t", "c", "b"));
         let now = Instant::now();
         let (ra, rb) = (CancellationToken::new(), CancellationToken::new());
-        leases.hold(a.clone(), 1, ra.clone(), now + Duration::from_secs(1));
-        leases.hold(b.clone(), 2, rb.clone(), now + Duration::from_secs(1));
-        leases.extend(&[(a.clone(), 1), (b.clone(), 7)], now + Duration::from_secs(10));
-        assert_eq!(leases.expiring(now + Duration::from_secs(2)), vec![(b.clone(), 2)], "b's renewal was for another token");
+        leases.hold(a.clone(), Fence::new(1), ra.clone(), now + Duration::from_secs(1));
+        leases.hold(b.clone(), Fence::new(2), rb.clone(), now + Duration::from_secs(1));
+        leases.extend(&[(a.clone(), Fence::new(1)), (b.clone(), Fence::new(7))], now + Duration::from_secs(10));
+        assert_eq!(leases.expiring(now + Duration::from_secs(2)), vec![(b.clone(), Fence::new(2))], "b's renewal was for another token");
         let b_deadline = now + Duration::from_secs(1) - Duration::from_secs(3);
-        assert_eq!(leases.expiring(b_deadline), vec![(b.clone(), 2)], "due a margin (a tenth of the TTL, 3 s) before its end");
+        assert_eq!(leases.expiring(b_deadline), vec![(b.clone(), Fence::new(2))], "due a margin (a tenth of the TTL, 3 s) before its end");
         assert!(leases.expiring(b_deadline - Duration::from_millis(1)).is_empty(), "and not before");
-        leases.completing(&b, 2);
+        leases.completing(&b, Fence::new(2));
         assert!(leases.expiring(now + Duration::from_secs(2)).is_empty(), "a committing run is left to its commit");
     }
 
@@ -239,7 +239,7 @@ mod deadline_tests {
         let run = CancellationToken::new();
         let ttl = Duration::from_secs(30);
         let claimed = Instant::now();
-        leases.hold(WorkKey::new("t", "c", "s"), 1, run.clone(), claimed + ttl);
+        leases.hold(WorkKey::new("t", "c", "s"), Fence::new(1), run.clone(), claimed + ttl);
         let stop = CancellationToken::new();
         let watchdog = tokio::spawn({
             let (leases, stop) = (leases.clone(), stop.clone());

@@ -29,7 +29,7 @@ struct StallOnce {
 #[async_trait]
 impl Applier for StallOnce {
     async fn apply(&self, _: &Cluster, _: &Manifest, ctx: &ApplyContext) -> Result<(), ApplyError> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner).push((ctx.fence, ctx.index));
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).push((ctx.fence.get(), ctx.index));
         if !self.stalled.swap(true, Ordering::SeqCst) {
             std::thread::sleep(TTL * 2);
         }

@@ -82,7 +82,7 @@ mod tests {
         assert!(StoreError::backend("s", true, "connection closed").is_transient());
         assert!(!StoreError::backend("s", false, "syntax error").is_transient());
         assert!(!StoreError::Refused { step: "s", reason: "NUL byte".into() }.is_transient());
-        assert!(!StoreError::LeaseLost { key: WorkKey::new("t", "c", "s"), fence: 1 }.is_transient());
+        assert!(!StoreError::LeaseLost { key: WorkKey::new("t", "c", "s"), fence: Fence::new(1) }.is_transient());
         assert!(!StoreError::Corrupt { table: "work", message: "x".into() }.is_transient());
     }
 

@@ -160,11 +160,11 @@ mod tests {
     use std::time::Duration;
 
     fn held(dirty: bool, attempts: u32) -> Held {
-        Held { id: 1, fence: 7, running: true, dirty, desired: true, attempts, generation: 3 }
+        Held { id: 1, fence: Fence::new(7), running: true, dirty, desired: true, attempts, generation: 3 }
     }
 
-    fn completion(fence: Fence, outcome: RunOutcome) -> Completion {
-        Completion { key: WorkKey::new("t", "c", "s"), fence, outcome, resources: vec![] }
+    fn completion(fence: i64, outcome: RunOutcome) -> Completion {
+        Completion { key: WorkKey::new("t", "c", "s"), fence: Fence::new(fence), outcome, resources: vec![] }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// A fencing token: issued with each lease, strictly increasing per key (the backends
 /// draw them from one store-wide sequence, so they keep increasing even when a key is
 /// deleted and created again).
-pub type Fence = i64;
+pub use fleetsync_model::Fence;
 
 /// What happened to one applied document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -226,7 +226,7 @@ async fn leases_claimed_through_another_store_complete_by_reading_their_rows() {
     // A completion with a stale fence comes first: the fence check refuses it, and the
     // key's own completion after it goes through.
     let mut stale = applied_completion(&items[1]);
-    stale.fence -= 1_000;
+    stale.fence = fleetsync_store::Fence::new(stale.fence.get() - 1_000);
     let mut done = vec![stale];
     done.extend(items.iter().map(applied_completion));
     let out = completer.work_complete(done).await.expect("complete through the other store");

@@ -111,7 +111,7 @@ pub async fn own_write_with_a_stale_token_is_refused(h: &dyn Harness) {
     assert_eq!(seqs(&*s, 0).await, before, "nothing logged");
     let ss = s.syncset_get("default", "s1").await.expect("get").expect("exists");
     assert_eq!(ss.metadata.generation, 1, "nothing written");
-    let unknown = OwnWrite { key: key("nope", "s1"), fence: 1 };
+    let unknown = OwnWrite { key: key("nope", "s1"), fence: crate::Fence::new(1) };
     assert!(matches!(s.objects_apply_own(vec![syncset("s1", 1, "x")], unknown).await, Err(StoreError::LeaseLost { .. })));
 }
 

@@ -16,7 +16,7 @@ use super::locations::Located;
 use super::queue::attempts;
 use super::{query, PgResult};
 use crate::stored::{corrupt, decode};
-use crate::{ClaimParams, ClaimedItem, ClusterLimit};
+use crate::{ClaimParams, ClaimedItem, ClusterLimit, Fence};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
 use std::sync::LazyLock;
@@ -293,7 +293,7 @@ fn claimed_item(r: &Row) -> PgResult<ClaimedItem> {
         apply_mode: ApplyMode::parse(&mode).ok_or_else(|| corrupt("work", format!("apply mode {mode:?}")))?,
         inventory: decode("work", &inventory)?,
         attempt: attempts(r.try_get(9)?)?,
-        fence: r.try_get(10)?,
+        fence: Fence::new(r.try_get(10)?),
         cluster_generation: r.try_get(11)?,
     })
 }

@@ -11,7 +11,7 @@ use super::{PgResult, Tx};
 use crate::lifecycle::{db_phase, finish, Finish, Held};
 use crate::plan::Announce;
 use crate::stored::json;
-use crate::{CompleteOutcome, Completion, RetryPolicy};
+use crate::{CompleteOutcome, Completion, Fence, RetryPolicy};
 use fleetsync_model::{Phase, Timestamp};
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -151,7 +151,7 @@ fn held_rows(rows: &[Row]) -> PgResult<HashMap<KeyRef<'_>, (Held, LockedRow)>> {
         let key = (r.try_get(6)?, r.try_get(7)?, r.try_get(8)?);
         let h = Held {
             id: r.try_get(10)?,
-            fence: r.try_get(0)?,
+            fence: Fence::new(r.try_get(0)?),
             running: r.try_get(1)?,
             dirty: r.try_get(2)?,
             desired: r.try_get(3)?,

@@ -138,8 +138,12 @@ mod tests {
         WorkKey::new("t", "c", s)
     }
 
-    fn at(s: &str, fence: Fence, id: i64) -> Located {
-        Located { key: key(s), fence, id }
+    fn at(s: &str, fence: i64, id: i64) -> Located {
+        Located { key: key(s), fence: Fence::new(fence), id }
+    }
+
+    fn f(token: i64) -> Fence {
+        Fence::new(token)
     }
 
     const TTL: Duration = Duration::from_secs(30);
@@ -149,9 +153,9 @@ mod tests {
         let l = Locations::default();
         l.claimed([at("a", 1, 11), at("b", 2, 12)], TTL);
         let (a, b, c) = (key("a"), key("b"), key("c"));
-        assert_eq!(l.ids([(&b, 2), (&a, 1)]), Some(vec![12, 11]));
-        assert_eq!(l.ids([(&a, 1), (&c, 3)]), None, "c was never claimed here");
-        assert_eq!(l.ids([(&a, 7)]), None, "another lease of a");
+        assert_eq!(l.ids([(&b, f(2)), (&a, f(1))]), Some(vec![12, 11]));
+        assert_eq!(l.ids([(&a, f(1)), (&c, f(3))]), None, "c was never claimed here");
+        assert_eq!(l.ids([(&a, f(7))]), None, "another lease of a");
         assert_eq!(l.ids([]), Some(vec![]));
     }
 
@@ -161,11 +165,11 @@ mod tests {
         l.claimed([at("a", 1, 11)], TTL);
         l.claimed([at("a", 5, 11)], TTL);
         assert_eq!(l.len(), 1);
-        assert_eq!(l.get(&key("a"), 1), None);
-        assert_eq!(l.get(&key("a"), 5), Some(11));
-        l.forget([(&key("a"), 1)]);
-        assert_eq!(l.get(&key("a"), 5), Some(11), "forgetting the old lease keeps the new one");
-        l.forget([(&key("a"), 5)]);
+        assert_eq!(l.get(&key("a"), f(1)), None);
+        assert_eq!(l.get(&key("a"), f(5)), Some(11));
+        l.forget([(&key("a"), f(1))]);
+        assert_eq!(l.get(&key("a"), f(5)), Some(11), "forgetting the old lease keeps the new one");
+        l.forget([(&key("a"), f(5))]);
         assert_eq!(l.len(), 0);
     }
 
@@ -173,13 +177,13 @@ mod tests {
     fn renewals_keep_remembered_leases_only() {
         let l = Locations::default();
         l.claimed([at("a", 1, 11)], Duration::ZERO);
-        l.renewed([(&key("a"), 1), (&key("b"), 2), (&key("a"), 0)], TTL);
+        l.renewed([(&key("a"), f(1)), (&key("b"), f(2)), (&key("a"), f(0))], TTL);
         assert_eq!(l.len(), 1, "a renewal remembers nothing new (b may have been completed meanwhile)");
         let mut map = l.lock();
         map.swept_at = map.swept_at.checked_sub(SWEEP_EVERY).expect("an instant 10 s ago");
         drop(map);
         l.claimed([at("c", 3, 13)], TTL);
-        assert_eq!(l.get(&key("a"), 1), Some(11), "renewed: not swept although claimed with no time to live");
+        assert_eq!(l.get(&key("a"), f(1)), Some(11), "renewed: not swept although claimed with no time to live");
     }
 
     #[test]
@@ -190,7 +194,7 @@ mod tests {
         map.swept_at = map.swept_at.checked_sub(SWEEP_EVERY).expect("an instant 10 s ago");
         drop(map);
         l.claimed([at("b", 2, 12)], TTL);
-        assert_eq!(l.get(&key("a"), 1), None, "a's lease expired");
+        assert_eq!(l.get(&key("a"), f(1)), None, "a's lease expired");
         assert_eq!(l.len(), 1);
     }
 
@@ -200,7 +204,7 @@ mod tests {
         l.claimed((0..MAX_ENTRIES).map(|i| at(&format!("s{i}"), 1, i as i64)), TTL);
         l.claimed([at("new", 1, -1), at("s0", 2, 0)], TTL);
         assert_eq!(l.len(), MAX_ENTRIES);
-        assert_eq!(l.get(&key("new"), 1), None);
-        assert_eq!(l.get(&key("s0"), 2), Some(0), "a key already remembered is still updated");
+        assert_eq!(l.get(&key("new"), f(1)), None);
+        assert_eq!(l.get(&key("s0"), f(2)), Some(0), "a key already remembered is still updated");
     }
 }

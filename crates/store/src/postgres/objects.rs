@@ -61,7 +61,7 @@ pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite
         .query_opt(
             "SELECT 1 FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3 AND phase = 'running' AND fence = $4
              FOR UPDATE",
-            &[&k.tenant, &k.cluster, &k.syncset, &own.fence],
+            &[&k.tenant, &k.cluster, &k.syncset, &own.fence.get()],
         )
         .await?;
     if held.is_none() {

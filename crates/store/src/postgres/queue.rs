@@ -146,7 +146,7 @@ pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<Work
     }
     let expires = tx.now.plus(p.lease_ttl).millis();
     let (tenants, clusters, syncsets) = key_columns(p.leases.iter().map(|(k, _)| k));
-    let fences: Vec<Fence> = p.leases.iter().map(|(_, f)| *f).collect();
+    let fences: Vec<i64> = p.leases.iter().map(|(_, f)| f.get()).collect();
     let rows = tx
         .query(
             "WITH held AS (
@@ -163,7 +163,7 @@ pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<Work
         .await?;
     let mut renewed = HashSet::with_capacity(rows.len());
     for r in &rows {
-        renewed.insert((row_key(r)?, r.try_get::<_, Fence>(3)?));
+        renewed.insert((row_key(r)?, Fence::new(r.try_get(3)?)));
     }
     Ok(p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect())
 }
@@ -181,7 +181,7 @@ pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgRe
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
              WHERE id = (SELECT id FROM held)
              RETURNING id, shard, (SELECT was FROM held)",
-            &[&now, &key.tenant, &key.cluster, &key.syncset, &fence],
+            &[&now, &key.tenant, &key.cluster, &key.syncset, &fence.get()],
         )
         .await?;
     if let Some(r) = rows.first() {
@@ -199,7 +199,7 @@ pub(super) async fn inventory_record(tx: &mut Tx<'_>, key: WorkKey, fence: Fence
         .execute(
             "UPDATE work SET inventory = $1
              WHERE tenant = $2 AND cluster = $3 AND syncset = $4 AND fence = $5 AND phase = 'running'",
-            &[&inventory, &key.tenant, &key.cluster, &key.syncset, &fence],
+            &[&inventory, &key.tenant, &key.cluster, &key.syncset, &fence.get()],
         )
         .await?;
     if n == 0 {

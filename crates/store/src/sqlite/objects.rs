@@ -41,7 +41,7 @@ pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document],
             "SELECT desired FROM work
              WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND phase = 'running' AND fence = ?4",
         )?
-        .query_row(params![k.tenant, k.cluster, k.syncset, own.fence], |r| r.get(0))
+        .query_row(params![k.tenant, k.cluster, k.syncset, own.fence.get()], |r| r.get(0))
         .optional()?;
     let Some(desired) = desired else {
         return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence });

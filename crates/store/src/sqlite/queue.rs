@@ -63,7 +63,7 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut fence: Fence = tx.query_row("SELECT v FROM meta WHERE k = 'fence'", [], |r| r.get(0))?;
+    let mut fence: i64 = tx.query_row("SELECT v FROM meta WHERE k = 'fence'", [], |r| r.get(0))?;
     let expires = now.millis().saturating_add(ms(p.lease_ttl));
     let mut update = tx.prepare_cached(
         "UPDATE work SET phase = 'running', fence = ?1, lease_owner = ?2, lease_expires_at = ?3,
@@ -90,7 +90,7 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
             cluster_gen.query_row(params![key.tenant, key.cluster], |r| r.get(0)).optional()?.unwrap_or(0);
         items.push(ClaimedItem {
             key,
-            fence,
+            fence: Fence::new(fence),
             desired,
             generation,
             cluster_generation,
@@ -161,7 +161,7 @@ pub(super) fn renew(tx: &Transaction<'_>, now: Timestamp, p: &RenewParams) -> Re
     )?;
     let mut lost = Vec::new();
     for (key, fence) in &p.leases {
-        if stmt.execute(params![expires, key.tenant, key.cluster, key.syncset, fence])? == 0 {
+        if stmt.execute(params![expires, key.tenant, key.cluster, key.syncset, fence.get()])? == 0 {
             lost.push(key.clone());
         }
     }
@@ -177,7 +177,7 @@ fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
         .query_row(params![key.tenant, key.cluster, key.syncset], |r| {
             Ok(Held {
                 id: r.get(0)?,
-                fence: r.get(1)?,
+                fence: Fence::new(r.get(1)?),
                 running: r.get(2)?,
                 dirty: r.get(3)?,
                 desired: r.get(4)?,
@@ -270,7 +270,7 @@ pub(super) fn inventory_record(tx: &Transaction<'_>, now: Timestamp, key: &WorkK
             "UPDATE work SET inventory = ?1, updated_at = ?2
              WHERE tenant = ?3 AND cluster = ?4 AND syncset = ?5 AND fence = ?6 AND phase = 'running'",
         )?
-        .execute(params![inventory, now.millis(), key.tenant, key.cluster, key.syncset, fence])?;
+        .execute(params![inventory, now.millis(), key.tenant, key.cluster, key.syncset, fence.get()])?;
     if n == 0 {
         return Err(StoreError::LeaseLost { key: key.clone(), fence });
     }
@@ -283,7 +283,7 @@ pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence
              lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
          WHERE tenant = ?2 AND cluster = ?3 AND syncset = ?4 AND fence = ?5 AND phase = 'running'",
     )?
-    .execute(params![now.millis(), key.tenant, key.cluster, key.syncset, fence])?;
+    .execute(params![now.millis(), key.tenant, key.cluster, key.syncset, fence.get()])?;
     Ok(())
 }
 

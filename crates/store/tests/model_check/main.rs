@@ -26,7 +26,7 @@ use fleetsync_store::conformance::{cluster, syncset};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Objects, StatusRead, WorkQueue};
 use fleetsync_store::{
-    ClaimParams, ClaimedItem, CompleteOutcome, Completion, RenewParams, RetryPolicy, RunOutcome, StatusFilter,
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, RetryPolicy, RunOutcome, StatusFilter,
     StoreConfig,
 };
 use proptest::prelude::*;
@@ -290,13 +290,13 @@ impl Model {
         }
     }
 
-    fn renew(&mut self, leases: &[(WorkKey, i64)]) -> Vec<WorkKey> {
+    fn renew(&mut self, leases: &[(WorkKey, Fence)]) -> Vec<WorkKey> {
         let now = self.now;
         let mut lost = Vec::new();
         for (key, fence) in leases {
             let i = self.index_of(key).expect("known key");
             let k = &mut self.keys[i];
-            if k.phase == Db::Running && k.fence == *fence {
+            if k.phase == Db::Running && k.fence == fence.get() {
                 k.lease_expires_at = Some(now + TTL_MS);
             } else {
                 lost.push(key.clone());

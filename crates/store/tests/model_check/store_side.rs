@@ -155,7 +155,7 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                 for (item, i) in got.iter().zip(order) {
                     let (key, fence, generation, attempt) = model.claim_one(i);
                     prop_assert_eq!(
-                        (&item.key, item.fence, item.generation, item.attempt),
+                        (&item.key, item.fence.get(), item.generation, item.attempt),
                         (&key, fence, generation, attempt),
                         "{}: claimed item (key, fence, generation, attempt)",
                         ctx
@@ -167,9 +167,9 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                         ctx,
                         item.key
                     );
-                    if let Some(prev) = last_fence.insert(item.key.clone(), item.fence) {
+                    if let Some(prev) = last_fence.insert(item.key.clone(), item.fence.get()) {
                         prop_assert!(
-                            item.fence > prev,
+                            item.fence.get() > prev,
                             "{}: fence of {} did not increase ({} after {})",
                             ctx,
                             item.key,
@@ -189,7 +189,7 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                         let it = &held[*worker][j];
                         model
                             .index_of(&it.key)
-                            .is_some_and(|i| model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence)
+                            .is_some_and(|i| model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get())
                     })
                     .collect();
                 let at = if *current && !live.is_empty() {
@@ -207,10 +207,10 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                     Completion { key: it.key.clone(), fence: it.fence, outcome: outcome.clone(), resources: vec![] };
                 let got = store.work_complete(vec![c]).await.map_err(|e| store_err(&ctx, e))?;
                 let i = model.index_of(&it.key).unwrap_or_default();
-                if model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence && model.keys[i].dirty() {
+                if model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get() && model.keys[i].dirty() {
                     cov.dirty_completions += 1;
                 }
-                let want = model.complete(i, it.fence, &outcome);
+                let want = model.complete(i, it.fence.get(), &outcome);
                 match want {
                     CompleteOutcome::Stale => cov.stale_completions += 1,
                     CompleteOutcome::Committed(Phase::Failed) => cov.failed_backoff += 1,
@@ -221,7 +221,7 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                 prop_assert_eq!(got, vec![want], "{}: completion of {} fence {}", ctx, it.key, it.fence);
             }
             Op::Renew(worker) => {
-                let leases: Vec<(WorkKey, i64)> = held[*worker].iter().map(|i| (i.key.clone(), i.fence)).collect();
+                let leases: Vec<(WorkKey, Fence)> = held[*worker].iter().map(|i| (i.key.clone(), i.fence)).collect();
                 let got = store
                     .lease_renew(RenewParams { leases: leases.clone(), lease_ttl: TTL })
                     .await
@@ -239,10 +239,10 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                 let it = held[*worker].remove(at);
                 store.work_release(&it.key, it.fence).await.map_err(|e| store_err(&ctx, e))?;
                 let i = model.index_of(&it.key).unwrap_or_default();
-                if model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence {
+                if model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get() {
                     cov.releases_honoured += 1;
                 }
-                model.release(i, it.fence);
+                model.release(i, it.fence.get());
             }
             Op::Advance(secs) => {
                 clock.advance(Duration::from_secs(*secs));
@@ -331,8 +331,8 @@ async fn check_state(
             .iter()
             .enumerate()
             .flat_map(|(w, items)| items.iter().map(move |it| (w, it)))
-            .filter(|(_, it)| it.key == row.key && row.state.lease_valid(now, it.fence))
-            .map(|(w, it)| (w, it.fence))
+            .filter(|(_, it)| it.key == row.key && row.state.lease_valid(now, it.fence.get()))
+            .map(|(w, it)| (w, it.fence.get()))
             .collect();
         prop_assert!(
             holders.len() <= 1,
