@@ -10,7 +10,7 @@
 //! - which clusters a changed Secret re-plans ([`secret_users`]);
 //! - what deleting an object does to its keys ([`deleted`]);
 //! - whether an enqueue makes its key dirty, or leaves an own write's key clean
-//!   ([`Own::dirties`]);
+//!   ([`Planned::dirties`]);
 //! - what a commit announces, for object writes and completions ([`Announce`]).
 
 use crate::lifecycle::{Enqueue, Finish};
@@ -32,24 +32,43 @@ pub(crate) struct Target {
 pub(crate) struct Planned {
     pub(crate) key: WorkKey,
     pub(crate) enqueue: Enqueue,
+    /// Whether the enqueue makes the key dirty (runs it again, with fresh attempts).
+    /// Every key's does, except an own write's key (see
+    /// [`crate::Objects::objects_apply_own`]) when the write leaves it as wanted as it
+    /// was: a reconciler's own writes do not re-trigger it. One that changes whether it
+    /// is wanted (its SyncSet no longer selects the cluster, or selects it again) is a
+    /// real change.
+    pub(crate) dirties: bool,
+}
+
+impl Planned {
+    /// Enqueues `key` as `wanted` (apply) or not (remove), where `had` says whether it
+    /// is wanted now and `own` is the key of the own write making the change, if any.
+    fn new(key: WorkKey, target: &Target, wanted: bool, had: bool, own: Option<&WorkKey>) -> Planned {
+        let enqueue = if wanted { Enqueue::apply(target.generation, target.mode) } else { Enqueue::remove() };
+        let dirties = own != Some(&key) || wanted != had;
+        Planned { key, enqueue, dirties }
+    }
 }
 
 /// A new or changed cluster: every SyncSet that selects it applies again (its endpoint
 /// or labels may have changed), and every SyncSet it had a wanted key of but that no
 /// longer selects it removes what it applied. SyncSets that neither select it nor had it
-/// are untouched. `had`: the SyncSets whose key on this cluster is wanted now.
+/// are untouched. `had`: the SyncSets whose key on this cluster is wanted now; `own`:
+/// the key of the own write making the change, if any.
 pub(crate) fn cluster_changed(
     tenant: &str,
     cluster: &str,
     labels: &BTreeMap<String, String>,
     syncsets: &[Target],
     had: &HashSet<String>,
+    own: Option<&WorkKey>,
 ) -> Vec<Planned> {
     syncsets
         .iter()
         .filter_map(|t| {
-            let enqueue = select(t.targeting.selects(cluster, labels), had.contains(&t.name), t)?;
-            Some(Planned { key: WorkKey::new(tenant, cluster, t.name.as_str()), enqueue })
+            let key = WorkKey::new(tenant, cluster, t.name.as_str());
+            select(key, t, t.targeting.selects(cluster, labels), had.contains(&t.name), own)
         })
         .collect()
 }
@@ -57,31 +76,26 @@ pub(crate) fn cluster_changed(
 /// A new or changed SyncSet: each cluster it selects applies its new generation, each
 /// cluster it had a wanted key on but no longer selects removes what it applied.
 /// `clusters`: the tenant's clusters with their labels; `had`: the clusters whose key
-/// of this SyncSet is wanted now.
+/// of this SyncSet is wanted now; `own`: the key of the own write making the change.
 pub(crate) fn syncset_changed(
     tenant: &str,
     syncset: &Target,
     clusters: &[(String, BTreeMap<String, String>)],
     had: &HashSet<String>,
+    own: Option<&WorkKey>,
 ) -> Vec<Planned> {
     clusters
         .iter()
         .filter_map(|(cluster, labels)| {
-            let enqueue = select(syncset.targeting.selects(cluster, labels), had.contains(cluster), syncset)?;
-            Some(Planned { key: WorkKey::new(tenant, cluster.as_str(), syncset.name.as_str()), enqueue })
+            let key = WorkKey::new(tenant, cluster.as_str(), syncset.name.as_str());
+            select(key, syncset, syncset.targeting.selects(cluster, labels), had.contains(cluster), own)
         })
         .collect()
 }
 
 /// Selected: apply; no longer selected but wanted until now: remove; else nothing.
-fn select(selects: bool, had: bool, t: &Target) -> Option<Enqueue> {
-    if selects {
-        Some(Enqueue::apply(t.generation, t.mode))
-    } else if had {
-        Some(Enqueue::remove())
-    } else {
-        None
-    }
+fn select(key: WorkKey, t: &Target, selects: bool, had: bool, own: Option<&WorkKey>) -> Option<Planned> {
+    (selects || had).then(|| Planned::new(key, t, selects, had, own))
 }
 
 /// The clusters that reach their target through the Secret `name` (a kubeconfig): a new
@@ -109,30 +123,12 @@ pub(crate) fn deleted(kind: Kind, tenant: &str, name: &str, keyed: impl IntoIter
     match kind {
         Kind::Cluster => Deleted::ClusterKeysDropped,
         Kind::SyncSet => Deleted::Removals(
-            keyed.into_iter().map(|cluster| Planned { key: WorkKey::new(tenant, cluster, name), enqueue: Enqueue::remove() }).collect(),
+            keyed
+                .into_iter()
+                .map(|cluster| Planned { key: WorkKey::new(tenant, cluster, name), enqueue: Enqueue::remove(), dirties: true })
+                .collect(),
         ),
         Kind::Secret => Deleted::Nothing,
-    }
-}
-
-/// The key of an own write (see [`crate::Objects::objects_apply_own`]) and whether it
-/// is wanted now, as its row says.
-#[derive(Debug, Clone)]
-pub(crate) struct Own {
-    pub(crate) key: WorkKey,
-    pub(crate) desired: bool,
-}
-
-impl Own {
-    /// Whether enqueuing `key` with `e` makes it dirty (runs it again, with fresh
-    /// attempts). Every key does, except the own write's key when the write leaves it as
-    /// wanted as it was: a reconciler's own writes do not re-trigger it. One that changes
-    /// whether it is wanted (its SyncSet no longer selects the cluster) is a real change.
-    pub(crate) fn dirties(own: Option<&Own>, key: &WorkKey, e: &Enqueue) -> bool {
-        match own {
-            Some(own) if own.key == *key => e.desired.is_some_and(|d| d != own.desired),
-            _ => true,
-        }
     }
 }
 
@@ -193,14 +189,14 @@ mod tests {
     }
 
     fn planned(cluster: &str, syncset: &str, enqueue: Enqueue) -> Planned {
-        Planned { key: WorkKey::new("t", cluster, syncset), enqueue }
+        Planned { key: WorkKey::new("t", cluster, syncset), enqueue, dirties: true }
     }
 
     #[test]
     fn a_relabelled_cluster_applies_what_now_selects_it_and_removes_what_no_longer_does() {
         let syncsets = [target("prod-only", 3, "prod"), target("dev-only", 5, "dev"), target("staging-only", 1, "staging")];
         // Was prod (had prod-only), now dev; never had staging-only.
-        let plan = cluster_changed("t", "c1", &labels(&[("env", "dev")]), &syncsets, &had(&["prod-only"]));
+        let plan = cluster_changed("t", "c1", &labels(&[("env", "dev")]), &syncsets, &had(&["prod-only"]), None);
         assert_eq!(
             plan,
             [planned("c1", "prod-only", Enqueue::remove()), planned("c1", "dev-only", Enqueue::apply(5, ApplyMode::Sync))],
@@ -213,10 +209,10 @@ mod tests {
         let clusters =
             [("a".to_string(), labels(&[("env", "prod")])), ("b".to_string(), labels(&[("env", "dev")])), ("c".to_string(), labels(&[]))];
         // Selected prod (had a), now selects dev.
-        let plan = syncset_changed("t", &target("s", 2, "dev"), &clusters, &had(&["a"]));
+        let plan = syncset_changed("t", &target("s", 2, "dev"), &clusters, &had(&["a"]), None);
         assert_eq!(plan, [planned("a", "s", Enqueue::remove()), planned("b", "s", Enqueue::apply(2, ApplyMode::Sync))]);
         // An unchanged selector with a new generation re-applies everywhere it selects.
-        let again = syncset_changed("t", &target("s", 3, "dev"), &clusters, &had(&["b"]));
+        let again = syncset_changed("t", &target("s", 3, "dev"), &clusters, &had(&["b"]), None);
         assert_eq!(again, [planned("b", "s", Enqueue::apply(3, ApplyMode::Sync))]);
     }
 
@@ -247,15 +243,23 @@ mod tests {
 
     #[test]
     fn an_own_write_leaves_its_key_clean_unless_it_changes_whether_the_key_is_wanted() {
-        let own = Own { key: WorkKey::new("t", "c", "s"), desired: true };
-        let other = WorkKey::new("t", "c", "other");
-        let apply = Enqueue::apply(2, ApplyMode::Upsert);
-        assert!(!Own::dirties(Some(&own), &own.key, &apply), "still selected: the writer stays clean");
-        assert!(Own::dirties(Some(&own), &own.key, &Enqueue::remove()), "the write unselects the writer: a real change");
-        assert!(Own::dirties(Some(&own), &other, &apply), "every other key is dirtied as usual");
-        assert!(Own::dirties(None, &own.key, &apply), "not an own write");
-        let unwanted = Own { desired: false, ..own };
-        assert!(Own::dirties(Some(&unwanted), &unwanted.key, &apply), "the write selects it again: a real change");
+        let own = WorkKey::new("t", "c", "s");
+        let syncsets = [target("s", 2, "dev"), target("other", 4, "dev")];
+        let dirty = |plan: &[Planned], syncset: &str| plan.iter().find(|p| p.key.syncset == syncset).map(|p| p.dirties);
+        let dev = labels(&[("env", "dev")]);
+        let still = cluster_changed("t", "c", &dev, &syncsets, &had(&["s", "other"]), Some(&own));
+        assert_eq!(dirty(&still, "s"), Some(false), "still selected: the writer stays clean");
+        assert_eq!(dirty(&still, "other"), Some(true), "every other key is dirtied as usual");
+        let unselected = cluster_changed("t", "c", &labels(&[("env", "prod")]), &syncsets, &had(&["s"]), Some(&own));
+        assert_eq!(dirty(&unselected, "s"), Some(true), "the write unselects the writer: a real change");
+        assert_eq!(unselected[0].enqueue, Enqueue::remove());
+        let not_own = cluster_changed("t", "c", &dev, &syncsets, &had(&["s"]), None);
+        assert_eq!(dirty(&not_own, "s"), Some(true), "not an own write");
+        let again = cluster_changed("t", "c", &dev, &syncsets, &had(&[]), Some(&own));
+        assert_eq!(dirty(&again, "s"), Some(true), "the write selects it again: a real change");
+        let clusters = [("c".to_string(), dev.clone())];
+        let own_syncset = syncset_changed("t", &syncsets[0], &clusters, &had(&["c"]), Some(&own));
+        assert_eq!(dirty(&own_syncset, "s"), Some(false), "an own write of the SyncSet itself, still selecting");
     }
 
     #[test]

@@ -6,31 +6,26 @@
 use super::due::position;
 use super::queue::{enqueue, row_key, Enqueues};
 use super::{query, PgResult, Tx};
-use crate::plan::{self, Announce, Deleted, Own, Planned, Target};
+use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, WorkKey};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tokio_postgres::types::ToSql;
 
 pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<ApplyOutcome>> {
-    lock_tenants(tx, docs).await?;
     apply_as(tx, docs, None).await
 }
 
-async fn lock_tenants(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<()> {
+/// Applies documents, their tenants locked first; `own`: the key of an own write, which
+/// its enqueues leave clean ([`Planned::dirties`]).
+async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>) -> PgResult<Vec<ApplyOutcome>> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
     for tenant in tenants {
         tx.lock_tenant(tenant).await?;
     }
-    Ok(())
-}
-
-/// Applies documents (their tenants locked); `own`: the key of an own write, which its
-/// enqueues leave clean ([`Own::dirties`]).
-async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&Own>) -> PgResult<Vec<ApplyOutcome>> {
     let mut out = Vec::with_capacity(docs.len());
     for doc in docs {
         out.push(match doc {
@@ -44,19 +39,12 @@ async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&Own>) -> PgRe
 
 /// An own write (see [`crate::Objects::objects_apply_own`]): applied with `own.key` as
 /// the own write's key, then refused — rolled back — unless the key is still running
-/// with `own.fence`. Whether the key is wanted is read once its tenant is locked (only
-/// object writes, which lock it, change that). The check comes last and locks the row,
+/// with `own.fence`. The check comes last and locks the row,
 /// so a take-over cannot commit between the check and this commit; coming after the
 /// enqueues, which lock rows in id order, it usually finds the row locked already.
 pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite) -> PgResult<Vec<ApplyOutcome>> {
-    lock_tenants(tx, docs).await?;
     let k = &own.key;
-    let desired = tx
-        .query_opt("SELECT desired FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3", &[&k.tenant, &k.cluster, &k.syncset])
-        .await?
-        .map(|row| row.try_get::<_, bool>(0))
-        .transpose()?;
-    let out = apply_as(tx, docs, Some(&Own { key: k.clone(), desired: desired.unwrap_or(false) })).await?;
+    let out = apply_as(tx, docs, Some(k)).await?;
     let held = tx
         .query_opt(
             "SELECT 1 FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3 AND phase = 'running' AND fence = $4
@@ -82,7 +70,7 @@ fn written(row: Option<tokio_postgres::Row>) -> PgResult<Option<(i64, &'static s
     Ok(Some((generation, if generation == 1 { "Created" } else { "Updated" })))
 }
 
-async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&Own>) -> PgResult<ApplyOutcome> {
+async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&WorkKey>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let labels = json("clusters", &c.metadata.labels)?;
@@ -105,21 +93,20 @@ async fn apply_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&Own>) -> PgRes
 }
 
 /// Enqueues a new or changed cluster's keys ([`plan::cluster_changed`]).
-async fn enqueue_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&Own>) -> PgResult<u64> {
+async fn enqueue_cluster(tx: &mut Tx<'_>, c: &Cluster, own: Option<&WorkKey>) -> PgResult<u64> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let (had, targets) = tokio::try_join!(
         strings(tx, "SELECT syncset FROM work WHERE tenant = $1 AND cluster = $2 AND desired", tenant, name),
         syncset_targets(tx, tenant),
     )?;
-    enqueue_all(tx, plan::cluster_changed(tenant, name, &c.metadata.labels, &targets, &had), own).await
+    enqueue_all(tx, plan::cluster_changed(tenant, name, &c.metadata.labels, &targets, &had, own)).await
 }
 
 /// Writes planned enqueues in one statement and announces them; returns how many.
-async fn enqueue_all(tx: &mut Tx<'_>, plan: Vec<Planned>, own: Option<&Own>) -> PgResult<u64> {
+async fn enqueue_all(tx: &mut Tx<'_>, plan: Vec<Planned>) -> PgResult<u64> {
     let mut batch = Enqueues::default();
     for p in plan {
-        let dirties = Own::dirties(own, &p.key, &p.enqueue);
-        batch.push(p.key, p.enqueue, dirties);
+        batch.push(p.key, p.enqueue, p.dirties);
     }
     let enqueued = enqueue(tx, &batch).await?;
     tx.announce(Announce::objects(tx.now, 1, enqueued));
@@ -128,7 +115,7 @@ async fn enqueue_all(tx: &mut Tx<'_>, plan: Vec<Planned>, own: Option<&Own>) -> 
 
 /// Stores a Secret; a new or changed one re-applies the keys of every cluster that
 /// reaches its target through it (new credentials, or ones that were missing).
-async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&Own>) -> PgResult<ApplyOutcome> {
+async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&WorkKey>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let row = tx
@@ -153,7 +140,7 @@ async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&Own>) -> PgResul
     Ok(outcome(Kind::Secret, tenant, name, generation, result(action), enqueued))
 }
 
-async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&Own>) -> PgResult<ApplyOutcome> {
+async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&WorkKey>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let mode = s.spec.resource_apply_mode;
@@ -184,7 +171,7 @@ async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&Own>) -> PgRes
         .map(|row| Ok((row.try_get::<_, String>(0)?, decode::<BTreeMap<String, String>>("clusters", row.try_get(1)?)?)))
         .collect::<PgResult<Vec<_>>>()?;
     let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
-    let enqueued = enqueue_all(tx, plan::syncset_changed(tenant, &target, &clusters, &had), own).await?;
+    let enqueued = enqueue_all(tx, plan::syncset_changed(tenant, &target, &clusters, &had, own)).await?;
     Ok(outcome(Kind::SyncSet, tenant, name, generation, result(action), enqueued))
 }
 
@@ -220,7 +207,7 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
             tx.execute("DELETE FROM live_state WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
         }
         Deleted::Removals(plan) => {
-            enqueue_all(tx, plan, None).await?;
+            enqueue_all(tx, plan).await?;
         }
         Deleted::Nothing => {}
     }

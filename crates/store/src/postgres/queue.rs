@@ -32,7 +32,7 @@ pub(super) struct Enqueues {
 impl Enqueues {
     /// Adds a key. `e` must say `desired`: apply (with generation and mode) or remove;
     /// a re-run as it is goes through [`retry`]. `dirties`: see
-    /// [`Own::dirties`](crate::plan::Own::dirties).
+    /// [`Planned::dirties`](crate::plan::Planned::dirties).
     pub(super) fn push(&mut self, key: WorkKey, e: Enqueue, dirties: bool) {
         let desired = e.desired.unwrap_or(true);
         // Shards are below 256 (`SHARDS`), so they fit PostgreSQL's smallint.
@@ -81,7 +81,7 @@ const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, 
 /// deserves a fresh set of retries) and un-parks a parked key. A removal keeps the
 /// row's generation and mode; a new row for a removal starts at generation 0, Upsert.
 /// A key that the enqueue does not make dirty (an own write's, see
-/// [`Own::dirties`](crate::plan::Own::dirties)) takes the new generation but stays clean,
+/// [`Planned::dirties`](crate::plan::Planned::dirties)) takes the new generation but stays clean,
 /// with its attempts: its `bump` (carried in the inserted `want_seq`) is 0.
 ///
 /// The rows are locked and read first, in id order, for where each key's row in `due`

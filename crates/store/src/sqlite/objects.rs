@@ -2,10 +2,10 @@
 
 use super::queue::enqueue;
 use super::rows::event_append;
-use crate::plan::{self, Announce, Deleted, Own, Planned, Target};
+use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
-use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, Timestamp};
+use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
@@ -16,8 +16,8 @@ pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> 
 }
 
 /// Applies documents; `own`: the key of an own write, which its enqueues leave clean
-/// ([`Own::dirties`]).
-fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: Option<&Own>) -> Result<(Vec<ApplyOutcome>, Announce)> {
+/// ([`Planned::dirties`]).
+fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: Option<&WorkKey>) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let mut announce = Announce::default();
     let mut outcomes = Vec::with_capacity(docs.len());
     for doc in docs {
@@ -36,17 +36,15 @@ fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: Option
 /// running with `own.fence`; then applied with that key as the own write's.
 pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: &OwnWrite) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let k = &own.key;
-    let desired: Option<bool> = tx
+    let held = tx
         .prepare_cached(
-            "SELECT desired FROM work
-             WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND phase = 'running' AND fence = ?4",
+            "SELECT 1 FROM work WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND phase = 'running' AND fence = ?4",
         )?
-        .query_row(params![k.tenant, k.cluster, k.syncset, own.fence.get()], |r| r.get(0))
-        .optional()?;
-    let Some(desired) = desired else {
+        .exists(params![k.tenant, k.cluster, k.syncset, own.fence.get()])?;
+    if !held {
         return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence });
-    };
-    apply_as(tx, now, docs, Some(&Own { key: k.clone(), desired }))
+    }
+    apply_as(tx, now, docs, Some(k))
 }
 
 /// Upserts a document row; returns (generation, result) or None if unchanged.
@@ -61,7 +59,7 @@ fn upsert_generation(tx: &Transaction<'_>, table: &str, tenant: &str, name: &str
     })
 }
 
-fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&Own>) -> Result<(ApplyOutcome, Announce)> {
+fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&WorkKey>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let Some((generation, action)) = upsert_generation(tx, "clusters", tenant, name, &doc)? else {
@@ -80,24 +78,24 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<
 }
 
 /// Enqueues a new or changed cluster's keys ([`plan::cluster_changed`]).
-fn enqueue_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&Own>) -> Result<u64> {
+fn enqueue_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&WorkKey>) -> Result<u64> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let had: HashSet<String> = query_strings(tx, "SELECT syncset FROM work WHERE tenant = ?1 AND cluster = ?2 AND desired = 1", tenant, name)?;
-    let plan = plan::cluster_changed(tenant, name, &c.metadata.labels, &syncset_targets(tx, tenant)?, &had);
-    enqueue_all(tx, now, &plan, own)
+    let plan = plan::cluster_changed(tenant, name, &c.metadata.labels, &syncset_targets(tx, tenant)?, &had, own);
+    enqueue_all(tx, now, &plan)
 }
 
 /// Writes planned enqueues; returns how many.
-fn enqueue_all(tx: &Transaction<'_>, now: Timestamp, plan: &[Planned], own: Option<&Own>) -> Result<u64> {
+fn enqueue_all(tx: &Transaction<'_>, now: Timestamp, plan: &[Planned]) -> Result<u64> {
     for p in plan {
-        enqueue(tx, now, &p.key, p.enqueue, Own::dirties(own, &p.key, &p.enqueue))?;
+        enqueue(tx, now, &p.key, p.enqueue, p.dirties)?;
     }
     Ok(plan.len() as u64)
 }
 
 /// Stores a Secret; a new or changed one re-applies the keys of every cluster that
 /// reaches its target through it (new credentials, or ones that were missing).
-fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, own: Option<&Own>) -> Result<(ApplyOutcome, Announce)> {
+fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, own: Option<&WorkKey>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "secrets", tenant, name, &doc)? else {
@@ -117,7 +115,7 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, own: Option<&O
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
-fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<&Own>) -> Result<(ApplyOutcome, Announce)> {
+fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<&WorkKey>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
@@ -143,7 +141,7 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<
         })
         .collect::<Result<Vec<_>>>()?;
     let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
-    let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had), own)?;
+    let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had, own))?;
     let written = outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
@@ -167,7 +165,7 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
             tx.execute("DELETE FROM live_state WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
             0
         }
-        Deleted::Removals(plan) => enqueue_all(tx, now, &plan, None)?,
+        Deleted::Removals(plan) => enqueue_all(tx, now, &plan)?,
         Deleted::Nothing => 0,
     };
     Ok(Announce::objects(now, 1, enqueued))

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 /// Makes a key pending (coalesced: one row per key, a newer change replaces the
 /// pending one). A running key stays running and becomes dirty. Resets attempts: a new
 /// change deserves a fresh set of retries, and un-parks a parked key. Unless `dirties`
-/// is false (an own write's key, see [`crate::plan::Own::dirties`]): then the key takes
+/// is false (an own write's key, see [`crate::plan::Planned::dirties`]): then the key takes
 /// the new generation but stays clean, with its attempts.
 pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
     let shard = shard_of(&key.tenant, &key.cluster);
