@@ -5,7 +5,7 @@
 //! a `fleetsync worker` without the API does not run it. Several hubs trimming one
 //! PostgreSQL store at once is safe.
 
-use fleetsync_store::{EventRetention, Store};
+use fleetsync_store::{EventLog, EventRetention};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -49,7 +49,7 @@ impl EventTrim {
 
     /// Trims now and then every `every`, until `shutdown`. A failed trim is logged
     /// and tried again at the next tick.
-    pub(crate) async fn run(self, store: Arc<dyn Store>, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, store: Arc<dyn EventLog>, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(self.every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
