@@ -9,6 +9,7 @@
 //! * [`status`]: what a key and a cluster look like to a user.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
 
+pub mod access;
 pub mod cluster;
 pub mod document;
 pub mod event;
@@ -24,6 +25,7 @@ pub mod status;
 pub mod syncset;
 pub mod time;
 
+pub use access::{Grant, Role, TenantRole, TokenRecord};
 pub use cluster::{AgentSpec, Cluster, ClusterSpec, Endpoint, AGENT_TOKEN_KEY};
 pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
 pub use event::Event;
