@@ -21,6 +21,7 @@
 //!
 //! `?tenant=` selects the tenant (default `default`) wherever objects are named.
 
+pub mod access;
 pub mod agent;
 pub mod error;
 pub mod events;

@@ -1,0 +1,2 @@
+pub mod jwks;
+pub mod oidc;
