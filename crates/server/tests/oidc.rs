@@ -208,6 +208,26 @@ async fn tokens_not_signed_by_a_jwks_key_with_its_algorithm_are_refused() {
 }
 
 #[tokio::test]
+async fn an_rsa_key_allows_only_the_algorithm_it_names() {
+    // A public key is enough here: every token below is refused before or at the signature.
+    let modulus = b64(&[0xc3; 256]);
+    let rsa = json!({"kty": "RSA", "kid": "r", "alg": "RS256", "n": modulus, "e": "AQAB"});
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("jwks.json");
+    std::fs::write(&path, json!({"keys": [rsa]}).to_string()).expect("write");
+    let oidc = Oidc::load(config(JwksSource::File(path))).await.expect("an RSA key is usable");
+    let unsigned = |alg: &str| {
+        let header = b64(json!({"alg": alg, "kid": "r"}).to_string().as_bytes());
+        format!("{header}.{}.{}", b64(claims(json!("fleet-admin")).to_string().as_bytes()), b64(&[1; 256]))
+    };
+    for alg in ["PS256", "RS512", "ES256", "EdDSA", "HS256"] {
+        let err = oidc.verify(&unsigned(alg)).expect_err(alg);
+        assert!(matches!(&err, OidcError::AlgorithmNotAllowed { alg: named } if named == alg), "{alg}: {err:?}");
+    }
+    assert!(matches!(oidc.verify(&unsigned("RS256")), Err(OidcError::BadSignature)));
+}
+
+#[tokio::test]
 async fn a_token_without_kid_is_checked_with_the_only_key() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = es256("k");
