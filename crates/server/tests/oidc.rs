@@ -236,7 +236,7 @@ async fn a_token_without_kid_is_checked_with_the_only_key() {
     let (one, _) = verifier(&dir, &[&key]).await;
     assert!(one.verify(&no_kid).is_ok());
     let (two, _) = verifier(&dir, &[&key, &es256("k2")]).await;
-    assert!(matches!(two.verify(&no_kid), Err(OidcError::UnknownKey)), "ambiguous");
+    assert!(matches!(two.verify(&no_kid), Err(OidcError::KeyNotNamed)), "ambiguous");
 }
 
 #[tokio::test]
@@ -274,34 +274,40 @@ fn looks_like_jwt_tells_jwts_from_hub_tokens() {
     assert!(!looks_like_jwt("a+b.c.d"));
 }
 
-/// Serves `jwks` (or `size` bytes of padding, if given) at `http://127.0.0.1:PORT/jwks`.
-async fn serve_jwks(jwks: Value, padding: Option<usize>) -> String {
-    let body = match padding {
-        Some(size) => " ".repeat(size),
-        None => jwks.to_string(),
-    };
-    let app = axum::Router::new().route("/jwks", axum::routing::get(move || async move { body }));
+/// Serves `jwks` on loopback at `/jwks`, 2 MiB of padding at `/big`, and redirects at
+/// `/moved-here` (to `/jwks`) and `/moved-away` (to plain http off loopback); returns
+/// the base URL.
+async fn serve_jwks(jwks: Value) -> String {
+    use axum::response::Redirect;
+    use axum::routing::get;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let here = format!("{base}/jwks");
+    let app = axum::Router::new()
+        .route("/jwks", get(move || async move { jwks.to_string() }))
+        .route("/big", get(|| async { " ".repeat(2 * 1024 * 1024) }))
+        .route("/moved-here", get(move || async move { Redirect::temporary(&here) }))
+        .route("/moved-away", get(|| async { Redirect::temporary("http://idp.example.test/jwks") }));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/jwks")
+    base
 }
 
 #[tokio::test]
 async fn the_jwks_can_be_fetched_from_a_url() {
     let key = es256("k");
-    let url = serve_jwks(json!({"keys": [key.jwk.clone()]}), None).await;
-    let oidc = Oidc::load(config(JwksSource::Url(url))).await.expect("load from URL");
-    let id = oidc.verify(&sign(&key, &claims(json!("team-a:viewer")))).expect("verify");
+    let base = serve_jwks(json!({"keys": [key.jwk.clone()]})).await;
+    let load = |path: &str| Oidc::load(config(JwksSource::Url(format!("{base}{path}"))));
+    let token = sign(&key, &claims(json!("team-a:viewer")));
+    let id = load("/jwks").await.expect("load from URL").verify(&token).expect("verify");
     assert_eq!(id.grants, vec![tenant("team-a", TenantRole::Viewer)]);
+    assert!(load("/moved-here").await.expect("redirect on loopback").verify(&token).is_ok());
 
-    let big = serve_jwks(Value::Null, Some(2 * 1024 * 1024)).await;
-    let err = Oidc::load(config(JwksSource::Url(big))).await.expect_err("too large");
+    let err = load("/big").await.expect_err("too large");
     assert!(matches!(err, OidcError::Jwks(JwksError::TooLarge { .. })), "{err:?}");
-
-    let missing = format!("{}/nothing-here", serve_jwks(Value::Null, None).await);
-    let err = Oidc::load(config(JwksSource::Url(missing))).await.expect_err("404");
+    let err = load("/nothing-here").await.expect_err("404");
     assert!(matches!(err, OidcError::Jwks(JwksError::Status { status: 404, .. })), "{err:?}");
+    let err = load("/moved-away").await.expect_err("redirect to http off loopback");
+    assert!(matches!(err, OidcError::Jwks(JwksError::Status { status: 307, .. })), "{err:?}");
 
     let plain = Oidc::load(config(JwksSource::Url("http://idp.example.test/jwks".into()))).await;
     assert!(matches!(plain, Err(OidcError::Jwks(JwksError::InsecureUrl { .. }))), "http off loopback");
@@ -368,6 +374,21 @@ async fn an_unknown_kid_refreshes_early_but_at_most_once_per_interval() {
     }
     assert!(oidc.verify(&token(&c)).is_err(), "no second early refresh within the interval");
     stop.cancel();
+}
+
+#[tokio::test]
+async fn verify_or_refresh_accepts_the_first_token_of_a_new_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b, c) = (es256("a"), es256("b"), es256("c"));
+    let (oidc, path) = verifier(&dir, &[&a]).await;
+    let token = |key: &TestKey| sign(key, &claims(json!("team-a:viewer")));
+
+    write_jwks(&path, &[&a, &b]);
+    assert!(oidc.verify_or_refresh(&token(&b)).await.is_ok(), "refreshed in place");
+    write_jwks(&path, &[&a, &b, &c]);
+    let err = oidc.verify_or_refresh(&token(&c)).await.expect_err("within the interval");
+    assert!(matches!(err, OidcError::UnknownKey), "{err:?}");
+    assert!(oidc.verify_or_refresh(&token(&a)).await.is_ok());
 }
 
 fn assert_no_token_in(err: &OidcError, token: &str) {

@@ -28,7 +28,7 @@ pub enum JwksSource {
     File(PathBuf),
     /// The identity provider's `jwks_uri`. `https` is required, except on a loopback
     /// host (`localhost`, `127.0.0.1`, `[::1]`), since whoever can alter the answer can
-    /// sign tokens.
+    /// sign tokens; redirects are followed only to such URLs.
     Url(String),
 }
 
@@ -50,8 +50,13 @@ pub enum JwksError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the JWKS URL {url} must use https (http is allowed only on a loopback host)")]
+    #[error("the JWKS URL {url} is not an https URL (http is allowed only on a loopback host)")]
     InsecureUrl { url: String },
+    #[error("cannot set up the HTTP client for the JWKS URL")]
+    Client {
+        #[source]
+        source: reqwest::Error,
+    },
     #[error("cannot fetch the JWKS from {url}")]
     Fetch {
         url: String,
@@ -179,14 +184,59 @@ fn algorithms_of(jwk: &Jwk) -> Option<Vec<Algorithm>> {
     allowed.contains(&named).then(|| vec![named])
 }
 
-/// Reads the JWKS from `source` and keeps its usable keys; `client` fetches URLs.
-pub async fn load(source: &JwksSource, client: &reqwest::Client) -> Result<KeySet, JwksError> {
-    let name = source.to_string();
-    let bytes = match source {
-        JwksSource::File(path) => read_file(path).await?,
-        JwksSource::Url(url) => fetch(url, client).await?,
-    };
-    KeySet::parse(&bytes, &name)
+/// Reads one JWKS source, again at each call of [`JwksReader::read`].
+#[derive(Debug, Clone)]
+pub struct JwksReader {
+    source: JwksSource,
+    /// Present for a URL source.
+    client: Option<reqwest::Client>,
+}
+
+/// Redirects followed when fetching a JWKS (only to URLs [`JwksSource::Url`] allows).
+const MAX_REDIRECTS: usize = 5;
+
+impl JwksReader {
+    /// A reader of `source`; checks a URL's scheme and builds its HTTP client.
+    pub fn new(source: JwksSource) -> Result<JwksReader, JwksError> {
+        let client = match &source {
+            JwksSource::File(_) => None,
+            JwksSource::Url(url) => {
+                if !reqwest::Url::parse(url).is_ok_and(|u| is_allowed_url(&u)) {
+                    return Err(JwksError::InsecureUrl { url: url.clone() });
+                }
+                let redirects = reqwest::redirect::Policy::custom(|attempt| {
+                    if attempt.previous().len() > MAX_REDIRECTS {
+                        attempt.error("too many redirects")
+                    } else if is_allowed_url(attempt.url()) {
+                        attempt.follow()
+                    } else {
+                        attempt.stop()
+                    }
+                });
+                let client = reqwest::Client::builder()
+                    .timeout(FETCH_TIMEOUT)
+                    .redirect(redirects)
+                    .build()
+                    .map_err(|source| JwksError::Client { source })?;
+                Some(client)
+            }
+        };
+        Ok(JwksReader { source, client })
+    }
+
+    pub fn source(&self) -> &JwksSource {
+        &self.source
+    }
+
+    /// Reads the JWKS and keeps its usable keys.
+    pub async fn read(&self) -> Result<KeySet, JwksError> {
+        let bytes = match (&self.source, &self.client) {
+            (JwksSource::File(path), _) => read_file(path).await?,
+            (JwksSource::Url(url), Some(client)) => fetch(url, client).await?,
+            (JwksSource::Url(url), None) => return Err(JwksError::InsecureUrl { url: url.clone() }),
+        };
+        KeySet::parse(&bytes, &self.source.to_string())
+    }
 }
 
 async fn read_file(path: &PathBuf) -> Result<Vec<u8>, JwksError> {
@@ -199,12 +249,9 @@ async fn read_file(path: &PathBuf) -> Result<Vec<u8>, JwksError> {
 }
 
 async fn fetch(url: &str, client: &reqwest::Client) -> Result<Vec<u8>, JwksError> {
-    if !is_allowed_url(url) {
-        return Err(JwksError::InsecureUrl { url: url.to_string() });
-    }
     let fetch_error = |source| JwksError::Fetch { url: url.to_string(), source };
     let too_large = || JwksError::TooLarge { source_name: JwksSource::Url(url.to_string()).to_string() };
-    let mut response = client.get(url).timeout(FETCH_TIMEOUT).send().await.map_err(fetch_error)?;
+    let mut response = client.get(url).send().await.map_err(fetch_error)?;
     if !response.status().is_success() {
         return Err(JwksError::Status { url: url.to_string(), status: response.status().as_u16() });
     }
@@ -222,10 +269,7 @@ async fn fetch(url: &str, client: &reqwest::Client) -> Result<Vec<u8>, JwksError
 }
 
 /// `https`, or `http` to a loopback host.
-fn is_allowed_url(url: &str) -> bool {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return false;
-    };
+fn is_allowed_url(parsed: &reqwest::Url) -> bool {
     match parsed.scheme() {
         "https" => true,
         "http" => {

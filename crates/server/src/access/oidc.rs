@@ -18,16 +18,18 @@
 //!   not grants are skipped).
 //!
 //! Keys rotate: [`Oidc::spawn_refresh`] re-reads the JWKS every
-//! [`OidcConfig::refresh`], and soon after a token names an unknown `kid` (at most once
-//! per [`UNKNOWN_KEY_REFRESH_INTERVAL`], however many such tokens arrive). A failed
-//! refresh keeps the keys already loaded.
+//! [`OidcConfig::refresh`], and early when a token names an unknown `kid` (at most once
+//! per [`UNKNOWN_KEY_REFRESH_INTERVAL`], however many such tokens arrive): in the
+//! background after [`Oidc::verify`], in place with [`Oidc::verify_or_refresh`]. A
+//! failed refresh keeps the keys already loaded. Keys a token carries or points to
+//! (`jwk`, `jku`, `x5u`, `x5c` headers) are never used.
 //!
 //! [`OidcError`]'s messages are meant for the client (a 401 body): they name what is
 //! wrong with the token, never its content.
 
 pub use super::jwks::JwksSource;
 
-use super::jwks::{self, JwksError, KeySet};
+use super::jwks::{JwksError, JwksReader, KeySet};
 use fleetsync_model::access::Grant;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
@@ -106,8 +108,11 @@ pub enum OidcError {
     /// `alg` is `none`, symmetric (HS*), unknown, or not one the named key allows.
     #[error("the token's signature algorithm {alg} is not allowed here (the identity provider's key decides: RS*, PS*, ES256, ES384 or EdDSA)")]
     AlgorithmNotAllowed { alg: String },
+    /// The `kid` the token names is not in the JWKS (as last read).
     #[error("the token is signed with a key the identity provider's key set (JWKS) does not hold")]
     UnknownKey,
+    #[error("the token names no key (kid) and the identity provider's key set (JWKS) holds several")]
+    KeyNotNamed,
     #[error("the token's signature does not verify")]
     BadSignature,
     #[error("the token was not issued by {expected}")]
@@ -136,12 +141,12 @@ pub struct Oidc {
 
 struct Inner {
     config: OidcConfig,
-    client: reqwest::Client,
+    reader: JwksReader,
     keys: RwLock<Arc<KeySet>>,
     /// Wakes the refresh task early (a token named an unknown `kid`).
     wake: Notify,
     /// When a token last caused an early refresh.
-    last_wake: Mutex<Option<Instant>>,
+    last_early_refresh: Mutex<Option<Instant>>,
 }
 
 impl fmt::Debug for Oidc {
@@ -167,15 +172,15 @@ impl Oidc {
         if config.claim.is_empty() {
             return Err(OidcError::Config("the grants claim is empty"));
         }
-        let client = reqwest::Client::new();
-        let keys = jwks::load(&config.jwks, &client).await?;
+        let reader = JwksReader::new(config.jwks.clone())?;
+        let keys = reader.read().await?;
         tracing::info!(issuer = %config.issuer, jwks = %config.jwks, keys = keys.keys.len(), "OIDC keys loaded");
         let inner = Inner {
             config,
-            client,
+            reader,
             keys: RwLock::new(Arc::new(keys)),
             wake: Notify::new(),
-            last_wake: Mutex::new(None),
+            last_early_refresh: Mutex::new(None),
         };
         Ok(Oidc { inner: Arc::new(inner) })
     }
@@ -187,7 +192,7 @@ impl Oidc {
 
     /// Re-reads the JWKS now; on failure the keys already loaded stay.
     pub async fn refresh(&self) -> Result<(), OidcError> {
-        let keys = jwks::load(&self.inner.config.jwks, &self.inner.client).await?;
+        let keys = self.inner.reader.read().await?;
         tracing::debug!(jwks = %self.inner.config.jwks, keys = keys.keys.len(), "OIDC keys refreshed");
         *self.inner.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
         Ok(())
@@ -217,15 +222,42 @@ impl Oidc {
     }
 
     /// The identity a bearer JWT speaks for, if it is valid now (see the module docs).
+    ///
+    /// A token naming an unknown `kid` is refused ([`OidcError::UnknownKey`]) and wakes
+    /// the refresh task (if it runs), so the key is known to the next request;
+    /// [`Oidc::verify_or_refresh`] refreshes in place instead.
     pub fn verify(&self, token: &str) -> Result<OidcIdentity, OidcError> {
+        let verified = self.verify_now(token);
+        if matches!(verified, Err(OidcError::UnknownKey)) && self.take_early_refresh() {
+            self.inner.wake.notify_one();
+        }
+        verified
+    }
+
+    /// Like [`Oidc::verify`], but a token naming an unknown `kid` makes this call
+    /// re-read the JWKS and try once more (unless a token caused a refresh less than
+    /// [`UNKNOWN_KEY_REFRESH_INTERVAL`] ago), so the first token signed with a new key
+    /// is accepted.
+    pub async fn verify_or_refresh(&self, token: &str) -> Result<OidcIdentity, OidcError> {
+        let verified = self.verify_now(token);
+        if !matches!(verified, Err(OidcError::UnknownKey)) || !self.take_early_refresh() {
+            return verified;
+        }
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(jwks = %self.inner.config.jwks, error = %chain(&e), "cannot refresh the OIDC keys; keeping the ones loaded");
+            return verified;
+        }
+        self.verify_now(token)
+    }
+
+    fn verify_now(&self, token: &str) -> Result<OidcIdentity, OidcError> {
         let header = peek_header(token)?;
         let alg = asymmetric(&header.alg)?;
         let keys = self.keys();
-        let Some(key) = keys.find(header.kid.as_deref()) else {
-            if header.kid.is_some() {
-                self.wake_refresh();
-            }
-            return Err(OidcError::UnknownKey);
+        let key = match (keys.find(header.kid.as_deref()), &header.kid) {
+            (Some(key), _) => key,
+            (None, Some(_)) => return Err(OidcError::UnknownKey),
+            (None, None) => return Err(OidcError::KeyNotNamed),
         };
         if !key.algorithms.contains(&alg) {
             return Err(OidcError::AlgorithmNotAllowed { alg: header.alg });
@@ -252,14 +284,15 @@ impl Oidc {
         self.inner.keys.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Asks the refresh task for an early refresh, unless one was asked for recently.
-    fn wake_refresh(&self) {
-        let mut last = self.inner.last_wake.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Whether a token may cause a refresh now: true at most once per
+    /// [`UNKNOWN_KEY_REFRESH_INTERVAL`].
+    fn take_early_refresh(&self) -> bool {
+        let mut last = self.inner.last_early_refresh.lock().unwrap_or_else(PoisonError::into_inner);
         if last.is_some_and(|at| at.elapsed() < UNKNOWN_KEY_REFRESH_INTERVAL) {
-            return;
+            return false;
         }
         *last = Some(Instant::now());
-        self.inner.wake.notify_one();
+        true
     }
 
     fn refusal(&self, e: jsonwebtoken::errors::Error) -> OidcError {
