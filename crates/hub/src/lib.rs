@@ -114,7 +114,7 @@ impl Hub {
         let mut served = Ok(());
         if let Some((listener, queue_metrics)) = api {
             let state = AppState::new(self.store, Arc::new(registry), queue_metrics);
-            served = fleetsync_server::serve(listener, state, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
+            served = fleetsync_server::serve(listener, state, None, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
             stop.cancel();
         }
         let workers = workers.await;
