@@ -10,6 +10,7 @@ use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, 
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why a call to the hub did not succeed.
@@ -90,6 +91,77 @@ pub struct Client {
     token: Option<String>,
 }
 
+/// How a client speaks https: whom it trusts, and its own certificate. The default
+/// trusts the system's CA roots and presents no certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientTls {
+    /// Trust only the CA certificates (PEM) in this file, not the system's roots (as
+    /// kubectl's `--certificate-authority`).
+    pub ca_file: Option<PathBuf>,
+    /// Accept any server certificate: encrypted, but anyone may pose as the server.
+    pub insecure_skip_verify: bool,
+    /// A client certificate and its private key (PEM files), for mutual TLS.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+/// Why a client could not be built. No variant carries key material.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientBuildError {
+    #[error("the server URL needs a scheme: http:// or https:// (got {url:?})")]
+    NoScheme { url: String },
+    #[error("cannot read {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the CA file {} holds no PEM certificate", path.display())]
+    NoCa { path: PathBuf },
+    #[error("the CA file {} is not valid PEM", path.display())]
+    BadCa {
+        path: PathBuf,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The parse error is left out: it may quote the key.
+    #[error("the client certificate {} and key {} are not a valid PEM certificate and private key", cert.display(), key.display())]
+    BadIdentity { cert: PathBuf, key: PathBuf },
+    #[error("cannot build the HTTP client")]
+    Http(#[source] reqwest::Error),
+}
+
+impl ClientTls {
+    /// A `reqwest` client builder set up for this TLS (for other https clients of the
+    /// same program, e.g. the agent's connection to its target).
+    pub fn builder(&self) -> Result<reqwest::ClientBuilder, ClientBuildError> {
+        let read = |path: &Path| std::fs::read(path).map_err(|source| ClientBuildError::Unreadable { path: path.into(), source });
+        let mut builder = reqwest::Client::builder().use_rustls_tls();
+        if let Some(path) = &self.ca_file {
+            let certs = reqwest::Certificate::from_pem_bundle(&read(path)?)
+                .map_err(|source| ClientBuildError::BadCa { path: path.clone(), source })?;
+            if certs.is_empty() {
+                return Err(ClientBuildError::NoCa { path: path.clone() });
+            }
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if self.insecure_skip_verify {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        if let Some((cert, key)) = &self.client_cert {
+            let mut pem = read(cert)?;
+            pem.push(b'\n');
+            pem.extend(read(key)?);
+            let identity = reqwest::Identity::from_pem(&pem)
+                .map_err(|_| ClientBuildError::BadIdentity { cert: cert.clone(), key: key.clone() })?;
+            builder = builder.identity(identity);
+        }
+        Ok(builder)
+    }
+}
+
 impl Client {
     /// A client of the hub at `base` (`http://host:port`), with no request timeout.
     pub fn new(base: &str) -> Client {
@@ -99,6 +171,19 @@ impl Client {
     /// A client whose every request may take at most `timeout`.
     pub fn with_timeout(base: &str, timeout: Duration) -> reqwest::Result<Client> {
         Ok(Client::with_http(base, reqwest::Client::builder().timeout(timeout).build()?))
+    }
+
+    /// A client of the hub at `base` (`http://` or `https://`), speaking https as
+    /// `tls` says; every request may take at most `timeout`, if given.
+    pub fn build(base: &str, tls: &ClientTls, timeout: Option<Duration>) -> Result<Client, ClientBuildError> {
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientBuildError::NoScheme { url: base.to_string() });
+        }
+        let mut builder = tls.builder()?;
+        if let Some(timeout) = timeout {
+            builder = builder.timeout(timeout);
+        }
+        Ok(Client::with_http(base, builder.build().map_err(ClientBuildError::Http)?))
     }
 
     fn with_http(base: &str, http: reqwest::Client) -> Client {
@@ -310,6 +395,16 @@ mod tests {
     fn an_error_answer_that_is_not_json_says_there_is_no_message() {
         let e = ClientError::from_answer(StatusCode::BAD_GATEWAY, b"<html>");
         assert_eq!(e.to_string(), "the hub answered 502 Bad Gateway: no message");
+    }
+
+    #[test]
+    fn a_url_without_a_scheme_or_a_missing_ca_file_is_a_clear_error() {
+        let e = Client::build("127.0.0.1:8080", &ClientTls::default(), None).expect_err("no scheme");
+        assert_eq!(e.to_string(), "the server URL needs a scheme: http:// or https:// (got \"127.0.0.1:8080\")");
+        let tls = ClientTls { ca_file: Some("/nonexistent/ca.crt".into()), ..ClientTls::default() };
+        let e = Client::build("https://hub:8443", &tls, None).expect_err("no CA file");
+        assert_eq!(e.to_string(), "cannot read /nonexistent/ca.crt");
+        assert!(Client::build("https://hub:8443/", &ClientTls::default(), None).is_ok_and(|c| c.base() == "https://hub:8443"));
     }
 
     #[tokio::test]

@@ -19,7 +19,7 @@
 pub mod client;
 pub mod wire;
 
-pub use client::{describe, Client, ClientError, EventWatch, StatusFilter};
+pub use client::{describe, Client, ClientBuildError, ClientError, ClientTls, EventWatch, StatusFilter};
 pub use wire::{
     Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member,
     ReportResult, Retried, SyncSetStatus, WatchError, WatchLine,

@@ -217,7 +217,7 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(fleetsync_server::serve(listener, state, async {
+    let server = tokio::spawn(fleetsync_server::serve(listener, state, None, async {
         let _ = stopped.await;
     }));
 

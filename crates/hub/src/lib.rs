@@ -2,7 +2,8 @@
 //! for a program that starts its own.
 //!
 //! Give [`Hub::new`] a store, the appliers and the runtime's configuration, and add
-//! what this process also serves: the HTTP API on a listener ([`Hub::api`]), the event
+//! what this process also serves: the HTTP API on a listener ([`Hub::api`], over https
+//! with [`Hub::api_tls`]), the event
 //! log's trimming ([`Hub::event_trim`], see [`trim`]), the Kubernetes source
 //! ([`Hub::kube_source`]) and a metrics registry of your own ([`Hub::registry`]).
 //! [`Hub::run`] runs it all until its shutdown token is cancelled, then drains — the
@@ -19,7 +20,7 @@ pub use trim::{EventTrim, TrimError};
 use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
-use fleetsync_server::{AppState, QueueMetrics};
+use fleetsync_server::{AppState, QueueMetrics, ServerTls, TlsConfig, TlsError};
 use fleetsync_store::Store;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub struct Hub {
     applier: Arc<dyn Applier>,
     config: RuntimeConfig,
     api: Option<TcpListener>,
+    tls: Option<TlsConfig>,
     trim: Option<EventTrim>,
     source: Option<KubeSource>,
     registry: Registry,
@@ -43,6 +45,7 @@ impl std::fmt::Debug for Hub {
         f.debug_struct("Hub")
             .field("config", &self.config)
             .field("api", &self.api)
+            .field("tls", &self.tls)
             .field("trim", &self.trim)
             .field("source", &self.source)
             .finish_non_exhaustive()
@@ -54,6 +57,8 @@ impl std::fmt::Debug for Hub {
 pub enum HubError {
     #[error("the runtime's configuration is invalid")]
     Config(#[source] RuntimeError),
+    #[error("the API's TLS files do not load")]
+    Tls(#[source] TlsError),
     #[error("the HTTP server failed")]
     Serve(#[source] std::io::Error),
     #[error("the workers failed")]
@@ -66,12 +71,20 @@ impl Hub {
     /// Workers on `store`, applying through `applier`: a `fleetsync worker`. Nothing
     /// else runs until added.
     pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig) -> Hub {
-        Hub { store, applier, config, api: None, trim: None, source: None, registry: Registry::default() }
+        Hub { store, applier, config, api: None, tls: None, trim: None, source: None, registry: Registry::default() }
     }
 
     /// Also serves the HTTP API (and `/metrics`) on `listener`.
     pub fn api(mut self, listener: TcpListener) -> Hub {
         self.api = Some(listener);
+        self
+    }
+
+    /// Serves the API over https with the certificate and key `tls` names (re-read
+    /// when they change), instead of plain http. The files are loaded when the hub
+    /// [runs](Hub::run), before anything starts.
+    pub fn api_tls(mut self, tls: TlsConfig) -> Hub {
+        self.tls = Some(tls);
         self
     }
 
@@ -100,6 +113,7 @@ impl Hub {
     /// `shutdown` itself is never cancelled here.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), HubError> {
         self.config.validate().map_err(HubError::Config)?;
+        let tls = self.tls.map(ServerTls::load).transpose().map_err(HubError::Tls)?;
         let stop = shutdown.child_token();
         let mut registry = self.registry;
         let runtime_metrics = RuntimeMetrics::register(&mut registry);
@@ -114,7 +128,7 @@ impl Hub {
         let mut served = Ok(());
         if let Some((listener, queue_metrics)) = api {
             let state = AppState::new(self.store, Arc::new(registry), queue_metrics);
-            served = fleetsync_server::serve(listener, state, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
+            served = fleetsync_server::serve(listener, state, tls, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
             stop.cancel();
         }
         let workers = workers.await;

@@ -1,7 +1,7 @@
 //! fleetsync's HTTP API: objects, status, events, health and Prometheus metrics.
 //!
-//! [`router`] builds the API over any [`Store`]; [`serve`] runs it on a listener
-//! until a shutdown signal. Handlers are thin: they check what came from the URL,
+//! [`router`] builds the API over any [`Store`]; [`serve`] runs it on a listener,
+//! over http or https ([`tls`]), until a shutdown signal. Handlers are thin: they check what came from the URL,
 //! call one store method, and shape the JSON. Every failure is an [`ApiError`], so
 //! every error answer has the same JSON shape and never leaks internals.
 //!
@@ -30,13 +30,17 @@ pub mod health;
 pub mod members;
 pub mod metrics;
 pub mod objects;
+pub mod serve;
 pub mod status;
+pub mod tls;
 pub mod wire;
 
 pub use error::ApiError;
 pub use fleetsync_api::Items;
 pub use events::Watches;
 pub use metrics::QueueMetrics;
+pub use serve::{serve_router, SHUTDOWN_GRACE};
+pub use tls::{ClientIdentity, ServerTls, TlsConfig, TlsError};
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
@@ -45,9 +49,8 @@ use axum::Router;
 use fleetsync_store::Store;
 use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -95,37 +98,22 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// How long requests in flight may take to finish once shutdown begins.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// Serves the API on `listener` until `shutdown` completes; then ends the event watch
-/// streams and lets requests in flight finish, for at most [`SHUTDOWN_GRACE`] (a client
-/// that stopped reading a stream cannot hold the server up).
+/// Serves the API on `listener` (over https with `tls`, see [`tls`]) until `shutdown`
+/// completes; then ends the event watch streams and lets requests in flight finish,
+/// for at most [`SHUTDOWN_GRACE`] (a client that stopped reading a stream cannot hold
+/// the server up).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let watches = state.watches.clone();
-    let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;
         watches.close();
-        let _ = stopping_tx.send(());
     };
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(signal).into_future();
-    tokio::pin!(server);
-    tokio::select! {
-        r = &mut server => return r,
-        _ = stopping => {}
-    }
-    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-        Ok(r) => r,
-        Err(_) => {
-            tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still in flight after the grace period: closing their connections");
-            Ok(())
-        }
-    }
+    serve_router(listener, router(state), tls, signal).await
 }
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {
