@@ -6,7 +6,8 @@ use crate::wire::{
     WatchLine,
 };
 use crate::ApplyResult;
-use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, WorkKey};
+use crate::wire::{IssuedToken, Revoked, TokenCreate, WhoAmI};
+use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, TokenRecord, WorkKey};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -295,6 +296,28 @@ impl Client {
     /// `GET /healthz`: `Ok` while the hub can read its store.
     pub async fn health(&self) -> Result<Health> {
         self.get_json("/healthz", &[]).await
+    }
+
+    /// `GET /v1/whoami`: who the hub takes this client for.
+    pub async fn whoami(&self) -> Result<WhoAmI> {
+        self.get_json("/v1/whoami", &[]).await
+    }
+
+    /// `POST /v1/tokens`: issues a token (shown in this answer only).
+    pub async fn token_create(&self, req: &TokenCreate) -> Result<IssuedToken> {
+        let req = self.http.post(self.url("/v1/tokens")).json(req);
+        self.call(req, "POST /v1/tokens").await
+    }
+
+    /// `GET /v1/tokens`: the records of the tokens this client may administer.
+    pub async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        Ok(self.get_json::<Items<TokenRecord>>("/v1/tokens", &[]).await?.items)
+    }
+
+    /// `DELETE /v1/tokens/{name}`.
+    pub async fn token_revoke(&self, name: &str) -> Result<Revoked> {
+        let req = self.http.delete(self.url(&format!("/v1/tokens/{name}")));
+        self.call(req, "DELETE /v1/tokens").await
     }
 
     fn url(&self, path: &str) -> String {

@@ -21,6 +21,6 @@ pub mod wire;
 
 pub use client::{describe, Client, ClientBuildError, ClientError, ClientTls, EventWatch, StatusFilter};
 pub use wire::{
-    Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member,
-    ReportResult, Retried, SyncSetStatus, WatchError, WatchLine,
+    Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, IssuedToken, Items, LiveResource,
+    Member, ReportResult, Retried, Revoked, SyncSetStatus, TokenCreate, WatchError, WatchLine, WhoAmI,
 };

@@ -5,7 +5,7 @@
 //! Objects (`GET /v1/clusters/...`) are not here: they are documents as users write
 //! them (`fleetsync_model::Document::to_value`), carried as JSON.
 
-use fleetsync_model::{Kind, ResourceRef, WorkKey};
+use fleetsync_model::{Grant, Kind, ResourceRef, TokenRecord, WorkKey};
 use fleetsync_model::KeyStatus;
 use serde::{Deserialize, Serialize};
 
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn watch_lines_are_tagged_by_type() {
-        let event = Event { seq: 3, at: Timestamp(0), tenant: "t".into(), kind: "Cluster".into(), name: "c".into(), action: "Created".into(), generation: 1 };
+        let event = Event { seq: 3, at: Timestamp(0), tenant: "t".into(), kind: "Cluster".into(), name: "c".into(), action: "Created".into(), generation: 1, actor: None };
         let line = round_trip(&WatchLine::Event { event });
         assert_eq!((&line["type"], &line["event"]["seq"]), (&json!("EVENT"), &json!(3)));
         assert_eq!(round_trip(&WatchLine::Bookmark { seq: 7 }), json!({ "type": "BOOKMARK", "seq": 7 }));
@@ -265,4 +265,42 @@ mod tests {
         let d = DeleteResponse { deleted: Deleted { kind: Kind::Cluster, tenant: "default".into(), name: "c1".into() } };
         assert_eq!(round_trip(&d), json!({ "deleted": { "kind": "Cluster", "tenant": "default", "name": "c1" } }));
     }
+}
+
+/// `POST /v1/tokens`: what to issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenCreate {
+    /// `team-a:editor`, `fleet-admin`, `team-a:agent:c1`.
+    pub grant: Grant,
+    /// Default: made from the grant, with a random suffix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Seconds until it expires; none: it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
+}
+
+/// `POST /v1/tokens`' answer: the token, shown this once, and its record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedToken {
+    pub token: String,
+    #[serde(flatten)]
+    pub record: TokenRecord,
+}
+
+/// `GET /v1/whoami`: who the hub takes the caller for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhoAmI {
+    pub subject: String,
+    pub grants: Vec<Grant>,
+}
+
+/// `DELETE /v1/tokens/{name}`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revoked {
+    pub revoked: String,
 }

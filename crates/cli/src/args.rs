@@ -7,9 +7,10 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(name = "fleetsync", version, about = "Applies desired state to a fleet of targets, at fleet scale.")]
 pub struct Cli {
-    /// The hub's API, for apply, get and delete.
-    #[arg(long, global = true, env = "FLEETSYNC_SERVER", default_value = "http://127.0.0.1:8080")]
-    pub server: String,
+    /// The hub's API, for apply, get, delete and token (default: the current context's,
+    /// else http://127.0.0.1:8080).
+    #[arg(long, global = true, env = "FLEETSYNC_SERVER")]
+    pub server: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -39,6 +40,95 @@ pub enum Command {
     /// Benchmarks: runs `fleetsync-bench` (built apart) with the arguments that follow.
     #[command(disable_help_flag = true)]
     Bench(PluginArgs),
+    /// Issue, list and revoke the hub's bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// How a client reaches the hub and who it is there: flags, then environment, then
+/// the current context of the config file.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConnArgs {
+    /// The bearer token to send (default: the context's, or for a hub on this machine
+    /// the token `fleetsync serve` wrote beside its database).
+    #[arg(long, env = "FLEETSYNC_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The context of the config file to use (default: its current-context).
+    #[arg(long, env = "FLEETSYNC_CONTEXT")]
+    pub context: Option<String>,
+    /// Trust only this CA's certificates for the hub's https (PEM).
+    #[arg(long, env = "FLEETSYNC_CERTIFICATE_AUTHORITY")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Do not check the hub's certificate (insecure: for tests only).
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
+    /// A client certificate (PEM) for a hub that takes mTLS identities; with --client-key.
+    #[arg(long, env = "FLEETSYNC_CLIENT_CERTIFICATE", requires = "client_key")]
+    pub client_certificate: Option<PathBuf>,
+    #[arg(long, env = "FLEETSYNC_CLIENT_KEY", requires = "client_certificate")]
+    pub client_key: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a token and print it alone on standard output (the only time it is shown).
+    Create(TokenCreateArgs),
+    /// The tokens: name, grant, expiry, issuer (never the tokens themselves).
+    List(TokenListArgs),
+    /// Revoke a token by name: it is refused from the next request on.
+    Revoke(TokenRevokeArgs),
+}
+
+/// Where token commands act: on the store itself (`--db` or `--database-url`, for the
+/// operator of the hub) or, with neither, through the hub's API as the caller.
+#[derive(Debug, Clone, Args)]
+pub struct TokenStoreArgs {
+    /// The SQLite file of an embedded hub's store.
+    #[arg(long, env = "FLEETSYNC_DB")]
+    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub pg: PgArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    #[command(flatten)]
+    pub store: TokenStoreArgs,
+    /// The tenant the token is for (fleet-admin: every tenant).
+    #[arg(long)]
+    pub tenant: String,
+    /// viewer, editor, admin, fleet-admin or agent.
+    #[arg(long, required_unless_present = "agent")]
+    pub role: Option<String>,
+    /// An agent credential (the role `agent`) for the cluster given by --cluster.
+    #[arg(long, requires = "cluster")]
+    pub agent: bool,
+    /// The cluster of an agent credential.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// How long it is valid (e.g. 30d, 12h); default: until revoked.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub ttl: Option<Duration>,
+    /// Its name (unique in the hub; default: made from the grant).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenListArgs {
+    #[command(flatten)]
+    pub store: TokenStoreArgs,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenRevokeArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub store: TokenStoreArgs,
 }
 
 /// Where the store is: a SQLite file (the default) or a PostgreSQL database.
@@ -98,6 +188,8 @@ pub struct ServeArgs {
     pub retention: RetentionArgs,
     #[command(flatten)]
     pub kube_source: KubeSourceArgs,
+    #[command(flatten)]
+    pub access: AccessArgs,
 }
 
 /// SyncSets and Clusters kept as custom resources (`fleetsync.io/v1`) in a hub
@@ -216,6 +308,8 @@ pub struct ApplyArgs {
     /// A YAML file of Clusters, SyncSets and Secrets, or - for standard input.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
+    #[command(flatten)]
+    pub conn: ConnArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -250,8 +344,11 @@ pub struct GetArgs {
     pub name: Option<String>,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// Default: the context's tenant, else `default`.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Events: keep following the log and print each new event as it is committed
     /// (reconnects, resuming from the last event seen, when the hub restarts).
     #[arg(short = 'w', long)]
@@ -269,8 +366,11 @@ pub struct DeleteArgs {
     /// Delete every document in this file.
     #[arg(short = 'f', long = "filename", conflicts_with_all = ["kind", "name"])]
     pub file: Option<PathBuf>,
-    #[arg(long, default_value = "default")]
-    pub tenant: String,
+    /// Default: the context's tenant, else `default`.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
 }
 
 #[derive(Debug, Args)]
@@ -310,8 +410,8 @@ pub struct AgentArgs {
     /// The cluster this agent reports for (its token must be that cluster's).
     #[arg(long, env = "FLEETSYNC_AGENT_CLUSTER")]
     pub cluster: String,
-    /// A file holding the cluster's agent token: the `token` value of the Secret its
-    /// `spec.agent.tokenSecretRef` names.
+    /// A file holding the cluster's agent credential (`fleetsync token create --agent
+    /// --tenant T --cluster C`).
     #[arg(long, env = "FLEETSYNC_AGENT_TOKEN_FILE")]
     pub token_file: PathBuf,
     /// The cluster's Kubernetes API, e.g. http://HOST:PORT/clusters/NAME of `fleetsync sim`.
@@ -336,6 +436,33 @@ pub struct AgentArgs {
     /// How long one request (to the hub or the target) may take.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+}
+
+/// Who may call the hub, beyond the tokens it issues.
+#[derive(Debug, Clone, Args)]
+pub struct AccessArgs {
+    /// `/metrics` needs a credential (any but an agent's).
+    #[arg(long, env = "FLEETSYNC_METRICS_REQUIRE_AUTH")]
+    pub metrics_require_auth: bool,
+    /// A tenant whose Clusters may use the `inCluster` endpoint, i.e. apply to the hub's
+    /// own cluster with the hub's service account (repeat, or separate with commas).
+    #[arg(long = "allow-in-cluster-tenant", env = "FLEETSYNC_ALLOW_IN_CLUSTER_TENANTS", value_delimiter = ',')]
+    pub allow_in_cluster_tenants: Vec<String>,
+    /// Accept JWTs of this OIDC issuer (its `iss`), for single sign-on.
+    #[arg(long, env = "FLEETSYNC_OIDC_ISSUER", requires_all = ["oidc_audience"])]
+    pub oidc_issuer: Option<String>,
+    /// The audience (`aud`) the JWTs must be for.
+    #[arg(long, env = "FLEETSYNC_OIDC_AUDIENCE", requires = "oidc_issuer")]
+    pub oidc_audience: Option<String>,
+    /// The issuer's signing keys, as a JWKS file.
+    #[arg(long, env = "FLEETSYNC_OIDC_JWKS_FILE", conflicts_with = "oidc_jwks_url", requires = "oidc_issuer")]
+    pub oidc_jwks_file: Option<PathBuf>,
+    /// The issuer's signing keys, as a JWKS URL (its `jwks_uri`).
+    #[arg(long, env = "FLEETSYNC_OIDC_JWKS_URL", requires = "oidc_issuer")]
+    pub oidc_jwks_url: Option<String>,
+    /// The claim that lists the caller's grants (`team-a:editor`, `fleet-admin`).
+    #[arg(long, env = "FLEETSYNC_OIDC_GRANTS_CLAIM")]
+    pub oidc_grants_claim: Option<String>,
 }
 
 #[cfg(test)]

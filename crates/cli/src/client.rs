@@ -4,6 +4,7 @@
 use crate::args::{ApplyArgs, DeleteArgs, Format, GetArgs, Resource};
 use crate::output::{clip, structured, table, text, text_of};
 use anyhow::{anyhow, bail, Context, Result};
+use crate::context::connect;
 use fleetsync_api::{describe, Client, ClientError, Event, Items, Member, StatusFilter, WatchLine};
 use fleetsync_model::{parse_documents, KeyStatus, Kind};
 use serde_json::Value;
@@ -22,10 +23,13 @@ fn read_input(path: &Path) -> Result<String> {
 
 /// What to tell the user about a failed call: for an unreachable hub, where to point
 /// the client; for an expired event cursor, what to do.
-fn explain(e: ClientError) -> anyhow::Error {
+pub(crate) fn explain(e: ClientError) -> anyhow::Error {
     match e {
         ClientError::Unreachable { .. } => {
             anyhow!("{} (is `fleetsync serve` running? set --server or FLEETSYNC_SERVER)", describe(&e))
+        }
+        ClientError::Refused { status, .. } if status.as_u16() == 401 => {
+            anyhow!("{e} (give a token: --token, FLEETSYNC_TOKEN, or a context of the config file)")
         }
         ClientError::CursorExpired { cursor, horizon } => anyhow!(cursor_gone(cursor, horizon)),
         other => other.into(),
@@ -36,11 +40,11 @@ fn cursor_gone(cursor: u64, horizon: u64) -> String {
     format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
 }
 
-pub async fn apply(server: &str, a: ApplyArgs) -> Result<()> {
+pub async fn apply(server: Option<&str>, a: ApplyArgs) -> Result<()> {
     let body = read_input(&a.file)?;
     // Validate here first: a bad file fails fast, without a hub, naming the problem.
     parse_documents(&body).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
-    for r in Client::new(server).apply(body).await.map_err(explain)? {
+    for r in connect(server, &a.conn)?.client.apply(body).await.map_err(explain)? {
         let kind = r.kind.as_str().to_ascii_lowercase();
         println!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued);
     }
@@ -57,15 +61,17 @@ fn print_list<T: serde::Serialize>(format: Format, items: Vec<T>, rows: impl Fn(
     Ok(())
 }
 
-pub async fn get(server: &str, a: GetArgs) -> Result<()> {
+pub async fn get(server: Option<&str>, a: GetArgs) -> Result<()> {
     if (a.watch || a.after.is_some()) && !matches!(a.resource, Resource::Events) {
         bail!("--watch and --after apply to `get events` only");
     }
-    let hub = Client::new(server);
+    let conn = connect(server, &a.conn)?;
+    let tenant = conn.tenant_or(&a.tenant);
+    let hub = conn.client;
     if a.watch {
         return watch_events(&hub, a.after, a.output).await;
     }
-    let (t, format) = (a.tenant.as_str(), a.output);
+    let (t, format) = (tenant.as_str(), a.output);
     let object_kind = match a.resource {
         Resource::Clusters => Some(Kind::Cluster),
         Resource::Syncsets => Some(Kind::SyncSet),
@@ -173,13 +179,14 @@ fn print_events(items: &[Event]) {
 /// An event's cells, in the order of [`EVENT_COLUMNS`].
 fn event_cells(e: &Event) -> Vec<String> {
     let at = text_of(&e.at);
-    vec![e.seq.to_string(), at, e.tenant.clone(), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string()]
+    let actor = e.actor.clone().unwrap_or_else(|| "-".into());
+    vec![e.seq.to_string(), at, e.tenant.clone(), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string(), actor]
 }
 
 /// Columns of the event table, and the width each is padded to when streaming (rows
 /// are printed as they come, so widths cannot be measured first).
-const EVENT_COLUMNS: [(&str, usize); 7] =
-    [("SEQ", 8), ("AT", 24), ("TENANT", 10), ("KIND", 8), ("NAME", 28), ("ACTION", 9), ("GENERATION", 0)];
+const EVENT_COLUMNS: [(&str, usize); 8] =
+    [("SEQ", 8), ("AT", 24), ("TENANT", 10), ("KIND", 8), ("NAME", 28), ("ACTION", 9), ("GENERATION", 10), ("ACTOR", 0)];
 
 /// First delay before reconnecting a watch; doubles up to [`RECONNECT_MAX`].
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
@@ -291,7 +298,8 @@ fn padded(cells: &[String]) -> String {
     cols.join("  ").trim_end().to_string()
 }
 
-pub async fn delete(server: &str, a: DeleteArgs) -> Result<()> {
+pub async fn delete(server: Option<&str>, a: DeleteArgs) -> Result<()> {
+    let conn = connect(server, &a.conn)?;
     let targets: Vec<(Kind, String, String)> = match (&a.file, &a.kind, &a.name) {
         (Some(file), _, _) => {
             let text = read_input(file)?;
@@ -300,11 +308,11 @@ pub async fn delete(server: &str, a: DeleteArgs) -> Result<()> {
         }
         (None, Some(kind), Some(name)) => {
             let kind = Kind::parse(kind).ok_or_else(|| anyhow!("unknown kind {kind:?}: use cluster, syncset or secret"))?;
-            vec![(kind, a.tenant.clone(), name.clone())]
+            vec![(kind, conn.tenant_or(&a.tenant), name.clone())]
         }
         _ => bail!("say what to delete: `delete cluster NAME`, `delete syncset NAME`, `delete secret NAME` or `delete -f FILE`"),
     };
-    let hub = Client::new(server);
+    let hub = conn.client;
     let mut failed = 0;
     for (kind, tenant, name) in targets {
         let kind_name = kind.as_str().to_ascii_lowercase();

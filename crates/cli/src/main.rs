@@ -2,14 +2,17 @@
 //! `bench` and `sim` run the `fleetsync-bench` binary ([`plugin`]).
 
 mod agent;
+mod access;
 mod client;
+mod context;
 mod demo;
 mod plugin;
 mod serve;
 mod stores;
+mod token;
 
 use clap::Parser;
-use fleetsync::args::{Cli, Command};
+use fleetsync::args::{Cli, Command, TokenCommand};
 use fleetsync::{args, engine, output, process, report};
 use std::process::ExitCode;
 
@@ -32,9 +35,12 @@ fn main() -> ExitCode {
             Command::Serve(a) => serve::run(a).await.map(|()| true),
             Command::Worker(a) => stores::worker(a).await.map(|()| true),
             Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
-            Command::Apply(a) => client::apply(&cli.server, a).await.map(|()| true),
-            Command::Get(a) => client::get(&cli.server, a).await.map(|()| true),
-            Command::Delete(a) => client::delete(&cli.server, a).await.map(|()| true),
+            Command::Apply(a) => client::apply(cli.server.as_deref(), a).await.map(|()| true),
+            Command::Get(a) => client::get(cli.server.as_deref(), a).await.map(|()| true),
+            Command::Delete(a) => client::delete(cli.server.as_deref(), a).await.map(|()| true),
+            Command::Token(TokenCommand::Create(a)) => token::create(cli.server.as_deref(), a).await.map(|()| true),
+            Command::Token(TokenCommand::List(a)) => token::list(cli.server.as_deref(), a).await.map(|()| true),
+            Command::Token(TokenCommand::Revoke(a)) => token::revoke(cli.server.as_deref(), a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
             Command::Agent(a) => agent::run(a).await.map(|()| true),
             Command::Bench(_) | Command::Sim(_) => unreachable!("run above, without a runtime"),

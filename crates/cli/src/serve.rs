@@ -18,6 +18,11 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let trim = event_trim(&a.retention)?;
     let sim = SimConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimConfig::default() };
     let store = open_store(&a.store, store_config(&a.engine)?).await?;
+    if a.store.pg.database_url.is_none() {
+        crate::access::bootstrap(store.as_ref(), &a.store.db).await?;
+    }
+    let shutdown = CancellationToken::new();
+    let access = crate::access::settings(&a.access, shutdown.clone()).await?;
     let source = kube_source(&a.kube_source, &store)?;
     let listener = tokio::net::TcpListener::bind(&a.listen)
         .await
@@ -28,9 +33,8 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     if let Some(source) = source {
         hub = hub.kube_source(source);
     }
-    let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    hub.run(shutdown).await?;
+    hub.access(access).run(shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

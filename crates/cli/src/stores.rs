@@ -29,7 +29,7 @@ pub async fn open_store(a: &StoreArgs, config: StoreConfig) -> Result<Arc<dyn St
     }
 }
 
-async fn connect(url: &str, pg: &PgArgs, config: StoreConfig) -> Result<PgStore> {
+pub(crate) async fn connect(url: &str, pg: &PgArgs, config: StoreConfig) -> Result<PgStore> {
     if pg.pool_size == 0 {
         return Err(anyhow!("--pool-size must be at least 1"));
     }

@@ -18,12 +18,11 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One cluster `c1` on the sim with an agent token, and a SyncSet of `n` ConfigMaps.
+/// One cluster `c1` on the sim, and a SyncSet of `n` ConfigMaps.
 fn fleet(sim: &str, n: usize) -> String {
     let mut y = format!(
-        "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: c1-agent}}\nstringData: {{token: tok-c1}}\n---\n\
-         apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c1}}\n\
-         spec: {{endpoint: {{http: {{url: \"http://{sim}/clusters/c1\"}}}}, agent: {{tokenSecretRef: c1-agent}}}}\n---\n\
+        "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c1}}\n\
+         spec: {{endpoint: {{http: {{url: \"http://{sim}/clusters/c1\"}}}}}}\n---\n\
          apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: base}}\nspec:\n  clusterNames: [c1]\n  resources:\n"
     );
     for i in 0..n {
@@ -36,12 +35,14 @@ fn fleet(sim: &str, n: usize) -> String {
 struct Http {
     rt: tokio::runtime::Runtime,
     client: reqwest::Client,
+    /// The hub's fleet-admin token, to read its live state.
+    admin: String,
 }
 
 impl Http {
-    fn new() -> Http {
+    fn new(admin: &str) -> Http {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-        Http { rt, client: reqwest::Client::new() }
+        Http { rt, client: reqwest::Client::new(), admin: admin.to_string() }
     }
 
     fn get(&self, url: &str) -> Value {
@@ -99,7 +100,8 @@ impl Http {
 
     /// The hub's live state of c1: name → (resourceVersion, state, versions stored, drift).
     fn hub_live(&self, hub: &str) -> std::collections::BTreeMap<String, (String, LiveState, u64, Option<String>)> {
-        let live = self.rt.block_on(fleetsync_api::Client::new(hub).live("default", "c1")).expect("the hub's live state");
+        let hub = fleetsync_api::Client::new(hub).with_token(self.admin.clone());
+        let live = self.rt.block_on(hub.live("default", "c1")).expect("the hub's live state");
         live.into_iter().map(|l| (l.resource.name, (l.resource_version, l.state, l.versions, l.drift))).collect()
     }
 
@@ -252,9 +254,17 @@ fn setup(n: usize) -> (Hub, SimChild, Http, tempfile::TempDir) {
     std::fs::write(&file, fleet(&sim.addr, n)).expect("write");
     let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", stderr(&out));
-    std::fs::write(dir.path().join("token"), "tok-c1\n").expect("token");
+    agent_credential(&hub, "c1", &dir.path().join("token"));
     hub.wait_until(Duration::from_secs(60), applied);
-    (hub, sim, Http::new(), dir)
+    let http = Http::new(&hub.token);
+    (hub, sim, http, dir)
+}
+
+/// Issues the agent credential of `cluster` (through the API, as the fleet-admin) into `file`.
+fn agent_credential(hub: &Hub, cluster: &str, file: &Path) {
+    let out = hub.cli(&["token", "create", "--agent", "--tenant", "default", "--cluster", cluster]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(file, common::stdout(&out)).expect("token file");
 }
 
 /// 10,000 third-party changes of 500 applied objects (none drifts: each keeps every
@@ -367,23 +377,22 @@ fn a_broken_watch_is_followed_by_a_relist_that_reports_vanished_objects() {
     assert!(text.contains("cannot watch the target; will re-list"), "the watch should have broken: {text}");
 }
 
-/// A token reports for its own cluster only: the agent of c2 with c1's token is
-/// refused (403) and exits saying so; a wrong token is 401; bad flags say what to fix.
+/// A credential reports for its own cluster only: the agent of c2 with c1's credential
+/// is refused (403) and exits saying so; a wrong token is 401; bad flags say what to fix.
 #[test]
-fn tokens_are_per_cluster_and_bad_flags_are_named() {
+fn credentials_are_per_cluster_and_bad_flags_are_named() {
     let (hub, sim, _http, dir) = setup(1);
     let other = dir.path().join("c2.yaml");
     let c2 = format!(
-        "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: c2-agent}}\nstringData: {{token: tok-c2}}\n---\n\
-         apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c2}}\n\
-         spec: {{endpoint: {{http: {{url: \"http://{}/clusters/c2\"}}}}, agent: {{tokenSecretRef: c2-agent}}}}\n",
+        "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c2}}\n\
+         spec: {{endpoint: {{http: {{url: \"http://{}/clusters/c2\"}}}}}}\n",
         sim.addr
     );
     std::fs::write(&other, c2).expect("write");
     assert!(hub.cli(&["apply", "-f", other.to_str().expect("utf-8")]).status.success());
     let token = dir.path().join("token");
     let wrong = dir.path().join("wrong");
-    std::fs::write(&wrong, "not-a-token").expect("write");
+    std::fs::write(&wrong, "fst_not-a-token").expect("write");
     let target = format!("http://{}/clusters/c2", sim.addr);
     let agent = |cluster: &str, token: &Path| {
         bin()
@@ -394,7 +403,7 @@ fn tokens_are_per_cluster_and_bad_flags_are_named() {
     let forbidden = agent("c2", &token);
     assert!(!forbidden.status.success());
     let err = stderr(&forbidden);
-    assert!(err.contains("403") && err.contains("may only report for that cluster"), "{err}");
+    assert!(err.contains("403") && err.contains("is not the agent of cluster default/c2"), "{err}");
     let unauthorized = agent("c2", &wrong);
     assert!(!unauthorized.status.success());
     assert!(stderr(&unauthorized).contains("401"), "{}", stderr(&unauthorized));

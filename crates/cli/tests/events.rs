@@ -64,6 +64,7 @@ impl Watcher {
         let after = after.to_string();
         let mut child = bin()
             .args(["get", "events", "--watch", "-o", "json", "--after", &after, "--server", &hub.url])
+            .env("FLEETSYNC_TOKEN", &hub.token)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -60,7 +60,7 @@ fn custom_resources_in_a_hub_cluster_are_applied_and_get_status() {
 
     // The hub stored both and applied the SyncSet to the target cluster.
     eventually("the SyncSet applied on edge-1", || {
-        let items = rt.block_on(fleetsync_api::Client::new(&hub.url).status(&Default::default())).expect("status");
+        let items = rt.block_on(hub.client().status(&Default::default())).expect("status");
         items.iter().any(|k| k.phase == fleetsync_model::Phase::Applied)
     });
     let applied = get(&rt, &format!("{target}/api/v1/namespaces/apps/configmaps/web-config"));

@@ -22,6 +22,7 @@ use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
 use fleetsync_server::{AppState, QueueMetrics, ServerTls, TlsConfig, TlsError};
 use fleetsync_store::Store;
+use fleetsync_server::access::{Access, AccessSettings};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -35,6 +36,7 @@ pub struct Hub {
     config: RuntimeConfig,
     api: Option<TcpListener>,
     tls: Option<TlsConfig>,
+    access: AccessSettings,
     trim: Option<EventTrim>,
     source: Option<KubeSource>,
     registry: Registry,
@@ -71,7 +73,8 @@ impl Hub {
     /// Workers on `store`, applying through `applier`: a `fleetsync worker`. Nothing
     /// else runs until added.
     pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig) -> Hub {
-        Hub { store, applier, config, api: None, tls: None, trim: None, source: None, registry: Registry::default() }
+        let access = AccessSettings::default();
+        Hub { store, applier, config, api: None, tls: None, access, trim: None, source: None, registry: Registry::default() }
     }
 
     /// Also serves the HTTP API (and `/metrics`) on `listener`.
@@ -85,6 +88,13 @@ impl Hub {
     /// [runs](Hub::run), before anything starts.
     pub fn api_tls(mut self, tls: TlsConfig) -> Hub {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Who the API lets in beyond the store's tokens (OIDC), and the operator's
+    /// choices about `/metrics` and `inCluster`. Default: the store's tokens only.
+    pub fn access(mut self, access: AccessSettings) -> Hub {
+        self.access = access;
         self
     }
 
@@ -127,7 +137,8 @@ impl Hub {
 
         let mut served = Ok(());
         if let Some((listener, queue_metrics)) = api {
-            let state = AppState::new(self.store, Arc::new(registry), queue_metrics);
+            let mut state = AppState::new(self.store, Arc::new(registry), queue_metrics);
+            state.access = Access::configured(state.access.authenticator.clone(), self.access);
             served = fleetsync_server::serve(listener, state, tls, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
             stop.cancel();
         }

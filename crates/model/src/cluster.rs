@@ -16,22 +16,7 @@ pub struct Cluster {
 pub struct ClusterSpec {
     /// How to reach the cluster.
     pub endpoint: Endpoint,
-    /// Lets a `fleetsync agent` running beside the cluster report its live state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<AgentSpec>,
 }
-
-/// How the agent of a cluster authenticates: a bearer token kept in a fleetsync
-/// Secret (never in the Cluster, which is shown to anyone who can list clusters).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentSpec {
-    /// The Secret (same tenant) whose [`AGENT_TOKEN_KEY`] value is the agent's token.
-    pub token_secret_ref: String,
-}
-
-/// The key of the Secret named by `spec.agent.tokenSecretRef` that holds the token.
-pub const AGENT_TOKEN_KEY: &str = "token";
 
 /// How a cluster is reached. Exactly one variant is given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,9 +38,9 @@ pub enum Endpoint {
 }
 
 impl ClusterSpec {
-    /// A spec reaching the cluster through `endpoint`, without an agent.
+    /// A spec reaching the cluster through `endpoint`.
     pub fn new(endpoint: Endpoint) -> Self {
-        Self { endpoint, agent: None }
+        Self { endpoint }
     }
 }
 

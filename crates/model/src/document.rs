@@ -246,9 +246,6 @@ fn validate_meta(m: &ObjectMeta) -> Result<(), (String, String)> {
 }
 
 fn validate_cluster(c: &Cluster) -> Result<(), (String, String)> {
-    if let Some(agent) = &c.spec.agent {
-        check_dns1123_label(&agent.token_secret_ref).map_err(|r| ("spec.agent.tokenSecretRef".to_string(), r.to_string()))?;
-    }
     match &c.spec.endpoint {
         Endpoint::Http { url } if !(url.starts_with("http://") || url.starts_with("https://")) => {
             Err(("spec.endpoint.http.url".into(), format!("must be an http:// or https:// URL, got {url:?}")))

@@ -19,4 +19,8 @@ pub struct Event {
     pub action: String,
     /// The object's generation (for `Status`, the SyncSet generation it concerns).
     pub generation: i64,
+    /// Who made the change: the API caller's subject (`token:NAME`, `oidc:SUB`,
+    /// `cert:CN`). None for status events and changes made inside the hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }

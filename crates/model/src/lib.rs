@@ -26,7 +26,7 @@ pub mod syncset;
 pub mod time;
 
 pub use access::{Grant, Role, TenantRole, TokenRecord};
-pub use cluster::{AgentSpec, Cluster, ClusterSpec, Endpoint, AGENT_TOKEN_KEY};
+pub use cluster::{Cluster, ClusterSpec, Endpoint};
 pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
 pub use event::Event;
 pub use key::{Fence, WorkKey};

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
-use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::*;
@@ -68,16 +68,16 @@ struct ExpireAfterClaim {
 
 #[async_trait]
 impl Objects for ExpireAfterClaim {
-    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
-        self.inner.objects_apply(docs).await
+    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
+        self.inner.objects_apply_by(docs, actor).await
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
         self.inner.objects_apply_own(docs, own).await
     }
 
-    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
-        self.inner.object_delete(kind, tenant, name).await
+    async fn object_delete_by(&self, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<()> {
+        self.inner.object_delete_by(kind, tenant, name, actor).await
     }
 
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
@@ -199,6 +199,25 @@ impl EventLog for ExpireAfterClaim {
 
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events_subscribe()
+    }
+}
+
+#[async_trait]
+impl Tokens for ExpireAfterClaim {
+    async fn token_create(&self, record: &TokenRecord, hash: &[u8; 32]) -> Result<bool> {
+        self.inner.token_create(record, hash).await
+    }
+
+    async fn token_find(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>> {
+        self.inner.token_find(hash).await
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        self.inner.token_list().await
+    }
+
+    async fn token_revoke(&self, name: &str) -> Result<bool> {
+        self.inner.token_revoke(name).await
     }
 }
 

@@ -6,7 +6,7 @@
 //! status code. Internal failures are logged in full and answered with a fixed
 //! message, so nothing about the backend leaks to clients.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fleetsync_api::ErrorBody;
@@ -45,9 +45,18 @@ pub enum ApiError {
     /// No credentials, or ones nobody has.
     #[error("unauthorized: {0}")]
     Unauthorized(String),
+    /// Something that does not exist (or that the caller may not see).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request conflicts with what exists (a name taken).
+    #[error("{0}")]
+    Conflict(String),
     /// Valid credentials that do not allow this request.
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// A body of a type the API does not take (it takes YAML and JSON only).
+    #[error("unsupported content type {got}: send application/yaml or application/json")]
+    UnsupportedMediaType { got: String },
     #[error("request body is larger than the limit of {limit} bytes")]
     BodyTooLarge { limit: usize },
     #[error("no route for {method} {path}")]
@@ -63,11 +72,13 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Documents(_) | ApiError::InvalidParam { .. } | ApiError::BadBody(_) => StatusCode::BAD_REQUEST,
-            ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } => StatusCode::NOT_FOUND,
+            ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. }) | ApiError::Internal { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InvalidField { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -115,7 +126,11 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
-        (status, Json(self.body())).into_response()
+        let mut response = (status, Json(self.body())).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 

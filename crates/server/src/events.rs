@@ -26,6 +26,7 @@
 //! shuts down every stream ends cleanly (last chunk); a client reconnects with `after`
 //! set to the last `seq` it saw (event or bookmark) and misses nothing.
 
+use crate::access::{Caller, Visible};
 use crate::error::{ApiError, Result};
 use crate::extract::ApiQuery;
 use crate::{AppState, Items};
@@ -102,8 +103,13 @@ impl Watches {
     }
 }
 
-/// `GET /v1/events`: a page of events, or with `watch=true` a stream of them.
-pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<EventsQuery>) -> Result<Response> {
+/// `GET /v1/events`: a page of events, or with `watch=true` a stream of them — of the
+/// caller's tenants only.
+pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<EventsQuery>) -> Result<Response> {
+    let visible = caller.visible();
+    if visible == Visible::Tenants(Default::default()) {
+        return Err(ApiError::Forbidden(format!("{} may read no tenant's events", caller.subject)));
+    }
     if !(1..=MAX_LIMIT).contains(&q.limit) {
         return Err(ApiError::InvalidParam {
             param: "query parameter `limit`".into(),
@@ -113,7 +119,8 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<EventsQue
     // Read before answering, so that an expired cursor is a 410, not a broken stream.
     let (cursor, first) = first_page(&*state.store, q.after, q.limit).await?;
     if !q.watch {
-        return Ok(Json(Items { items: first }).into_response());
+        let items = visible_page(&*state.store, &visible, first, q.limit).await?;
+        return Ok(Json(Items { items }).into_response());
     }
     let follow = Follow {
         wake: state.store.events_subscribe(),
@@ -122,6 +129,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<EventsQue
         cursor,
         limit: q.limit,
         pending: first,
+        visible,
         keepalive: state.watches.keepalive,
         poll: state.watches.poll,
         caught_up: false,
@@ -149,14 +157,34 @@ async fn first_page(store: &dyn EventLog, after: Option<u64>, limit: usize) -> R
     }
 }
 
+/// Up to `limit` events of the `visible` tenants, from `first` (a page just read) on:
+/// reads further pages while the ones read hold fewer, so that a page of other tenants'
+/// events does not look like the end of the log.
+async fn visible_page(store: &dyn EventLog, visible: &Visible, first: Vec<Event>, limit: usize) -> Result<Vec<Event>> {
+    let mut page = first;
+    let mut items = Vec::new();
+    loop {
+        let (full, last) = (page.len() == limit, page.last().map(|e| e.seq));
+        items.extend(page.into_iter().filter(|e| visible.contains(&e.tenant)));
+        match last {
+            Some(last) if full && items.len() < limit => page = store.events_read(last, limit).await?,
+            _ => break,
+        }
+    }
+    items.truncate(limit);
+    Ok(items)
+}
+
 /// A watch in progress: everything it needs to produce its next chunk.
 struct Follow {
     store: Arc<dyn EventLog>,
     /// Every event up to here has been sent (or precedes the start).
     cursor: u64,
     limit: usize,
-    /// Read, not yet sent.
+    /// Read, not yet sent (nor filtered).
     pending: Vec<Event>,
+    /// Whose events are sent; the others are skipped (the cursor moves past them).
+    visible: Visible,
     wake: watch::Receiver<u64>,
     closing: watch::Receiver<bool>,
     keepalive: Duration,
@@ -180,8 +208,11 @@ impl Follow {
                 let page = std::mem::take(&mut self.pending);
                 self.cursor = page.last().map_or(self.cursor, |e| e.seq);
                 let mut out = Vec::with_capacity(page.len() * 200);
-                for event in page {
+                for event in page.into_iter().filter(|e| self.visible.contains(&e.tenant)) {
                     push_line(&mut out, &WatchLine::Event { event });
+                }
+                if out.is_empty() {
+                    continue;
                 }
                 return Some(self.sent(out));
             }

@@ -1,4 +1,5 @@
-//! `GET /healthz`: healthy means the store answers.
+//! `GET /healthz` and `GET /readyz`: healthy (ready to serve) means the store answers;
+//! `GET /livez`: the process answers.
 //!
 //! The hub has no state of its own worth checking; if it can read the queue it can
 //! serve. The store's error is logged, not returned, like every internal error.
@@ -18,4 +19,10 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
             (StatusCode::SERVICE_UNAVAILABLE, Json(health))
         }
     }
+}
+
+/// `GET /livez`: the process is up and serving requests; nothing is checked beyond that,
+/// so a store outage does not get the hub restarted.
+pub async fn livez() -> Json<Health> {
+    Json(Health { status: "ok".into(), error: None })
 }

@@ -17,9 +17,13 @@
 //! | `GET /v1/events?after=&watch=true` | the event log, then each new event: NDJSON ([`events`]) |
 //! | `POST /v1/agent/reports`, `GET /v1/agent/resources` | agents (token per cluster, [`agent`]) |
 //! | `GET /v1/live?cluster=` | live state reported by agents |
-//! | `GET /healthz`, `GET /metrics` | operations |
+//! | `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` | hub-issued tokens ([`tokens`]) |
+//! | `GET /v1/whoami` | the caller's subject and grants |
+//! | `GET /livez`, `GET /readyz`, `GET /healthz`, `GET /metrics` | operations |
 //!
 //! `?tenant=` selects the tenant (default `default`) wherever objects are named.
+//! Every route but the probes (and `/metrics`, unless asked) needs a credential, and
+//! what each route needs is one table ([`access::routes`]), checked before any handler.
 
 pub mod access;
 pub mod agent;
@@ -33,6 +37,7 @@ pub mod objects;
 pub mod serve;
 pub mod status;
 pub mod tls;
+pub mod tokens;
 pub mod wire;
 
 pub use error::ApiError;
@@ -44,8 +49,9 @@ pub use tls::{ClientIdentity, ServerTls, TlsConfig, TlsError};
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
+use access::{Access, Authenticator};
 use fleetsync_store::Store;
 use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
@@ -62,12 +68,15 @@ pub struct AppState {
     pub queue_metrics: QueueMetrics,
     /// Event watch settings, and the switch [`serve`] uses to end the streams.
     pub watches: Watches,
+    /// Who may call, and what each may do.
+    pub access: Access,
 }
 
 impl AppState {
-    /// The state with default watch settings.
+    /// The state with default watch settings, accepting the store's hub-issued tokens.
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, queue_metrics: QueueMetrics) -> Self {
-        Self { store, registry, queue_metrics, watches: Watches::default() }
+        let access = Access::new(Authenticator::new(store.clone(), store.clock()));
+        Self { store, registry, queue_metrics, watches: Watches::default(), access }
     }
 }
 
@@ -90,10 +99,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/agent/reports", post(agent::report))
         .route("/v1/agent/resources", get(agent::resources))
         .route("/v1/live", get(agent::live))
+        .route("/v1/tokens", post(tokens::create).get(tokens::list))
+        .route("/v1/tokens/{name}", delete(tokens::revoke))
+        .route("/v1/whoami", get(tokens::whoami))
+        .route("/livez", get(health::livez))
+        .route("/readyz", get(health::healthz))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::scrape))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
         .with_state(state)
 }

@@ -8,13 +8,14 @@
 //! Secret's values, which `to_value` replaces with `<redacted>`: the API never
 //! returns them.
 
+use crate::access::{Access, Caller, Right};
 use crate::error::{ApiError, Result};
 use crate::extract::{check_name, ApiPath, ApiQuery, ApiText, TenantQuery};
 use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
-use fleetsync_model::{parse_documents, Document, Kind};
+use fleetsync_model::{parse_documents, Document, Endpoint, Kind};
 use fleetsync_store::{Objects, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -63,6 +64,7 @@ pub struct ApplyQuery {}
 /// transaction (all or nothing).
 pub async fn apply(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(ApplyQuery {}): ApiQuery<ApplyQuery>,
     ApiText(text): ApiText,
 ) -> Result<Json<ApplyResponse>> {
@@ -70,8 +72,38 @@ pub async fn apply(
     let docs = tokio::task::spawn_blocking(move || parse_documents(&text))
         .await
         .map_err(|e| ApiError::Internal { step: "parsing documents", message: e.to_string() })??;
-    let results = state.store.objects_apply(docs).await?;
+    for doc in &docs {
+        may_write(&caller, &state.access, doc)?;
+    }
+    let results = state.store.objects_apply_by(docs, Some(&caller.subject)).await?;
     Ok(Json(ApplyResponse { results: results.into_iter().map(crate::wire::apply_result).collect() }))
+}
+
+/// The right writing an object of `kind` needs: Secrets are an admin's.
+pub fn write_right(kind: Kind) -> Right {
+    match kind {
+        Kind::Secret => Right::Admin,
+        Kind::Cluster | Kind::SyncSet => Right::Edit,
+    }
+}
+
+/// Whether `caller` may write `doc`: the right its kind needs in its tenant, and for a
+/// Cluster on the `inCluster` endpoint (the hub's own cluster, with the hub's
+/// credentials), a tenant the operator allowed.
+fn may_write(caller: &Caller, access: &Access, doc: &Document) -> Result<()> {
+    let (tenant, name) = (doc.metadata().tenant(), &doc.metadata().name);
+    let right = write_right(doc.kind());
+    if !caller.allows(right, tenant) {
+        return Err(ApiError::Forbidden(format!("{} {tenant}/{name}: {}", doc.kind().as_str(), caller.refusal(right, tenant))));
+    }
+    if let Document::Cluster(c) = doc {
+        if matches!(c.spec.endpoint, Endpoint::InCluster {}) && !access.in_cluster_tenants.contains(tenant) {
+            return Err(ApiError::Forbidden(format!(
+                "Cluster {tenant}/{name}: the inCluster endpoint (the hub's own cluster) is not allowed for tenant {tenant} (serve --allow-in-cluster-tenant)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `GET /v1/<plural>`: every object of the kind in the tenant.
@@ -104,12 +136,13 @@ pub async fn get<K: ObjectKind>(
 /// `DELETE /v1/<plural>/{name}`: 404 if it does not exist.
 pub async fn delete<K: ObjectKind>(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<TenantQuery>,
 ) -> Result<Json<DeleteResponse>> {
     check_name(K::PATH_NAME, &name)?;
     let tenant = q.tenant()?;
-    state.store.object_delete(K::KIND, tenant, &name).await?;
+    state.store.object_delete_by(K::KIND, tenant, &name, Some(&caller.subject)).await?;
     Ok(Json(DeleteResponse { deleted: Deleted { kind: K::KIND, tenant: tenant.to_string(), name } }))
 }
 

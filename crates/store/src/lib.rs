@@ -42,7 +42,7 @@ pub use queue::{
     RenewParams, RunOutcome, StatusFilter,
 };
 pub use retry::RetryPolicy;
-pub use roles::{EventLog, LiveState, Members, Objects, StatusRead, Store, WorkQueue};
+pub use roles::{EventLog, LiveState, Members, Objects, StatusRead, Store, Tokens, WorkQueue};
 
 use fleetsync_model::Clock;
 use std::sync::Arc;

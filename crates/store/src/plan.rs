@@ -230,7 +230,7 @@ mod tests {
     fn a_rotated_secret_replans_only_the_clusters_that_connect_through_it() {
         let cluster = |name: &str, endpoint: Endpoint| Cluster {
             metadata: ObjectMeta::new(name),
-            spec: ClusterSpec { endpoint, agent: None },
+            spec: ClusterSpec { endpoint },
         };
         let clusters = [
             cluster("uses-it", Endpoint::Kubeconfig { secret_ref: "kc".into() }),

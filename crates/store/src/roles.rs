@@ -15,7 +15,7 @@ use crate::{
     LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams, Result, StatusFilter,
 };
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -25,8 +25,15 @@ use tokio::sync::watch;
 pub trait Objects: Send + Sync + 'static {
     /// Applies documents in one transaction: all or nothing. A document whose content
     /// is unchanged keeps its generation (idempotent apply); a changed one gets the next
-    /// generation, is appended to the event log, and enqueues every key it affects.
-    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>>;
+    /// generation, is appended to the event log with `actor` (who made the change), and
+    /// enqueues every key it affects.
+    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>>;
+
+    /// [`objects_apply_by`](Objects::objects_apply_by) with no actor (a change made
+    /// inside the hub).
+    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+        self.objects_apply_by(docs, None).await
+    }
 
     /// [`objects_apply`](Objects::objects_apply) by a reconciler that holds `own.key`
     /// with token `own.fence` (DESIGN.md guarantee 8: a reconciler's own writes do not
@@ -39,8 +46,14 @@ pub trait Objects: Send + Sync + 'static {
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>>;
 
     /// Deletes a Cluster (its keys go with it) or a SyncSet (its keys are enqueued for
-    /// removal, so Sync mode deletes what it applied). `NotFound` if absent.
-    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()>;
+    /// removal, so Sync mode deletes what it applied); the event names `actor`.
+    /// `NotFound` if absent.
+    async fn object_delete_by(&self, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<()>;
+
+    /// [`object_delete_by`](Objects::object_delete_by) with no actor.
+    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+        self.object_delete_by(kind, tenant, name, None).await
+    }
 
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>>;
     async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>>;
@@ -185,7 +198,23 @@ pub trait LiveState: Send + Sync + 'static {
     async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>>;
 }
 
-/// Every role: what a backend implements and what a hub that serves them all holds.
-pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState {}
+/// The hub-issued bearer tokens: their records, found by the SHA-256 of the token (the
+/// token itself is never stored).
+#[async_trait]
+pub trait Tokens: Send + Sync + 'static {
+    /// Stores a new token's record under the SHA-256 of the token. `Ok(false)` and
+    /// nothing written if the name is taken.
+    async fn token_create(&self, record: &TokenRecord, hash: &[u8; 32]) -> Result<bool>;
+    /// The record of the token whose SHA-256 is `hash`, expired or not (the caller judges
+    /// expiry with its clock): one lookup by primary key, whatever the number of tokens.
+    async fn token_find(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>>;
+    /// Every token's record, by name.
+    async fn token_list(&self) -> Result<Vec<TokenRecord>>;
+    /// Deletes the token named `name`; `Ok(false)` if there is none.
+    async fn token_revoke(&self, name: &str) -> Result<bool>;
+}
 
-impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState> Store for T {}
+/// Every role: what a backend implements and what a hub that serves them all holds.
+pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens {}
+
+impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens> Store for T {}

@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fleetsync"));
-    c.env_remove("FLEETSYNC_SERVER").env_remove("RUST_LOG");
+    for var in ["FLEETSYNC_SERVER", "FLEETSYNC_TOKEN", "FLEETSYNC_CONTEXT", "FLEETSYNC_DB", "RUST_LOG"] {
+        c.env_remove(var);
+    }
+    // No config file of the person running the tests.
+    c.env("FLEETSYNC_CONFIG", "/dev/null");
     c
 }
 
@@ -36,6 +40,9 @@ pub struct Hub {
     pub dir: tempfile::TempDir,
     /// `serve`'s flags (listen address included), to start it again the same way.
     args: Vec<String>,
+    /// A fleet-admin token: the one an embedded hub issued itself, or for PostgreSQL
+    /// one `token create` issued before the hub started. [`Hub::cli`] sends it.
+    pub token: String,
     log: Option<PathBuf>,
 }
 
@@ -73,8 +80,13 @@ impl Hub {
         let mut args = vec!["--listen".to_string(), listen.clone()];
         args.extend(store.iter().map(|s| s.to_string()));
         let log = log.map(Path::to_path_buf);
+        let issued = pg_admin_token(store);
         let child = Hub::launch(&args, log.as_deref());
-        let hub = Hub { child, url: format!("http://{listen}"), dir, args, log };
+        let token = match issued {
+            Some(t) => t,
+            None => bootstrap_token(store),
+        };
+        let hub = Hub { child, url: format!("http://{listen}"), dir, args, log, token };
         hub.wait_until(Duration::from_secs(20), |h| h.cli(&["get", "clusters"]).status.success());
         hub
     }
@@ -105,8 +117,14 @@ impl Hub {
         self.wait_until(Duration::from_secs(30), |h| h.cli(&["get", "clusters"]).status.success());
     }
 
+    /// Runs a client command against this hub as its fleet-admin.
     pub fn cli(&self, args: &[&str]) -> Output {
-        bin().args(args).args(["--server", &self.url]).output().expect("run client")
+        bin().args(args).args(["--server", &self.url]).env("FLEETSYNC_TOKEN", &self.token).output().expect("run client")
+    }
+
+    /// The typed API client of this hub, as its fleet-admin.
+    pub fn client(&self) -> fleetsync_api::Client {
+        fleetsync_api::Client::new(&self.url).with_token(self.token.clone())
     }
 
     pub fn wait_until(&self, timeout: Duration, ok: impl Fn(&Hub) -> bool) {
@@ -128,6 +146,36 @@ impl Hub {
             assert!(start.elapsed() < Duration::from_secs(30), "serve did not stop on SIGTERM");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// For a hub on PostgreSQL (`--database-url` among its flags): a fleet-admin token
+/// issued with `fleetsync token create` on the same schema.
+fn pg_admin_token(store: &[&str]) -> Option<String> {
+    let url = store.iter().position(|a| *a == "--database-url").map(|i| store[i + 1])?;
+    let mut args = vec!["token", "create", "--database-url", url, "--tenant", "default", "--role", "fleet-admin"];
+    if let Some(i) = store.iter().position(|a| *a == "--schema") {
+        args.extend(["--schema", store[i + 1]]);
+    }
+    let out = run(&args);
+    assert!(out.status.success(), "token create: {}", stderr(&out));
+    Some(stdout(&out).trim().to_string())
+}
+
+/// For an embedded hub: the token it wrote beside its database (`--db FILE`) at its
+/// first start.
+fn bootstrap_token(store: &[&str]) -> String {
+    let db = store.iter().position(|a| *a == "--db").map(|i| store[i + 1]).expect("--db or --database-url");
+    let file = PathBuf::from(format!("{db}.admin-token"));
+    let start = Instant::now();
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&file) {
+            if !t.trim().is_empty() {
+                return t.trim().to_string();
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "no token at {}", file.display());
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -7,18 +7,19 @@
 //! | `GET /v1/agent/resources?tenant=&cluster=` | the resources fleetsync applies to the cluster |
 //! | `GET /v1/live?tenant=&cluster=` | the latest live state stored per resource |
 //!
-//! The two agent routes need the cluster's agent token ([`auth`]). A report is matched
+//! The two agent routes take the cluster's agent credential only (a token issued for
+//! that cluster: `fleetsync token create --agent`); anyone else is refused before
+//! anything is read, so a refused caller learns nothing. A report is matched
 //! to the key whose SyncSet lists the resource ([`desired`]); reports of resources
 //! fleetsync does not apply there are acknowledged and dropped.
 
-pub mod auth;
 pub mod desired;
 
+use crate::access::Caller;
 use crate::error::{ApiError, Result};
 use crate::extract::{check_name, default_tenant, ApiQuery, ApiText};
 use crate::{AppState, Items};
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::Json;
 use fleetsync_api::{Ack, Acks, LiveResource, ReportResult};
 use fleetsync_model::{Kind, LiveReport, LiveState, ReportBatch, ResourceRef};
@@ -26,9 +27,9 @@ use fleetsync_store::{LiveRecord, StoreError};
 use serde::Deserialize;
 
 /// `POST /v1/agent/reports`: checks, judges and persists a batch in one transaction.
-pub async fn report(State(state): State<AppState>, headers: HeaderMap, ApiText(body): ApiText) -> Result<Json<Acks>> {
+pub async fn report(State(state): State<AppState>, caller: Caller, ApiText(body): ApiText) -> Result<Json<Acks>> {
     let batch = parse_batch(&body)?;
-    auth::authorize(state.store.as_ref(), &headers, &batch.tenant, &batch.cluster).await?;
+    must_be_agent_of(&caller, &batch.tenant, &batch.cluster)?;
     let desired = desired::Desired::load(state.store.as_ref(), &batch.tenant, &batch.cluster).await?;
     let mut items = Vec::with_capacity(batch.reports.len());
     let mut records = Vec::new();
@@ -50,6 +51,14 @@ pub async fn report(State(state): State<AppState>, headers: HeaderMap, ApiText(b
         items[i].result = crate::wire::report_result(outcome);
     }
     Ok(Json(Acks { items, requeued: recorded.requeued.into_iter().map(|k| k.syncset).collect() }))
+}
+
+/// Refuses anyone but the agent of `tenant/cluster`.
+fn must_be_agent_of(caller: &Caller, tenant: &str, cluster: &str) -> Result<()> {
+    if caller.reports_for(tenant, cluster) {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!("{} is not the agent of cluster {tenant}/{cluster}", caller.subject)))
 }
 
 fn record(r: LiveReport, syncset: String, drift: Option<String>) -> LiveRecord {
@@ -92,11 +101,11 @@ impl ClusterQuery {
 /// `GET /v1/agent/resources`: what the agent of a cluster is to watch.
 pub async fn resources(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
     ApiQuery(q): ApiQuery<ClusterQuery>,
 ) -> Result<Json<Items<ResourceRef>>> {
     q.check()?;
-    auth::authorize(state.store.as_ref(), &headers, &q.tenant, &q.cluster).await?;
+    must_be_agent_of(&caller, &q.tenant, &q.cluster)?;
     let desired = desired::Desired::load(state.store.as_ref(), &q.tenant, &q.cluster).await?;
     Ok(Json(Items { items: desired.resources() }))
 }

@@ -4,7 +4,7 @@ use crate::harness::over;
 use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use fleetsync_model::{Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Cluster, Document, Grant, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
 use fleetsync_store::*;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -18,7 +18,7 @@ fn fail<T>() -> Result<T> {
 
 #[async_trait]
 impl Objects for Broken {
-    async fn objects_apply(&self, _: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_by(&self, _: Vec<Document>, _: Option<&str>) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
 
@@ -26,7 +26,7 @@ impl Objects for Broken {
         fail()
     }
 
-    async fn object_delete(&self, _: Kind, _: &str, _: &str) -> Result<()> {
+    async fn object_delete_by(&self, _: Kind, _: &str, _: &str, _: Option<&str>) -> Result<()> {
         fail()
     }
 
@@ -151,6 +151,28 @@ impl EventLog for Broken {
     }
 }
 
+/// Every token is a fleet-admin's, so that requests get past authentication to the
+/// store calls that fail.
+#[async_trait]
+impl Tokens for Broken {
+    async fn token_create(&self, _: &TokenRecord, _: &[u8; 32]) -> Result<bool> {
+        fail()
+    }
+
+    async fn token_find(&self, _: &[u8; 32]) -> Result<Option<TokenRecord>> {
+        let created_by = "test".into();
+        Ok(Some(TokenRecord { name: "t".into(), grant: Grant::Fleet, created_at: Timestamp(0), expires_at: None, created_by }))
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        fail()
+    }
+
+    async fn token_revoke(&self, _: &str) -> Result<bool> {
+        fail()
+    }
+}
+
 #[async_trait]
 impl LiveState for Broken {
     async fn live_record(&self, _: &str, _: &str, _: Vec<LiveRecord>) -> Result<LiveRecorded> {
@@ -177,7 +199,8 @@ async fn store_failures_are_hidden() {
     ];
     for (method, uri, want) in cases {
         let body = if method == "POST" { Body::from(crate::harness::FLEET) } else { Body::empty() };
-        let req = Request::builder().method(method).uri(uri).body(body).expect("request");
+        let req = Request::builder().method(method).uri(uri).header("authorization", "Bearer fst_any").header("content-type", "application/yaml");
+        let req = req.body(body).expect("request");
         let resp = router.clone().oneshot(req).await.expect("infallible");
         assert_eq!(resp.status(), want, "{uri}");
         let text = String::from_utf8_lossy(&to_bytes(resp.into_body(), usize::MAX).await.expect("body")).into_owned();

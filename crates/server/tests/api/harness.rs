@@ -4,6 +4,7 @@
 use axum::body::{to_bytes, Body, BodyDataStream};
 use axum::http::{Request, StatusCode};
 use axum::Router;
+use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{router, AppState, QueueMetrics, Watches};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
@@ -36,6 +37,8 @@ spec:
 
 pub struct Api {
     pub router: Router,
+    /// A fleet-admin token, issued at the first request: what [`Api::call`] sends.
+    admin: tokio::sync::OnceCell<String>,
     /// The store behind the router, for what the API does not do (claims, trims).
     pub store: Arc<dyn Store>,
     /// The router's watch settings; `close()` ends its watch streams.
@@ -77,13 +80,23 @@ impl Api {
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::register(&mut registry);
         let state = AppState { watches: watches.clone(), ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
-        Api { router: router(state), store, watches, _dir: dir }
+        Api { router: router(state), store, watches, admin: tokio::sync::OnceCell::new(), _dir: dir }
     }
 
     /// Starts a GET whose body is read as it comes (a watch): status, content type,
     /// and the body's lines.
     pub async fn stream(&self, uri: &str) -> (StatusCode, String, Lines) {
-        let req = Request::builder().method("GET").uri(uri).body(Body::empty()).expect("request");
+        let token = self.admin_token().await;
+        self.stream_as(Some(&token), uri).await
+    }
+
+    /// [`Api::stream`] with `token` (none: anonymous).
+    pub async fn stream_as(&self, token: Option<&str>, uri: &str) -> (StatusCode, String, Lines) {
+        let mut req = Request::builder().method("GET").uri(uri);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req.body(Body::empty()).expect("request");
         let resp = self.router.clone().oneshot(req).await.expect("infallible");
         let status = resp.status();
         let content_type =
@@ -91,8 +104,44 @@ impl Api {
         (status, content_type, Lines { body: resp.into_body().into_data_stream(), buf: Vec::new() })
     }
 
+    /// A fleet-admin token of this API's store.
+    pub async fn admin_token(&self) -> String {
+        self.admin.get_or_init(|| self.issue("fleet-admin", None)).await.clone()
+    }
+
+    /// Issues a token granting `grant` (`team-a:editor`, `fleet-admin`, `a:agent:c1`),
+    /// expiring after `ttl` if given.
+    pub async fn issue(&self, grant: &str, ttl: Option<Duration>) -> String {
+        let grant = fleetsync_model::Grant::parse(grant).expect("grant");
+        let req = TokenRequest { grant, name: None, ttl, created_by: "test".into() };
+        issue(self.store.as_ref(), self.store.clock().as_ref(), req).await.expect("issue a token").0
+    }
+
+    /// Issues a token named `name` granting `grant`.
+    pub async fn issue_named(&self, grant: &str, name: &str) -> String {
+        let grant = fleetsync_model::Grant::parse(grant).expect("grant");
+        let req = TokenRequest { grant, name: Some(name.into()), ttl: None, created_by: "test".into() };
+        issue(self.store.as_ref(), self.store.clock().as_ref(), req).await.expect("issue a token").0
+    }
+
+    /// A request as the fleet-admin; a POST body is sent as YAML to `/v1/apply` and as
+    /// JSON elsewhere.
     pub async fn call(&self, method: &str, uri: &str, body: impl Into<Body>) -> Answer {
-        let req = Request::builder().method(method).uri(uri).body(body.into()).expect("request");
+        let token = self.admin_token().await;
+        let content_type = if method != "POST" { None } else if uri.starts_with("/v1/apply") { Some("application/yaml") } else { Some("application/json") };
+        self.call_as(Some(&token), method, uri, content_type, body).await
+    }
+
+    /// A request with `token` (none: anonymous) and `content_type`.
+    pub async fn call_as(&self, token: Option<&str>, method: &str, uri: &str, content_type: Option<&str>, body: impl Into<Body>) -> Answer {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(c) = content_type {
+            req = req.header("content-type", c);
+        }
+        let req = req.body(body.into()).expect("request");
         let resp = self.router.clone().oneshot(req).await.expect("infallible");
         let status = resp.status();
         let content_type =

@@ -1,6 +1,7 @@
 //! The HTTP API end to end: the router over a real SQLite store, called with
 //! `oneshot`.
 
+mod access;
 mod agent;
 mod broken;
 mod events;

@@ -43,7 +43,7 @@ macro_rules! conformance_tests {
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
             own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs,
-            a_result_the_backend_cannot_hold_is_refused_whole);
+            a_result_the_backend_cannot_hold_is_refused_whole, tokens_found_by_hash_and_revoked, changes_record_their_actor);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -59,6 +59,7 @@ mod objects;
 mod events;
 mod members;
 mod live;
+mod tokens;
 
 pub use queue::{
     coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
@@ -77,6 +78,7 @@ pub use events::{
 };
 pub use members::members_and_shards;
 pub use live::live_state_deduplicated_and_drift_requeues;
+pub use tokens::{changes_record_their_actor, tokens_found_by_hash_and_revoked};
 
 pub const TTL: Duration = Duration::from_secs(30);
 const T0: Timestamp = Timestamp(1_800_000_000_000);

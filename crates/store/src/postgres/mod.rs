@@ -94,6 +94,7 @@ mod store;
 #[cfg(feature = "conformance")]
 pub mod testing;
 mod tls;
+mod tokens;
 mod tx;
 #[cfg(test)]
 mod tests;

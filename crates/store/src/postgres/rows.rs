@@ -76,7 +76,7 @@ async fn events_page<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgRes
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = query(
         c,
-        "SELECT seq, at, tenant, kind, name, action, generation FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
         &[&after, &limit],
     )
     .await?;
@@ -90,6 +90,7 @@ async fn events_page<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgRes
                 name: r.try_get(4)?,
                 action: r.try_get(5)?,
                 generation: r.try_get(6)?,
+                actor: r.try_get(7)?,
             })
         })
         .collect()

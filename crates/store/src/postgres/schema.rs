@@ -178,6 +178,15 @@ const MIGRATIONS: &[(&str, &str)] = &[
         EXECUTE FUNCTION refuse_writers_without_due();
     "#,
     ),
+    (
+        "who made each change, and hub-issued tokens (kept as their SHA-256)",
+        r#"
+    ALTER TABLE events ADD COLUMN actor text;
+    CREATE TABLE tokens (
+        hash bytea PRIMARY KEY, name text NOT NULL UNIQUE, grant_ text NOT NULL,
+        created_at bigint NOT NULL, expires_at bigint, created_by text NOT NULL);
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -34,10 +34,12 @@ impl PgStore {
 
 #[async_trait]
 impl Objects for PgStore {
-    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
         let docs = Arc::new(docs);
+        let actor = actor.map(str::to_string);
         self.write("applying documents", |tx| {
             let docs = docs.clone();
+            tx.actor = actor.clone();
             Box::pin(async move { objects::apply(tx, &docs).await })
         })
         .await
@@ -52,8 +54,13 @@ impl Objects for PgStore {
         .await
     }
 
-    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
-        self.write("deleting an object", |tx| Box::pin(objects::delete(tx, kind, tenant.to_string(), name.to_string()))).await
+    async fn object_delete_by(&self, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<()> {
+        let actor = actor.map(str::to_string);
+        self.write("deleting an object", |tx| {
+            tx.actor = actor.clone();
+            Box::pin(objects::delete(tx, kind, tenant.to_string(), name.to_string()))
+        })
+        .await
     }
 
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {

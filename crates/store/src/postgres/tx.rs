@@ -21,6 +21,8 @@ pub(super) struct Tx<'c> {
     pub(super) now: Timestamp,
     pub(super) schema: &'c str,
     pub(super) events: Vec<NewEvent>,
+    /// Who the events of this transaction name (see [`Tx::event`]).
+    pub(super) actor: Option<String>,
     /// The earliest `run_at` of the keys this transaction made ready, if any.
     pub(super) wake_at: Option<i64>,
     /// How the keys written move in `due`, applied at commit.
@@ -42,6 +44,7 @@ pub(super) struct NewEvent {
     name: String,
     action: &'static str,
     generation: i64,
+    actor: Option<String>,
 }
 
 impl Tx<'_> {
@@ -64,9 +67,11 @@ impl Tx<'_> {
         &self.tx
     }
 
-    /// Appends an event to the log when the transaction commits.
+    /// Appends an event to the log when the transaction commits, naming the
+    /// transaction's actor.
     pub(super) fn event(&mut self, tenant: &str, kind: &'static str, name: &str, action: &'static str, generation: i64) {
-        self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation });
+        let actor = self.actor.clone();
+        self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation, actor });
     }
 
     /// Takes what object writes announce ([`Announce`](crate::plan::Announce)): their
@@ -117,12 +122,13 @@ impl Tx<'_> {
         let names: Vec<&str> = self.events.iter().map(|e| e.name.as_str()).collect();
         let actions: Vec<&str> = self.events.iter().map(|e| e.action).collect();
         let generations: Vec<i64> = self.events.iter().map(|e| e.generation).collect();
+        let actors: Vec<Option<&str>> = self.events.iter().map(|e| e.actor.as_deref()).collect();
         let now = self.now.millis();
         let work_payload = self.wake_at.map(|run_at| listen::work_payload(self.schema, run_at));
         let due = self.due.to_apply();
         let due_params = due.as_ref().map(due::Columns::params);
         let lock_params: [&(dyn ToSql + Sync); 1] = [&lock];
-        let event_params: [&(dyn ToSql + Sync); 6] = [&now, &tenants, &kinds, &names, &actions, &generations];
+        let event_params: [&(dyn ToSql + Sync); 7] = [&now, &tenants, &kinds, &names, &actions, &generations, &actors];
         let work_params: [&(dyn ToSql + Sync); 2] = [&listen::CHANNEL, &work_payload];
         let events_params: [&(dyn ToSql + Sync); 2] = [&listen::EVENTS_CHANNEL, &self.schema];
         let mut statements: Vec<Statement<'_>> = Vec::with_capacity(5);
@@ -132,10 +138,10 @@ impl Tx<'_> {
         if logged {
             statements.push(("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &lock_params));
             statements.push((
-                "INSERT INTO events (at, tenant, kind, name, action, generation)
-                 SELECT $1::bigint, u.tenant, u.kind, u.name, u.action, u.generation
-                 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])
-                      WITH ORDINALITY AS u(tenant, kind, name, action, generation, n)
+                "INSERT INTO events (at, tenant, kind, name, action, generation, actor)
+                 SELECT $1::bigint, u.tenant, u.kind, u.name, u.action, u.generation, u.actor
+                 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[])
+                      WITH ORDINALITY AS u(tenant, kind, name, action, generation, actor, n)
                  ORDER BY u.n",
                 &event_params,
             ));

@@ -12,6 +12,7 @@ mod objects;
 mod queue;
 mod rows;
 mod schema;
+mod tokens;
 
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
@@ -19,11 +20,11 @@ use crate::{
     Result, StatusFilter, StoreConfig, StoreError,
 };
 use crate::error::Cause;
-use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
+use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, Tokens, WorkQueue};
 use async_trait::async_trait;
 use crate::retry::{write_again, Transience};
 use crate::stored::json;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -259,8 +260,10 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 
 #[async_trait]
 impl Objects for SqliteStore {
-    async fn objects_apply(&self, docs: Vec<Document>) -> Result<Vec<ApplyOutcome>> {
-        let (out, announce) = self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs)).await?;
+    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
+        let actor = actor.map(str::to_string);
+        let (out, announce) =
+            self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs, actor.as_deref())).await?;
         self.announce(announce);
         Ok(out)
     }
@@ -271,9 +274,10 @@ impl Objects for SqliteStore {
         Ok(out)
     }
 
-    async fn object_delete(&self, kind: Kind, tenant: &str, name: &str) -> Result<()> {
-        let (tenant, name) = (tenant.to_string(), name.to_string());
-        let announce = self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name)).await?;
+    async fn object_delete_by(&self, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<()> {
+        let (tenant, name, actor) = (tenant.to_string(), name.to_string(), actor.map(str::to_string));
+        let announce =
+            self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name, actor.as_deref())).await?;
         self.announce(announce);
         Ok(())
     }
@@ -423,6 +427,28 @@ impl EventLog for SqliteStore {
 
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events.subscribe()
+    }
+}
+
+#[async_trait]
+impl Tokens for SqliteStore {
+    async fn token_create(&self, record: &TokenRecord, hash: &[u8; 32]) -> Result<bool> {
+        let (record, hash) = (record.clone(), *hash);
+        self.write("storing a token", move |tx, _, _| tokens::create(tx, &record, &hash)).await
+    }
+
+    async fn token_find(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>> {
+        let hash = *hash;
+        self.read("finding a token", move |c, _| tokens::find(c, &hash)).await
+    }
+
+    async fn token_list(&self) -> Result<Vec<TokenRecord>> {
+        self.read("listing tokens", |c, _| tokens::list(c)).await
+    }
+
+    async fn token_revoke(&self, name: &str) -> Result<bool> {
+        let name = name.to_string();
+        self.write("revoking a token", move |tx, _, _| tokens::revoke(tx, &name)).await
     }
 }
 

@@ -10,21 +10,27 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
 
-/// Applies documents; returns their outcomes and what the commit announces.
-pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document]) -> Result<(Vec<ApplyOutcome>, Announce)> {
-    apply_as(tx, now, docs, None)
+/// Who writes: `own`, the key of an own write, which its enqueues leave clean
+/// ([`Planned::dirties`]); `actor`, who the events name.
+#[derive(Clone, Copy)]
+struct By<'a> {
+    own: Option<&'a WorkKey>,
+    actor: Option<&'a str>,
 }
 
-/// Applies documents; `own`: the key of an own write, which its enqueues leave clean
-/// ([`Planned::dirties`]).
-fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: Option<&WorkKey>) -> Result<(Vec<ApplyOutcome>, Announce)> {
+/// Applies documents by `actor`; returns their outcomes and what the commit announces.
+pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], actor: Option<&str>) -> Result<(Vec<ApplyOutcome>, Announce)> {
+    apply_as(tx, now, docs, By { own: None, actor })
+}
+
+fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], by: By<'_>) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let mut announce = Announce::default();
     let mut outcomes = Vec::with_capacity(docs.len());
     for doc in docs {
         let (outcome, said) = match doc {
-            Document::Cluster(c) => apply_cluster(tx, now, c, own)?,
-            Document::SyncSet(s) => apply_syncset(tx, now, s, own)?,
-            Document::Secret(s) => apply_secret(tx, now, s, own)?,
+            Document::Cluster(c) => apply_cluster(tx, now, c, by)?,
+            Document::SyncSet(s) => apply_syncset(tx, now, s, by)?,
+            Document::Secret(s) => apply_secret(tx, now, s, by)?,
         };
         outcomes.push(outcome);
         announce = announce.and(said);
@@ -44,7 +50,7 @@ pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document],
     if !held {
         return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence });
     }
-    apply_as(tx, now, docs, Some(k))
+    apply_as(tx, now, docs, By { own: Some(k), actor: None })
 }
 
 /// Upserts a document row; returns (generation, result) or None if unchanged.
@@ -59,7 +65,7 @@ fn upsert_generation(tx: &Transaction<'_>, table: &str, tenant: &str, name: &str
     })
 }
 
-fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&WorkKey>) -> Result<(ApplyOutcome, Announce)> {
+fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, by: By<'_>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let Some((generation, action)) = upsert_generation(tx, "clusters", tenant, name, &doc)? else {
@@ -71,8 +77,8 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, labels = excluded.labels, doc = excluded.doc",
     )?
     .execute(params![tenant, name, generation, labels, doc])?;
-    event_append(tx, now, tenant, "Cluster", name, action, generation)?;
-    let enqueued = enqueue_cluster(tx, now, c, own)?;
+    event_append(tx, now, tenant, "Cluster", name, action, generation, by.actor)?;
+    let enqueued = enqueue_cluster(tx, now, c, by.own)?;
     let written = outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
@@ -95,7 +101,7 @@ fn enqueue_all(tx: &Transaction<'_>, now: Timestamp, plan: &[Planned]) -> Result
 
 /// Stores a Secret; a new or changed one re-applies the keys of every cluster that
 /// reaches its target through it (new credentials, or ones that were missing).
-fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, own: Option<&WorkKey>) -> Result<(ApplyOutcome, Announce)> {
+fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, by: By<'_>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "secrets", tenant, name, &doc)? else {
@@ -106,16 +112,16 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, own: Option<&W
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, doc = excluded.doc",
     )?
     .execute(params![tenant, name, generation, doc])?;
-    event_append(tx, now, tenant, "Secret", name, action, generation)?;
+    event_append(tx, now, tenant, "Secret", name, action, generation, by.actor)?;
     let mut enqueued = 0;
     for c in plan::secret_users(name, &list::<Cluster>(tx, Kind::Cluster, Some(tenant))?) {
-        enqueued += enqueue_cluster(tx, now, c, own)?;
+        enqueued += enqueue_cluster(tx, now, c, by.own)?;
     }
     let written = outcome(Kind::Secret, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
-fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<&WorkKey>) -> Result<(ApplyOutcome, Announce)> {
+fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
@@ -129,7 +135,7 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<
              selector = excluded.selector, doc = excluded.doc",
     )?
     .execute(params![tenant, name, generation, mode.as_str(), selector, doc])?;
-    event_append(tx, now, tenant, "SyncSet", name, action, generation)?;
+    event_append(tx, now, tenant, "SyncSet", name, action, generation, by.actor)?;
 
     let had: HashSet<String> = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
     let mut clusters = tx.prepare_cached("SELECT name, labels FROM clusters WHERE tenant = ?1 ORDER BY name")?;
@@ -141,20 +147,20 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, own: Option<
         })
         .collect::<Result<Vec<_>>>()?;
     let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
-    let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had, own))?;
+    let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had, by.own))?;
     let written = outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
 /// Deletes an object; returns what the commit announces.
-pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &str, name: &str) -> Result<Announce> {
+pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<Announce> {
     let table = table(kind);
     let generation = generation_of(tx, table, tenant, name)?;
     if generation == 0 {
         return Err(StoreError::not_found(kind, tenant, name));
     }
     tx.execute(&format!("DELETE FROM {table} WHERE tenant = ?1 AND name = ?2"), params![tenant, name])?;
-    event_append(tx, now, tenant, kind.as_str(), name, "Deleted", generation)?;
+    event_append(tx, now, tenant, kind.as_str(), name, "Deleted", generation, actor)?;
     let keyed = match kind {
         Kind::SyncSet => query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?,
         Kind::Cluster | Kind::Secret => HashSet::new(),

@@ -249,7 +249,7 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
         }
     }
     let name = format!("{}/{}", c.key.cluster, c.key.syncset);
-    event_append(tx, now, &c.key.tenant, "Status", &name, fin.event_action(), h.generation)?;
+    event_append(tx, now, &c.key.tenant, "Status", &name, fin.event_action(), h.generation, None)?;
     Ok((fin.outcome(), Announce::completed(&fin, now)))
 }
 

@@ -16,9 +16,10 @@ pub(super) fn event_append(
     name: &str,
     action: &str,
     generation: i64,
+    actor: Option<&str>,
 ) -> Result<()> {
-    tx.prepare_cached("INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-        .execute(params![now.millis(), tenant, kind, name, action, generation])?;
+    tx.prepare_cached("INSERT INTO events (at, tenant, kind, name, action, generation, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
+        .execute(params![now.millis(), tenant, kind, name, action, generation, actor])?;
     Ok(())
 }
 
@@ -75,7 +76,7 @@ pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &Eve
 
 fn events_page(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
     let mut stmt = c.prepare_cached(
-        "SELECT seq, at, tenant, kind, name, action, generation FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
     )?;
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -88,6 +89,7 @@ fn events_page(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
             name: r.get(4)?,
             action: r.get(5)?,
             generation: r.get(6)?,
+            actor: r.get(7)?,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -71,6 +71,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE consumers (
         name TEXT PRIMARY KEY, acked_seq INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
     "#,
+    // 7: who made each change (the event's actor), and hub-issued tokens, kept as the
+    // SHA-256 of the token: the token itself is never stored.
+    r#"
+    ALTER TABLE events ADD COLUMN actor TEXT;
+    CREATE TABLE tokens (
+        hash BLOB PRIMARY KEY, name TEXT NOT NULL UNIQUE, grant_ TEXT NOT NULL,
+        created_at INTEGER NOT NULL, expires_at INTEGER, created_by TEXT NOT NULL) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the schema up to date; returns the version it ends at.

@@ -1,0 +1,57 @@
+//! Hub-issued tokens and the actor of each change.
+
+use super::*;
+use fleetsync_model::{Grant, TokenRecord};
+
+fn record(name: &str, grant: &str, expires_at: Option<i64>) -> TokenRecord {
+    TokenRecord {
+        name: name.into(),
+        grant: Grant::parse(grant).expect("grant"),
+        created_at: T0,
+        expires_at: expires_at.map(Timestamp),
+        created_by: "test".into(),
+    }
+}
+
+/// Tokens are kept by hash and found by it; a name is taken once; revoking removes the
+/// token; every shape of grant and the expiry come back as written; a reopened store
+/// still has them.
+pub async fn tokens_found_by_hash_and_revoked(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let records = [
+        (record("ci", "team-a:editor", Some(T0.millis() + 60_000)), [1u8; 32]),
+        (record("ops", "fleet-admin", None), [2u8; 32]),
+        (record("agent-c1", "team-a:agent:c1", None), [3u8; 32]),
+    ];
+    for (r, hash) in &records {
+        assert!(s.token_create(r, hash).await.expect("create"), "{}", r.name);
+    }
+    assert!(!s.token_create(&record("ci", "team-b:viewer", None), &[9u8; 32]).await.expect("create"), "the name is taken");
+    assert_eq!(s.token_find(&[9u8; 32]).await.expect("find"), None, "nothing written for a taken name");
+    for (r, hash) in &records {
+        assert_eq!(s.token_find(hash).await.expect("find").as_ref(), Some(r));
+    }
+    assert_eq!(s.token_find(&[7u8; 32]).await.expect("find"), None);
+    let names: Vec<String> = s.token_list().await.expect("list").into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["agent-c1", "ci", "ops"]);
+
+    assert!(s.token_revoke("ci").await.expect("revoke"));
+    assert!(!s.token_revoke("ci").await.expect("revoke again"));
+    assert_eq!(s.token_find(&[1u8; 32]).await.expect("find"), None);
+    let s = h.open(StoreConfig::default()).await;
+    assert_eq!(s.token_find(&[2u8; 32]).await.expect("find after reopen").as_ref(), Some(&records[1].0));
+}
+
+/// Applies and deletes by an actor put it on their events; changes by no one leave it
+/// out, and so do status events.
+pub async fn changes_record_their_actor(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    s.objects_apply_by(vec![cluster("c1", &[("env", "prod")])], Some("token:alice")).await.expect("apply");
+    s.objects_apply(vec![syncset("s1", 1, "v1")]).await.expect("apply");
+    s.object_delete_by(Kind::SyncSet, "default", "s1", Some("oidc:bob")).await.expect("delete");
+    let events = s.events_read(0, 100).await.expect("events");
+    let actors: Vec<(String, Option<String>)> = events.iter().map(|e| (e.action.clone(), e.actor.clone())).collect();
+    let want = [("Created", Some("token:alice")), ("Created", None), ("Deleted", Some("oidc:bob"))];
+    let want: Vec<(String, Option<String>)> = want.iter().map(|(a, b)| (a.to_string(), b.map(str::to_string))).collect();
+    assert_eq!(actors, want);
+}
