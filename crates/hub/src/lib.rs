@@ -15,12 +15,13 @@
 
 pub mod trim;
 
+pub use fleetsync_server::{TlsConfig, TlsError};
 pub use trim::{EventTrim, TrimError};
 
 use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
-use fleetsync_server::{AppState, QueueMetrics, ServerTls, TlsConfig, TlsError};
+use fleetsync_server::{AppState, QueueMetrics, ServerTls};
 use fleetsync_store::Store;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;

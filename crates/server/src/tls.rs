@@ -135,7 +135,7 @@ impl ServerTls {
     /// all again and swaps the result in (or logs why not, and keeps serving the old).
     pub(crate) async fn reload_loop(self) {
         let mut seen = stamps(&self.config);
-        let mut tick = tokio::time::interval(self.config.reload_every);
+        let mut tick = tokio::time::interval(self.config.reload_every.max(Duration::from_millis(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
