@@ -55,7 +55,7 @@ pub struct Config {
     pub token_file: PathBuf,
     /// The cluster's Kubernetes API.
     pub target: String,
-    /// How the agent speaks https to the target (a client certificate is not used).
+    /// How the agent speaks https to the target: the CA it trusts, whether it verifies.
     pub target_tls: ClientTls,
     /// A file holding a bearer token for the target's API (e.g. a Kubernetes
     /// service-account token), read again each minute so a rotated token is used.
