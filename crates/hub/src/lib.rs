@@ -82,8 +82,9 @@ impl Hub {
     }
 
     /// Serves the API over https with the certificate and key `tls` names (re-read
-    /// when they change), instead of plain http. The files are loaded when the hub
-    /// [runs](Hub::run), before anything starts.
+    /// when they change), instead of plain http (with [`Hub::api`]; alone it does
+    /// nothing). The files are loaded when the hub [runs](Hub::run), before anything
+    /// starts.
     pub fn api_tls(mut self, tls: TlsConfig) -> Hub {
         self.tls = Some(tls);
         self

@@ -4,9 +4,10 @@
 //!
 //! [`ServerTls::load`] reads a [`TlsConfig`] once and fails with a [`TlsError`] that
 //! names the file and what is wrong with it; [`serve`](crate::serve) then serves over
-//! it. While serving, the files' modification times are polled every
-//! [`TlsConfig::reload_every`]: new files are loaded and used for every connection
-//! accepted afterwards; files that do not load are logged and the previous ones kept.
+//! it. While serving, the files' modification times and sizes are polled every
+//! [`TlsConfig::reload_every`] (a Kubernetes Secret mount's symlink swap counts as a
+//! change): new files are loaded and used for every connection accepted afterwards;
+//! files that do not load are logged and the previous ones kept.
 //!
 //! With a [`TlsConfig::client_ca_file`], clients may present a certificate signed by
 //! that CA (one signed by any other CA is refused at the handshake; none at all is
