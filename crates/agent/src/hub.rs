@@ -1,7 +1,7 @@
 //! The hub, as one cluster's agent talks to it: what to watch, and sending reports,
 //! through the API's client with the cluster's token.
 
-use fleetsync_api::{Ack, Client, ClientError};
+use fleetsync_api::{Ack, Client, ClientBuildError, ClientError, ClientTls};
 use fleetsync_model::{LiveReport, ReportBatch, ResourceRef};
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -15,8 +15,10 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn new(url: &str, token: String, tenant: &str, cluster: &str, timeout: Duration) -> reqwest::Result<Hub> {
-        let client = Client::with_timeout(url, timeout)?.with_token(token);
+    /// The hub at `url` (http or https, as `tls` says), as the agent of `cluster`
+    /// with its `token`.
+    pub fn new(url: &str, tls: &ClientTls, token: String, tenant: &str, cluster: &str, timeout: Duration) -> Result<Hub, ClientBuildError> {
+        let client = Client::build(url, tls, Some(timeout))?.with_token(token);
         Ok(Hub { client, tenant: tenant.into(), cluster: cluster.into() })
     }
 

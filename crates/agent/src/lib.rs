@@ -22,8 +22,11 @@
 mod hub;
 mod outbox;
 mod target;
+mod token;
+#[cfg(test)]
+mod tls_tests;
 
-use fleetsync_api::{describe, ClientError, ReportResult};
+use fleetsync_api::{describe, ClientBuildError, ClientError, ClientTls, ReportResult};
 use fleetsync_model::names::check_dns1123_label;
 use fleetsync_model::{LiveReport, LiveState, ResourceRef};
 use fleetsync_store::RetryPolicy;
@@ -35,12 +38,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use target::{ObjectKey, Target, WatchEvent};
 pub use target::TargetError;
+pub use token::TokenError;
+use token::TokenFile;
 
 /// How an agent runs; each field is the `fleetsync agent` flag of the same name.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The hub's API.
     pub hub: String,
+    /// How the agent speaks https to the hub: the CA it trusts, its client certificate.
+    pub hub_tls: ClientTls,
     pub tenant: String,
     /// The cluster this agent reports for (its token must be that cluster's).
     pub cluster: String,
@@ -48,6 +55,11 @@ pub struct Config {
     pub token_file: PathBuf,
     /// The cluster's Kubernetes API.
     pub target: String,
+    /// How the agent speaks https to the target: the CA it trusts, whether it verifies.
+    pub target_tls: ClientTls,
+    /// A file holding a bearer token for the target's API (e.g. a Kubernetes
+    /// service-account token), read again each minute so a rotated token is used.
+    pub target_token_file: Option<PathBuf>,
     /// How long one watch of a kind lasts before the kind is listed again in full.
     pub relist_interval: Duration,
     /// How often the list of resources to watch is read from the hub again.
@@ -79,9 +91,16 @@ pub enum AgentError {
     },
     #[error("the token file {} is empty: put the cluster's agent token in it", path.display())]
     TokenEmpty { path: PathBuf },
-    /// The HTTP client could not be built (no TLS backend).
-    #[error("cannot build the HTTP client")]
-    Http(#[source] reqwest::Error),
+    /// The client of the hub or of the target could not be built (a CA or client
+    /// certificate file that does not load).
+    #[error("cannot build the HTTP client of the {which}")]
+    Client {
+        which: &'static str,
+        #[source]
+        source: ClientBuildError,
+    },
+    #[error("--target-token-file")]
+    TargetToken(#[source] TokenError),
     /// The hub refused the agent's token (401/403): retrying cannot help.
     #[error("the hub refused the agent")]
     Refused(#[source] ClientError),
@@ -109,8 +128,13 @@ impl Config {
 pub async fn run(a: Config) -> Result<(), AgentError> {
     a.check()?;
     let token = read_token(&a.token_file)?;
-    let hub = Hub::new(&a.hub, token, &a.tenant, &a.cluster, a.request_timeout).map_err(AgentError::Http)?;
-    let target = Target::new(&a.target, a.request_timeout).map_err(AgentError::Http)?;
+    let client = |which| move |source| AgentError::Client { which, source };
+    let hub = Hub::new(&a.hub, &a.hub_tls, token, &a.tenant, &a.cluster, a.request_timeout).map_err(client("hub"))?;
+    let target_token = match &a.target_token_file {
+        Some(path) => Some(Arc::new(TokenFile::open(path, TokenFile::REFRESH).map_err(AgentError::TargetToken)?)),
+        None => None,
+    };
+    let target = Target::new(&a.target, &a.target_tls, target_token, a.request_timeout).map_err(client("target"))?;
     let outbox = Arc::new(Outbox::default());
     let backoff = RetryPolicy { base: a.backoff_base, cap: a.backoff_cap, max_attempts: u32::MAX, jitter: 0.2 };
     tracing::info!(hub = a.hub, target = a.target, cluster = a.cluster, "agent starting");

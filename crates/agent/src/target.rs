@@ -7,9 +7,12 @@
 //! it is the version an absent object is reported deleted at, and the hub refuses a
 //! report older than the one it holds.
 
+use crate::token::TokenFile;
+use fleetsync_api::{ClientBuildError, ClientTls};
 use fleetsync_model::ResourceRef;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why reading the target failed. Each names the URL it was reading.
@@ -128,14 +131,27 @@ pub struct Target {
     http: reqwest::Client,
     base: String,
     timeout: Duration,
+    /// Sent as `Authorization: Bearer`, if given.
+    token: Option<Arc<TokenFile>>,
     /// `(apiVersion, kind)` → the collection's path, from discovery.
     paths: HashMap<(String, String), String>,
 }
 
 impl Target {
-    pub fn new(base: &str, timeout: Duration) -> reqwest::Result<Target> {
-        let http = reqwest::Client::builder().timeout(timeout).build()?;
-        Ok(Target { http, base: base.trim_end_matches('/').to_string(), timeout, paths: HashMap::new() })
+    /// The API at `base` (http or https, as `tls` says), with the bearer token in
+    /// `token`'s file if given; each request may take at most `timeout`.
+    pub fn new(base: &str, tls: &ClientTls, token: Option<Arc<TokenFile>>, timeout: Duration) -> Result<Target, ClientBuildError> {
+        let http = tls.builder()?.timeout(timeout).build().map_err(ClientBuildError::Http)?;
+        Ok(Target { http, base: base.trim_end_matches('/').to_string(), timeout, token, paths: HashMap::new() })
+    }
+
+    /// A GET of `url`, with the token if there is one.
+    fn request(&self, url: &str) -> reqwest::RequestBuilder {
+        let request = self.http.get(url);
+        match &self.token {
+            Some(token) => request.bearer_auth(token.current()),
+            None => request,
+        }
     }
 
     /// Lists every object of `r`'s kind (in all namespaces).
@@ -157,7 +173,7 @@ impl Target {
             self.base
         );
         // The client's timeout bounds a whole request; a watch lasts `lasting`.
-        let request = self.http.get(&url).timeout(lasting + self.timeout);
+        let request = self.request(&url).timeout(lasting + self.timeout);
         let response = answer(request, &url).await?;
         Ok(Watch { response, buffer: Vec::new(), url })
     }
@@ -184,7 +200,7 @@ impl Target {
 
     async fn get(&self, path: &str) -> Result<Value, TargetError> {
         let url = format!("{}{path}", self.base);
-        let resp = answer(self.http.get(&url), &url).await?;
+        let resp = answer(self.request(&url), &url).await?;
         let body = resp.bytes().await.map_err(|source| TargetError::Unreachable { url: url.clone(), source })?;
         serde_json::from_slice(&body).map_err(|source| TargetError::NotJson { url, source })
     }

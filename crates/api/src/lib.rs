@@ -12,14 +12,19 @@
 //! # }
 //! ```
 //!
+//! [`Client::build`] also speaks https, trusting the CA and presenting the client
+//! certificate a [`ClientTls`] names.
+//!
 //! Every failure is a [`ClientError`]: the hub cannot be reached, it refused (with its
 //! status and message), an event cursor expired (with the log's horizon), or its answer
 //! was not understood.
 
 pub mod client;
+pub mod tls;
 pub mod wire;
 
-pub use client::{describe, Client, ClientBuildError, ClientError, ClientTls, EventWatch, StatusFilter};
+pub use client::{describe, Client, ClientError, EventWatch, StatusFilter};
+pub use tls::{ClientBuildError, ClientTls};
 pub use wire::{
     Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, IssuedToken, Items, LiveResource,
     Member, ReportResult, Retried, Revoked, SyncSetStatus, TokenCreate, WatchError, WatchLine, WhoAmI,

@@ -190,6 +190,8 @@ pub struct ServeArgs {
     pub kube_source: KubeSourceArgs,
     #[command(flatten)]
     pub access: AccessArgs,
+    #[command(flatten)]
+    pub tls: ServeTlsArgs,
 }
 
 /// SyncSets and Clusters kept as custom resources (`fleetsync.io/v1`) in a hub
@@ -436,6 +438,56 @@ pub struct AgentArgs {
     /// How long one request (to the hub or the target) may take.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+    #[command(flatten)]
+    pub tls: AgentTlsArgs,
+}
+
+/// https for `fleetsync serve`'s API: a certificate and key, re-read when they change.
+#[derive(Debug, Clone, Args)]
+pub struct ServeTlsArgs {
+    /// The API's certificate chain (PEM); with --tls-private-key-file the API serves
+    /// https instead of http.
+    #[arg(long, env = "FLEETSYNC_TLS_CERT_FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of --tls-cert-file (PEM: PKCS#8, RSA or SEC1).
+    #[arg(long, env = "FLEETSYNC_TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates are verified against; clients
+    /// without a certificate still connect (needs --tls-cert-file).
+    #[arg(long, env = "FLEETSYNC_CLIENT_CA_FILE", requires = "tls_cert_file")]
+    pub client_ca_file: Option<PathBuf>,
+    /// How often the TLS files are checked for changes (a rotated certificate is
+    /// served to new connections).
+    #[arg(long, env = "FLEETSYNC_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub tls_reload_interval: Duration,
+}
+
+/// How `fleetsync agent` speaks https to the hub and to its target.
+#[derive(Debug, Clone, Args)]
+pub struct AgentTlsArgs {
+    /// Trust only the CA certificates (PEM) in this file for the hub's certificate
+    /// (default: the system's roots).
+    #[arg(long, env = "FLEETSYNC_AGENT_CERTIFICATE_AUTHORITY")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Do not verify the hub's certificate (insecure: anyone may pose as the hub).
+    #[arg(long, env = "FLEETSYNC_AGENT_INSECURE_SKIP_TLS_VERIFY")]
+    pub insecure_skip_tls_verify: bool,
+    /// A client certificate (PEM) to present to the hub, with --client-key.
+    #[arg(long, env = "FLEETSYNC_AGENT_CLIENT_CERTIFICATE", requires = "client_key")]
+    pub client_certificate: Option<PathBuf>,
+    /// The private key (PEM) of --client-certificate.
+    #[arg(long, env = "FLEETSYNC_AGENT_CLIENT_KEY", requires = "client_certificate")]
+    pub client_key: Option<PathBuf>,
+    /// Trust only the CA certificates (PEM) in this file for the target's API server.
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_CERTIFICATE_AUTHORITY")]
+    pub target_certificate_authority: Option<PathBuf>,
+    /// Do not verify the target API server's certificate (insecure).
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_INSECURE_SKIP_TLS_VERIFY")]
+    pub target_insecure_skip_tls_verify: bool,
+    /// A file holding a bearer token for the target's API server (e.g. a Kubernetes
+    /// service-account token); read again each minute, so a rotated token is used.
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_TOKEN_FILE")]
+    pub target_token_file: Option<PathBuf>,
 }
 
 /// Who may call the hub, beyond the tokens it issues.

@@ -2,12 +2,12 @@
 //! event log's trimming, the Kubernetes source) on the store they name, run until
 //! SIGINT or SIGTERM.
 
-use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs};
+use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs, ServeTlsArgs};
 use crate::engine::{appliers, check_fail_rate, runtime_config, store_config};
 use crate::stores::{describe, open_store};
 use anyhow::{Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
-use fleetsync_hub::{EventTrim, Hub};
+use fleetsync_hub::{EventTrim, Hub, TlsConfig};
 use fleetsync_kube_source::{KubeSource, SourceConfig, StoreReconciler};
 use fleetsync_store::{EventRetention, Store};
 use std::sync::Arc;
@@ -24,12 +24,18 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
     let access = crate::access::settings(&a.access, shutdown.clone()).await?;
     let source = kube_source(&a.kube_source, &store)?;
+    let tls = tls_config(&a.tls)?;
     let listener = tokio::net::TcpListener::bind(&a.listen)
         .await
         .with_context(|| format!("cannot listen on {} (is the port in use? set --listen)", a.listen))?;
-    tracing::info!(listen = %listener.local_addr()?, store = %describe(&a.store), "fleetsync hub serving");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr()?);
+    tracing::info!(%url, store = %describe(&a.store), "fleetsync hub serving {scheme}");
 
     let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store), runtime_cfg).api(listener).event_trim(trim);
+    if let Some(tls) = tls {
+        hub = hub.api_tls(tls);
+    }
     if let Some(source) = source {
         hub = hub.kube_source(source);
     }
@@ -54,6 +60,21 @@ fn kube_source(a: &KubeSourceArgs, store: &Arc<dyn Store>) -> Result<Option<Kube
     };
     tracing::info!(url, "watching SyncSet and Cluster custom resources in the hub cluster");
     Ok(Some(KubeSource::new(client, Arc::new(StoreReconciler::new(store.clone()))).config(config)))
+}
+
+/// https for the API, if --tls-cert-file (and its key) are given. The flags' parser
+/// already refuses one of the pair without the other.
+fn tls_config(a: &ServeTlsArgs) -> Result<Option<TlsConfig>> {
+    let (Some(cert), Some(key)) = (&a.tls_cert_file, &a.tls_private_key_file) else {
+        if a.client_ca_file.is_some() {
+            anyhow::bail!("--client-ca-file needs --tls-cert-file and --tls-private-key-file");
+        }
+        return Ok(None);
+    };
+    if a.tls_reload_interval.is_zero() {
+        anyhow::bail!("--tls-reload-interval must be above zero");
+    }
+    Ok(Some(TlsConfig { client_ca_file: a.client_ca_file.clone(), reload_every: a.tls_reload_interval, ..TlsConfig::new(cert, key) }))
 }
 
 /// The event log's retention and trim interval from the flags ("0" lifts a bound).

@@ -15,12 +15,13 @@
 
 pub mod trim;
 
+pub use fleetsync_server::{TlsConfig, TlsError};
 pub use trim::{EventTrim, TrimError};
 
 use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
-use fleetsync_server::{AppState, QueueMetrics, ServerTls, TlsConfig, TlsError};
+use fleetsync_server::{AppState, QueueMetrics, ServerTls};
 use fleetsync_store::Store;
 use fleetsync_server::access::{Access, AccessSettings};
 use prometheus_client::registry::Registry;
@@ -84,8 +85,9 @@ impl Hub {
     }
 
     /// Serves the API over https with the certificate and key `tls` names (re-read
-    /// when they change), instead of plain http. The files are loaded when the hub
-    /// [runs](Hub::run), before anything starts.
+    /// when they change), instead of plain http (with [`Hub::api`]; alone it does
+    /// nothing). The files are loaded when the hub [runs](Hub::run), before anything
+    /// starts.
     pub fn api_tls(mut self, tls: TlsConfig) -> Hub {
         self.tls = Some(tls);
         self

@@ -1,8 +1,8 @@
 //! fleetsync's HTTP API: objects, status, events, health and Prometheus metrics.
 //!
 //! [`router`] builds the API over any [`Store`]; [`serve`] runs it on a listener,
-//! over http or https ([`tls`]), until a shutdown signal. Handlers are thin: they check what came from the URL,
-//! call one store method, and shape the JSON. Every failure is an [`ApiError`], so
+//! over http or https ([`tls`]), until a shutdown signal. Handlers are thin: they
+//! check what came from the URL, call one store method, and shape the JSON. Every failure is an [`ApiError`], so
 //! every error answer has the same JSON shape and never leaks internals.
 //!
 //! | Route | |

@@ -4,9 +4,10 @@
 //!
 //! [`ServerTls::load`] reads a [`TlsConfig`] once and fails with a [`TlsError`] that
 //! names the file and what is wrong with it; [`serve`](crate::serve) then serves over
-//! it. While serving, the files' modification times are polled every
-//! [`TlsConfig::reload_every`]: new files are loaded and used for every connection
-//! accepted afterwards; files that do not load are logged and the previous ones kept.
+//! it. While serving, the files' modification times and sizes are polled every
+//! [`TlsConfig::reload_every`] (a Kubernetes Secret mount's symlink swap counts as a
+//! change): new files are loaded and used for every connection accepted afterwards;
+//! files that do not load are logged and the previous ones kept.
 //!
 //! With a [`TlsConfig::client_ca_file`], clients may present a certificate signed by
 //! that CA (one signed by any other CA is refused at the handshake; none at all is
@@ -135,7 +136,7 @@ impl ServerTls {
     /// all again and swaps the result in (or logs why not, and keeps serving the old).
     pub(crate) async fn reload_loop(self) {
         let mut seen = stamps(&self.config);
-        let mut tick = tokio::time::interval(self.config.reload_every);
+        let mut tick = tokio::time::interval(self.config.reload_every.max(Duration::from_millis(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
