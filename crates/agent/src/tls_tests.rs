@@ -10,15 +10,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use fleetsync_api::Client;
+use fleetsync_model::{Grant, SystemClock};
+use fleetsync_server::access::tokens::{self, TokenRequest};
 use fleetsync_server::{serve, serve_router, AppState, QueueMetrics, ServerTls, TlsConfig};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
 use fleetsync_testkit::tls::TestCa;
 use serde_json::json;
 
-const FLEET: &str = "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: c1-agent}\nstringData: {token: tok-c1}\n---\n\
-    apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: c1}\n\
-    spec: {endpoint: {http: {url: \"http://127.0.0.1:9/\"}}, agent: {tokenSecretRef: c1-agent}}\n---\n\
+const FLEET: &str = "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: c1}\n\
+    spec: {endpoint: {http: {url: \"http://127.0.0.1:9/\"}}}\n---\n\
     apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: base}\nspec:\n  clusterNames: [c1]\n  resources:\n\
     \x20 - {apiVersion: v1, kind: ConfigMap, metadata: {name: cm-0, namespace: apps}, data: {k: v}}\n";
 
@@ -65,25 +66,31 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
     let mut registry = prometheus_client::registry::Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
     let (hub_listener, hub_url) = bind().await;
+    let issue = |grant: &str| {
+        let req = TokenRequest { grant: Grant::parse(grant).expect("grant"), name: None, ttl: None, created_by: "test".into() };
+        let store = store.clone();
+        async move { tokens::issue(store.as_ref(), &SystemClock, req).await.expect("issue").0 }
+    };
+    let (admin_token, agent_token) = (issue("fleet-admin").await, issue("default:agent:c1").await);
     let state = AppState::new(store, Arc::new(registry), queue_metrics);
     let hub_server = tokio::spawn(serve(hub_listener, state, Some(tls()), std::future::pending()));
     let (target_listener, target_url) = bind().await;
     let target_app = Router::new().route("/api/v1", get(discovery)).route("/api/v1/configmaps", get(configmaps));
     let target_server = tokio::spawn(serve_router(target_listener, target_app, Some(tls()), std::future::pending()));
 
-    let admin = Client::build(&hub_url, &trusting(&ca_file), None).expect("client");
+    let admin = Client::build(&hub_url, &trusting(&ca_file), None).expect("client").with_token(admin_token);
     admin.apply(FLEET.to_string()).await.expect("apply over https");
 
     // The agent's hub connection: trusted with the CA file, not without it.
     let timeout = Duration::from_secs(5);
-    let agent_hub = Hub::new(&hub_url, &trusting(&ca_file), "tok-c1".into(), "default", "c1", timeout).expect("hub");
+    let agent_hub = Hub::new(&hub_url, &trusting(&ca_file), agent_token.clone(), "default", "c1", timeout).expect("hub");
     let watched = agent_hub.resources().await.expect("resources over https");
     assert_eq!(watched.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cm-0"]);
-    let untrusting = Hub::new(&hub_url, &ClientTls::default(), "tok-c1".into(), "default", "c1", timeout).expect("hub");
+    let untrusting = Hub::new(&hub_url, &ClientTls::default(), agent_token.clone(), "default", "c1", timeout).expect("hub");
     let e = untrusting.resources().await.expect_err("the test CA is not a system root");
     assert!(describe(&e).contains("UnknownIssuer"), "{}", describe(&e));
 
-    std::fs::write(dir.path().join("agent-token"), "tok-c1\n").expect("write");
+    std::fs::write(dir.path().join("agent-token"), format!("{agent_token}\n")).expect("write");
     std::fs::write(dir.path().join("target-token"), "target-token\n").expect("write");
     let config = Config {
         hub: hub_url.clone(),

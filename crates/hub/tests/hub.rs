@@ -8,7 +8,8 @@ use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::ByEndpoint;
 use fleetsync_hub::{EventTrim, Hub};
-use fleetsync_model::{Document, Endpoint, WorkKey};
+use fleetsync_model::{Document, Endpoint, Grant, WorkKey};
+use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_runtime::RuntimeConfig;
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{EventRetention, Store, StoreConfig};
@@ -48,11 +49,17 @@ async fn a_hub_built_as_a_library_applies_what_its_api_is_given_and_returns_when
     let keep = EventRetention { max_events: Some(2), max_age: None };
     let trim = EventTrim::new(keep, Duration::from_millis(50)).expect("a trim");
 
+    let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
+
     let shutdown = CancellationToken::new();
     let hub = Hub::new(store, applier, RuntimeConfig::default()).api(listener).event_trim(trim);
     let running = tokio::spawn(hub.run(shutdown.clone()));
 
-    let http = reqwest::Client::new();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {token}").parse().expect("header value"));
+    headers.insert("content-type", reqwest::header::HeaderValue::from_static("application/yaml"));
+    let http = reqwest::Client::builder().default_headers(headers).build().expect("client");
     let docs = hive_fleet(SHAPE, |_| Endpoint::Simulator {}, "r1");
     let resp = http.post(format!("{url}/v1/apply")).body(text(&docs)).send().await.expect("reach the hub");
     assert!(resp.status().is_success(), "{}", resp.text().await.unwrap_or_default());

@@ -17,6 +17,8 @@ use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
 use fleetsync_testkit::{hive_fleet, hive_syncset, FleetShape};
 use prometheus_client::registry::Registry;
+use fleetsync_model::Grant;
+use fleetsync_server::access::tokens::{issue, TokenRequest};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,7 +56,19 @@ async fn change_during_apply_converges_to_latest_through_the_api() {
     let mut registry = Registry::default();
     let metrics = RuntimeMetrics::register(&mut registry);
     let queue_metrics = QueueMetrics::register(&mut registry);
-    let app = router(AppState::new(store.clone(), Arc::new(registry), queue_metrics));
+    let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
+    // Every request as the fleet-admin, its body (if any) as YAML.
+    let app = router(AppState::new(store.clone(), Arc::new(registry), queue_metrics)).layer(axum::middleware::map_request(
+        move |mut req: Request<Body>| {
+            let bearer = format!("Bearer {token}").parse().expect("header value");
+            async move {
+                req.headers_mut().insert("authorization", bearer);
+                req.headers_mut().insert("content-type", axum::http::HeaderValue::from_static("application/yaml"));
+                req
+            }
+        },
+    ));
 
     // ~25 ms per apply: a key of 5 resources runs for ~130 ms.
     let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.1), fail_rate: 0.0 });
