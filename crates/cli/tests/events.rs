@@ -6,6 +6,8 @@ mod common;
 
 use common::*;
 use fleetsync_api::{Client, Event, EventWatch, Items, WatchLine};
+use fleetsync_model::Grant;
+use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{AppState, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
@@ -214,6 +216,8 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
     let mut registry = prometheus_client::registry::Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
+    let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
     let state = AppState::new(store, Arc::new(registry), queue_metrics);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
@@ -222,7 +226,7 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
         let _ = stopped.await;
     }));
 
-    let hub = Client::new(&base);
+    let hub = Client::new(&base).with_token(token);
     let watch = hub.watch_events(None).await.expect("watch");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let reader = tokio::spawn(read_watch(watch, tx));

@@ -174,6 +174,30 @@ async fn a_client_certificate_reaches_handlers_as_its_subject() {
     task.await.expect("no panic").expect("served");
 }
 
+/// Through the real API: a verified client certificate is a credential — its CN the
+/// subject, each organization that reads as a grant a grant — and a client without a
+/// certificate or token gets 401.
+#[tokio::test]
+async fn a_client_certificate_is_a_credential_of_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("fleetsync test CA").expect("CA");
+    let ca_file = ca.write_cert(dir.path(), "ca").expect("write");
+    let server = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
+    let bob = ca.client_cert("bob", &["team-a:viewer", "not a grant"]).expect("client").write(dir.path(), "bob").expect("w");
+    let api = hub_api(dir.path(), tls_config(&server, Some(ca_file.clone()))).await;
+    let as_bob = ClientTls { client_cert: Some((bob.cert.clone(), bob.key.clone())), ..trusting(&ca_file) };
+
+    let me = hub_client(&api.base, &as_bob).whoami().await.expect("whoami with a certificate");
+    assert_eq!(me.subject, "cert:bob");
+    assert_eq!(me.grants, vec![fleetsync_model::Grant::parse("team-a:viewer").expect("grant")]);
+    hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-a").await.expect("bob reads team-a");
+    let other = hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-b").await.expect_err("not team-b");
+    assert_eq!(other.status().map(|s| s.as_u16()), Some(403));
+    let anonymous = hub_client(&api.base, &trusting(&ca_file)).whoami().await.expect_err("no credential");
+    assert_eq!(anonymous.status().map(|s| s.as_u16()), Some(401));
+    api.shut_down().await;
+}
+
 #[test]
 fn files_that_do_not_load_are_named_and_key_material_is_never_shown() {
     let dir = tempfile::tempdir().expect("tempdir");
