@@ -55,3 +55,43 @@ pub async fn changes_record_their_actor(h: &dyn Harness) {
     let want: Vec<(String, Option<String>)> = want.iter().map(|(a, b)| (a.to_string(), b.map(str::to_string))).collect();
     assert_eq!(actors, want);
 }
+
+/// A token past its expiry is still found (expiry is the caller's to judge, with its
+/// clock), as given; an unknown name revokes nothing.
+pub async fn expired_tokens_are_found_and_unknown_names_not_revoked(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    let expired = record("old", "team-a:viewer", Some(T0.millis() - 1));
+    assert!(s.token_create(&expired, &[4u8; 32]).await.expect("create"));
+    let found = s.token_find(&[4u8; 32]).await.expect("find").expect("an expired token is still found");
+    assert_eq!(found, expired);
+    assert!(found.expired(clock.now()), "the caller sees it expired");
+    assert!(!s.token_revoke("nope").await.expect("revoke unknown"));
+    assert_eq!(s.token_list().await.expect("list"), [expired]);
+}
+
+/// Own writes and status changes are the hub's: their events name no actor, whoever
+/// made the change the run followed; a delete of nothing logs nothing.
+pub async fn own_writes_and_status_changes_name_no_actor(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    s.objects_apply_by(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")], Some("token:alice")).await.expect("apply");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    let own = OwnWrite { key: item.key.clone(), fence: item.fence };
+    s.objects_apply_own(vec![syncset("s1", 1, "annotated")], own).await.expect("own write");
+    complete(&*s, &item, applied(&item)).await;
+    let before = seqs(&*s, 0).await;
+    let err = s.object_delete_by(Kind::Cluster, "default", "nope", Some("token:alice")).await.expect_err("absent");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+    assert_eq!(seqs(&*s, 0).await, before, "nothing logged");
+
+    let events = s.events_read(0, 100).await.expect("events");
+    let seen: Vec<_> = events.iter().map(|e| (e.kind.as_str(), e.action.as_str(), e.actor.as_deref())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("Cluster", "Created", Some("token:alice")),
+            ("SyncSet", "Created", Some("token:alice")),
+            ("SyncSet", "Updated", None),
+            ("Status", "Applied", None),
+        ]
+    );
+}

@@ -213,3 +213,77 @@ async fn a_write_is_run_again_only_after_a_transient_failure() {
         assert_eq!((tries.load(Ordering::Relaxed), err.is_transient()), (attempts, transient), "one statement: {sql}: {err}");
     }
 }
+
+/// A schema from before actors and tokens (version 9) with an event is migrated: the
+/// event has no actor, and the store keeps tokens and names the actors of new changes.
+#[tokio::test]
+async fn a_schema_from_before_actors_and_tokens_is_upgraded() {
+    use crate::roles::{EventLog, Tokens};
+    let h = harness().await;
+    let info = conninfo::config(&test_database_url(), Some(&h.schema.name)).expect("settings");
+    let (mut old, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    schema::migrate_to(&mut old, &h.schema.name, true, 9).await.map_err(|e| e.message()).expect("migrate to 9");
+    old.batch_execute("INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (1, 't', 'Cluster', 'c', 'Created', 1)")
+        .await
+        .expect("an event of a build before actors");
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect (migrates)");
+    store.objects_apply_by(vec![crate::conformance::cluster("c1", &[])], Some("alice")).await.expect("apply");
+    let actors: Vec<_> = store.events_read(0, 10).await.expect("events").into_iter().map(|e| e.actor).collect();
+    assert_eq!(actors, [None, Some("alice".to_string())]);
+    let record = fleetsync_model::TokenRecord {
+        name: "ci".into(),
+        grant: fleetsync_model::Grant::Fleet,
+        created_at: fleetsync_model::Timestamp(1),
+        expires_at: None,
+        created_by: "cli".into(),
+    };
+    assert!(store.token_create(&record, &[7; 32]).await.expect("create"));
+    assert_eq!(store.token_find(&[7; 32]).await.expect("find"), Some(record));
+}
+
+/// The schema holds no hub-issued token, only its SHA-256: every row of every table,
+/// as text, is searched for the token after it was stored and used.
+#[tokio::test]
+async fn the_schema_holds_the_tokens_hash_not_the_token() {
+    use crate::roles::Tokens;
+    use sha2::{Digest, Sha256};
+    const TOKEN: &str = "fst_marker_5b0c2e8f1d7a4936a4c2";
+    let h = harness().await;
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let hash: [u8; 32] = Sha256::digest(TOKEN.as_bytes()).into();
+    let record = fleetsync_model::TokenRecord {
+        name: "ci".into(),
+        grant: fleetsync_model::Grant::parse("team-a:agent:c1").expect("grant"),
+        created_at: fleetsync_model::Timestamp(1),
+        expires_at: Some(fleetsync_model::Timestamp(2)),
+        created_by: "cli".into(),
+    };
+    assert!(store.token_create(&record, &hash).await.expect("create"));
+    let found = store.token_find(&hash).await.expect("find").expect("found");
+    store.objects_apply_by(vec![crate::conformance::cluster("c1", &[])], Some(&found.name)).await.expect("apply");
+
+    let admin = admin(&h.schema.name).await;
+    let tables = admin
+        .query("SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1", &[&h.schema.name])
+        .await
+        .expect("tables");
+    let tables: Vec<String> = tables.iter().map(|r| r.get(0)).collect();
+    assert!(tables.iter().any(|t| t == "tokens") && tables.iter().any(|t| t == "events"), "{tables:?}");
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    let (mut with_hash, mut with_token) = (Vec::new(), Vec::new());
+    for table in &tables {
+        let rows = admin.query(&format!("SELECT t::text FROM \"{table}\" t"), &[]).await.expect("rows as text");
+        for row in rows {
+            let text: String = row.get(0);
+            if text.contains(&hex) {
+                with_hash.push(table.clone());
+            }
+            if text.contains(TOKEN) {
+                with_token.push(table.clone());
+            }
+        }
+    }
+    assert_eq!(with_hash, ["tokens"], "the search sees the hash");
+    assert_eq!(with_token, Vec::<String>::new(), "the token is nowhere");
+}

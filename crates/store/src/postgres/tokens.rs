@@ -39,10 +39,14 @@ impl Tokens for PgStore {
         .await
     }
 
+    /// A transaction, not a lone statement: one retried after its connection was lost
+    /// may have deleted the row the first time, and would then answer "no such token"
+    /// for a revocation that took effect. A transaction whose COMMIT failed is never
+    /// run again.
     async fn token_revoke(&self, name: &str) -> Result<bool> {
-        self.write_statement("revoking a token", |c, _| {
+        self.write("revoking a token", |tx| {
             let name = name.to_string();
-            Box::pin(async move { Ok(!query(c, "DELETE FROM tokens WHERE name = $1 RETURNING 1", &[&name]).await?.is_empty()) })
+            Box::pin(async move { Ok(tx.execute("DELETE FROM tokens WHERE name = $1", &[&name]).await? == 1) })
         })
         .await
     }

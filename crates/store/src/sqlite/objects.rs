@@ -1,7 +1,7 @@
 //! Clusters and SyncSets: apply (with the keys each change enqueues), delete, read.
 
 use super::queue::enqueue;
-use super::rows::event_append;
+use super::rows::{event_append, NewEvent};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
@@ -77,7 +77,7 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, by: By<'_>) 
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, labels = excluded.labels, doc = excluded.doc",
     )?
     .execute(params![tenant, name, generation, labels, doc])?;
-    event_append(tx, now, tenant, "Cluster", name, action, generation, by.actor)?;
+    event_append(tx, now, NewEvent { tenant, kind: "Cluster", name, action, generation, actor: by.actor })?;
     let enqueued = enqueue_cluster(tx, now, c, by.own)?;
     let written = outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
     Ok((written, Announce::objects(now, 1, enqueued)))
@@ -112,7 +112,7 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, by: By<'_>) ->
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, doc = excluded.doc",
     )?
     .execute(params![tenant, name, generation, doc])?;
-    event_append(tx, now, tenant, "Secret", name, action, generation, by.actor)?;
+    event_append(tx, now, NewEvent { tenant, kind: "Secret", name, action, generation, actor: by.actor })?;
     let mut enqueued = 0;
     for c in plan::secret_users(name, &list::<Cluster>(tx, Kind::Cluster, Some(tenant))?) {
         enqueued += enqueue_cluster(tx, now, c, by.own)?;
@@ -135,7 +135,7 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
              selector = excluded.selector, doc = excluded.doc",
     )?
     .execute(params![tenant, name, generation, mode.as_str(), selector, doc])?;
-    event_append(tx, now, tenant, "SyncSet", name, action, generation, by.actor)?;
+    event_append(tx, now, NewEvent { tenant, kind: "SyncSet", name, action, generation, actor: by.actor })?;
 
     let had: HashSet<String> = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
     let mut clusters = tx.prepare_cached("SELECT name, labels FROM clusters WHERE tenant = ?1 ORDER BY name")?;
@@ -160,7 +160,7 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
         return Err(StoreError::not_found(kind, tenant, name));
     }
     tx.execute(&format!("DELETE FROM {table} WHERE tenant = ?1 AND name = ?2"), params![tenant, name])?;
-    event_append(tx, now, tenant, kind.as_str(), name, "Deleted", generation, actor)?;
+    event_append(tx, now, NewEvent { tenant, kind: kind.as_str(), name, action: "Deleted", generation, actor })?;
     let keyed = match kind {
         Kind::SyncSet => query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?,
         Kind::Cluster | Kind::Secret => HashSet::new(),

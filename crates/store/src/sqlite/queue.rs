@@ -3,7 +3,7 @@
 //! does).
 
 use super::ms;
-use super::rows::event_append;
+use super::rows::{event_append, NewEvent};
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
 use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
@@ -249,7 +249,8 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
         }
     }
     let name = format!("{}/{}", c.key.cluster, c.key.syncset);
-    event_append(tx, now, &c.key.tenant, "Status", &name, fin.event_action(), h.generation, None)?;
+    let status = NewEvent { tenant: &c.key.tenant, kind: "Status", name: &name, action: fin.event_action(), generation: h.generation, actor: None };
+    event_append(tx, now, status)?;
     Ok((fin.outcome(), Announce::completed(&fin, now)))
 }
 

@@ -8,18 +8,20 @@ use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use std::collections::BTreeMap;
 
-pub(super) fn event_append(
-    tx: &Connection,
-    now: Timestamp,
-    tenant: &str,
-    kind: &str,
-    name: &str,
-    action: &str,
-    generation: i64,
-    actor: Option<&str>,
-) -> Result<()> {
+/// One entry of the log, as the writers append it (the log numbers it).
+pub(super) struct NewEvent<'a> {
+    pub tenant: &'a str,
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub action: &'a str,
+    pub generation: i64,
+    /// Who made the change (see [`Event::actor`]).
+    pub actor: Option<&'a str>,
+}
+
+pub(super) fn event_append(tx: &Connection, now: Timestamp, e: NewEvent<'_>) -> Result<()> {
     tx.prepare_cached("INSERT INTO events (at, tenant, kind, name, action, generation, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-        .execute(params![now.millis(), tenant, kind, name, action, generation, actor])?;
+        .execute(params![now.millis(), e.tenant, e.kind, e.name, e.action, e.generation, e.actor])?;
     Ok(())
 }
 

@@ -109,3 +109,41 @@ fn backfill_shards(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     tx.commit()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roles::{EventLog, Tokens};
+    use crate::StoreConfig;
+    use fleetsync_model::{Grant, Timestamp, TokenRecord};
+
+    /// A file of the schema before actors and tokens (version 6), with an event, is
+    /// brought up to date when the store opens it: its event has no actor, and the
+    /// store keeps tokens.
+    #[tokio::test]
+    async fn a_file_from_before_actors_and_tokens_is_upgraded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            for (i, sql) in MIGRATIONS.iter().enumerate().take(6) {
+                conn.execute_batch(sql).expect("old migration");
+                conn.pragma_update(None, "user_version", i + 1).expect("version");
+            }
+            let old_event = "INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (1, 't', 'Cluster', 'c', 'Created', 1)";
+            conn.execute(old_event, []).expect("an event of a build before actors");
+        }
+        let store = super::super::SqliteStore::open(&path, StoreConfig::default()).expect("open migrates");
+        let events = store.events_read(0, 10).await.expect("events");
+        assert_eq!(events.iter().map(|e| (e.name.as_str(), e.actor.as_deref())).collect::<Vec<_>>(), [("c", None)]);
+        let record = TokenRecord {
+            name: "ci".into(),
+            grant: Grant::Fleet,
+            created_at: Timestamp(1),
+            expires_at: None,
+            created_by: "cli".into(),
+        };
+        assert!(store.token_create(&record, &[7; 32]).await.expect("create"));
+        assert_eq!(store.token_find(&[7; 32]).await.expect("find"), Some(record));
+    }
+}
