@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the hub: the HTTP API and the workers (SQLite by default, or PostgreSQL).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run workers only (no API) against a shared PostgreSQL store.
     Worker(WorkerArgs),
     /// Bring the PostgreSQL schema up to date and exit.

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     init_tracing(&cli.command);
     fleetsync::run_command(async move {
         match cli.command {
-            Command::Serve(a) => serve::run(a).await.map(|()| true),
+            Command::Serve(a) => serve::run(*a).await.map(|()| true),
             Command::Worker(a) => stores::worker(a).await.map(|()| true),
             Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
             Command::Apply(a) => client::apply(cli.server.as_deref(), a).await.map(|()| true),

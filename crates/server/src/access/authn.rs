@@ -44,7 +44,7 @@ impl Authenticator {
     pub async fn identify(&self, headers: &HeaderMap, extensions: &Extensions) -> Result<Caller, ApiError> {
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let token = bearer(value.to_str().unwrap_or_default())?;
-            return self.from_token(token).await;
+            return self.caller_of_token(token).await;
         }
         if let Some(id) = extensions.get::<ClientIdentity>() {
             return Ok(from_certificate(id));
@@ -52,7 +52,7 @@ impl Authenticator {
         Err(ApiError::Unauthorized(format!("no credential: {HOW}")))
     }
 
-    async fn from_token(&self, token: &str) -> Result<Caller, ApiError> {
+    async fn caller_of_token(&self, token: &str) -> Result<Caller, ApiError> {
         if tokens::is_hub_token(token) {
             return match tokens::find(self.tokens.as_ref(), token, self.clock.now()).await? {
                 Ok(record) => Ok(Caller { subject: format!("token:{}", record.name), grants: vec![record.grant] }),

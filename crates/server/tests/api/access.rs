@@ -132,9 +132,9 @@ async fn snapshot(store: &dyn Store) -> String {
     let mut out = String::new();
     for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret] {
         let names: Vec<String> = match kind {
-            Kind::Cluster => store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{:?}", c)).collect(),
-            Kind::SyncSet => store.syncset_list(None).await.expect("list").into_iter().map(|s| format!("{:?}", s)).collect(),
-            Kind::Secret => store.secret_list(None).await.expect("list").into_iter().map(|s| format!("{}", s.metadata.name)).collect(),
+            Kind::Cluster => store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{c:?}")).collect(),
+            Kind::SyncSet => store.syncset_list(None).await.expect("list").into_iter().map(|s| format!("{s:?}")).collect(),
+            Kind::Secret => store.secret_list(None).await.expect("list").into_iter().map(|s| s.metadata.name.clone()).collect(),
         };
         out.push_str(&format!("{names:?}\n"));
     }
