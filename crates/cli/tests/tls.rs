@@ -40,6 +40,19 @@ fn serve_with_a_certificate_serves_https_and_says_so() {
     let said = std::fs::read_to_string(&log).expect("log");
     assert!(said.contains(&format!("https://127.0.0.1:{port}")) && said.contains("serving https"), "{said}");
 
+    // The CLI over https, with the token the hub wrote beside its database.
+    let token = std::fs::read_to_string(dir.path().join("hub.db.admin-token")).expect("the first token");
+    let server = format!("https://localhost:{port}");
+    let cli = |ca: &std::path::Path| {
+        let ca = ca.to_str().expect("utf-8");
+        bin().args(["get", "clusters", "--server", &server, "--certificate-authority", ca]).env("FLEETSYNC_TOKEN", token.trim()).output().expect("run")
+    };
+    let ok = cli(tls.ca_file.as_deref().expect("the CA file"));
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let other = TestCa::new("another CA").expect("CA").write_cert(dir.path(), "other").expect("write");
+    let wrong = cli(&other);
+    assert!(!wrong.status.success() && stderr(&wrong).contains("invalid peer certificate: UnknownIssuer"), "{}", stderr(&wrong));
+
     std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     let start = Instant::now();
     let status = loop {

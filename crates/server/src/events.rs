@@ -5,6 +5,9 @@
 //! `after` it starts at the oldest event kept. A cursor older than the log's horizon
 //! (retention trimmed events after it) is `410 Gone` with
 //! `{"error", "cursor", "horizon"}`: the client re-lists, it never silently misses events.
+//! A caller sees the events of its own tenants only (a fleet-admin, all): a page reads
+//! on past other tenants' events until it is full or the log ends, and a watch moves its
+//! cursor past them (its bookmarks carry it).
 //!
 //! `GET /v1/events?after=N&watch=true` streams newline-delimited JSON
 //! (`application/x-ndjson`), one object per line, like a Kubernetes watch:
@@ -50,8 +53,8 @@ pub const DEFAULT_LIMIT: usize = 500;
 /// can take.
 pub const MAX_LIMIT: usize = 10_000;
 
-/// `?after=N&limit=M&watch=true`. The log is store-wide (every tenant), so there is
-/// no `tenant` parameter.
+/// `?after=N&limit=M&watch=true`. The log is store-wide and ordered across tenants, so
+/// there is no `tenant` parameter: each caller sees the events of its own tenants.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {

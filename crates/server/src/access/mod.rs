@@ -22,6 +22,7 @@ pub use rules::{Caller, Right, Visible};
 use crate::error::ApiError;
 use crate::extract::check_name;
 use crate::AppState;
+use axum::body::HttpBody;
 use axum::extract::{FromRequestParts, MatchedPath, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, Method};
@@ -150,7 +151,8 @@ fn check_content_type(req: &Request) -> Result<(), ApiError> {
     let value = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     let no_body = req.headers().get(header::TRANSFER_ENCODING).is_none()
-        && req.headers().get(header::CONTENT_LENGTH).is_none_or(|l| l == "0");
+        && req.headers().get(header::CONTENT_LENGTH).is_none_or(|l| l == "0")
+        && req.body().size_hint().exact() == Some(0);
     let ok = matches!(essence.as_str(), "application/json" | "application/yaml" | "application/x-yaml" | "text/yaml")
         || (value.is_empty() && no_body);
     if ok {

@@ -226,3 +226,35 @@ async fn the_event_log_shows_each_caller_its_own_tenants() {
     let agent = api.issue("a:agent:c1", None).await;
     assert_eq!(api.call_as(Some(&agent), "GET", "/v1/events", None, "").await.status, StatusCode::FORBIDDEN);
 }
+
+/// What the operator chooses: `/metrics` behind a credential (any but an agent's), and
+/// the `inCluster` endpoint for the tenants allowed only; bodies are YAML or JSON only.
+#[tokio::test]
+async fn operator_settings_and_content_types_are_enforced() {
+    let in_cluster = "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: hub, namespace: ops}\nspec: {endpoint: {inCluster: {}}}\n";
+    let open = Api::new();
+    let fleet = open.admin_token().await;
+    assert_eq!(open.call_as(None, "GET", "/metrics", None, "").await.status, StatusCode::OK);
+    let refused = open.call_as(Some(&fleet), "POST", "/v1/apply", Some("application/yaml"), in_cluster).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
+    assert!(refused.error().contains("inCluster"), "{}", refused.text);
+    assert!(open.store.cluster_list(None).await.expect("list").is_empty(), "nothing written");
+    for ct in [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), None] {
+        let a = open.call_as(Some(&fleet), "POST", "/v1/apply", ct, crate::harness::FLEET).await;
+        assert_eq!(a.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}: {}", a.text);
+    }
+    assert!(open.store.cluster_list(None).await.expect("list").is_empty(), "nothing written");
+
+    let strict = Api::with_access(|a| {
+        a.metrics_require_auth = true;
+        a.in_cluster_tenants.insert("ops".into());
+    });
+    let (fleet, viewer, agent) =
+        (strict.admin_token().await, strict.issue("ops:viewer", None).await, strict.issue("ops:agent:hub", None).await);
+    assert_eq!(strict.call_as(None, "GET", "/metrics", None, "").await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(strict.call_as(Some(&agent), "GET", "/metrics", None, "").await.status, StatusCode::FORBIDDEN);
+    assert_eq!(strict.call_as(Some(&viewer), "GET", "/metrics", None, "").await.status, StatusCode::OK);
+    assert_eq!(strict.call_as(None, "GET", "/livez", None, "").await.status, StatusCode::OK);
+    let allowed = strict.call_as(Some(&fleet), "POST", "/v1/apply", Some("application/yaml"), in_cluster).await;
+    assert_eq!(allowed.status, StatusCode::OK, "{}", allowed.text);
+}

@@ -5,6 +5,7 @@ use axum::body::{to_bytes, Body, BodyDataStream};
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use fleetsync_server::access::tokens::{issue, TokenRequest};
+use fleetsync_server::access::Access;
 use fleetsync_server::{router, AppState, QueueMetrics, Watches};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
@@ -75,11 +76,21 @@ impl Api {
     }
 
     pub fn with_watches(watches: Watches) -> Self {
+        Self::with(watches, |_| {})
+    }
+
+    /// The API with access settings changed by `configure`.
+    pub fn with_access(configure: impl FnOnce(&mut Access)) -> Self {
+        Self::with(Watches::default(), configure)
+    }
+
+    fn with(watches: Watches, configure: impl FnOnce(&mut Access)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::register(&mut registry);
-        let state = AppState { watches: watches.clone(), ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
+        let mut state = AppState { watches: watches.clone(), ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
+        configure(&mut state.access);
         Api { router: router(state), store, watches, admin: tokio::sync::OnceCell::new(), _dir: dir }
     }
 
