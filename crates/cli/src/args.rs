@@ -191,7 +191,35 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub access: AccessArgs,
     #[command(flatten)]
+    pub quotas: QuotaArgs,
+    #[command(flatten)]
     pub tls: ServeTlsArgs,
+}
+
+/// What each tenant may hold: `clusters`, `syncsets`, `keys` (a SyncSet on a cluster)
+/// and `bytes` (its documents as stored), as `NAME=NUMBER,...`; sizes take Ki, Mi, Gi.
+/// An apply that would exceed one is refused whole (403). No limits unless given.
+#[derive(Debug, Clone, Args)]
+pub struct QuotaArgs {
+    /// The quota of every tenant, e.g. `clusters=1000,keys=100000,bytes=256Mi`.
+    #[arg(long = "quota", env = "FLEETSYNC_QUOTA", value_name = "LIMITS")]
+    pub default: Option<fleetsync_store::Quota>,
+    /// One tenant's limits in place of the default's, as `TENANT:LIMITS`, e.g.
+    /// `team-a:keys=1000000` (repeat for more tenants).
+    #[arg(long = "tenant-quota", value_name = "TENANT:LIMITS", value_parser = tenant_quota)]
+    pub tenants: Vec<(String, fleetsync_store::Quota)>,
+}
+
+impl QuotaArgs {
+    pub fn quotas(&self) -> fleetsync_store::Quotas {
+        fleetsync_store::Quotas { default: self.default.unwrap_or_default(), tenants: self.tenants.iter().cloned().collect() }
+    }
+}
+
+fn tenant_quota(s: &str) -> Result<(String, fleetsync_store::Quota), String> {
+    let (tenant, limits) = s.split_once(':').ok_or("expected TENANT:LIMITS, e.g. team-a:keys=1000")?;
+    fleetsync_model::names::check_dns1123_label(tenant).map_err(|e| format!("tenant {tenant:?}: {e}"))?;
+    Ok((tenant.to_string(), limits.parse()?))
 }
 
 /// SyncSets and Clusters kept as custom resources (`fleetsync.io/v1`) in a hub

@@ -40,7 +40,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
         hub = hub.kube_source(source);
     }
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    hub.access(access).run(shutdown).await?;
+    hub.access(access).quotas(a.quotas.quotas()).run(shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

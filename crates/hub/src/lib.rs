@@ -22,7 +22,7 @@ use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
 use fleetsync_server::{AppState, QueueMetrics, ServerTls};
-use fleetsync_store::Store;
+use fleetsync_store::{Quotas, Store};
 use fleetsync_server::access::{Access, AccessSettings};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -38,6 +38,7 @@ pub struct Hub {
     api: Option<TcpListener>,
     tls: Option<TlsConfig>,
     access: AccessSettings,
+    quotas: Quotas,
     trim: Option<EventTrim>,
     source: Option<KubeSource>,
     registry: Registry,
@@ -75,7 +76,7 @@ impl Hub {
     /// else runs until added.
     pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig) -> Hub {
         let access = AccessSettings::default();
-        Hub { store, applier, config, api: None, tls: None, access, trim: None, source: None, registry: Registry::default() }
+        Hub { store, applier, config, api: None, tls: None, access, quotas: Quotas::default(), trim: None, source: None, registry: Registry::default() }
     }
 
     /// Also serves the HTTP API (and `/metrics`) on `listener`.
@@ -97,6 +98,13 @@ impl Hub {
     /// choices about `/metrics` and `inCluster`. Default: the store's tokens only.
     pub fn access(mut self, access: AccessSettings) -> Hub {
         self.access = access;
+        self
+    }
+
+    /// Limits what each tenant may hold, checked on every apply through the API.
+    /// Default: no limits.
+    pub fn quotas(mut self, quotas: Quotas) -> Hub {
+        self.quotas = quotas;
         self
     }
 
@@ -141,6 +149,7 @@ impl Hub {
         if let Some((listener, queue_metrics)) = api {
             let mut state = AppState::new(self.store, Arc::new(registry), queue_metrics);
             state.access = Access::configured(state.access.authenticator.clone(), self.access);
+            state.quotas = Arc::new(self.quotas);
             served = fleetsync_server::serve(listener, state, tls, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
             stop.cancel();
         }

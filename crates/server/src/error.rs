@@ -81,7 +81,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InvalidField { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::Store(StoreError::QuotaExceeded(_)) => StatusCode::FORBIDDEN,
             ApiError::CursorExpired { .. } | ApiError::Store(StoreError::CursorExpired { .. }) => StatusCode::GONE,
             ApiError::Store(StoreError::InvalidConsumerName { .. }) => StatusCode::BAD_REQUEST,
             ApiError::Store(StoreError::LeaseLost { .. }) => StatusCode::CONFLICT,

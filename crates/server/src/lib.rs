@@ -52,7 +52,7 @@ use axum::http::{Method, Uri};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use access::{Access, Authenticator};
-use fleetsync_store::Store;
+use fleetsync_store::{Quotas, Store};
 use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use std::future::Future;
@@ -70,13 +70,15 @@ pub struct AppState {
     pub watches: Watches,
     /// Who may call, and what each may do.
     pub access: Access,
+    /// What each tenant may hold ([`fleetsync_store::quota`]); checked on every apply.
+    pub quotas: Arc<Quotas>,
 }
 
 impl AppState {
     /// The state with default watch settings, accepting the store's hub-issued tokens.
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, queue_metrics: QueueMetrics) -> Self {
         let access = Access::new(Authenticator::new(store.clone(), store.clock()));
-        Self { store, registry, queue_metrics, watches: Watches::default(), access }
+        Self { store, registry, queue_metrics, watches: Watches::default(), access, quotas: Arc::default() }
     }
 }
 

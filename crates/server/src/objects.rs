@@ -61,7 +61,7 @@ impl ObjectKind for Secrets {
 pub struct ApplyQuery {}
 
 /// `POST /v1/apply`: parses every document, then applies them all in one store
-/// transaction (all or nothing).
+/// transaction (all or nothing), within the tenants' quotas.
 pub async fn apply(
     State(state): State<AppState>,
     caller: Caller,
@@ -75,7 +75,7 @@ pub async fn apply(
     for doc in &docs {
         may_write(&caller, &state.access, doc)?;
     }
-    let results = state.store.objects_apply_by(docs, Some(&caller.subject)).await?;
+    let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas).await?;
     Ok(Json(ApplyResponse { results: results.into_iter().map(crate::wire::apply_result).collect() }))
 }
 

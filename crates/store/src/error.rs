@@ -46,6 +46,9 @@ pub enum StoreError {
     /// whose writer no longer holds the key with this token: nothing was written.
     #[error("write refused: the lease on {key} with token {fence} is no longer held")]
     LeaseLost { key: WorkKey, fence: Fence },
+    /// The write would have exceeded a tenant's quota: nothing was written.
+    #[error(transparent)]
+    QuotaExceeded(#[from] crate::quota::QuotaExceeded),
 }
 
 impl StoreError {

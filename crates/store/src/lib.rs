@@ -17,6 +17,7 @@ pub mod error;
 pub mod event;
 pub mod live;
 pub mod queue;
+pub mod quota;
 pub mod retry;
 pub mod roles;
 
@@ -41,6 +42,7 @@ pub use queue::{
     ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,
     RenewParams, RunOutcome, StatusFilter,
 };
+pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
 pub use roles::{EventLog, LiveState, Members, Objects, StatusRead, Store, Tokens, WorkQueue};
 

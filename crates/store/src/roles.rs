@@ -12,7 +12,7 @@
 
 use crate::{
     ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
-    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams, Result, StatusFilter,
+    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
 use async_trait::async_trait;
 use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
@@ -27,7 +27,16 @@ pub trait Objects: Send + Sync + 'static {
     /// is unchanged keeps its generation (idempotent apply); a changed one gets the next
     /// generation, is appended to the event log with `actor` (who made the change), and
     /// enqueues every key it affects.
-    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>>;
+    ///
+    /// Nothing is written if the result would exceed a tenant's limit in `quotas`
+    /// ([`StoreError::QuotaExceeded`](crate::StoreError::QuotaExceeded); see
+    /// [`crate::quota`]).
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>>;
+
+    /// [`objects_apply_within`](Objects::objects_apply_within) with no quotas.
+    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
+        self.objects_apply_within(docs, actor, Quotas::NONE).await
+    }
 
     /// [`objects_apply_by`](Objects::objects_apply_by) with no actor (a change made
     /// inside the hub).

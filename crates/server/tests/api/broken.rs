@@ -18,7 +18,7 @@ fn fail<T>() -> Result<T> {
 
 #[async_trait]
 impl Objects for Broken {
-    async fn objects_apply_by(&self, _: Vec<Document>, _: Option<&str>) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(&self, _: Vec<Document>, _: Option<&str>, _: &Quotas) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
 

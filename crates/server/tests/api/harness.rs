@@ -81,16 +81,21 @@ impl Api {
 
     /// The API with access settings changed by `configure`.
     pub fn with_access(configure: impl FnOnce(&mut Access)) -> Self {
-        Self::with(Watches::default(), configure)
+        Self::with(Watches::default(), |state| configure(&mut state.access))
     }
 
-    fn with(watches: Watches, configure: impl FnOnce(&mut Access)) -> Self {
+    /// The API with what each tenant may hold.
+    pub fn with_quotas(quotas: fleetsync_store::Quotas) -> Self {
+        Self::with(Watches::default(), |state| state.quotas = Arc::new(quotas))
+    }
+
+    fn with(watches: Watches, configure: impl FnOnce(&mut AppState)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::register(&mut registry);
         let mut state = AppState { watches: watches.clone(), ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
-        configure(&mut state.access);
+        configure(&mut state);
         Api { router: router(state), store, watches, admin: tokio::sync::OnceCell::new(), _dir: dir }
     }
 

@@ -156,3 +156,33 @@ async fn invalid_names_in_urls_are_400() {
     let long = format!("/v1/clusters/{}", "a".repeat(64));
     assert!(api.get(&long).await.error().contains("63"));
 }
+
+/// One small apply that would fan out to 40,000 keys (200 clusters, 200 SyncSets each
+/// selecting every cluster) is refused whole under a keys quota, with a 403 naming the
+/// quota and the numbers; within the quota the same tenant still applies.
+#[tokio::test]
+async fn an_apply_past_a_quota_is_refused_whole_with_the_numbers() {
+    let quotas = fleetsync_store::Quotas { default: "keys=10000".parse().expect("quota"), tenants: Default::default() };
+    let api = Api::with_quotas(quotas);
+    let mut fleet = String::new();
+    for i in 0..200 {
+        fleet.push_str(&format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{i}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"));
+    }
+    assert_eq!(api.apply(&fleet).await.status, StatusCode::OK);
+    let mut syncsets = String::new();
+    for i in 0..200 {
+        syncsets.push_str(&format!(
+            "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: s{i}}}\nspec: {{clusterSelector: {{}}, resources: [{{apiVersion: v1, kind: Namespace, metadata: {{name: n{i}}}}}]}}\n---\n"
+        ));
+    }
+    assert!(syncsets.len() < 64 * 1024, "a small body: {} bytes", syncsets.len());
+    let refused = api.apply(&syncsets).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
+    assert_eq!(refused.error(), "exceeded quota of tenant default: keys would be 40000 (now 0); the limit is 10000");
+    assert_eq!(api.get("/v1/syncsets").await.json()["items"], serde_json::json!([]), "nothing written");
+    assert_eq!(api.get("/v1/status").await.json()["items"], serde_json::json!([]), "no key");
+
+    let fifty: String = syncsets.split("---\n").take(50).collect::<Vec<_>>().join("---\n");
+    let a = api.apply(&fifty).await;
+    assert_eq!(a.status, StatusCode::OK, "10,000 keys are within the quota: {}", a.text);
+}

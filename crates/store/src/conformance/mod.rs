@@ -44,7 +44,7 @@ macro_rules! conformance_tests {
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
             own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs,
             a_result_the_backend_cannot_hold_is_refused_whole, tokens_found_by_hash_and_revoked, changes_record_their_actor,
-            expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor);
+            expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor, quotas_refuse_whole_applies);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -57,6 +57,7 @@ macro_rules! conformance_tests {
 
 mod queue;
 mod objects;
+mod quotas;
 mod events;
 mod members;
 mod live;
@@ -79,6 +80,7 @@ pub use events::{
 };
 pub use members::members_and_shards;
 pub use live::live_state_deduplicated_and_drift_requeues;
+pub use quotas::quotas_refuse_whole_applies;
 pub use tokens::{
     changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor,
     tokens_found_by_hash_and_revoked,

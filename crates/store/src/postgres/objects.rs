@@ -8,6 +8,7 @@ use super::queue::{enqueue, row_key, Enqueues};
 use super::{query, PgResult, Tx};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
+use crate::quota::{self, Quota, Quotas, Usage};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, WorkKey};
@@ -15,8 +16,44 @@ use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tokio_postgres::types::ToSql;
 
-pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document]) -> PgResult<Vec<ApplyOutcome>> {
-    apply_as(tx, docs, None).await
+/// Applies documents within `quotas`. Their tenants are locked first (in the order
+/// [`apply_as`] locks them, which takes the same locks again), so no other write changes
+/// what is measured between the two readings.
+pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document], quotas: &Quotas) -> PgResult<Vec<ApplyOutcome>> {
+    let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
+    for tenant in &tenants {
+        tx.lock_tenant(tenant).await?;
+    }
+    let limited: Vec<(&str, Quota)> = tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
+    let mut before = Vec::with_capacity(limited.len());
+    for (tenant, quota) in &limited {
+        before.push(usage(tx, tenant, quota).await?);
+    }
+    let out = apply_as(tx, docs, None).await?;
+    for ((tenant, quota), before) in limited.iter().zip(&before) {
+        quota::check(tenant, quota, before, &usage(tx, tenant, quota).await?).map_err(StoreError::from)?;
+    }
+    Ok(out)
+}
+
+/// What `tenant` holds of what `quota` limits (the rest left 0).
+async fn usage(tx: &Tx<'_>, tenant: &str, quota: &Quota) -> PgResult<Usage> {
+    async fn count(tx: &Tx<'_>, sql: &str, tenant: &str) -> PgResult<u64> {
+        Ok(tx.query_opt(sql, &[&tenant]).await?.map_or(0, |r| r.get::<_, i64>(0)) as u64)
+    }
+    Ok(Usage {
+        clusters: if quota.clusters.is_some() { count(tx, "SELECT count(*) FROM clusters WHERE tenant = $1", tenant).await? } else { 0 },
+        syncsets: if quota.syncsets.is_some() { count(tx, "SELECT count(*) FROM syncsets WHERE tenant = $1", tenant).await? } else { 0 },
+        keys: if quota.keys.is_some() { count(tx, "SELECT count(*) FROM work WHERE tenant = $1 AND desired", tenant).await? } else { 0 },
+        bytes: if quota.bytes.is_some() {
+            let sql = "SELECT ((SELECT coalesce(sum(octet_length(doc)), 0) FROM clusters WHERE tenant = $1)
+                             + (SELECT coalesce(sum(octet_length(doc)), 0) FROM syncsets WHERE tenant = $1)
+                             + (SELECT coalesce(sum(octet_length(doc)), 0) FROM secrets WHERE tenant = $1))::bigint";
+            count(tx, sql, tenant).await?
+        } else {
+            0
+        },
+    })
 }
 
 /// Applies documents, their tenants locked first; `own`: the key of an own write, which

@@ -4,8 +4,8 @@
 use super::{claim, complete, consumers, live, members, objects, queue, rows, PgStore};
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Event, EventRetention,
-    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
-    Result, StatusFilter,
+    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
+    RenewParams, Result, StatusFilter,
 };
 use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
@@ -34,13 +34,13 @@ impl PgStore {
 
 #[async_trait]
 impl Objects for PgStore {
-    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
-        let docs = Arc::new(docs);
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>> {
+        let (docs, quotas) = (Arc::new(docs), Arc::new(quotas.clone()));
         let actor = actor.map(str::to_string);
         self.write("applying documents", |tx| {
-            let docs = docs.clone();
+            let (docs, quotas) = (docs.clone(), quotas.clone());
             tx.actor = actor.clone();
-            Box::pin(async move { objects::apply(tx, &docs).await })
+            Box::pin(async move { objects::apply(tx, &docs, &quotas).await })
         })
         .await
     }

@@ -16,8 +16,8 @@ mod tokens;
 
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
-    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, RenewParams,
-    Result, StatusFilter, StoreConfig, StoreError,
+    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
+    RenewParams, Result, StatusFilter, StoreConfig, StoreError,
 };
 use crate::error::Cause;
 use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, Tokens, WorkQueue};
@@ -260,10 +260,10 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 
 #[async_trait]
 impl Objects for SqliteStore {
-    async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
-        let actor = actor.map(str::to_string);
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>> {
+        let (actor, quotas) = (actor.map(str::to_string), quotas.clone());
         let (out, announce) =
-            self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs, actor.as_deref())).await?;
+            self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs, actor.as_deref(), &quotas)).await?;
         self.announce(announce);
         Ok(out)
     }

@@ -4,11 +4,12 @@ use super::queue::enqueue;
 use super::rows::{event_append, NewEvent};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
+use crate::quota::{self, Quota, Quotas, Usage};
 use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// Who writes: `own`, the key of an own write, which its enqueues leave clean
 /// ([`Planned::dirties`]); `actor`, who the events name.
@@ -18,9 +19,42 @@ struct By<'a> {
     actor: Option<&'a str>,
 }
 
-/// Applies documents by `actor`; returns their outcomes and what the commit announces.
-pub(super) fn apply(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], actor: Option<&str>) -> Result<(Vec<ApplyOutcome>, Announce)> {
-    apply_as(tx, now, docs, By { own: None, actor })
+/// Applies documents by `actor` within `quotas`; returns their outcomes and what the
+/// commit announces.
+pub(super) fn apply(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    docs: &[Document],
+    actor: Option<&str>,
+    quotas: &Quotas,
+) -> Result<(Vec<ApplyOutcome>, Announce)> {
+    let tenants: BTreeSet<&str> = docs.iter().map(|d| d.metadata().tenant()).collect();
+    let limited: Vec<(&str, Quota)> = tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
+    let before = limited.iter().map(|(t, q)| usage(tx, t, q)).collect::<Result<Vec<_>>>()?;
+    let applied = apply_as(tx, now, docs, By { own: None, actor })?;
+    for ((tenant, quota), before) in limited.iter().zip(&before) {
+        quota::check(tenant, quota, before, &usage(tx, tenant, quota)?)?;
+    }
+    Ok(applied)
+}
+
+/// What `tenant` holds of what `quota` limits (the rest left 0).
+fn usage(tx: &Transaction<'_>, tenant: &str, quota: &Quota) -> Result<Usage> {
+    let count = |sql: &str| -> Result<u64> { Ok(tx.prepare_cached(sql)?.query_row(params![tenant], |r| r.get::<_, i64>(0))? as u64) };
+    Ok(Usage {
+        clusters: if quota.clusters.is_some() { count("SELECT count(*) FROM clusters WHERE tenant = ?1")? } else { 0 },
+        syncsets: if quota.syncsets.is_some() { count("SELECT count(*) FROM syncsets WHERE tenant = ?1")? } else { 0 },
+        keys: if quota.keys.is_some() { count("SELECT count(*) FROM work WHERE tenant = ?1 AND desired = 1")? } else { 0 },
+        bytes: if quota.bytes.is_some() {
+            count(
+                "SELECT (SELECT coalesce(sum(length(doc)), 0) FROM clusters WHERE tenant = ?1)
+                      + (SELECT coalesce(sum(length(doc)), 0) FROM syncsets WHERE tenant = ?1)
+                      + (SELECT coalesce(sum(length(doc)), 0) FROM secrets WHERE tenant = ?1)",
+            )?
+        } else {
+            0
+        },
+    })
 }
 
 fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], by: By<'_>) -> Result<(Vec<ApplyOutcome>, Announce)> {
