@@ -15,7 +15,7 @@
 
 pub mod trim;
 
-pub use fleetsync_server::{TlsConfig, TlsError};
+pub use fleetsync_server::{ConnectionLimits, TlsConfig, TlsError, WatchLimits};
 pub use trim::{EventTrim, TrimError};
 
 use fleetsync_applier::Applier;
@@ -38,6 +38,8 @@ pub struct Hub {
     api: Option<TcpListener>,
     tls: Option<TlsConfig>,
     access: AccessSettings,
+    connections: ConnectionLimits,
+    watches: WatchLimits,
     trim: Option<EventTrim>,
     source: Option<KubeSource>,
     registry: Registry,
@@ -75,7 +77,19 @@ impl Hub {
     /// else runs until added.
     pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig) -> Hub {
         let access = AccessSettings::default();
-        Hub { store, applier, config, api: None, tls: None, access, trim: None, source: None, registry: Registry::default() }
+        Hub {
+            store,
+            applier,
+            config,
+            api: None,
+            tls: None,
+            access,
+            connections: ConnectionLimits::default(),
+            watches: WatchLimits::default(),
+            trim: None,
+            source: None,
+            registry: Registry::default(),
+        }
     }
 
     /// Also serves the HTTP API (and `/metrics`) on `listener`.
@@ -97,6 +111,20 @@ impl Hub {
     /// choices about `/metrics` and `inCluster`. Default: the store's tokens only.
     pub fn access(mut self, access: AccessSettings) -> Hub {
         self.access = access;
+        self
+    }
+
+    /// Bounds on the API's connections: how many at once, and how long a request head
+    /// and an idle keep-alive connection may take. Default: [`ConnectionLimits::default`].
+    pub fn connection_limits(mut self, limits: ConnectionLimits) -> Hub {
+        self.connections = limits;
+        self
+    }
+
+    /// Caps on the API's open event watches, in all and per caller. Default:
+    /// [`WatchLimits::default`].
+    pub fn watch_limits(mut self, limits: WatchLimits) -> Hub {
+        self.watches = limits;
         self
     }
 
@@ -141,7 +169,9 @@ impl Hub {
         if let Some((listener, queue_metrics)) = api {
             let mut state = AppState::new(self.store, Arc::new(registry), queue_metrics);
             state.access = Access::configured(state.access.authenticator.clone(), self.access);
-            served = fleetsync_server::serve(listener, state, tls, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
+            state.watches = state.watches.with_limits(self.watches);
+            let stopped = stop.clone().cancelled_owned();
+            served = fleetsync_server::serve_with(listener, state, tls, self.connections, stopped).await.map_err(HubError::Serve);
             stop.cancel();
         }
         let workers = workers.await;
