@@ -194,6 +194,29 @@ pub struct ServeArgs {
     pub quotas: QuotaArgs,
     #[command(flatten)]
     pub tls: ServeTlsArgs,
+    #[command(flatten)]
+    pub limits: ServeLimitsArgs,
+}
+
+/// Bounds on the API's connections and event watches, whatever clients do.
+#[derive(Debug, Clone, Args)]
+pub struct ServeLimitsArgs {
+    /// Connections open at once; at the cap a new one takes the slot of the longest-idle
+    /// one. Keep it below the process's file-descriptor limit.
+    #[arg(long, env = "FLEETSYNC_MAX_CONNECTIONS", default_value_t = 1000)]
+    pub max_connections: usize,
+    /// How long a client may take to send a whole request head.
+    #[arg(long, env = "FLEETSYNC_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub header_read_timeout: Duration,
+    /// How long a keep-alive connection may stay open with no request.
+    #[arg(long, env = "FLEETSYNC_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// Event watches open at once.
+    #[arg(long, env = "FLEETSYNC_MAX_WATCHES", default_value_t = 500)]
+    pub max_watches: usize,
+    /// Event watches open at once by one caller.
+    #[arg(long, env = "FLEETSYNC_MAX_WATCHES_PER_IDENTITY", default_value_t = 100)]
+    pub max_watches_per_identity: usize,
 }
 
 /// What each tenant may hold: `clusters`, `syncsets`, `keys` (a SyncSet on a cluster)

@@ -2,12 +2,12 @@
 //! event log's trimming, the Kubernetes source) on the store they name, run until
 //! SIGINT or SIGTERM.
 
-use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs, ServeTlsArgs};
+use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs, ServeLimitsArgs, ServeTlsArgs};
 use crate::engine::{appliers, check_fail_rate, runtime_config, store_config};
 use crate::stores::{describe, open_store};
 use anyhow::{Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
-use fleetsync_hub::{EventTrim, Hub, TlsConfig};
+use fleetsync_hub::{ConnectionLimits, EventTrim, Hub, TlsConfig, WatchLimits};
 use fleetsync_kube_source::{KubeSource, SourceConfig, StoreReconciler};
 use fleetsync_store::{EventRetention, Store};
 use std::sync::Arc;
@@ -25,6 +25,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let access = crate::access::settings(&a.access, shutdown.clone()).await?;
     let source = kube_source(&a.kube_source, &store)?;
     let tls = tls_config(&a.tls)?;
+    let (connections, watches) = serve_limits(&a.limits)?;
     let listener = tokio::net::TcpListener::bind(&a.listen)
         .await
         .with_context(|| format!("cannot listen on {} (is the port in use? set --listen)", a.listen))?;
@@ -33,6 +34,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     tracing::info!(%url, store = %describe(&a.store), "fleetsync hub serving {scheme}");
 
     let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store), runtime_cfg).api(listener).event_trim(trim);
+    hub = hub.connection_limits(connections).watch_limits(watches);
     if let Some(tls) = tls {
         hub = hub.api_tls(tls);
     }
@@ -75,6 +77,22 @@ fn tls_config(a: &ServeTlsArgs) -> Result<Option<TlsConfig>> {
         anyhow::bail!("--tls-reload-interval must be above zero");
     }
     Ok(Some(TlsConfig { client_ca_file: a.client_ca_file.clone(), reload_every: a.tls_reload_interval, ..TlsConfig::new(cert, key) }))
+}
+
+/// The API's connection and watch limits from the flags.
+fn serve_limits(a: &ServeLimitsArgs) -> Result<(ConnectionLimits, WatchLimits)> {
+    for (flag, value) in [("--max-connections", a.max_connections), ("--max-watches", a.max_watches), ("--max-watches-per-identity", a.max_watches_per_identity)] {
+        if value == 0 {
+            anyhow::bail!("{flag} must be above zero");
+        }
+    }
+    for (flag, value) in [("--header-read-timeout", a.header_read_timeout), ("--idle-timeout", a.idle_timeout)] {
+        if value.is_zero() {
+            anyhow::bail!("{flag} must be above zero");
+        }
+    }
+    let connections = ConnectionLimits { max_connections: a.max_connections, header_read_timeout: a.header_read_timeout, idle_timeout: a.idle_timeout };
+    Ok((connections, WatchLimits { max_watches: a.max_watches, max_per_identity: a.max_watches_per_identity }))
 }
 
 /// The event log's retention and trim interval from the flags ("0" lifts a bound).

@@ -15,7 +15,7 @@
 
 pub mod trim;
 
-pub use fleetsync_server::{TlsConfig, TlsError};
+pub use fleetsync_server::{ConnectionLimits, TlsConfig, TlsError, WatchLimits};
 pub use trim::{EventTrim, TrimError};
 
 use fleetsync_applier::Applier;
@@ -39,6 +39,8 @@ pub struct Hub {
     tls: Option<TlsConfig>,
     access: AccessSettings,
     quotas: Quotas,
+    connections: ConnectionLimits,
+    watches: WatchLimits,
     trim: Option<EventTrim>,
     source: Option<KubeSource>,
     registry: Registry,
@@ -76,7 +78,20 @@ impl Hub {
     /// else runs until added.
     pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig) -> Hub {
         let access = AccessSettings::default();
-        Hub { store, applier, config, api: None, tls: None, access, quotas: Quotas::default(), trim: None, source: None, registry: Registry::default() }
+        Hub {
+            store,
+            applier,
+            config,
+            api: None,
+            tls: None,
+            access,
+            quotas: Quotas::default(),
+            connections: ConnectionLimits::default(),
+            watches: WatchLimits::default(),
+            trim: None,
+            source: None,
+            registry: Registry::default(),
+        }
     }
 
     /// Also serves the HTTP API (and `/metrics`) on `listener`.
@@ -105,6 +120,20 @@ impl Hub {
     /// Default: no limits.
     pub fn quotas(mut self, quotas: Quotas) -> Hub {
         self.quotas = quotas;
+        self
+    }
+
+    /// Bounds on the API's connections: how many at once, and how long a request head
+    /// and an idle keep-alive connection may take. Default: [`ConnectionLimits::default`].
+    pub fn connection_limits(mut self, limits: ConnectionLimits) -> Hub {
+        self.connections = limits;
+        self
+    }
+
+    /// Caps on the API's open event watches, in all and per caller. Default:
+    /// [`WatchLimits::default`].
+    pub fn watch_limits(mut self, limits: WatchLimits) -> Hub {
+        self.watches = limits;
         self
     }
 
@@ -150,7 +179,9 @@ impl Hub {
             let mut state = AppState::new(self.store, Arc::new(registry), queue_metrics);
             state.access = Access::configured(state.access.authenticator.clone(), self.access);
             state.quotas = Arc::new(self.quotas);
-            served = fleetsync_server::serve(listener, state, tls, stop.clone().cancelled_owned()).await.map_err(HubError::Serve);
+            state.watches = state.watches.with_limits(self.watches);
+            let stopped = stop.clone().cancelled_owned();
+            served = fleetsync_server::serve_with(listener, state, tls, self.connections, stopped).await.map_err(HubError::Serve);
             stop.cancel();
         }
         let workers = workers.await;

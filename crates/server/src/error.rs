@@ -63,6 +63,9 @@ pub enum ApiError {
     NoRoute { method: String, path: String },
     #[error("method {method} is not allowed on {path}")]
     MethodNotAllowed { method: String, path: String },
+    /// A cap on open event watches is reached; `scope` says which one.
+    #[error("too many watches: {open} open {scope} (the limit); close one or try again later")]
+    TooManyWatches { open: usize, scope: &'static str },
     /// A failure inside the server itself; `step` names what it was doing.
     #[error("internal error while {step}: {message}")]
     Internal { step: &'static str, message: String },
@@ -86,6 +89,7 @@ impl ApiError {
             ApiError::Store(StoreError::InvalidConsumerName { .. }) => StatusCode::BAD_REQUEST,
             ApiError::Store(StoreError::LeaseLost { .. }) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::TooManyWatches { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 

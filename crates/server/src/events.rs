@@ -21,17 +21,27 @@
 //!   the horizon (a trim passed it), with the same fields as the 410 answer; `code` 500
 //!   if the store failed. The client re-lists (410) or reconnects (500).
 //!
-//! New events are sent as soon as they are committed: the stream waits on the store's
-//! [`events_subscribe`](fleetsync_store::EventLog::events_subscribe) channel, with a slow
-//! [`Watches::poll`] as a safety net. It reads the log a page (`limit`) at a time and
-//! only when the previous page has been sent, so a watch holds one page in memory
-//! however far behind it starts or however slowly its client reads. When the server
-//! shuts down every stream ends cleanly (last chunk); a client reconnects with `after`
-//! set to the last `seq` it saw (event or bookmark) and misses nothing.
+//! New events are sent as soon as they are committed: one reader per server follows the
+//! store's [`events_subscribe`](fleetsync_store::EventLog::events_subscribe) channel
+//! (with a slow [`Watches::poll`] as a safety net) and fans each commit's events out
+//! to every watch ([`feed`](crate::feed)), so a commit costs the store one read however
+//! many watches are open. A watch that starts behind, or falls behind the fan-out's
+//! buffer, reads the store from its cursor (a page, `limit`, at a time, the next only
+//! when the previous one has been sent) until it has caught up. A watch builds chunks
+//! of at most ~32 KiB and the next only when the connection took the previous one, so
+//! a client that stops reading makes the server hold a small, bounded buffer.
+//!
+//! Watches are capped ([`WatchLimits`]) in all and per caller: beyond a cap the request
+//! is `429 Too Many Requests`, naming the limit. A watch's slot is given back when its
+//! stream ends or its client goes away. When the server shuts down every stream ends
+//! cleanly (last chunk); a client reconnects with `after` set to the last `seq` it saw
+//! (event or bookmark) and misses nothing.
 
 use crate::access::{Caller, Visible};
 use crate::error::{ApiError, Result};
 use crate::extract::ApiQuery;
+use crate::feed::{EventFeed, FeedPage};
+use crate::watch_slots::{WatchLimits, WatchSlot, WatchSlots};
 use crate::{AppState, Items};
 use axum::body::Body;
 use axum::extract::State;
@@ -44,7 +54,7 @@ use serde::Deserialize;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 /// Page size when the client names none.
@@ -83,7 +93,10 @@ pub struct Watches {
     /// The log is read again after this long without a wake-up (a safety net: commits
     /// wake watches at once).
     pub poll: Duration,
+    /// Caps on open watches.
+    pub limits: WatchLimits,
     closing: Arc<watch::Sender<bool>>,
+    slots: Arc<WatchSlots>,
 }
 
 impl Default for Watches {
@@ -96,7 +109,17 @@ impl Default for Watches {
 
 impl Watches {
     pub fn new(keepalive: Duration, poll: Duration) -> Self {
-        Self { keepalive, poll, closing: Arc::new(watch::channel(false).0) }
+        Self { keepalive, poll, limits: WatchLimits::default(), closing: Arc::new(watch::channel(false).0), slots: Arc::default() }
+    }
+
+    /// These settings with `limits` on open watches.
+    pub fn with_limits(self, limits: WatchLimits) -> Self {
+        Self { limits, ..self }
+    }
+
+    /// Watches open now.
+    pub fn open(&self) -> usize {
+        self.slots.open()
     }
 
     /// Ends every watch stream of this server: each finishes the chunk it is sending
@@ -119,25 +142,32 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
             rule: format!("must be between 1 and {MAX_LIMIT}, got {}", q.limit),
         });
     }
-    // Read before answering, so that an expired cursor is a 410, not a broken stream.
-    let (cursor, first) = first_page(&*state.store, q.after, q.limit).await?;
     if !q.watch {
-        let items = visible_page(&*state.store, &visible, first, q.limit).await?;
+        let (_, first) = first_page(&**state.events.log(), q.after, q.limit).await?;
+        let items = visible_page(&**state.events.log(), &visible, first, q.limit).await?;
         return Ok(Json(Items { items }).into_response());
     }
+    let slot = state.watches.slots.take(&state.watches.limits, &caller.subject)?;
+    // Follow the feed before the first read: what it broadcasts from now on reaches us.
+    let closing = state.watches.closing.subscribe();
+    let pages = state.events.follow(state.watches.poll, closing.clone());
+    // Read before answering, so that an expired cursor is a 410, not a broken stream.
+    let (cursor, first) = first_page(&**state.events.log(), q.after, q.limit).await?;
     let follow = Follow {
-        wake: state.store.events_subscribe(),
-        closing: state.watches.closing.subscribe(),
-        store: state.store,
+        log: state.events.log().clone(),
+        feed: state.events,
+        pages,
+        live: false,
         cursor,
         limit: q.limit,
-        pending: first,
+        pending: Some((Arc::new(FeedPage::new(cursor, first)), 0)),
         visible,
+        closing,
         keepalive: state.watches.keepalive,
-        poll: state.watches.poll,
         caught_up: false,
         quiet_since: Instant::now(),
         done: false,
+        _slot: slot,
     };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
         let chunk = f.next_chunk().await?;
@@ -178,78 +208,112 @@ async fn visible_page(store: &dyn EventLog, visible: &Visible, first: Vec<Event>
     Ok(items)
 }
 
+/// Largest chunk a watch builds before handing it to the connection: with hyper's
+/// bounded buffer, what a watch whose client stops reading holds.
+const CHUNK_BYTES: usize = 32 * 1024;
+
 /// A watch in progress: everything it needs to produce its next chunk.
 struct Follow {
-    store: Arc<dyn EventLog>,
+    log: Arc<dyn EventLog>,
+    feed: EventFeed,
+    /// The feed's pages, once caught up.
+    pages: broadcast::Receiver<Arc<FeedPage>>,
+    /// Following the feed (else reading the store from the cursor until caught up).
+    live: bool,
     /// Every event up to here has been sent (or precedes the start).
     cursor: u64,
     limit: usize,
-    /// Read, not yet sent (nor filtered).
-    pending: Vec<Event>,
+    /// Read, not yet all sent: the page and where in it to go on.
+    pending: Option<(Arc<FeedPage>, usize)>,
     /// Whose events are sent; the others are skipped (the cursor moves past them).
     visible: Visible,
-    wake: watch::Receiver<u64>,
     closing: watch::Receiver<bool>,
     keepalive: Duration,
-    poll: Duration,
     /// Whether the "caught up" bookmark has been sent.
     caught_up: bool,
     quiet_since: Instant,
     /// An error line was sent: the stream ends.
     done: bool,
+    /// Its place under the watch caps, given back when the stream is dropped.
+    _slot: WatchSlot,
 }
 
 impl Follow {
-    /// The next chunk of the stream (one page of events, a bookmark, or an error), or
-    /// `None` when the stream ends.
+    /// The next chunk of the stream (events, a bookmark, or an error), or `None` when
+    /// the stream ends.
     async fn next_chunk(&mut self) -> Option<Vec<u8>> {
         loop {
             if self.done || *self.closing.borrow() {
                 return None;
             }
-            if !self.pending.is_empty() {
-                let page = std::mem::take(&mut self.pending);
-                self.cursor = page.last().map_or(self.cursor, |e| e.seq);
-                let mut out = Vec::with_capacity(page.len() * 200);
-                for event in page.into_iter().filter(|e| self.visible.contains(&e.tenant)) {
-                    push_line(&mut out, &WatchLine::Event { event });
+            if let Some((page, from)) = self.pending.take() {
+                let (out, next) = self.lines(&page, from);
+                if let Some(next) = next {
+                    self.pending = Some((page, next));
                 }
                 if out.is_empty() {
                     continue;
                 }
                 return Some(self.sent(out));
             }
-            // Mark the wake-up seen *before* reading: a commit after the read changes it.
-            self.wake.borrow_and_update();
-            match self.store.events_read(self.cursor, self.limit).await {
-                Ok(page) if !page.is_empty() => {
-                    self.pending = page;
-                    continue;
+            if !self.live {
+                match self.log.events_read(self.cursor, self.limit).await {
+                    Ok(page) if !page.is_empty() => {
+                        self.pending = Some((Arc::new(FeedPage::new(self.cursor, page)), 0));
+                        continue;
+                    }
+                    Ok(_) => {
+                        self.live = true;
+                        self.feed.caught_up(self.cursor);
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        return Some(self.sent(error_line(e)));
+                    }
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    self.done = true;
-                    return Some(self.sent(error_line(e)));
+                if !self.caught_up {
+                    self.caught_up = true;
+                    return Some(self.bookmark());
                 }
+                continue;
             }
-            if !self.caught_up {
-                self.caught_up = true;
-                return Some(self.bookmark());
-            }
-            let (poll, keepalive_at) = (self.poll, self.quiet_since + self.keepalive);
-            let woken = tokio::select! {
+            let keepalive_at = self.quiet_since + self.keepalive;
+            let received = tokio::select! {
                 () = closed(&mut self.closing) => return None,
-                changed = self.wake.changed() => Woken::Commit(changed.is_ok()),
-                () = tokio::time::sleep(poll) => Woken::Poll,
-                () = tokio::time::sleep_until(keepalive_at) => Woken::Quiet,
+                page = self.pages.recv() => Some(page),
+                () = tokio::time::sleep_until(keepalive_at) => None,
             };
-            match woken {
-                Woken::Quiet => return Some(self.bookmark()),
-                // The store's channel closed (cannot happen while we hold the store): poll.
-                Woken::Commit(false) => tokio::time::sleep(poll).await,
-                Woken::Commit(true) | Woken::Poll => {}
+            let Some(received) = received else { return Some(self.bookmark()) };
+            match received {
+                // Events after our cursor that the page does not hold: read them from
+                // the store first.
+                Ok(page) if page.after > self.cursor => self.live = false,
+                Ok(page) => self.pending = Some((page, 0)),
+                // Fell behind the feed's buffer (or the feed is gone): catch up from the
+                // store, then follow again.
+                Err(_) => self.live = false,
             }
         }
+    }
+
+    /// The lines of `page`'s visible events after the cursor, from index `from`, up to
+    /// about [`CHUNK_BYTES`]; moves the cursor past every event looked at (visible or
+    /// not). Also where to go on in the page, if it is not done.
+    fn lines(&mut self, page: &FeedPage, from: usize) -> (Vec<u8>, Option<usize>) {
+        let mut out = Vec::new();
+        for (i, event) in page.events.iter().enumerate().skip(from) {
+            if out.len() >= CHUNK_BYTES {
+                return (out, Some(i));
+            }
+            if event.seq <= self.cursor {
+                continue;
+            }
+            self.cursor = event.seq;
+            if self.visible.contains(&event.tenant) {
+                out.extend_from_slice(page.line(i));
+            }
+        }
+        (out, None)
     }
 
     fn bookmark(&mut self) -> Vec<u8> {
@@ -262,16 +326,6 @@ impl Follow {
         self.quiet_since = Instant::now();
         chunk
     }
-}
-
-/// Why a caught-up watch stopped waiting.
-enum Woken {
-    /// Events were committed (or `false`: the store's channel closed).
-    Commit(bool),
-    /// The safety poll.
-    Poll,
-    /// Nothing was sent for a keep-alive interval.
-    Quiet,
 }
 
 /// Waits until the server closes watches (forever if it never will).

@@ -27,9 +27,11 @@
 
 pub mod access;
 pub mod agent;
+mod conn;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod feed;
 pub mod health;
 pub mod members;
 pub mod metrics;
@@ -38,13 +40,17 @@ pub mod serve;
 pub mod status;
 pub mod tls;
 pub mod tokens;
+mod watch_slots;
 pub mod wire;
 
 pub use error::ApiError;
 pub use fleetsync_api::Items;
+pub use conn::ConnectionLimits;
 pub use events::Watches;
+pub use feed::EventFeed;
 pub use metrics::QueueMetrics;
-pub use serve::{serve_router, SHUTDOWN_GRACE};
+pub use serve::{serve_router, serve_router_with, SHUTDOWN_GRACE};
+pub use watch_slots::WatchLimits;
 pub use tls::{ClientIdentity, ServerTls, TlsConfig, TlsError};
 
 use axum::extract::DefaultBodyLimit;
@@ -72,13 +78,16 @@ pub struct AppState {
     pub access: Access,
     /// What each tenant may hold ([`fleetsync_store::quota`]); checked on every apply.
     pub quotas: Arc<Quotas>,
+    /// The event log, and its one reader that feeds every watch.
+    pub events: EventFeed,
 }
 
 impl AppState {
     /// The state with default watch settings, accepting the store's hub-issued tokens.
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, queue_metrics: QueueMetrics) -> Self {
         let access = Access::new(Authenticator::new(store.clone(), store.clock()));
-        Self { store, registry, queue_metrics, watches: Watches::default(), access, quotas: Arc::default() }
+        let events = EventFeed::new(store.clone());
+        Self { store, registry, queue_metrics, watches: Watches::default(), access, quotas: Arc::default(), events }
     }
 }
 
@@ -115,14 +124,26 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves the API on `listener` (over https with `tls`, see [`tls`]) until `shutdown`
-/// completes; then ends the event watch streams and lets requests in flight finish,
-/// for at most [`SHUTDOWN_GRACE`] (a client that stopped reading a stream cannot hold
-/// the server up).
+/// Serves the API on `listener` (over https with `tls`, see [`tls`]) with the default
+/// [`ConnectionLimits`]; see [`serve_with`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     tls: Option<ServerTls>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with(listener, state, tls, ConnectionLimits::default(), shutdown).await
+}
+
+/// Serves the API on `listener` (over https with `tls`, see [`tls`]) within `limits`
+/// until `shutdown` completes; then ends the event watch streams and lets requests in flight finish,
+/// for at most [`SHUTDOWN_GRACE`] (a client that stopped reading a stream cannot hold
+/// the server up).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    tls: Option<ServerTls>,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let watches = state.watches.clone();
@@ -130,7 +151,7 @@ pub async fn serve(
         shutdown.await;
         watches.close();
     };
-    serve_router(listener, router(state), tls, signal).await
+    serve_router_with(listener, router(state), tls, limits, signal).await
 }
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {

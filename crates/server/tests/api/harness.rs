@@ -6,9 +6,9 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::access::Access;
-use fleetsync_server::{router, AppState, QueueMetrics, Watches};
+use fleetsync_server::{router, AppState, EventFeed, QueueMetrics, Watches};
 use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::{Store, StoreConfig};
+use fleetsync_store::{EventLog, Store, StoreConfig};
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use std::sync::Arc;
@@ -90,11 +90,17 @@ impl Api {
     }
 
     fn with(watches: Watches, configure: impl FnOnce(&mut AppState)) -> Self {
+        Self::with_feed(watches, EventFeed::new, configure)
+    }
+
+    /// The API whose watches follow the event feed `feed` makes of the store.
+    pub fn with_feed(watches: Watches, feed: impl FnOnce(Arc<dyn EventLog>) -> EventFeed, configure: impl FnOnce(&mut AppState)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::register(&mut registry);
-        let mut state = AppState { watches: watches.clone(), ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
+        let events = feed(store.clone());
+        let mut state = AppState { watches: watches.clone(), events, ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
         configure(&mut state);
         Api { router: router(state), store, watches, admin: tokio::sync::OnceCell::new(), _dir: dir }
     }
