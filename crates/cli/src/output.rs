@@ -26,7 +26,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
 pub fn structured(format: Format, value: &impl serde::Serialize) -> Result<bool> {
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
-        Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
+        Format::Yaml => print!("{}", serde_saphyr::to_string(value)?),
         Format::Table => return Ok(false),
     }
     Ok(true)

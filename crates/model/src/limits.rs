@@ -32,8 +32,12 @@ pub const EXPANSION_FACTOR: usize = 2;
 /// What every body may expand to whatever its size (see [`EXPANSION_FACTOR`]).
 pub const EXPANSION_ALLOWANCE: usize = 1024 * 1024;
 /// The most nodes (scalars, mappings, sequences; aliases counted by what they copy)
-/// of one body: the parsed tree costs about 100 bytes a node.
+/// of one body: the parsed tree costs about 100 bytes a node. A body may also hold at
+/// most one node per byte of it plus [`NODE_ALLOWANCE`] (no YAML without aliases comes
+/// near that), so that aliases cannot make a small body cost much time.
 pub const MAX_NODES: usize = 2_000_000;
+/// The nodes every body may hold whatever its size (see [`MAX_NODES`]).
+pub const NODE_ALLOWANCE: usize = 10_000;
 /// The most alias uses (`*name`) in one body.
 pub const MAX_ALIASES: usize = 10_000;
 /// How long one body may take to parse before it is refused (the server's budget).
@@ -67,17 +71,24 @@ impl Limits {
         input_len.saturating_mul(EXPANSION_FACTOR).saturating_add(EXPANSION_ALLOWANCE).min(self.max_expanded_bytes)
     }
 
+    /// The nodes a body of `input_len` bytes may hold: one a byte plus
+    /// [`NODE_ALLOWANCE`], at most `max_nodes`.
+    pub fn node_budget(&self, input_len: usize) -> usize {
+        input_len.saturating_add(NODE_ALLOWANCE).min(self.max_nodes)
+    }
+
     /// The scanner's budget for a body of `input_len` bytes.
     pub(crate) fn budget(&self, input_len: usize) -> serde_saphyr::Budget {
         let mut b = serde_saphyr::Budget::default();
         b.max_reader_input_bytes = Some(self.max_body_bytes);
         b.max_depth = self.max_depth;
         // The scanner never opens more flow collections than the depth allows.
-        b.flow_nesting_limit = self.max_depth.saturating_add(1);
+        // (The parser stops at its limit itself, before the budget sees the depth.)
+        b.flow_nesting_limit = self.max_depth.saturating_add(2);
         b.max_documents = self.max_documents;
-        b.max_nodes = self.max_nodes;
+        b.max_nodes = self.node_budget(input_len);
         // Every event but an end or a document marker is a node: the node limit binds first.
-        b.max_events = self.max_nodes.saturating_mul(2).saturating_add(self.max_documents.saturating_mul(2)).saturating_add(8);
+        b.max_events = b.max_nodes.saturating_mul(2).saturating_add(self.max_documents.saturating_mul(2)).saturating_add(8);
         b.max_aliases = self.max_aliases;
         b.max_total_scalar_bytes = self.expanded_budget(input_len);
         b.max_recorded_anchor_bytes = self.expanded_budget(input_len);
@@ -122,7 +133,7 @@ impl Limit {
         match breach {
             B::Depth { .. } => Limit::Depth(limits.max_depth),
             B::Documents { .. } => Limit::Documents(limits.max_documents),
-            B::Nodes { .. } | B::Events { .. } => Limit::Nodes(limits.max_nodes),
+            B::Nodes { .. } | B::Events { .. } => Limit::Nodes(limits.node_budget(input_len)),
             B::ScalarBytes { .. } | B::RecordedAnchorBytes { .. } => Limit::ExpandedBytes(limits.expanded_budget(input_len)),
             B::InputBytes { .. } => Limit::BodyBytes(limits.max_body_bytes),
             B::Aliases { .. } => Limit::Aliases(format!("more than {} alias uses", limits.max_aliases)),
@@ -145,7 +156,10 @@ impl fmt::Display for Limit {
                 "text expands to more than {n} bytes with aliases expanded (the limit for this body: \
                  {EXPANSION_FACTOR} times its size plus {EXPANSION_ALLOWANCE} bytes, at most {MAX_EXPANDED_BYTES})"
             ),
-            Limit::Nodes(n) => write!(f, "more than {n} nodes, aliases expanded (the limit)"),
+            Limit::Nodes(n) => write!(
+                f,
+                "more than {n} nodes with aliases expanded (the limit for this body: one a byte plus {NODE_ALLOWANCE}, at most {MAX_NODES})"
+            ),
             Limit::Aliases(rule) => write!(f, "aliases: {rule} (the limit)"),
             Limit::ParseTime(d) => write!(f, "parsing took longer than {} (the limit)", humantime::format_duration(*d)),
         }

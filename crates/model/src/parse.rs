@@ -160,6 +160,9 @@ fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: 
             Limit::Aliases(format!("aliases expand to more than {} nodes", serde_saphyr::options::AliasLimits::default().max_total_replayed_events))
         }
         E::AliasReplayStackDepthExceeded { .. } => Limit::Depth(limits.max_depth),
+        // The scanner reads ahead of the budget, so deep nesting may reach the parser's own
+        // nesting limit (set just above ours) first.
+        E::ExternalMessage { msg, .. } if msg.starts_with("recursion limit exceeded") => Limit::Depth(limits.max_depth),
         E::NonFiniteFloat { value, .. } => {
             return ValidationError {
                 document: format!("document {index}"),
