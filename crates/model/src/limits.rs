@@ -40,6 +40,10 @@ pub const MAX_NODES: usize = 2_000_000;
 pub const NODE_ALLOWANCE: usize = 10_000;
 /// The most alias uses (`*name`) in one body.
 pub const MAX_ALIASES: usize = 10_000;
+/// The longest mapping key written without `?` the scanner looks for (YAML says 1024
+/// characters): JSON keys are such keys, and a key accepted once must be accepted
+/// again when the stored JSON is applied back.
+pub const MAX_IMPLICIT_KEY_CHARS: usize = 64 * 1024;
 /// How long one body may take to parse before it is refused (the server's budget).
 pub const DEFAULT_PARSE_TIME: Duration = Duration::from_secs(10);
 
@@ -86,6 +90,7 @@ impl Limits {
         // (The parser stops at its limit itself, before the budget sees the depth.)
         b.flow_nesting_limit = self.max_depth.saturating_add(2);
         b.max_documents = self.max_documents;
+        b.simple_key_max_lookahead = MAX_IMPLICIT_KEY_CHARS;
         b.max_nodes = self.node_budget(input_len);
         // Every event but an end or a document marker is a node: the node limit binds first.
         b.max_events = b.max_nodes.saturating_mul(2).saturating_add(self.max_documents.saturating_mul(2)).saturating_add(8);

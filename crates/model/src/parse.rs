@@ -150,6 +150,9 @@ fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: 
     if let Some(stop) = scan.stop {
         return stopped(stop, index, time_limit);
     }
+    if let Some(rule) = &scan.refused {
+        return ValidationError { document: format!("document {index}"), field: scan.field(), rule: rule.clone() }.into();
+    }
     let mut inner = e;
     while let E::AliasError { error, .. } | E::WithSnippet { error, .. } = inner {
         inner = error;

@@ -36,6 +36,8 @@ pub(crate) struct Scan {
     pub finished: usize,
     /// Why the scan stopped, if it stopped itself.
     pub stop: Option<Stop>,
+    /// A rule a value broke (text YAML cannot carry), for the error message.
+    pub refused: Option<String>,
     /// The path to the node that failed, innermost segment first.
     pub path: Vec<Segment>,
 }
@@ -52,7 +54,7 @@ thread_local! {
 
 impl Scan {
     pub fn new(deadline: Instant, cancel: Option<Arc<AtomicBool>>) -> Self {
-        Scan { deadline, cancel, ticks: 0, started: 0, finished: 0, stop: None, path: Vec::new() }
+        Scan { deadline, cancel, ticks: 0, started: 0, finished: 0, stop: None, refused: None, path: Vec::new() }
     }
 
     /// Whether the scan must stop now (flag set or deadline passed), and why.
@@ -109,6 +111,23 @@ fn tick<E: de::Error>() -> Result<(), E> {
     match stop.flatten() {
         Some(_) => Err(E::custom("parsing stopped")),
         None => Ok(()),
+    }
+}
+
+/// Text must be printable YAML (no DEL, C1 controls but NEL, BOM, U+FFFE/U+FFFF; the
+/// C0 controls JSON escapes): an escape in YAML could put them in, and the JSON that
+/// shows the document would then not apply again.
+fn check_text<E: de::Error>(v: &str) -> Result<(), E> {
+    let bad = v.chars().find(|&c| {
+        matches!(c, '\u{7f}' | '\u{80}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
+    });
+    match bad {
+        None => Ok(()),
+        Some(c) => {
+            let rule = format!("contains U+{:04X}, a character YAML cannot carry as text", c as u32);
+            with_scan(|s| s.refused = Some(rule.clone()));
+            Err(E::custom(rule))
+        }
     }
 }
 
@@ -184,10 +203,12 @@ impl<'de> Visitor<'de> for Node {
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         tick()?;
+        check_text(v)?;
         Ok(Value::String(v.to_owned()))
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
         tick()?;
+        check_text(&v)?;
         Ok(Value::String(v))
     }
     fn visit_none<E: de::Error>(self) -> Result<Value, E> {
@@ -221,6 +242,10 @@ impl<'de> Visitor<'de> for Node {
         tick()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            if let Err(e) = check_text(&key) {
+                push(Segment::Key(key));
+                return Err(e);
+            }
             match map.next_value_seed(self) {
                 Ok(v) => {
                     out.insert(key, v);

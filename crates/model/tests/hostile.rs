@@ -214,3 +214,22 @@ fn yaml_1_1_words_stay_text() {
     let Document::SyncSet(s) = &docs[0] else { panic!("a SyncSet") };
     assert_eq!(s.spec.resources[0].0["data"]["k"], "yes");
 }
+
+#[test]
+fn a_long_key_accepted_in_yaml_is_accepted_again_as_json() {
+    // Found by the fuzzer: a plain key of 2,000 characters, shown as JSON, must apply again.
+    let key = "k".repeat(2_000);
+    let docs = parse_documents(&syncset_with_value(&format!("{{{key}: v}}"))).expect("a long key");
+    let json = docs[0].to_value().to_string();
+    assert_eq!(parse_documents(&json).expect("its JSON applies again"), docs);
+}
+
+#[test]
+fn text_yaml_cannot_carry_is_refused_naming_the_field() {
+    // Found by the fuzzer: an escape put a DEL in a value; its JSON would not apply again.
+    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value("\"30\\x7f\"")) else { panic!("refused") };
+    assert_eq!(e.field, "spec.resources[0].data.k");
+    assert!(e.rule.contains("U+007F"), "{e}");
+    // Control characters JSON escapes are fine.
+    assert!(parse_documents(&syncset_with_value("\"a\\tb\\x01\"")).is_ok());
+}
