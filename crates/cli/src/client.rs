@@ -280,7 +280,7 @@ impl EventPrinter {
     fn print(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
         match self.format {
             Format::Json => writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default()),
-            Format::Yaml => write!(out, "---\n{}", serde_yaml_ng::to_string(event).unwrap_or_default()),
+            Format::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(event).unwrap_or_default()),
             Format::Table => {
                 if !self.header_done {
                     self.header_done = true;

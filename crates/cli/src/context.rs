@@ -87,7 +87,7 @@ fn load_config() -> Result<Config> {
     if text.trim().is_empty() {
         return Ok(Config::default());
     }
-    serde_yaml_ng::from_str(&text).with_context(|| format!("the config file {} is not valid", path.display()))
+    serde_saphyr::from_str(&text).with_context(|| format!("the config file {} is not valid", path.display()))
 }
 
 /// The context to use: `--context`, else the file's current-context, else none.
@@ -171,15 +171,15 @@ mod tests {
 
     #[test]
     fn contexts_are_picked_by_name_or_current() {
-        let config: Config = serde_yaml_ng::from_str(
+        let config: Config = serde_saphyr::from_str(
             "current-context: b\ncontexts:\n  - {name: a, server: 'https://a', tenant: ta}\n  - {name: b, server: 'https://b'}\n",
         )
         .expect("config");
         assert_eq!(pick(config, None).expect("current").server.as_deref(), Some("https://b"));
-        let config: Config = serde_yaml_ng::from_str("contexts:\n  - {name: a, tenant: ta}\n").expect("config");
+        let config: Config = serde_saphyr::from_str("contexts:\n  - {name: a, tenant: ta}\n").expect("config");
         assert_eq!(pick(config, Some("a")).expect("named").tenant.as_deref(), Some("ta"));
         let err = pick(Config::default(), Some("zz")).expect_err("unknown");
         assert!(err.to_string().contains("no context named \"zz\""), "{err}");
-        assert!(serde_yaml_ng::from_str::<Config>("contexts: [{name: a, sever: x}]").is_err(), "typos are refused");
+        assert!(serde_saphyr::from_str::<Config>("contexts: [{name: a, sever: x}]").is_err(), "typos are refused");
     }
 }

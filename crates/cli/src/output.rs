@@ -26,7 +26,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
 pub fn structured(format: Format, value: &impl serde::Serialize) -> Result<bool> {
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
-        Format::Yaml => print!("{}", serde_yaml_ng::to_string(value)?),
+        Format::Yaml => print!("{}", serde_saphyr::to_string(value)?),
         Format::Table => return Ok(false),
     }
     Ok(true)
@@ -53,4 +53,17 @@ pub fn clip(s: String, max: usize) -> String {
     }
     let cut: String = s.chars().take(max.saturating_sub(1)).collect();
     format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use fleetsync_model::parse_documents;
+
+    #[test]
+    fn yaml_output_applies_again() {
+        let text = "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: s, labels: {env: prod}}\nspec:\n  clusterNames: [a]\n  resources:\n  - {apiVersion: v1, kind: ConfigMap, metadata: {name: x}, data: {n: \"42\", t: \"yes\", e: \"\", m: \"a: b\\nc\"}}\n";
+        let docs = parse_documents(text).expect("valid");
+        let shown = serde_saphyr::to_string(&docs[0].to_value()).expect("YAML");
+        assert_eq!(parse_documents(&shown).expect("the printed YAML parses"), docs, "{shown}");
+    }
 }

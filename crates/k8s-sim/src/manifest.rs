@@ -94,7 +94,7 @@ pub fn decode(raw: &[u8]) -> Result<Map<String, Value>> {
     let value: Value = if is_json {
         serde_json::from_slice(raw).map_err(|e| ApiError::BadRequest(format!("error decoding JSON body: {e}")))?
     } else {
-        serde_yaml_ng::from_slice(raw).map_err(|e| ApiError::BadRequest(format!("error decoding YAML body: {e}")))?
+        serde_saphyr::from_slice(raw).map_err(|e| ApiError::BadRequest(format!("error decoding YAML body: {e}")))?
     };
     match value {
         Value::Object(m) => Ok(m),

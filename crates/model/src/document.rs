@@ -1,5 +1,5 @@
-//! Parsing and validating documents. A file holds several YAML documents separated by
-//! `---`; each is a Cluster, a SyncSet or a Secret. Every error names the document (its position
+//! Validating documents. A file holds several YAML documents separated by `---`
+//! ([parsed](crate::parse) within [limits](crate::limits)); each is a Cluster, a SyncSet or a Secret. Every error names the document (its position
 //! and, where known, its kind and name), the field, and the rule that was broken.
 
 use crate::cluster::{Cluster, Endpoint};
@@ -7,6 +7,7 @@ use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
 use crate::secret::{validate_secret, Secret};
 use crate::syncset::SyncSet;
+pub use crate::parse::{parse_documents, ParseError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -154,36 +155,6 @@ pub struct ValidationError {
     pub field: String,
     /// What the rule is.
     pub rule: String,
-}
-
-/// Why a file of documents was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    #[error("document {index}: malformed YAML: {message}")]
-    Yaml { index: usize, message: String },
-    #[error(transparent)]
-    Invalid(#[from] ValidationError),
-    #[error("no documents found: expected at least one Cluster, SyncSet or Secret")]
-    Empty,
-}
-
-/// Parses every document of a YAML (or JSON) text, validating each. Empty documents
-/// (e.g. a leading `---`) are skipped. The first error is returned.
-pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
-    let mut docs = Vec::new();
-    for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let index = i + 1;
-        let value = serde_json::Value::deserialize(de)
-            .map_err(|e| ParseError::Yaml { index, message: e.to_string() })?;
-        if value.is_null() {
-            continue;
-        }
-        docs.push(parse_value(index, value)?);
-    }
-    if docs.is_empty() {
-        return Err(ParseError::Empty);
-    }
-    Ok(docs)
 }
 
 /// Parses and validates one document given as a JSON value; `index` is its 1-based

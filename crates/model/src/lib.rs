@@ -2,6 +2,8 @@
 //!
 //! * [`document`]: Clusters and SyncSets as Kubernetes-style YAML documents, with
 //!   validation that names the document, the field and the rule that failed.
+//! * [`parse`] and [`limits`]: reading a body of YAML or JSON documents within one
+//!   policy of depth, size and time, so that whatever is accepted can be stored and read back.
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
@@ -14,10 +16,13 @@ pub mod cluster;
 pub mod document;
 pub mod event;
 pub mod key;
+pub mod limits;
 pub mod live;
 pub mod manifest;
 pub mod member;
 pub mod names;
+pub mod parse;
+mod scan;
 pub mod secret;
 pub mod selector;
 pub mod shard;
@@ -27,7 +32,9 @@ pub mod time;
 
 pub use access::{Grant, Role, TenantRole, TokenRecord};
 pub use cluster::{Cluster, ClusterSpec, Endpoint};
-pub use document::{parse_documents, Document, Kind, ObjectMeta, ParseError, ValidationError, API_VERSION};
+pub use document::{Document, Kind, ObjectMeta, ValidationError, API_VERSION};
+pub use limits::{Limit, Limits};
+pub use parse::{parse_documents, parse_documents_with, ParseBudget, ParseError};
 pub use event::Event;
 pub use key::{Fence, WorkKey};
 pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};

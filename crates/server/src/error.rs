@@ -74,6 +74,8 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
+            ApiError::Documents(ParseError::Limit { limit, .. }) if limit.is_size() => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Documents(ParseError::Cancelled) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Documents(_) | ApiError::InvalidParam { .. } | ApiError::BadBody(_) => StatusCode::BAD_REQUEST,
             ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -108,6 +110,9 @@ impl ApiError {
                 ..message
             },
             ApiError::Documents(ParseError::Yaml { index, .. }) => ErrorBody { document: Some(format!("document {index}")), ..message },
+            ApiError::Documents(ParseError::Limit { index, limit }) if *index > 0 => {
+                ErrorBody { document: Some(format!("document {index}")), rule: Some(limit.to_string()), ..message }
+            }
             ApiError::InvalidField { field, .. } => ErrorBody { field: Some(field.clone()), ..message },
             ApiError::CursorExpired { cursor, horizon } => ErrorBody { cursor: Some(*cursor), horizon: Some(*horizon), ..message },
             _ => message,

@@ -15,8 +15,9 @@ use fleetsync_model::names::check_dns1123_label;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-/// The largest request body accepted (a whole fleet's documents in one apply).
-pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The largest request body accepted (a whole fleet's documents in one apply): the
+/// documents' body limit, one of their [limits](fleetsync_model::limits).
+pub const MAX_BODY_BYTES: usize = fleetsync_model::limits::MAX_BODY_BYTES;
 
 /// Query parameters, deserialized into `T`; a bad one is a 400 that names it.
 #[derive(Debug)]

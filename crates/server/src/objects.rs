@@ -15,10 +15,12 @@ use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
-use fleetsync_model::{parse_documents, Document, Endpoint, Kind};
+use fleetsync_model::{parse_documents_with, Document, Endpoint, Kind, ParseBudget};
 use fleetsync_store::{Objects, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A kind of object served under `/v1/<plural>`.
 pub trait ObjectKind: Send + Sync + 'static {
@@ -68,8 +70,11 @@ pub async fn apply(
     ApiQuery(ApplyQuery {}): ApiQuery<ApplyQuery>,
     ApiText(text): ApiText,
 ) -> Result<Json<ApplyResponse>> {
-    // Parsing up to 64 MiB of YAML is CPU work: keep it off the async workers.
-    let docs = tokio::task::spawn_blocking(move || parse_documents(&text))
+    // Parsing up to 64 MiB of YAML is CPU work: keep it off the async workers, within a
+    // time budget, and stop it when this future is dropped (the client hung up, or shutdown).
+    let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+    let budget = ParseBudget::default().with_time_limit(PARSE_TIME).with_cancel(cancel.0.clone());
+    let docs = tokio::task::spawn_blocking(move || parse_documents_with(&text, &budget))
         .await
         .map_err(|e| ApiError::Internal { step: "parsing documents", message: e.to_string() })??;
     for doc in &docs {
@@ -77,6 +82,18 @@ pub async fn apply(
     }
     let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas).await?;
     Ok(Json(ApplyResponse { results: results.into_iter().map(crate::wire::apply_result).collect() }))
+}
+
+/// How long parsing one `POST /v1/apply` body may take.
+const PARSE_TIME: std::time::Duration = fleetsync_model::limits::DEFAULT_PARSE_TIME;
+
+/// Sets its flag when dropped: the parse it was given to stops.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The right writing an object of `kind` needs: Secrets are an admin's.
