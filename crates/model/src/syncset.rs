@@ -161,4 +161,9 @@ spec:
         );
         assert!(parse_documents(&rbac).is_ok(), "RBAC names may hold ':'");
     }
+
+    #[test]
+    fn the_example_fleet_still_parses() {
+        parse_documents(include_str!("../../../examples/fleet.yaml")).expect("examples/fleet.yaml");
+    }
 }

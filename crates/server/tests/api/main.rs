@@ -6,6 +6,7 @@ mod agent;
 mod broken;
 mod events;
 mod harness;
+mod manifests;
 mod objects;
 mod ops;
 mod status;
