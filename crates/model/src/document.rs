@@ -114,12 +114,13 @@ impl Document {
     }
 
     /// The document as a JSON value with `apiVersion` and `kind`, as users write it,
-    /// except that a Secret's values are [redacted](crate::secret::REDACTED): this is
-    /// what the API and the CLI show.
+    /// except that a Secret's values, and the `data` and `stringData` values of the
+    /// Kubernetes Secret manifests of a SyncSet, are [redacted](crate::secret::REDACTED):
+    /// this is what the API and the CLI show. Applying it back is refused.
     pub fn to_value(&self) -> serde_json::Value {
         let body = match self {
             Document::Cluster(c) => serde_json::to_value(c),
-            Document::SyncSet(s) => serde_json::to_value(s),
+            Document::SyncSet(s) => serde_json::to_value(s.redacted()),
             Document::Secret(s) => serde_json::to_value(s.redacted()),
         };
         let mut v = body.unwrap_or(serde_json::Value::Null);
@@ -139,7 +140,7 @@ impl Document {
         validate_meta(self.metadata())?;
         match self {
             Document::Cluster(c) => validate_cluster(c),
-            Document::SyncSet(s) => validate_syncset(s),
+            Document::SyncSet(s) => validate_syncset(s).and_then(|()| s.refuse_redacted()),
             Document::Secret(s) => validate_secret(s),
         }
     }
@@ -180,7 +181,8 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
     let doc = match kind {
         Kind::Cluster => typed(value).map(Document::Cluster),
         Kind::SyncSet => typed(value).map(Document::SyncSet),
-        Kind::Secret => typed(value).map(Document::Secret),
+        // Never `typed`: serde's messages quote what they found, and this is a secret.
+        Kind::Secret => crate::secret::parse_secret(value).map(Document::Secret),
     }
     .map_err(|(field, rule)| err(&field, rule))?;
     doc.validate().map_err(|(field, rule)| err(&field, rule))?;

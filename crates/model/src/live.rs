@@ -102,6 +102,7 @@ impl ReportBatch {
 
 impl LiveReport {
     fn validate(&self) -> Result<(), (String, String)> {
+        self.resource.validate().map_err(|(field, rule)| (format!("resource.{field}"), rule))?;
         let rv = &self.resource_version;
         if rv.is_empty() || rv.len() > MAX_RESOURCE_VERSION {
             return Err(("resourceVersion".into(), format!("must be 1 to {MAX_RESOURCE_VERSION} characters")));
@@ -198,5 +199,20 @@ mod tests {
         let mut no_rv = batch;
         no_rv.reports[0].resource_version.clear();
         assert_eq!(no_rv.validate().map_err(|e| e.0), Err("reports[0].resourceVersion".to_string()));
+    }
+
+    #[test]
+    fn reported_names_follow_kubernetes_rules() {
+        let deleted = |name: &str| LiveReport {
+            resource: ResourceRef { name: name.into(), ..cm() },
+            resource_version: "1".into(),
+            state: LiveState::Deleted,
+            object: None,
+        };
+        let batch = |name: &str| ReportBatch { tenant: "default".into(), cluster: "c1".into(), reports: vec![deleted(name)] };
+        assert_eq!(batch("a").validate(), Ok(()));
+        for bad in ["x\u{0}y", "../../admin", "a?b", "A"] {
+            assert_eq!(batch(bad).validate().map_err(|e| e.0), Err("reports[0].resource.name".to_string()), "{bad:?}");
+        }
     }
 }

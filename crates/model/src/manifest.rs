@@ -1,6 +1,8 @@
 //! A resource manifest: a full Kubernetes-style object kept as JSON, opaque to
-//! fleetsync except for the fields that identify it.
+//! fleetsync except for the fields that identify it, whose names follow Kubernetes'
+//! rules ([`NameRule`]) so that they can go into a target's URLs and the store as they are.
 
+use crate::names::{check_api_version, check_dns1123_label, check_kind, NameRule};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -21,6 +23,24 @@ pub struct ResourceRef {
     pub name: String,
 }
 
+impl ResourceRef {
+    /// Checks the identity the way Kubernetes would: `apiVersion` and `kind` are
+    /// identifiers, the namespace a DNS-1123 label, the name follows the rule of its kind
+    /// ([`NameRule::for_kind`]). Returns the field (`apiVersion`, `kind`, `namespace`,
+    /// `name`) and the rule it broke.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        fn named(field: &'static str) -> impl Fn(crate::names::NameError) -> (String, String) {
+            move |e| (field.to_string(), e.to_string())
+        }
+        check_api_version(&self.api_version).map_err(named("apiVersion"))?;
+        check_kind(&self.kind).map_err(named("kind"))?;
+        if let Some(ns) = &self.namespace {
+            check_dns1123_label(ns).map_err(named("namespace"))?;
+        }
+        NameRule::for_kind(&self.api_version, &self.kind).check(&self.name).map_err(named("name"))
+    }
+}
+
 impl fmt::Display for ResourceRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.namespace {
@@ -31,7 +51,8 @@ impl fmt::Display for ResourceRef {
 }
 
 impl Manifest {
-    /// The identity of this manifest, or the field that is missing or malformed.
+    /// The identity of this manifest, or the field that is missing or breaks a name
+    /// rule ([`ResourceRef::validate`]), e.g. `metadata.name`.
     pub fn resource_ref(&self) -> Result<ResourceRef, (String, String)> {
         let obj = self.0.as_object().ok_or_else(|| (String::new(), "must be a mapping".to_string()))?;
         let text = |field: &str, v: Option<&serde_json::Value>| -> Result<String, (String, String)> {
@@ -45,12 +66,17 @@ impl Manifest {
             None | Some(serde_json::Value::Null) => None,
             v => Some(text("metadata.namespace", v)?),
         };
-        Ok(ResourceRef {
+        let r = ResourceRef {
             api_version: text("apiVersion", obj.get("apiVersion"))?,
             kind: text("kind", obj.get("kind"))?,
             namespace,
             name: text("metadata.name", meta.and_then(|m| m.get("name")))?,
-        })
+        };
+        r.validate().map_err(|(field, rule)| match field.as_str() {
+            "namespace" | "name" => (format!("metadata.{field}"), rule),
+            _ => (field, rule),
+        })?;
+        Ok(r)
     }
 
     /// Size of the manifest as compact JSON, the form in which it is stored and sent.
@@ -77,5 +103,27 @@ mod tests {
         assert_eq!(m.resource_ref().expect_err("invalid").0, "metadata.name");
         let m = Manifest(json!({"kind": "ConfigMap", "metadata": {"name": "a"}}));
         assert_eq!(m.resource_ref().expect_err("invalid").0, "apiVersion");
+    }
+
+    #[test]
+    fn names_follow_kubernetes_rules() {
+        let m = |v: serde_json::Value| Manifest(v).resource_ref();
+        let field = |v: serde_json::Value| m(v).expect_err("invalid").0;
+        assert_eq!(field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x\u{0}y"}})), "metadata.name");
+        let steer = "../../../../admin/x?confirm=yes#";
+        assert_eq!(field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": steer}})), "metadata.name");
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": steer}});
+        assert_eq!(field(role), "metadata.name");
+        let ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "team.a"}});
+        assert_eq!(field(ns), "metadata.namespace");
+        assert_eq!(field(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "my.ns"}})), "metadata.name");
+        assert_eq!(field(json!({"apiVersion": "v1/../x", "kind": "ConfigMap", "metadata": {"name": "a"}})), "apiVersion");
+        assert_eq!(field(json!({"apiVersion": "v1", "kind": "Config\u{0}Map", "metadata": {"name": "a"}})), "kind");
+        let (_, rule) = m(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a.b"}})).expect_err("label");
+        assert!(rule.contains("DNS-1123 label"), "{rule}");
+        let system = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "system:controller:job-controller"}});
+        assert_eq!(m(system).map(|r| r.name), Ok("system:controller:job-controller".to_string()));
+        let dotted = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web.v2", "namespace": "app"}});
+        assert!(m(dotted).is_ok());
     }
 }

@@ -174,7 +174,7 @@ fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: 
             }
             .into();
         }
-        _ => return ParseError::Yaml { index, message: e.to_string() },
+        _ => return ParseError::Yaml { index, message: crate::secret::yaml_message_without_values(&e.to_string()) },
     };
     ParseError::Limit { index, limit }
 }

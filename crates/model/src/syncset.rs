@@ -56,6 +56,27 @@ impl ApplyMode {
     }
 }
 
+impl SyncSet {
+    /// The same SyncSet with the values of its Kubernetes Secret manifests replaced by
+    /// [`REDACTED`](crate::secret::REDACTED), keys kept: what may be shown. The applier,
+    /// the agents' drift and the store use the SyncSet itself.
+    pub fn redacted(&self) -> SyncSet {
+        let mut shown = self.clone();
+        shown.spec.resources.iter_mut().for_each(|m| crate::secret::redact_manifest(&mut m.0));
+        shown
+    }
+
+    /// Refuses a Kubernetes Secret manifest holding the redaction marker, i.e. a
+    /// SyncSet read from the API and applied back unchanged; names the field
+    /// (`spec.resources[2].stringData.token`).
+    pub fn refuse_redacted(&self) -> Result<(), (String, String)> {
+        for (i, m) in self.spec.resources.iter().enumerate() {
+            crate::secret::refuse_redacted_manifest(&m.0).map_err(|(field, rule)| (format!("spec.resources[{i}].{field}"), rule))?;
+        }
+        Ok(())
+    }
+}
+
 impl SyncSetSpec {
     /// Whether this SyncSet targets the cluster with this name and labels.
     pub fn selects(&self, cluster_name: &str, labels: &std::collections::BTreeMap<String, String>) -> bool {
@@ -74,5 +95,75 @@ impl SyncSetSpec {
             resource_apply_mode: self.resource_apply_mode,
             resources: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::document::{parse_documents, Document, ParseError, ValidationError};
+    use crate::secret::{REDACTED, REDACTED_APPLIED};
+
+    const SET: &str = r#"
+apiVersion: fleetsync.io/v1
+kind: SyncSet
+metadata: {name: base}
+spec:
+  clusterNames: [c1]
+  resources:
+    - {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg, namespace: app}, data: {k: plain}}
+    - {apiVersion: v1, kind: Secret, metadata: {name: db, namespace: app}, stringData: {password: MARKER-s1}, data: {token: TUFSS0VSLWQx}}
+"#;
+
+    fn invalid(text: &str) -> ValidationError {
+        match parse_documents(text) {
+            Err(ParseError::Invalid(e)) => e,
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn secret_manifests_are_shown_redacted_and_kept_whole() {
+        let docs = parse_documents(SET).expect("valid");
+        let Document::SyncSet(set) = &docs[0] else { panic!("a SyncSet") };
+        assert_eq!(set.spec.resources[1].0["stringData"]["password"], "MARKER-s1", "the applier gets the value");
+        let shown = docs[0].to_value();
+        let text = shown.to_string();
+        assert!(!text.contains("MARKER") && !text.contains("TUFSS0VSLWQx"), "{text}");
+        let secret = &shown["spec"]["resources"][1];
+        assert_eq!((&secret["stringData"]["password"], &secret["data"]["token"]), (&REDACTED.into(), &REDACTED.into()));
+        assert_eq!(shown["spec"]["resources"][0]["data"]["k"], "plain", "other manifests are shown as they are");
+    }
+
+    #[test]
+    fn a_redacted_syncset_applied_back_is_refused() {
+        let docs = parse_documents(SET).expect("valid");
+        let again = serde_json::to_string(&docs[0].to_value()).expect("json");
+        let e = invalid(&again);
+        assert_eq!(e.field, "spec.resources[1].data.token");
+        assert_eq!(e.rule, REDACTED_APPLIED);
+        let whole = SET.replace("stringData: {password: MARKER-s1}, data: {token: TUFSS0VSLWQx}", "stringData: \"<redacted>\"");
+        assert_eq!(invalid(&whole).field, "spec.resources[1].stringData");
+    }
+
+    #[test]
+    fn manifest_names_are_checked_at_apply_with_their_field() {
+        let nul = SET.replace("name: cfg,", "name: \"x\\0y\",");
+        let e = invalid(&nul);
+        assert_eq!(e.field, "spec.resources[0].metadata.name");
+        assert!(e.rule.contains("DNS-1123 subdomain"), "{e}");
+        let steer = SET.replace("name: cfg,", "name: \"../../../../admin/x?confirm=yes#\",");
+        assert_eq!(invalid(&steer).field, "spec.resources[0].metadata.name");
+        let ns = SET.replace("namespace: app}, data: {k", "namespace: \"app\\0\"}, data: {k");
+        assert_eq!(invalid(&ns).field, "spec.resources[0].metadata.namespace");
+        let rbac = SET.replace(
+            "{apiVersion: v1, kind: ConfigMap, metadata: {name: cfg, namespace: app}, data: {k: plain}}",
+            "{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: \"system:controller:x\"}}",
+        );
+        assert!(parse_documents(&rbac).is_ok(), "RBAC names may hold ':'");
+    }
+
+    #[test]
+    fn the_example_fleet_still_parses() {
+        parse_documents(include_str!("../../../examples/fleet.yaml")).expect("examples/fleet.yaml");
     }
 }

@@ -135,6 +135,13 @@ async fn bad_batches_name_the_field() {
         assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {}", a.text);
         assert_eq!(a.json()["field"], field, "{body}: {}", a.text);
     }
+    let deleted = |name: &str| json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "app", "name": name},
+        "resourceVersion": "1", "state": "deleted"});
+    for name in ["x\u{0}y", "../../admin/x?confirm=yes#", "Cfg"] {
+        let a = post(&api, Some(&c1), &batch("c1", vec![cfg("1", "v"), deleted(name)])).await;
+        assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{name:?}: {}", a.text);
+        assert_eq!(a.json()["field"], "reports[1].resource.name", "{name:?}: {}", a.text);
+    }
     let garbage = api.call("POST", "/v1/agent/reports", "{not json").await;
     assert_eq!(garbage.status, StatusCode::BAD_REQUEST, "{}", garbage.text);
     let unknown = post(&api, Some(&c1), &batch("nope", vec![])).await;

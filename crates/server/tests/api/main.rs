@@ -7,6 +7,7 @@ mod broken;
 mod events;
 mod fanout;
 mod harness;
+mod manifests;
 mod objects;
 mod ops;
 mod status;
