@@ -253,7 +253,7 @@ impl tower::Service<hyper_util::client::legacy::connect::dns::Name> for PolicyRe
 }
 
 /// The egress refusal somewhere in an error's chain of causes, if there is one.
-pub fn refusal_in(e: &(dyn std::error::Error + 'static)) -> Option<&EgressError> {
+pub fn refusal_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a EgressError> {
     let mut next = Some(e);
     while let Some(err) = next {
         if let Some(found) = err.downcast_ref::<EgressError>() {

@@ -272,6 +272,8 @@ fn classify(e: kube::Error) -> ApplyError {
             // empty Status, and a body that is not JSON comes back as NOT_A_STATUS.
             let is_status = s.status.is_some() && s.reason != NOT_A_STATUS;
             let msg = match (is_status, s.message.is_empty()) {
+                // kube-rs keeps no HTTP code for a JSON body that is not a Status.
+                (false, _) if s.code == 0 => "an error response that is not a Kubernetes Status".to_string(),
                 (false, _) => format!("{} {phrase}", s.code).trim_end().to_string(),
                 (true, false) => bounded(&s.message),
                 (true, true) => bounded(&s.reason),
