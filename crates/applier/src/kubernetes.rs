@@ -18,10 +18,17 @@
 //!   `fleetsync.io/fence` (with `fleetsync.io/key`, `/generation`, `/index`), and
 //!   deletes carry them as headers, so a target that checks them (`fleetsync sim`, or
 //!   an admission webhook on a real cluster) refuses a worker that lost its lease.
+//! * Every endpoint's host, and every address a host name resolves to, is checked
+//!   against the hub's [`EgressPolicy`] (`KubeConfig::egress`); a refusal is
+//!   [`ApplyError::Forbidden`] (permanent) and names the rule.
 //! * Errors are typed from the API's `Status` (409, 403, 404, 422, 5xx) or the
-//!   transport (unreachable, timeout), with the Kubernetes message kept for status.
+//!   transport (unreachable, timeout). Only a `Status` body's reason and message reach
+//!   the error, at most [`MAX_MESSAGE`] bytes; any other body (an HTML page, a service
+//!   that is not Kubernetes) is reduced to its HTTP status code and reason phrase, so a
+//!   target's response never lands verbatim in a key's `lastError`.
 
 use crate::clients::{lock, Checked, ClusterClient, Clients, Source};
+use crate::egress::{refusal_in, EgressPolicy, PolicyResolver};
 use crate::gate;
 use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
 use crate::{ApplyContext, ApplyError, Applier, Moment};
@@ -42,6 +49,8 @@ pub const INDEX_ANNOTATION: &str = "fleetsync.io/index";
 /// Headers that carry the key and fence on deletes (which have no body to annotate).
 pub const FENCE_HEADER: &str = "x-fleetsync-fence";
 pub const KEY_HEADER: &str = "x-fleetsync-key";
+/// Longest text of a target's answer kept in an error (cut on a character boundary).
+pub const MAX_MESSAGE: usize = 512;
 
 #[derive(Debug, Clone)]
 pub struct KubeConfig {
@@ -61,6 +70,9 @@ pub struct KubeConfig {
     /// that carry no claim ([`ApplyContext::claimed_at`] `None`); a run's calls check
     /// it once per claim.
     pub secret_refresh: Duration,
+    /// Which hosts and addresses endpoints may reach (default: the built-in deny of
+    /// loopback, link-local, unspecified and cloud metadata addresses).
+    pub egress: EgressPolicy,
 }
 
 impl Default for KubeConfig {
@@ -73,6 +85,7 @@ impl Default for KubeConfig {
             max_idle_connections: 8,
             connection_idle: Duration::from_secs(5),
             secret_refresh: Duration::from_secs(10),
+            egress: EgressPolicy::default(),
         }
     }
 }
@@ -84,12 +97,14 @@ pub struct KubeApplier {
     config: KubeConfig,
     clients: Arc<Clients>,
     credentials: Option<Arc<dyn Credentials>>,
+    egress: Arc<EgressPolicy>,
 }
 
 impl KubeApplier {
     pub fn new(config: KubeConfig) -> Self {
         let clients = Arc::new(Clients::new(config.idle_after));
-        Self { config, clients, credentials: None }
+        let egress = Arc::new(config.egress.clone());
+        Self { config, clients, credentials: None, egress }
     }
 
     /// Lets the applier read the Secrets that `kubeconfig` endpoints name.
@@ -141,17 +156,19 @@ impl KubeApplier {
             }
         };
         let url = config.cluster_url.to_string();
+        let host = config.cluster_url.host().ok_or_else(|| ApplyError::Invalid(format!("cluster URL {url:?} names no host")))?;
+        self.egress.check_host(host).map_err(|e| ApplyError::Forbidden(e.to_string()))?;
         let client = self.build_client(config).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
         Ok(slot.install(ClusterClient::new(client, source, read)))
     }
 
     /// A kube client over our own hyper pool (bounded idle connections), with kube's
     /// base-URI and auth layers; `https` clusters get rustls with the kubeconfig's CA
-    /// and client certificate.
+    /// and client certificate. Host names are resolved through the egress policy.
     fn build_client(&self, config: kube::Config) -> Result<kube::Client, kube::Error> {
         use hyper_util::client::legacy::connect::HttpConnector;
         use kube::client::ConfigExt;
-        let mut connector = HttpConnector::new();
+        let mut connector = HttpConnector::new_with_resolver(PolicyResolver::new(self.egress.clone()));
         connector.set_connect_timeout(Some(self.config.request_timeout));
         connector.set_nodelay(true);
         if config.cluster_url.scheme_str() == Some("https") {
@@ -238,17 +255,36 @@ fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, Appl
     Ok(obj)
 }
 
+/// What kube-rs puts in `reason` when an error body was not a `Status` (it then puts
+/// the raw body in `message`).
+const NOT_A_STATUS: &str = "Failed to parse error data";
+
 /// Types a kube-rs error: the API's own status where there is one, else transport.
+/// An egress refusal anywhere in the chain is [`ApplyError::Forbidden`].
 fn classify(e: kube::Error) -> ApplyError {
+    if let Some(refused) = refusal_in(&e) {
+        return ApplyError::Forbidden(refused.to_string());
+    }
     match e {
         kube::Error::Api(s) => {
-            let msg = if s.message.is_empty() { s.reason.clone() } else { s.message.clone() };
+            let phrase = http::StatusCode::from_u16(s.code).ok().and_then(|c| c.canonical_reason()).unwrap_or("");
+            // A real Status says `status: Failure`; any other JSON object parses as an
+            // empty Status, and a body that is not JSON comes back as NOT_A_STATUS.
+            let is_status = s.status.is_some() && s.reason != NOT_A_STATUS;
+            let msg = match (is_status, s.message.is_empty()) {
+                // kube-rs keeps no HTTP code for a JSON body that is not a Status.
+                (false, _) if s.code == 0 => "an error response that is not a Kubernetes Status".to_string(),
+                (false, _) => format!("{} {phrase}", s.code).trim_end().to_string(),
+                (true, false) => bounded(&s.message),
+                (true, true) => bounded(&s.reason),
+            };
             match s.code {
                 409 => ApplyError::Conflict(msg),
                 401 | 403 => ApplyError::Forbidden(msg),
                 404 => ApplyError::NotFound(msg),
                 400 | 422 => ApplyError::Invalid(msg),
-                _ => ApplyError::Transient(format!("{} {}: {msg}", s.code, s.reason)),
+                _ if !is_status => ApplyError::Transient(msg),
+                _ => ApplyError::Transient(format!("{} {}: {msg}", s.code, bounded(&s.reason))),
             }
         }
         kube::Error::Service(inner) if inner.is::<TimedOut>() => {
@@ -259,6 +295,20 @@ fn classify(e: kube::Error) -> ApplyError {
         kube::Error::Service(e) => ApplyError::Unreachable(e.to_string()),
         other => ApplyError::Transient(other.to_string()),
     }
+}
+
+/// `text` with control characters as spaces, cut to at most [`MAX_MESSAGE`] bytes on
+/// a character boundary (`…` marks a cut).
+fn bounded(text: &str) -> String {
+    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if clean.len() <= MAX_MESSAGE {
+        return clean;
+    }
+    let mut end = MAX_MESSAGE;
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &clean[..end])
 }
 
 #[async_trait]
@@ -334,6 +384,20 @@ mod tests {
         assert_eq!(a["keep"], "me");
     }
 
+    /// These tests' targets listen on loopback, which the built-in policy refuses.
+    fn loopback_allowed() -> EgressPolicy {
+        EgressPolicy::default().allowing("127.0.0.1".parse().expect("rule"))
+    }
+
+    #[test]
+    fn a_long_message_is_cut_on_a_character_boundary() {
+        let text = "é".repeat(MAX_MESSAGE);
+        let cut = bounded(&text);
+        assert!(cut.len() <= MAX_MESSAGE + '…'.len_utf8(), "{}", cut.len());
+        assert!(cut.ends_with('…'));
+        assert_eq!(bounded("a\nb"), "a b");
+    }
+
     struct OneSecret(fleetsync_model::Secret);
 
     #[async_trait]
@@ -350,7 +414,7 @@ mod tests {
         let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n";
         let mut secret = fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
         secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
-        let config = KubeConfig { request_timeout: Duration::from_secs(5), ..KubeConfig::default() };
+        let config = KubeConfig { request_timeout: Duration::from_secs(5), egress: loopback_allowed(), ..KubeConfig::default() };
         let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
         let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(1), 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
@@ -409,7 +473,8 @@ mod tests {
 
     fn by_secret(secret: &Arc<Rotating>) -> (KubeApplier, Cluster) {
         secret.point_at("http://127.0.0.1:1/old");
-        let k = KubeApplier::new(KubeConfig::default()).with_credentials(Arc::new(secret.clone()));
+        let config = KubeConfig { egress: loopback_allowed(), ..KubeConfig::default() };
+        let k = KubeApplier::new(config).with_credentials(Arc::new(secret.clone()));
         let c = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
         (k, c)
     }

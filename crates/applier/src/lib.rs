@@ -7,6 +7,8 @@
 
 pub mod deadline;
 #[cfg(feature = "kube")]
+pub mod egress;
+#[cfg(feature = "kube")]
 mod clients;
 pub mod error;
 #[cfg(feature = "kube")]

@@ -1,6 +1,7 @@
 //! The Kubernetes applier against `fleetsync sim` over loopback HTTP: real kube-rs
 //! clients, real discovery, real server-side apply requests.
 
+use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubeconfig::Credentials;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::latency::LatencyModel;
@@ -50,7 +51,12 @@ fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
 }
 
 fn applier() -> KubeApplier {
-    KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(2), ..KubeConfig::default() })
+    KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(2), egress: loopback(), ..KubeConfig::default() })
+}
+
+/// The simulator listens on loopback, which the egress policy refuses unless allowed.
+fn loopback() -> EgressPolicy {
+    EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule")
 }
 
 fn generation_of(s: &Sim, r: &ResourceRef) -> Option<i64> {
@@ -127,7 +133,7 @@ async fn slow_target_times_out_and_unreachable_is_typed() {
     let s = sim(quiet()).await;
     let url = format!("{}/_sim/clusters/slow/faults", s.base);
     reqwest::Client::new().put(url).json(&json!({"status": null, "delay_ms": 5000})).send().await.expect("set fault");
-    let k = KubeApplier::new(KubeConfig { request_timeout: Duration::from_millis(300), ..KubeConfig::default() });
+    let k = KubeApplier::new(KubeConfig { request_timeout: Duration::from_millis(300), egress: loopback(), ..KubeConfig::default() });
     let err = k.apply(&cluster(&s, "slow"), &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("slow");
     assert!(matches!(err, ApplyError::Timeout(_)), "{err:?}");
     assert!(err.is_retryable());

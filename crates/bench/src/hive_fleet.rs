@@ -11,6 +11,7 @@ use fleetsync::engine::{check_fail_rate, runtime_config, store_config};
 use fleetsync::process::{cpu_time, peak_rss_bytes};
 use fleetsync::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use anyhow::{anyhow, bail, Context, Result};
+use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{ApplyContext, Applier, ByEndpoint};
 use fleetsync_k8s_sim::Report as SimReport;
@@ -160,9 +161,15 @@ pub(crate) fn hub_report(sim: &SimReport, seconds: f64, settled: bool, parked: u
     }
 }
 
+/// The Kubernetes applier against the simulator, which listens on loopback: the egress
+/// policy allows loopback explicitly (it refuses it by default).
 fn kube() -> KubeApplier {
-    KubeApplier::new(KubeConfig::default())
+    let egress = EgressPolicy::parse(&LOOPBACK, &[]).unwrap_or_default();
+    KubeApplier::new(KubeConfig { egress, ..KubeConfig::default() })
 }
+
+/// The `--egress-allow` entries that let workers reach a simulator on this machine.
+pub(crate) const LOOPBACK: [&str; 3] = ["127.0.0.0/8", "::1", "localhost"];
 
 async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value> {
     let resp = http.get(url).send().await.with_context(|| format!("cannot reach the simulator at {url}"))?;

@@ -148,6 +148,7 @@ impl Workers {
             cmd.args(["worker", "--database-url", url, "--schema", schema, "--no-migrate"])
                 .args(["--pool-size", &a.pool_size.to_string(), "--worker-id", &id])
                 .args(a.engine.to_args())
+                .args(["--egress-allow", &crate::hive_fleet::LOOPBACK.join(",")])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit());

@@ -320,6 +320,13 @@ pub struct EngineArgs {
     /// other processes' shards that have been due this long ("0s": never).
     #[arg(long, env = "FLEETSYNC_STEAL_AFTER", default_value = "1s", value_parser = humantime::parse_duration)]
     pub steal_after: Duration,
+    /// A host name or CIDR cluster endpoints may reach although the built-in egress
+    /// deny refuses it (loopback, link-local, cloud metadata); repeatable or comma-separated.
+    #[arg(long, env = "FLEETSYNC_EGRESS_ALLOW", value_delimiter = ',', value_name = "HOST|CIDR")]
+    pub egress_allow: Vec<String>,
+    /// A host name or CIDR cluster endpoints may never reach (wins over --egress-allow).
+    #[arg(long, env = "FLEETSYNC_EGRESS_DENY", value_delimiter = ',', value_name = "HOST|CIDR")]
+    pub egress_deny: Vec<String>,
 }
 
 impl EngineArgs {
@@ -344,6 +351,8 @@ impl EngineArgs {
         ]
         .into_iter()
         .flat_map(|(flag, value)| [flag.to_string(), value])
+        .chain(self.egress_allow.iter().flat_map(|v| ["--egress-allow".to_string(), v.clone()]))
+        .chain(self.egress_deny.iter().flat_map(|v| ["--egress-deny".to_string(), v.clone()]))
         .collect()
     }
 }

@@ -4,7 +4,7 @@
 //! cluster's make-span over its critical path, failures, CPU and peak memory.
 
 use crate::args::DemoArgs;
-use crate::engine::{appliers, check_fail_rate, runtime_config, store_config};
+use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, store_config};
 use crate::process::{cpu_time, peak_rss_bytes};
 use anyhow::{bail, Context, Result};
 use fleetsync_applier::latency::LatencyModel;
@@ -37,6 +37,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
         fail_rate: check_fail_rate(a.fail_rate)?,
     });
     let runtime_cfg = runtime_config(&a.engine)?;
+    let egress = egress_policy(&a.engine)?;
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the demo store")?;
     let path = a.db.clone().unwrap_or_else(|| dir.path().join("demo.db"));
     let (store, _) = SqliteStore::open_for_work(&path, store_config(&a.engine)?)
@@ -51,7 +52,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     let progress = progress_bar(shape.applies() as u64, a.json);
     let (cpu0, start) = (cpu_time(), Instant::now());
     let shutdown = CancellationToken::new();
-    let runtime = Runtime::new(store.clone(), appliers(sim.clone(), store.clone()), runtime_cfg, RuntimeMetrics::unregistered());
+    let runtime = Runtime::new(store.clone(), appliers(sim.clone(), store.clone(), egress), runtime_cfg, RuntimeMetrics::unregistered());
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
     let (settled, parked) = wait_settled(&*store, &progress, || sim.totals().applies, shape.applies() as u64, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();

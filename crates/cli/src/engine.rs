@@ -4,6 +4,7 @@
 use crate::args::EngineArgs;
 use anyhow::{bail, Result};
 use fleetsync_applier::sim::SimFleet;
+use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_runtime::secrets::StoreSecrets;
@@ -64,10 +65,16 @@ pub fn check_fail_rate(rate: f64) -> Result<f64> {
     Ok(rate)
 }
 
+/// The egress policy of `--egress-allow` and `--egress-deny`.
+pub fn egress_policy(a: &EngineArgs) -> Result<EgressPolicy> {
+    Ok(EgressPolicy::parse(&a.egress_allow, &a.egress_deny)?)
+}
+
 /// The appliers this build has: the simulated fleet for `simulator` endpoints and the
 /// Kubernetes applier for `http`, `kubeconfig` (Secrets read from `store`) and
-/// `inCluster` endpoints.
-pub fn appliers(sim: SimFleet, store: Arc<dyn Store>) -> Arc<dyn Applier> {
-    let kube: Arc<dyn Applier> = Arc::new(KubeApplier::new(KubeConfig::default()).with_credentials(Arc::new(StoreSecrets(store))));
+/// `inCluster` endpoints, held to the `egress` policy.
+pub fn appliers(sim: SimFleet, store: Arc<dyn Store>, egress: EgressPolicy) -> Arc<dyn Applier> {
+    let config = KubeConfig { egress, ..KubeConfig::default() };
+    let kube: Arc<dyn Applier> = Arc::new(KubeApplier::new(config).with_credentials(Arc::new(StoreSecrets(store))));
     Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), http: Some(kube.clone()), kubeconfig: Some(kube) })
 }

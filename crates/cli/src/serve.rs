@@ -3,7 +3,7 @@
 //! SIGINT or SIGTERM.
 
 use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs, ServeLimitsArgs, ServeTlsArgs};
-use crate::engine::{appliers, check_fail_rate, runtime_config, store_config};
+use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, store_config};
 use crate::stores::{describe, open_store};
 use anyhow::{Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 pub async fn run(a: ServeArgs) -> Result<()> {
     let runtime_cfg = runtime_config(&a.engine)?;
+    let egress = egress_policy(&a.engine)?;
     let trim = event_trim(&a.retention)?;
     let sim = SimConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimConfig::default() };
     let store = open_store(&a.store, store_config(&a.engine)?).await?;
@@ -33,7 +34,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let url = format!("{scheme}://{}", listener.local_addr()?);
     tracing::info!(%url, store = %describe(&a.store), "fleetsync hub serving {scheme}");
 
-    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store), runtime_cfg).api(listener).event_trim(trim);
+    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store, egress), runtime_cfg).api(listener).event_trim(trim);
     hub = hub.connection_limits(connections).watch_limits(watches);
     if let Some(tls) = tls {
         hub = hub.api_tls(tls);

@@ -2,7 +2,7 @@
 //! `--database-url`. `worker` and `migrate` need PostgreSQL: many processes share it.
 
 use crate::args::{MigrateArgs, PgArgs, StoreArgs, WorkerArgs};
-use crate::engine::{appliers, runtime_config, store_config};
+use crate::engine::{appliers, egress_policy, runtime_config, store_config};
 use anyhow::{anyhow, Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_hub::Hub;
@@ -55,10 +55,11 @@ pub fn describe(a: &StoreArgs) -> String {
 pub async fn worker(a: WorkerArgs) -> Result<()> {
     let url = required_url(&a.pg)?;
     let config = runtime_config(&a.engine)?;
+    let egress = egress_policy(&a.engine)?;
     let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
     let store: Arc<dyn Store> = Arc::new(store);
     tracing::info!(id = config.worker_id, "fleetsync worker running");
-    let hub = Hub::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store), config);
+    let hub = Hub::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store, egress), config);
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
     hub.run(shutdown).await?;

@@ -48,12 +48,13 @@ fn demo_with_failures_retries_and_converges() {
 
 #[test]
 fn bad_flags_say_what_to_fix() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["demo", "--fail-rate", "2"], "fail rate must be between 0 and 1"),
         (&["demo", "--worker-id", " "], "--worker-id must be a non-empty name"),
         (&["demo", "--clusters", "0"], "--clusters, --syncsets and --resources must each be at least 1"),
         (&["demo", "--renew-every", "40s"], "--renew-every"),
         (&["demo", "--lease-ttl", "soon"], "--lease-ttl"),
+        (&["demo", "--egress-deny", "10.0.0.0/8,10.0.0.0/33"], "egress rule \"10.0.0.0/33\" is neither a host name nor an IP address or CIDR"),
     ];
     for (args, want) in cases {
         let out = run(args);

@@ -219,10 +219,39 @@ fn validate_meta(m: &ObjectMeta) -> Result<(), (String, String)> {
 }
 
 fn validate_cluster(c: &Cluster) -> Result<(), (String, String)> {
-    match &c.spec.endpoint {
-        Endpoint::Http { url } if !(url.starts_with("http://") || url.starts_with("https://")) => {
-            Err(("spec.endpoint.http.url".into(), format!("must be an http:// or https:// URL, got {url:?}")))
+    /// Longest cluster URL accepted.
+    const MAX_URL_LEN: usize = 2048;
+
+    /// A cluster's API URL, strictly: `http` or `https`, a host, an optional port and
+    /// path, and nothing else (no user info, query or fragment, no characters a lenient
+    /// parser would drop or rewrite).
+    fn check_target_url(url: &str) -> Result<(), String> {
+        // A URL with user info is never quoted: it may carry a password.
+        let url_shown = if url.contains('@') { "(not shown: it has an @)" } else { url };
+        if url.len() > MAX_URL_LEN {
+            return Err(format!("must be at most {MAX_URL_LEN} bytes, got {}", url.len()));
         }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!("must be an http:// or https:// URL, got {url_shown:?}"));
+        }
+        if url.chars().any(|c| c.is_whitespace() || c.is_control() || c == '\\') {
+            return Err(format!("must not contain whitespace, control characters or backslashes, got {url_shown:?}"));
+        }
+        let parsed = url::Url::parse(url).map_err(|e| format!("is not a valid URL ({e}), got {url_shown:?}"))?;
+        if parsed.host_str().is_none_or(str::is_empty) {
+            return Err(format!("must name a host, got {url_shown:?}"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err("must not carry user info (user:password@): give credentials with a kubeconfig endpoint".into());
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(format!("must not have a query or fragment, got {url_shown:?}"));
+        }
+        Ok(())
+    }
+
+    match &c.spec.endpoint {
+        Endpoint::Http { url } => check_target_url(url).map_err(|rule| ("spec.endpoint.http.url".into(), rule)),
         Endpoint::Kubeconfig { secret_ref } => check_dns1123_label(secret_ref)
             .map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r.to_string())),
         _ => Ok(()),

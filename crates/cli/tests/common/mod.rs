@@ -14,6 +14,8 @@ pub fn bin() -> Command {
     }
     // No config file of the person running the tests.
     c.env("FLEETSYNC_CONFIG", "/dev/null");
+    // The simulated clusters listen on loopback, which the egress policy refuses unless allowed.
+    c.env("FLEETSYNC_EGRESS_ALLOW", "127.0.0.1").env_remove("FLEETSYNC_EGRESS_DENY");
     c
 }
 
