@@ -300,7 +300,7 @@ fn validate_resources(resources: &[Manifest]) -> Result<(), (String, String)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const GOOD: &str = r#"
@@ -320,7 +320,8 @@ spec:
     - {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg, namespace: app}, data: {k: v}}
 "#;
 
-    fn invalid(text: &str) -> ValidationError {
+    /// The validation error `text` is refused with (a test fails on anything else).
+    pub(crate) fn invalid(text: &str) -> ValidationError {
         match parse_documents(text) {
             Err(ParseError::Invalid(e)) => e,
             other => panic!("expected a validation error, got {other:?}"),

@@ -44,6 +44,11 @@ pub const MAX_ALIASES: usize = 10_000;
 /// characters): JSON keys are such keys, and a key accepted once must be accepted
 /// again when the stored JSON is applied back.
 pub const MAX_IMPLICIT_KEY_CHARS: usize = 64 * 1024;
+/// The longest mapping key a document may hold, counted as JSON writes it (escapes
+/// included): well inside [`MAX_IMPLICIT_KEY_CHARS`], so that a key YAML accepted
+/// without looking ahead for it (a key with no value in a flow mapping, or after `?`)
+/// is still found when its stored JSON is applied again.
+pub const MAX_KEY_CHARS: usize = 4096;
 /// How long one body may take to parse before it is refused (the server's budget).
 pub const DEFAULT_PARSE_TIME: Duration = Duration::from_secs(10);
 

@@ -114,6 +114,36 @@ fn tick<E: de::Error>() -> Result<(), E> {
     }
 }
 
+/// A mapping key: printable text (see [`check_text`]) of at most
+/// [`MAX_KEY_CHARS`](crate::limits::MAX_KEY_CHARS) characters as JSON writes it, each
+/// control character counted at its longest escape (`\u00XX`).
+fn check_key<E: de::Error>(key: &str) -> Result<(), E> {
+    use crate::limits::MAX_KEY_CHARS;
+    check_text(key)?;
+    let as_json: usize = key
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' => 2,
+            c if u32::from(c) < 0x20 => 6,
+            _ => 1,
+        })
+        .sum();
+    if as_json <= MAX_KEY_CHARS {
+        return Ok(());
+    }
+    let rule = format!("a mapping key may be at most {MAX_KEY_CHARS} characters as JSON writes it; this one is {as_json}");
+    with_scan(|s| s.refused = Some(rule.clone()));
+    Err(E::custom(rule))
+}
+
+/// A key as a path shows it: a long one cut short.
+fn shown_key(key: String) -> String {
+    if key.chars().count() <= 64 {
+        return key;
+    }
+    format!("{}…", key.chars().take(64).collect::<String>())
+}
+
 /// Text must be printable YAML (no DEL, C1 controls but NEL, BOM, U+FFFE/U+FFFF; the
 /// C0 controls JSON escapes): an escape in YAML could put them in, and the JSON that
 /// shows the document would then not apply again.
@@ -242,8 +272,8 @@ impl<'de> Visitor<'de> for Node {
         tick()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if let Err(e) = check_text(&key) {
-                push(Segment::Key(key));
+            if let Err(e) = check_key(&key) {
+                push(Segment::Key(shown_key(key)));
                 return Err(e);
             }
             match map.next_value_seed(self) {

@@ -33,6 +33,11 @@ impl Phase {
             Phase::Parked => "Parked",
         }
     }
+
+    /// The phase named `s` (as [`as_str`](Phase::as_str) writes it).
+    pub fn parse(s: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.as_str() == s)
+    }
 }
 
 /// What happened to one resource in a run.
@@ -148,6 +153,37 @@ impl ClusterStatus {
         };
         Self { tenant: tenant.into(), cluster: cluster.into(), condition, syncsets }
     }
+}
+
+/// What a group of keys (a SyncSet's, on every cluster) sums to: counts by phase, how
+/// many applied the current generation, the oldest wait, and the first failures. Read
+/// from the store in one grouped query, without listing the keys.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSummary {
+    pub total: u64,
+    /// Every phase, with 0 where no key is in it.
+    pub phases: std::collections::BTreeMap<Phase, u64>,
+    /// Keys whose observed generation is the one their SyncSet asks for now.
+    pub at_generation: u64,
+    /// Since when the longest-waiting key not yet applied (Pending, Failed or Applying)
+    /// has waited (its last change); absent when none waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_pending_since: Option<Timestamp>,
+    /// The first failed or parked keys (by cluster), with their reasons.
+    #[serde(default)]
+    pub failures: Vec<KeyFailure>,
+}
+
+/// A failed or parked key, as a summary shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyFailure {
+    pub cluster: String,
+    pub phase: Phase,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 #[cfg(test)]

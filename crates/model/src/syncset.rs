@@ -100,7 +100,8 @@ impl SyncSetSpec {
 
 #[cfg(test)]
 mod tests {
-    use crate::document::{parse_documents, Document, ParseError, ValidationError};
+    use crate::document::tests::invalid;
+    use crate::document::{parse_documents, Document};
     use crate::secret::{REDACTED, REDACTED_APPLIED};
 
     const SET: &str = r#"
@@ -113,13 +114,6 @@ spec:
     - {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg, namespace: app}, data: {k: plain}}
     - {apiVersion: v1, kind: Secret, metadata: {name: db, namespace: app}, stringData: {password: MARKER-s1}, data: {token: TUFSS0VSLWQx}}
 "#;
-
-    fn invalid(text: &str) -> ValidationError {
-        match parse_documents(text) {
-            Err(ParseError::Invalid(e)) => e,
-            other => panic!("expected a validation error, got {other:?}"),
-        }
-    }
 
     #[test]
     fn secret_manifests_are_shown_redacted_and_kept_whole() {

@@ -233,3 +233,23 @@ fn text_yaml_cannot_carry_is_refused_naming_the_field() {
     // Control characters JSON escapes are fine.
     assert!(parse_documents(&syncset_with_value("\"a\\tb\\x01\"")).is_ok());
 }
+
+#[test]
+fn a_key_too_long_to_be_found_again_as_json_is_refused_naming_the_limit() {
+    use fleetsync_model::limits::MAX_KEY_CHARS;
+    // Found by the fuzzer: a key with no value in a flow mapping needs no look-ahead in
+    // YAML, but its JSON (`{"AAA…": null}`) does, and was not found again when applied.
+    let key = "A".repeat(100_000);
+    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value(&format!("{{{key}}}"))) else { panic!("refused") };
+    assert_eq!(e.field, format!("spec.resources[0].data.k.{}…", "A".repeat(64)));
+    assert!(e.rule.contains(&format!("at most {MAX_KEY_CHARS} characters as JSON writes it; this one is 100000")), "{e}");
+    // Escapes count as JSON writes them: 700 control characters are 4,200.
+    let escaped = "\\x01".repeat(700);
+    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value(&format!("{{\"{escaped}\": v}}"))) else { panic!("refused") };
+    assert!(e.rule.contains("this one is 4200"), "{e}");
+    // A key at the limit is accepted, and its JSON applies again.
+    let key = "k".repeat(MAX_KEY_CHARS);
+    let docs = parse_documents(&syncset_with_value(&format!("{{{key}}}"))).expect("a key at the limit");
+    let json = docs[0].to_value().to_string();
+    assert_eq!(parse_documents(&json).expect("its JSON applies again"), docs);
+}

@@ -1,8 +1,11 @@
 //! What fleetsync's tests, demo and benchmarks share: the `hive-fleet` workload
 //! (DESIGN.md, "The fleet workload"), a way to wait for a fleet to settle, and a
 //! throwaway PostgreSQL server for tests that restart or crash the database ([`pg`]),
-//! and test certificate authorities (`tls`, with the feature `tls`).
+//! test certificate authorities (`tls`, with the feature `tls`), and a mutation fuzzer
+//! (`fuzz`, with the feature `fuzz`).
 
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod pg;
 #[cfg(feature = "tls")]
 pub mod tls;
