@@ -76,6 +76,16 @@ impl StoreError {
     }
 }
 
+/// Readiness: a schema at `found` serves this build, which keeps `latest`, only if it is
+/// up to date; one behind is transient (a `fleetsync migrate`, or the hub's start, fixes it).
+pub(crate) fn schema_ready(step: &'static str, found: usize, latest: usize) -> Result<()> {
+    if found >= latest {
+        return Ok(());
+    }
+    let why = format!("the schema is at version {found} and this build keeps version {latest}: run `fleetsync migrate`");
+    Err(StoreError::backend(step, true, why))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +106,14 @@ mod tests {
         assert_eq!(e.to_string(), "store backend error while completing work: connection refused");
         let source = std::error::Error::source(&e).expect("a source");
         assert_eq!(source.downcast_ref::<std::io::Error>().map(|e| e.kind()), Some(std::io::ErrorKind::ConnectionRefused));
+    }
+
+    #[test]
+    fn a_schema_behind_the_build_is_not_ready_and_says_what_to_run() {
+        assert!(schema_ready("s", 12, 12).is_ok());
+        assert!(schema_ready("s", 13, 12).is_ok());
+        let e = schema_ready("checking readiness", 11, 12).expect_err("schema 11 is behind 12");
+        assert!(e.is_transient());
+        assert!(e.to_string().ends_with("version 11 and this build keeps version 12: run `fleetsync migrate`"), "{e}");
     }
 }

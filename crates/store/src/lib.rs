@@ -16,10 +16,12 @@ pub mod consumer;
 pub mod error;
 pub mod event;
 pub mod live;
+pub mod page;
 pub mod queue;
 pub mod quota;
 pub mod retry;
 pub mod roles;
+pub mod summary;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -42,6 +44,7 @@ pub use queue::{
     ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,
     RenewParams, RunOutcome, StatusFilter,
 };
+pub use page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT};
 pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
 pub use roles::{EventLog, LiveState, Members, Objects, StatusRead, Store, Tokens, WorkQueue};

@@ -166,11 +166,16 @@ pub enum CompleteOutcome {
 }
 
 /// Which keys a status query returns; `None` matches all.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StatusFilter {
     pub tenant: Option<String>,
     pub cluster: Option<String>,
     pub syncset: Option<String>,
+    /// Keys in one of these phases (empty: any phase).
+    pub phases: Vec<Phase>,
+    /// Only keys that have not applied the generation their SyncSet asks for
+    /// (`observedGeneration != generation`).
+    pub stale: bool,
 }
 
 /// Saturation and lag of the queue, for metrics.

@@ -14,8 +14,9 @@ use crate::{
     ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
     LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
+use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -72,6 +73,15 @@ pub trait Objects: Send + Sync + 'static {
     async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>>;
     /// Every Secret (of one tenant), values included: show [`Secret::redacted`].
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>>;
+
+    /// One page of Clusters in `(tenant, name)` order, those whose labels the filter
+    /// selects (see [`crate::page`]: a page may end early, after the rows it examined).
+    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>>;
+    /// One page of SyncSets in `(tenant, name)` order.
+    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>>;
+    /// One page of Secrets in `(tenant, name)` order, values included: show
+    /// [`Secret::redacted`].
+    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>>;
 }
 
 /// The coalescing keyed work queue: claims with leases and fencing tokens, renewals,
@@ -149,12 +159,26 @@ pub trait StatusRead: Send + Sync + 'static {
             tenant: Some(key.tenant.clone()),
             cluster: Some(key.cluster.clone()),
             syncset: Some(key.syncset.clone()),
+            ..StatusFilter::default()
         };
         Ok(self.status_list(&filter).await?.into_iter().next())
     }
     /// Statuses with each key's drift (see [`LiveState::live_record`]).
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
+    /// One page of [`status_list`](StatusRead::status_list), in `(tenant, cluster,
+    /// syncset)` order; every filter is evaluated in SQL.
+    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>>;
     async fn queue_stats(&self) -> Result<QueueStats>;
+    /// Whether the store answers and holds the schema this build keeps (readiness), at a
+    /// cost that does not grow with the fleet: one small read, never a scan of the keys.
+    /// A schema behind this build's is a transient [`StoreError::Backend`](crate::StoreError::Backend)
+    /// (a `fleetsync migrate` fixes it).
+    async fn store_ready(&self) -> Result<()>;
+    /// The summary of one SyncSet's keys on every cluster (see [`crate::summary`]): counts
+    /// by phase and generation from one grouped read of the SyncSet's keys, and the first
+    /// [`SUMMARY_FAILURES`](crate::summary::SUMMARY_FAILURES) failures by cluster. An
+    /// unknown SyncSet sums to zero.
+    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary>;
 }
 
 /// The event log of every change, its retention, and its named consumers' cursors.
@@ -205,6 +229,10 @@ pub trait LiveState: Send + Sync + 'static {
 
     /// The latest live state stored for each resource of a cluster, by resource.
     async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>>;
+
+    /// One page of [`live_list`](LiveState::live_list), in the order of the resources'
+    /// stored identities (the key: an opaque string).
+    async fn live_page(&self, filter: &LiveFilter, page: &PageRequest<String>) -> Result<Page<LiveResource, String>>;
 }
 
 /// The hub-issued bearer tokens: their records, found by the SHA-256 of the token (the

@@ -44,7 +44,10 @@ macro_rules! conformance_tests {
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
             own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs,
             a_result_the_backend_cannot_hold_is_refused_whole, tokens_found_by_hash_and_revoked, changes_record_their_actor,
-            expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor, quotas_refuse_whole_applies);
+            expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor, quotas_refuse_whole_applies,
+            cluster_pages_see_each_item_once_under_changes, status_pages_see_each_key_once_under_changes,
+            status_filtered_by_phase_and_staleness, clusters_filtered_by_labels, other_lists_page,
+            summaries_equal_a_full_count);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -62,6 +65,8 @@ mod events;
 mod members;
 mod live;
 mod tokens;
+mod paging;
+mod summary;
 
 pub use queue::{
     coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
@@ -81,6 +86,11 @@ pub use events::{
 pub use members::members_and_shards;
 pub use live::live_state_deduplicated_and_drift_requeues;
 pub use quotas::quotas_refuse_whole_applies;
+pub use paging::{
+    cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page, status_filtered_by_phase_and_staleness,
+    status_pages_see_each_key_once_under_changes,
+};
+pub use summary::summaries_equal_a_full_count;
 pub use tokens::{
     changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor,
     tokens_found_by_hash_and_revoked,

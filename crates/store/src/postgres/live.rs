@@ -8,6 +8,7 @@ use crate::live::{judge, resource_id, LiveOutcome, LiveRecord, LiveRecorded, Liv
 use crate::stored::{corrupt, decode, json};
 use crate::{StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 use fleetsync_model::{Drift, LiveState, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -89,39 +90,63 @@ pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, rec
 }
 
 pub(super) async fn list<C: GenericClient>(c: &C, tenant: String, cluster: String) -> PgResult<Vec<LiveResource>> {
-    let rows = query(
-        c,
+    Ok(rows(c, &tenant, &cluster, None, None).await?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// A cluster's live state with each resource's stored identity, in its order: after
+/// `after` (if given), at most `limit`.
+pub(super) async fn rows<C: GenericClient>(
+    c: &C,
+    tenant: &str,
+    cluster: &str,
+    after: Option<&str>,
+    limit: Option<usize>,
+) -> PgResult<Vec<(String, LiveResource)>> {
+    let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+    let sql = if after.is_some() {
         "SELECT resource, syncset, resource_version, state, drift, versions, updated_at FROM live_state
-         WHERE tenant = $1 AND cluster = $2 ORDER BY resource",
-        &[&tenant, &cluster],
-    )
-    .await?;
+         WHERE tenant = $1 AND cluster = $2 AND resource > $4 ORDER BY resource LIMIT $3"
+    } else {
+        "SELECT resource, syncset, resource_version, state, drift, versions, updated_at FROM live_state
+         WHERE tenant = $1 AND cluster = $2 ORDER BY resource LIMIT $3"
+    };
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant, &cluster, &limit];
+    if let Some(a) = &after {
+        params.push(a);
+    }
+    let rows = query(c, sql, &params).await?;
     rows.iter()
         .map(|r| {
             let state: &str = r.try_get(3)?;
-            Ok(LiveResource {
-                resource: decode("live_state", r.try_get(0)?)?,
+            let id: String = r.try_get(0)?;
+            let live = LiveResource {
+                resource: decode("live_state", &id)?,
                 syncset: r.try_get(1)?,
                 resource_version: r.try_get(2)?,
                 state: LiveState::parse(state).ok_or_else(|| corrupt("live_state", format!("state {state:?}")))?,
                 drift: r.try_get(4)?,
                 versions: u64::try_from(r.try_get::<_, i64>(5)?).unwrap_or(0),
                 updated_at: Timestamp(r.try_get(6)?),
-            })
+            };
+            Ok((id, live))
         })
         .collect()
 }
 
 /// The drifted resources of the keys a status query covers.
-pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter) -> PgResult<Vec<(WorkKey, Drift)>> {
-    let rows = query(
-        c,
+/// `range`: only the drifts of the keys from the first to the last given (a page's).
+pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> PgResult<Vec<(WorkKey, Drift)>> {
+    let mut sql = String::from(
         "SELECT tenant, cluster, syncset, resource, drift, resource_version FROM live_state
          WHERE drift IS NOT NULL AND ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2)
              AND ($3::text IS NULL OR syncset = $3)",
-        &[&f.tenant, &f.cluster, &f.syncset],
-    )
-    .await?;
+    );
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&f.tenant, &f.cluster, &f.syncset];
+    if let Some((a, b)) = range {
+        sql.push_str(" AND (tenant, cluster, syncset) >= ($4, $5, $6) AND (tenant, cluster, syncset) <= ($7, $8, $9)");
+        params.extend([&a.tenant as &(dyn ToSql + Sync), &a.cluster, &a.syncset, &b.tenant, &b.cluster, &b.syncset]);
+    }
+    let rows = query(c, &sql, &params).await?;
     rows.iter()
         .map(|r| {
             let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);

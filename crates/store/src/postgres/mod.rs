@@ -86,11 +86,13 @@ mod live;
 mod locations;
 mod members;
 mod objects;
+mod pages;
 mod queue;
 mod rows;
 mod run;
 mod schema;
 mod store;
+mod summary;
 #[cfg(feature = "conformance")]
 pub mod testing;
 mod tls;

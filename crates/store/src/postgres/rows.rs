@@ -5,6 +5,7 @@ use super::{query, PgResult, Tx};
 use crate::event::{trim_cut, TRIM_CHUNK};
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
+use crate::page::phase_condition;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
@@ -118,17 +119,41 @@ fn key_status(r: &Row, now: Timestamp) -> PgResult<KeyStatus> {
 }
 
 pub(super) async fn status_list<C: GenericClient>(c: &C, now: Timestamp, f: StatusFilter) -> PgResult<Vec<KeyStatus>> {
-    let rows = query(
-        c,
+    status_rows(c, now, &f, None, None).await
+}
+
+/// The statuses `f` selects, in key order: after `after` (if given), at most `limit`.
+pub(super) async fn status_rows<C: GenericClient>(
+    c: &C,
+    now: Timestamp,
+    f: &StatusFilter,
+    after: Option<&WorkKey>,
+    limit: Option<usize>,
+) -> PgResult<Vec<KeyStatus>> {
+    let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+    let mut sql = String::from(
         "SELECT tenant, cluster, syncset, phase, desired, generation, observed_generation, attempts,
                 last_error, resources, run_at, last_applied_at, updated_at
          FROM work
          WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2) AND ($3::text IS NULL OR syncset = $3)
-         ORDER BY tenant, cluster, syncset",
-        &[&f.tenant, &f.cluster, &f.syncset],
-    )
-    .await?;
+             AND (NOT $4 OR observed_generation <> generation)",
+    );
+    if let Some(phases) = phase_condition(&f.phases) {
+        sql.push_str(&format!(" AND {phases}"));
+    }
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&f.tenant, &f.cluster, &f.syncset, &f.stale, &limit];
+    if let Some(k) = after {
+        sql.push_str(" AND (tenant, cluster, syncset) > ($6, $7, $8)");
+        params.extend([&k.tenant as &(dyn ToSql + Sync), &k.cluster, &k.syncset]);
+    }
+    sql.push_str(" ORDER BY tenant, cluster, syncset LIMIT $5");
+    let rows = query(c, &sql, &params).await?;
     rows.iter().map(|r| key_status(r, now)).collect()
+}
+
+/// The newest migration applied to the schema.
+pub(super) async fn schema_version<C: GenericClient>(c: &C) -> PgResult<i32> {
+    Ok(c.query_one("SELECT COALESCE(max(version), 0) FROM fleetsync_schema_migrations", &[]).await?.try_get(0)?)
 }
 
 pub(super) async fn queue_stats<C: GenericClient>(c: &C, now: Timestamp) -> PgResult<QueueStats> {

@@ -1,7 +1,8 @@
 //! The store's roles for [`PgStore`]: each call as a transaction or a read, by the modules
 //! that write its SQL.
 
-use super::{claim, complete, consumers, live, members, objects, queue, rows, PgStore};
+use super::{claim, complete, consumers, live, members, objects, pages, queue, rows, schema, summary, PgStore};
+use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
@@ -9,7 +10,7 @@ use crate::{
 };
 use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -85,6 +86,30 @@ impl Objects for PgStore {
 
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
         self.read("listing secrets", |c, _| Box::pin(objects::list(c, Kind::Secret, tenant.map(str::to_string)))).await
+    }
+
+    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+        self.read("listing clusters", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::objects(c, Kind::Cluster, f.tenant.as_deref(), Some(&f.labels), &p).await })
+        })
+        .await
+    }
+
+    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+        self.read("listing syncsets", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::objects(c, Kind::SyncSet, f.tenant.as_deref(), None, &p).await })
+        })
+        .await
+    }
+
+    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+        self.read("listing secrets", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::objects(c, Kind::Secret, f.tenant.as_deref(), None, &p).await })
+        })
+        .await
     }
 }
 
@@ -211,15 +236,38 @@ impl StatusRead for PgStore {
             let filter = filter.clone();
             Box::pin(async move {
                 let mut statuses = rows::status_list(c, now, filter.clone()).await?;
-                crate::live::attach_drift(&mut statuses, live::drifts(c, &filter).await?);
+                crate::live::attach_drift(&mut statuses, live::drifts(c, &filter, None).await?);
                 Ok(statuses)
             })
         })
         .await
     }
 
+    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+        self.read("reading status", |c, now| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::status(c, now, &f, &p).await })
+        })
+        .await
+    }
+
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.read("reading queue stats", |c, now| Box::pin(rows::queue_stats(c, now))).await
+    }
+
+    async fn store_ready(&self) -> Result<()> {
+        const STEP: &str = "checking readiness";
+        let found = self.read(STEP, |c, _| Box::pin(rows::schema_version(c))).await?;
+        crate::error::schema_ready(STEP, usize::try_from(found).unwrap_or(0), usize::try_from(schema::latest()).unwrap_or(0))
+    }
+
+    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
+        let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+        self.read("summing status", move |c, _| {
+            let (tenant, syncset) = (tenant.clone(), syncset.clone());
+            Box::pin(async move { summary::status_summary(c, &tenant, &syncset).await })
+        })
+        .await
     }
 }
 
@@ -261,5 +309,13 @@ impl LiveState for PgStore {
 
     async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
         self.read("listing live state", |c, _| Box::pin(live::list(c, tenant.to_string(), cluster.to_string()))).await
+    }
+
+    async fn live_page(&self, filter: &LiveFilter, page: &PageRequest<String>) -> Result<Page<LiveResource, String>> {
+        self.read("listing live state", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::live(c, &f, &p).await })
+        })
+        .await
     }
 }

@@ -287,3 +287,17 @@ async fn the_schema_holds_the_tokens_hash_not_the_token() {
     assert_eq!(with_hash, ["tokens"], "the search sees the hash");
     assert_eq!(with_token, Vec::<String>::new(), "the token is nowhere");
 }
+
+/// Readiness reads the schema's version, not the keys: ready once migrated, not ready
+/// (saying what to run) when the schema lacks this build's newest migration.
+#[tokio::test]
+async fn readiness_needs_the_schema_this_build_keeps() {
+    use crate::roles::StatusRead;
+    let h = harness().await;
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    store.store_ready().await.expect("a migrated schema is ready");
+    let admin = admin(&h.schema.name).await;
+    admin.execute("DELETE FROM fleetsync_schema_migrations WHERE version = $1", &[&schema::latest()]).await.expect("forget the newest");
+    let e = store.store_ready().await.expect_err("a schema behind the build is not ready");
+    assert!(e.is_transient() && e.to_string().contains("run `fleetsync migrate`"), "{e}");
+}

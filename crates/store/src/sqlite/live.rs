@@ -47,11 +47,18 @@ pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster
 }
 
 pub(super) fn list(c: &Connection, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {
+    Ok(rows(c, tenant, cluster, None, None)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// A cluster's live state with each resource's stored identity, in its order: after
+/// `after` (if given), at most `limit`.
+pub(super) fn rows(c: &Connection, tenant: &str, cluster: &str, after: Option<&str>, limit: Option<usize>) -> Result<Vec<(String, LiveResource)>> {
     let mut stmt = c.prepare_cached(
         "SELECT resource, syncset, resource_version, state, drift, versions, updated_at FROM live_state
-         WHERE tenant = ?1 AND cluster = ?2 ORDER BY resource",
+         WHERE tenant = ?1 AND cluster = ?2 AND (?3 IS NULL OR resource > ?3) ORDER BY resource LIMIT ?4",
     )?;
-    let rows = stmt.query_map(params![tenant, cluster], |r| {
+    let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let rows = stmt.query_map(params![tenant, cluster, after, limit], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -64,7 +71,7 @@ pub(super) fn list(c: &Connection, tenant: &str, cluster: &str) -> Result<Vec<Li
     })?;
     rows.map(|row| {
         let (resource, syncset, resource_version, state, drift, versions, at) = row?;
-        Ok(LiveResource {
+        let live = LiveResource {
             syncset,
             resource: decode("live_state", &resource)?,
             resource_version,
@@ -72,18 +79,23 @@ pub(super) fn list(c: &Connection, tenant: &str, cluster: &str) -> Result<Vec<Li
             drift,
             versions: u64::try_from(versions).unwrap_or(0),
             updated_at: Timestamp(at),
-        })
+        };
+        Ok((resource, live))
     })
     .collect()
 }
 
-/// The drifted resources of the keys a status query covers.
-pub(super) fn drifts(c: &Connection, f: &StatusFilter) -> Result<Vec<(WorkKey, Drift)>> {
+/// The drifted resources of the keys a status query covers; `range`: only those of the
+/// keys from the first to the last given (a page's).
+pub(super) fn drifts(c: &Connection, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> Result<Vec<(WorkKey, Drift)>> {
     let mut stmt = c.prepare_cached(
         "SELECT tenant, cluster, syncset, resource, drift, resource_version FROM live_state
-         WHERE drift IS NOT NULL AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)",
+         WHERE drift IS NOT NULL AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
+             AND (?4 = 0 OR ((tenant, cluster, syncset) >= (?5, ?6, ?7) AND (tenant, cluster, syncset) <= (?8, ?9, ?10)))",
     )?;
-    let rows = stmt.query_map(params![f.tenant, f.cluster, f.syncset], |r| {
+    let (a, b) = range.map(|(a, b)| (a.clone(), b.clone())).unwrap_or_else(|| (WorkKey::new("", "", ""), WorkKey::new("", "", "")));
+    let ranged = range.is_some();
+    let rows = stmt.query_map(params![f.tenant, f.cluster, f.syncset, ranged, a.tenant, a.cluster, a.syncset, b.tenant, b.cluster, b.syncset], |r| {
         Ok((
             WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
             r.get::<_, String>(3)?,

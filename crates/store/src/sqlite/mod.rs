@@ -9,9 +9,11 @@ mod consumers;
 mod live;
 mod members;
 mod objects;
+mod pages;
 mod queue;
 mod rows;
 mod schema;
+mod summary;
 mod tokens;
 
 use crate::{
@@ -20,11 +22,12 @@ use crate::{
     RenewParams, Result, StatusFilter, StoreConfig, StoreError,
 };
 use crate::error::Cause;
+use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, Tokens, WorkQueue};
 use async_trait::async_trait;
 use crate::retry::{write_again, Transience};
 use crate::stored::json;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -311,6 +314,21 @@ impl Objects for SqliteStore {
         let tenant = tenant.map(str::to_string);
         self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref())).await
     }
+
+    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+        let (filter, page) = (filter.clone(), page.clone());
+        self.read("listing clusters", move |c, _| pages::objects(c, Kind::Cluster, filter.tenant.as_deref(), Some(&filter.labels), &page)).await
+    }
+
+    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+        let (tenant, page) = (filter.tenant.clone(), page.clone());
+        self.read("listing syncsets", move |c, _| pages::objects(c, Kind::SyncSet, tenant.as_deref(), None, &page)).await
+    }
+
+    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+        let (tenant, page) = (filter.tenant.clone(), page.clone());
+        self.read("listing secrets", move |c, _| pages::objects(c, Kind::Secret, tenant.as_deref(), None, &page)).await
+    }
 }
 
 #[async_trait]
@@ -392,14 +410,32 @@ impl StatusRead for SqliteStore {
         let filter = filter.clone();
         self.read("reading status", move |c, now| {
             let mut statuses = rows::status_list(c, now, &filter)?;
-            crate::live::attach_drift(&mut statuses, live::drifts(c, &filter)?);
+            crate::live::attach_drift(&mut statuses, live::drifts(c, &filter, None)?);
             Ok(statuses)
         })
         .await
     }
 
+    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+        let (filter, page) = (filter.clone(), page.clone());
+        self.read("reading status", move |c, now| pages::status(c, now, &filter, &page)).await
+    }
+
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.read("reading queue stats", rows::queue_stats).await
+    }
+
+    async fn store_ready(&self) -> Result<()> {
+        const STEP: &str = "checking readiness";
+        let found: usize = self
+            .read(STEP, |c, _| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
+            .await?;
+        crate::error::schema_ready(STEP, found, schema::latest())
+    }
+
+    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
+        let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+        self.read("summing status", move |c, _| summary::status_summary(c, &tenant, &syncset)).await
     }
 }
 
@@ -467,6 +503,11 @@ impl LiveState for SqliteStore {
         let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
         self.read("listing live state", move |c, _| live::list(c, &tenant, &cluster)).await
     }
+
+    async fn live_page(&self, filter: &LiveFilter, page: &PageRequest<String>) -> Result<Page<LiveResource, String>> {
+        let (filter, page) = (filter.clone(), page.clone());
+        self.read("listing live state", move |c, _| pages::live(c, &filter, &page)).await
+    }
 }
 
 /// Milliseconds of a duration as SQLite's integer.
@@ -500,6 +541,20 @@ mod tests {
         assert_eq!(store.events_trim(keep).await.expect("trim"), EventsTrimmed { deleted: 24_000, horizon: 24_000 });
         let kept = store.events_read(24_000, 10_000).await.expect("read");
         assert_eq!((kept.len(), kept[0].seq), (1_000, 24_001));
+    }
+
+    /// Readiness reads the schema's version, not the keys: ready once migrated, not ready
+    /// (saying what to run) when the file's schema is behind this build's.
+    #[tokio::test]
+    async fn readiness_needs_the_schema_this_build_keeps() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.db");
+        let store = SqliteStore::open(&path, StoreConfig::default()).expect("open");
+        store.store_ready().await.expect("a migrated file is ready");
+        let c = Connection::open(&path).expect("connect");
+        c.pragma_update(None, "user_version", schema::latest() - 1).expect("set the version back");
+        let e = store.store_ready().await.expect_err("a schema behind the build is not ready");
+        assert!(e.is_transient() && e.to_string().contains("run `fleetsync migrate`"), "{e}");
     }
 
     #[tokio::test]

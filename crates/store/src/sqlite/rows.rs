@@ -3,6 +3,7 @@
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
 use crate::event::{trim_cut, TRIM_CHUNK};
+use crate::page::phase_condition;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilter, StoreError};
 use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
@@ -124,19 +125,36 @@ fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, Strin
 }
 
 pub(super) fn status_list(c: &Connection, now: Timestamp, f: &StatusFilter) -> Result<Vec<KeyStatus>> {
-    let sql = format!(
+    status_rows(c, now, f, None, None)
+}
+
+/// The statuses `f` selects, in key order: after `after` (if given), at most `limit`.
+pub(super) fn status_rows(c: &Connection, now: Timestamp, f: &StatusFilter, after: Option<&WorkKey>, limit: Option<usize>) -> Result<Vec<KeyStatus>> {
+    let mut sql = format!(
         "SELECT {STATUS_COLUMNS} FROM work
          WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
-         ORDER BY tenant, cluster, syncset"
+             AND (?4 = 0 OR observed_generation <> generation)"
     );
+    if let Some(phases) = phase_condition(&f.phases) {
+        sql.push_str(&format!(" AND {phases}"));
+    }
+    if after.is_some() {
+        sql.push_str(" AND (tenant, cluster, syncset) > (?5, ?6, ?7)");
+    }
+    sql.push_str(" ORDER BY tenant, cluster, syncset LIMIT ?8");
     let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![f.tenant, f.cluster, f.syncset], |r| key_status(r, now))?;
-    rows.map(|row| {
-        let (mut status, resources) = row?;
-        status.resources = decode("work", &resources)?;
-        Ok(status)
-    })
-    .collect()
+    let (t, cl, s) = after.map(|k| (k.tenant.as_str(), k.cluster.as_str(), k.syncset.as_str())).unwrap_or_default();
+    // Negative: no limit. Every numbered parameter is bound, used by the text or not.
+    let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let rows = stmt
+        .query_map(params![f.tenant, f.cluster, f.syncset, f.stale, t, cl, s, limit], |r| key_status(r, now))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.into_iter()
+        .map(|(mut status, resources)| {
+            status.resources = decode("work", &resources)?;
+            Ok(status)
+        })
+        .collect()
 }
 
 pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> {

@@ -81,6 +81,11 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// The version [`migrate`] brings a database to.
+pub(super) fn latest() -> usize {
+    MIGRATIONS.len()
+}
+
 /// Brings the schema up to date; returns the version it ends at.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<usize> {
     let current: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
