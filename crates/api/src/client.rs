@@ -24,6 +24,9 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// The hub did not answer (or finish answering) within the client's timeout.
+    #[error("no answer from {url} within {}", seconds(*after))]
+    TimedOut { url: String, after: Duration },
     /// The hub answered with an error status and its message.
     #[error("the hub answered {status}: {message}")]
     Refused { status: StatusCode, message: String },
@@ -63,6 +66,15 @@ impl ClientError {
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
+/// A timeout as people write it: `30s`, `1.5s`, `250ms`.
+fn seconds(d: Duration) -> String {
+    match (d.subsec_millis(), d.as_secs()) {
+        (0, s) => format!("{s}s"),
+        (ms, 0) => format!("{ms}ms"),
+        _ => format!("{}s", d.as_secs_f64()),
+    }
+}
+
 /// An error and each of its causes, joined by `: ` (for logs, which show one line).
 pub fn describe(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -81,6 +93,22 @@ pub struct StatusFilter {
     pub tenant: Option<String>,
     pub cluster: Option<String>,
     pub syncset: Option<String>,
+    /// Phases, comma-separated (`Failed,Parked`): keys in any of them.
+    pub phase: Option<String>,
+    /// Only keys that have not applied their SyncSet's generation yet.
+    pub stale: bool,
+}
+
+impl StatusFilter {
+    /// The filter as query parameters (`limit` and `continue` left to the caller).
+    pub(crate) fn query(&self) -> Vec<(&'static str, String)> {
+        let params = [("tenant", &self.tenant), ("cluster", &self.cluster), ("syncset", &self.syncset), ("phase", &self.phase)];
+        let mut query: Vec<(&str, String)> = params.iter().filter_map(|(k, v)| Some((*k, (*v).clone()?))).collect();
+        if self.stale {
+            query.push(("stale", "true".into()));
+        }
+        query
+    }
 }
 
 /// The hub's HTTP API at one base URL; cheap to clone.
@@ -90,6 +118,9 @@ pub struct Client {
     base: String,
     /// Sent as `Authorization: Bearer` (the agent routes need a cluster's token).
     token: Option<String>,
+    /// How long a request may take, set on each request rather than on `http`, so that
+    /// an event watch can be exempt (it is meant to last).
+    timeout: Option<Duration>,
 }
 
 impl Client {
@@ -100,24 +131,22 @@ impl Client {
 
     /// A client whose every request may take at most `timeout`.
     pub fn with_timeout(base: &str, timeout: Duration) -> reqwest::Result<Client> {
-        Ok(Client::with_http(base, reqwest::Client::builder().timeout(timeout).build()?))
+        Ok(Client { timeout: Some(timeout), ..Client::with_http(base, reqwest::Client::builder().build()?) })
     }
 
     /// A client of the hub at `base` (`http://` or `https://`), speaking https as
-    /// `tls` says; every request may take at most `timeout`, if given.
+    /// `tls` says; every request may take at most `timeout`, if given (an event
+    /// watch: until its answer starts, see [`Client::watch_events`]).
     pub fn build(base: &str, tls: &ClientTls, timeout: Option<Duration>) -> Result<Client, ClientBuildError> {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ClientBuildError::NoScheme { url: base.to_string() });
         }
-        let mut builder = tls.builder()?;
-        if let Some(timeout) = timeout {
-            builder = builder.timeout(timeout);
-        }
-        Ok(Client::with_http(base, builder.build().map_err(ClientBuildError::Http)?))
+        let http = tls.builder()?.build().map_err(ClientBuildError::Http)?;
+        Ok(Client { timeout, ..Client::with_http(base, http) })
     }
 
     fn with_http(base: &str, http: reqwest::Client) -> Client {
-        Client { http, base: base.trim_end_matches('/').to_string(), token: None }
+        Client { http, base: base.trim_end_matches('/').to_string(), token: None, timeout: None }
     }
 
     /// The same client, sending `token` as a bearer token.
@@ -158,8 +187,8 @@ impl Client {
 
     /// `GET /v1/status`: the status of every key that matches.
     pub async fn status(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>> {
-        let params = [("tenant", &filter.tenant), ("cluster", &filter.cluster), ("syncset", &filter.syncset)];
-        let query: Vec<(&str, &str)> = params.iter().filter_map(|(k, v)| Some((*k, v.as_deref()?))).collect();
+        let query = filter.query();
+        let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
         Ok(self.get_json::<Items<KeyStatus>>("/v1/status", &query).await?.items)
     }
 
@@ -168,7 +197,7 @@ impl Client {
         self.get_json(&format!("/v1/status/clusters/{cluster}"), &[("tenant", tenant)]).await
     }
 
-    /// `GET /v1/status/syncsets/{name}`: a SyncSet's keys on every cluster.
+    /// `GET /v1/status/syncsets/{name}`: a SyncSet's summary and all its keys on every cluster.
     pub async fn syncset_status(&self, tenant: &str, syncset: &str) -> Result<SyncSetStatus> {
         self.get_json(&format!("/v1/status/syncsets/{syncset}"), &[("tenant", tenant)]).await
     }
@@ -195,13 +224,19 @@ impl Client {
     }
 
     /// `GET /v1/events?watch=true`: the events after `after`, then each new one as the
-    /// hub commits it. An expired cursor fails here, before any line.
+    /// hub commits it. An expired cursor fails here, before any line. The client's
+    /// timeout bounds the wait for the answer's head only, not the stream.
     pub async fn watch_events(&self, after: Option<u64>) -> Result<EventWatch> {
         let mut req = self.http.get(self.url("/v1/events")).query(&[("watch", "true")]);
         if let Some(after) = after {
             req = req.query(&[("after", after)]);
         }
-        let response = self.answer(req).await?;
+        let response = match self.timeout {
+            Some(limit) => tokio::time::timeout(limit, self.answer_within(req, None))
+                .await
+                .map_err(|_| ClientError::TimedOut { url: self.base.clone(), after: limit })??,
+            None => self.answer_within(req, None).await?,
+        };
         Ok(EventWatch { response, buffer: Vec::new(), url: self.base.clone() })
     }
 
@@ -253,7 +288,7 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
-    async fn get_json<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<T> {
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<T> {
         let req = self.http.get(self.url(path)).query(query);
         self.call(req, &format!("GET {path}")).await
     }
@@ -264,10 +299,18 @@ impl Client {
         serde_json::from_slice(&body).map_err(|source| ClientError::Undecodable { what: what.to_string(), source })
     }
 
-    /// Sends a request; a 2xx answer is returned unread, any other is the error it says.
-    async fn answer(&self, mut req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+    /// Sends a request, bounded by the client's timeout; a 2xx answer is returned
+    /// unread (its body within the same timeout), any other is the error it says.
+    async fn answer(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        self.answer_within(req, self.timeout).await
+    }
+
+    async fn answer_within(&self, mut req: reqwest::RequestBuilder, timeout: Option<Duration>) -> Result<reqwest::Response> {
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
+        }
+        if let Some(timeout) = timeout {
+            req = req.timeout(timeout);
         }
         let resp = req.send().await.map_err(|source| self.unreachable(source))?;
         let status = resp.status();
@@ -279,12 +322,15 @@ impl Client {
     }
 
     fn unreachable(&self, source: reqwest::Error) -> ClientError {
-        ClientError::Unreachable { url: self.base.clone(), source }
+        match self.timeout {
+            Some(after) if source.is_timeout() => ClientError::TimedOut { url: self.base.clone(), after },
+            _ => ClientError::Unreachable { url: self.base.clone(), source },
+        }
     }
 }
 
 /// The collection of a kind under `/v1`.
-fn plural(kind: Kind) -> &'static str {
+pub(crate) fn plural(kind: Kind) -> &'static str {
     match kind {
         Kind::Cluster => "clusters",
         Kind::SyncSet => "syncsets",
@@ -352,11 +398,23 @@ mod tests {
     #[test]
     fn a_url_without_a_scheme_or_a_missing_ca_file_is_a_clear_error() {
         let e = Client::build("127.0.0.1:8080", &ClientTls::default(), None).expect_err("no scheme");
-        assert_eq!(e.to_string(), "the server URL needs a scheme: http:// or https:// (got \"127.0.0.1:8080\")");
+        assert_eq!(e.to_string(), "the hub's URL needs a scheme: http://127.0.0.1:8080 or https://127.0.0.1:8080");
         let tls = ClientTls { ca_file: Some("/nonexistent/ca.crt".into()), ..ClientTls::default() };
         let e = Client::build("https://hub:8443", &tls, None).expect_err("no CA file");
         assert_eq!(e.to_string(), "cannot read /nonexistent/ca.crt");
         assert!(Client::build("https://hub:8443/", &ClientTls::default(), None).is_ok_and(|c| c.base() == "https://hub:8443"));
+    }
+
+    #[tokio::test]
+    async fn a_hub_that_never_answers_times_out_and_says_after_how_long() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", silent.local_addr().expect("addr"));
+        let client = Client::build(&url, &ClientTls::default(), Some(Duration::from_millis(300))).expect("client");
+        let e = client.members().await.expect_err("no answer");
+        assert!(matches!(&e, ClientError::TimedOut { .. }), "{e:?}");
+        assert_eq!(e.to_string(), format!("no answer from {url} within 300ms"));
+        let e = client.watch_events(None).await.expect_err("no answer to a watch either");
+        assert!(matches!(&e, ClientError::TimedOut { .. }), "{e:?}");
     }
 
     #[tokio::test]

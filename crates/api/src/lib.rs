@@ -20,10 +20,12 @@
 //! was not understood.
 
 pub mod client;
+pub mod pages;
 pub mod tls;
 pub mod wire;
 
 pub use client::{describe, Client, ClientError, EventWatch, StatusFilter};
+pub use pages::{all_pages, PageParams, DEFAULT_PAGE_LIMIT};
 pub use tls::{ClientBuildError, ClientTls};
 pub use wire::{
     Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, IssuedToken, Items, LiveResource,

@@ -19,7 +19,7 @@ pub struct ClientTls {
 /// Why a client could not be built. No variant carries key material.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientBuildError {
-    #[error("the server URL needs a scheme: http:// or https:// (got {url:?})")]
+    #[error("the hub's URL needs a scheme: http://{url} or https://{url}")]
     NoScheme { url: String },
     #[error("cannot read {}", path.display())]
     Unreadable {

@@ -6,16 +6,26 @@
 //! them (`fleetsync_model::Document::to_value`), carried as JSON.
 
 use fleetsync_model::{Grant, Kind, ResourceRef, TokenRecord, WorkKey};
-use fleetsync_model::KeyStatus;
+use fleetsync_model::{KeyStatus, StatusSummary};
 use serde::{Deserialize, Serialize};
 
 /// Defined with the model: the store keeps them as clients read them.
 pub use fleetsync_model::{Event, LiveResource};
 
-/// `{"items": [...]}`, the shape of every list.
+/// `{"items": [...]}`, the shape of every list; a page of a paged list also carries
+/// `"continue"`, the token of the next page (absent on the last page).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Items<T> {
     pub items: Vec<T>,
+    #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_: Option<String>,
+}
+
+impl<T> Items<T> {
+    /// A whole list (no next page).
+    pub fn all(items: Vec<T>) -> Self {
+        Self { items, continue_: None }
+    }
 }
 
 /// `POST /v1/apply`: what happened to each document, in order.
@@ -52,14 +62,20 @@ pub struct Deleted {
     pub name: String,
 }
 
-/// `GET /v1/status/syncsets/{name}`: a SyncSet's keys on every cluster.
+/// `GET /v1/status/syncsets/{name}`: a SyncSet's summary and its keys on every cluster
+/// (all of them, or one page with `?limit=`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncSetStatus {
     pub tenant: String,
     pub syncset: String,
     /// The SyncSet's current generation, to compare with each key's.
     pub generation: i64,
+    /// Counts of all its keys, whatever the page.
+    pub summary: StatusSummary,
     pub items: Vec<KeyStatus>,
+    /// The token of the next page; absent on the last (or only) page.
+    #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_: Option<String>,
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` (202).
@@ -136,7 +152,7 @@ impl ErrorBody {
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
-    /// `ok`, or `unavailable` (503) when the store cannot be read.
+    /// `ok`, or `unavailable` (503) when the store is not ready (unreachable, or its schema behind this build's).
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -548,7 +548,9 @@ fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
     if let Some(p) = peer {
         rows.push(row("graphile-worker", p));
     }
-    table(&["", "drain items/s", "drain seconds", "enqueue items/s"], &rows);
+    if table(&["", "drain items/s", "drain seconds", "enqueue items/s"], &rows).is_err() {
+        return; // standard output is closed: no one reads the rest
+    }
     if let Some(x) = r.ratio {
         println!("\nratio (drain items/s, fleetsync / graphile-worker): {x:.2}");
     }

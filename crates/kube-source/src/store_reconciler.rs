@@ -56,7 +56,7 @@ impl<S: Store + ?Sized> Reconciler for StoreReconciler<S> {
         let generation = outcome.first().map_or(0, |o| o.generation);
         let mut status = json!({"storeGeneration": generation});
         if kind == CrKind::SyncSet {
-            let filter = StatusFilter { tenant: Some(tenant), cluster: None, syncset: Some(name) };
+            let filter = StatusFilter { tenant: Some(tenant), syncset: Some(name), ..StatusFilter::default() };
             let keys = self.store.status_list(&filter).await.map_err(store_error)?;
             let keys: Vec<Value> = keys
                 .iter()

@@ -150,10 +150,10 @@ impl Leases {
                     self.extend(&renewed, started + ttl);
                     let cancelled = self.lose(&lost);
                     if cancelled > 0 {
-                        tracing::warn!(cancelled, "leases lost; cancelling their runs");
+                        tracing::error!(cancelled, "leases lost; cancelling their runs");
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "renewing leases failed; will try again (runs stop before their leases end)"),
+                Err(e) => tracing::error!(error = %e, "renewing leases failed; will try again (runs stop before their leases end)"),
             }
         }
     }

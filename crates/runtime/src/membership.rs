@@ -88,7 +88,7 @@ impl Membership {
                     changed
                 });
             }
-            Err(e) => tracing::warn!(error = %e, "heartbeat failed; keeping the last view of the members"),
+            Err(e) => tracing::error!(error = %e, "heartbeat failed; keeping the last view of the members"),
         }
     }
 }

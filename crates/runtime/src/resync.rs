@@ -21,7 +21,7 @@ pub async fn resync_loop(store: Arc<dyn WorkQueue>, every: Duration, stop: Cance
         }
         match store.work_resync().await {
             Ok(n) => tracing::info!(keys = n, "resync enqueued keys"),
-            Err(e) => tracing::warn!(error = %e, "resync failed; will try at the next interval"),
+            Err(e) => tracing::error!(error = %e, "resync failed; will try at the next interval"),
         }
     }
 }

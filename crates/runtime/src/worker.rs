@@ -15,7 +15,7 @@ use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
 use fleetsync_applier::{Applier, Moment};
 use fleetsync_model::{Clock, Phase, Timestamp};
-use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Store, StoreError};
+use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, RunOutcome, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -283,8 +283,12 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
     match reconciler::run(&*shared.reconciler, &ctx).await {
         Some(completion) => {
             shared.leases.completing(&item.key, item.fence);
+            let error = match &completion.outcome {
+                RunOutcome::Failed { error } => Some(error.clone()),
+                _ => None,
+            };
             match shared.committer.commit(completion).await {
-                Ok(outcome) => record(&shared.metrics, outcome),
+                Ok(outcome) => record(&shared.metrics, item, error.as_deref(), outcome),
                 Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),
             }
         }
@@ -303,13 +307,18 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
     shared.slots.give_back(&item.key);
 }
 
-fn record(metrics: &RuntimeMetrics, outcome: CompleteOutcome) {
+/// Counts a committed run, and logs a failed one (a WARN per failed run and per parked
+/// key, with the key, the attempt and the reason the run gave).
+fn record(metrics: &RuntimeMetrics, item: &ClaimedItem, error: Option<&str>, outcome: CompleteOutcome) {
+    let (key, attempt, error) = (&item.key, item.attempt, error.unwrap_or(""));
     match outcome {
         CompleteOutcome::Committed(Phase::Failed) => {
+            tracing::warn!(%key, attempt, error, "run failed; the key runs again after its backoff");
             metrics.retries.inc();
             metrics.run("failed");
         }
         CompleteOutcome::Committed(Phase::Parked) => {
+            tracing::warn!(%key, attempt, error, "run failed; the key is parked until a change, a resync or a retry");
             metrics.parked.inc();
             metrics.run("failed");
         }

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
-use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::*;
@@ -103,6 +103,18 @@ impl Objects for ExpireAfterClaim {
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
         self.inner.secret_list(tenant).await
     }
+
+    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+        self.inner.cluster_page(filter, page).await
+    }
+
+    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+        self.inner.syncset_page(filter, page).await
+    }
+
+    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+        self.inner.secret_page(filter, page).await
+    }
 }
 
 #[async_trait]
@@ -174,8 +186,20 @@ impl StatusRead for ExpireAfterClaim {
         self.inner.status_list(filter).await
     }
 
+    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+        self.inner.status_page(filter, page).await
+    }
+
     async fn queue_stats(&self) -> Result<QueueStats> {
         self.inner.queue_stats().await
+    }
+
+    async fn store_ready(&self) -> Result<()> {
+        self.inner.store_ready().await
+    }
+
+    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
+        self.inner.status_summary(tenant, syncset).await
     }
 }
 
@@ -229,5 +253,9 @@ impl LiveState for ExpireAfterClaim {
 
     async fn live_list(&self, tenant: &str, cluster: &str) -> Result<Vec<fleetsync_store::LiveResource>> {
         self.inner.live_list(tenant, cluster).await
+    }
+
+    async fn live_page(&self, filter: &LiveFilter, page: &PageRequest<String>) -> Result<Page<fleetsync_store::LiveResource, String>> {
+        self.inner.live_page(filter, page).await
     }
 }

@@ -145,7 +145,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
     if !q.watch {
         let (_, first) = first_page(&**state.events.log(), q.after, q.limit).await?;
         let items = visible_page(&**state.events.log(), &visible, first, q.limit).await?;
-        return Ok(Json(Items { items }).into_response());
+        return Ok(Json(Items::all(items)).into_response());
     }
     let slot = state.watches.slots.take(&state.watches.limits, &caller.subject)?;
     // Follow the feed before the first read: what it broadcasts from now on reaches us.

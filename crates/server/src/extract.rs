@@ -97,6 +97,12 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
     check_dns1123_label(name).map_err(|rule| ApiError::InvalidParam { param: what.to_string(), rule: rule.to_string() })
 }
 
+/// A `?tenant=` value, once checked: the same rule and message on every route.
+pub fn check_tenant(tenant: &str) -> Result<&str> {
+    check_name("query parameter `tenant`", tenant)?;
+    Ok(tenant)
+}
+
 pub fn default_tenant() -> String {
     DEFAULT_TENANT.to_string()
 }
@@ -112,8 +118,7 @@ pub struct TenantQuery {
 impl TenantQuery {
     /// The tenant, once checked.
     pub fn tenant(&self) -> Result<&str> {
-        check_name("query parameter `tenant`", &self.tenant)?;
-        Ok(&self.tenant)
+        check_tenant(&self.tenant)
     }
 }
 

@@ -1,8 +1,10 @@
-//! `GET /healthz` and `GET /readyz`: healthy (ready to serve) means the store answers;
-//! `GET /livez`: the process answers.
+//! `GET /healthz` and `GET /readyz`: healthy (ready to serve) means the store answers and
+//! holds the schema this build keeps; `GET /livez`: the process answers.
 //!
-//! The hub has no state of its own worth checking; if it can read the queue it can
-//! serve. The store's error is logged, not returned, like every internal error.
+//! The hub has no state of its own worth checking; if the store is ready it can serve.
+//! The check is one small read whatever the size of the fleet (no scan of the keys), so
+//! probes stay cheap at any scale. The store's error is logged, not returned, like every
+//! internal error.
 
 use crate::AppState;
 use axum::extract::State;
@@ -11,11 +13,11 @@ use axum::Json;
 use fleetsync_api::Health;
 
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
-    match state.store.queue_stats().await {
+    match state.store.store_ready().await {
         Ok(_) => (StatusCode::OK, Json(Health { status: "ok".into(), error: None })),
         Err(e) => {
-            tracing::error!(error = %e, "health check: the store cannot be read");
-            let health = Health { status: "unavailable".into(), error: Some("the store cannot be read".into()) };
+            tracing::error!(error = %e, "readiness check: the store is not ready");
+            let health = Health { status: "unavailable".into(), error: Some("the store is not ready".into()) };
             (StatusCode::SERVICE_UNAVAILABLE, Json(health))
         }
     }

@@ -10,7 +10,7 @@
 //! | `POST /v1/apply` | YAML/JSON documents → `{"results": [...]}` |
 //! | `GET /v1/clusters`, `GET/DELETE /v1/clusters/{name}` | Clusters |
 //! | `GET /v1/syncsets`, `GET/DELETE /v1/syncsets/{name}` | SyncSets |
-//! | `GET /v1/status?cluster=&syncset=` | key status |
+//! | `GET /v1/status?cluster=&syncset=&phase=&stale=` | key status |
 //! | `GET /v1/status/clusters/{name}`, `GET /v1/status/syncsets/{name}` | roll-ups |
 //! | `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` | explicit retry |
 //! | `GET /v1/events?after=&limit=` | the event log (410 if the cursor was trimmed) |
@@ -21,7 +21,9 @@
 //! | `GET /v1/whoami` | the caller's subject and grants |
 //! | `GET /livez`, `GET /readyz`, `GET /healthz`, `GET /metrics` | operations |
 //!
-//! `?tenant=` selects the tenant (default `default`) wherever objects are named.
+//! `?tenant=` selects the tenant (default `default`) wherever objects are named. The lists
+//! of Clusters, SyncSets, Secrets, status and live state page with `?limit=&continue=`
+//! ([`paging`]).
 //! Every route but the probes (and `/metrics`, unless asked) needs a credential, and
 //! what each route needs is one table ([`access::routes`]), checked before any handler.
 
@@ -36,6 +38,7 @@ pub mod health;
 pub mod members;
 pub mod metrics;
 pub mod objects;
+pub mod paging;
 pub mod serve;
 pub mod status;
 pub mod tls;

@@ -13,5 +13,5 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Items<Member>>> 
     let members = state.store.member_list().await?;
     let ids: Vec<String> = members.iter().map(|m| m.id.clone()).collect();
     let items = members.into_iter().zip(shard_counts(&ids)).map(|(member, shards)| crate::wire::member(member, shards)).collect();
-    Ok(Json(Items { items }))
+    Ok(Json(Items::all(items)))
 }

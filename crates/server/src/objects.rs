@@ -10,13 +10,14 @@
 
 use crate::access::{Access, Caller, Right};
 use crate::error::{ApiError, Result};
-use crate::extract::{check_name, ApiPath, ApiQuery, ApiText, TenantQuery};
+use crate::extract::{check_name, check_tenant, default_tenant, ApiPath, ApiQuery, ApiText, TenantQuery};
+use crate::paging::{self, Scope, Want};
 use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
-use fleetsync_model::{parse_documents_with, Document, Endpoint, Kind, ParseBudget};
-use fleetsync_store::{Objects, StoreError};
+use fleetsync_model::{parse_documents_with, Cluster, Document, Endpoint, Kind, LabelQuery, ParseBudget};
+use fleetsync_store::{ClusterFilter, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -123,18 +124,68 @@ fn may_write(caller: &Caller, access: &Access, doc: &Document) -> Result<()> {
     Ok(())
 }
 
-/// `GET /v1/<plural>`: every object of the kind in the tenant.
-pub async fn list<K: ObjectKind>(
-    State(state): State<AppState>,
-    ApiQuery(q): ApiQuery<TenantQuery>,
-) -> Result<Json<Items<Value>>> {
-    let tenant = Some(q.tenant()?);
-    let items = match K::KIND {
-        Kind::Cluster => state.store.cluster_list(tenant).await?.into_iter().map(Document::Cluster).collect::<Vec<_>>(),
-        Kind::SyncSet => state.store.syncset_list(tenant).await?.into_iter().map(Document::SyncSet).collect(),
-        Kind::Secret => state.store.secret_list(tenant).await?.into_iter().map(Document::Secret).collect(),
+/// `GET /v1/<plural>?tenant=&labelSelector=&limit=&continue=` (`labelSelector`: Clusters
+/// only).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    #[serde(rename = "labelSelector")]
+    pub label_selector: Option<String>,
+    pub limit: Option<usize>,
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
+}
+
+/// `GET /v1/<plural>`: every object of the kind in the tenant, or one page of them.
+pub async fn list<K: ObjectKind>(State(state): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<Items<Value>>> {
+    let tenant = check_tenant(&q.tenant)?;
+    let labels = match (&q.label_selector, K::KIND) {
+        (None, _) => LabelQuery::default(),
+        (Some(text), Kind::Cluster) => LabelQuery::parse(text)
+            .map_err(|e| ApiError::InvalidParam { param: "query parameter `labelSelector`".into(), rule: e.to_string() })?,
+        (Some(_), kind) => {
+            return Err(ApiError::InvalidParam {
+                param: "query parameter `labelSelector`".into(),
+                rule: format!("only Clusters have labels to select, not {}s", kind.as_str()),
+            })
+        }
     };
-    Ok(Json(Items { items: items.iter().map(Document::to_value).collect() }))
+    let scope = Scope::new(&format!("/v1/{}", K::KIND.as_str()), tenant, &labels.to_string());
+    let (store, objects) = (state.store.as_ref(), ObjectFilter { tenant: Some(tenant.into()) });
+    let clusters = ClusterFilter { tenant: Some(tenant.into()), labels };
+    let items = match paging::want::<ObjectKey>(q.limit, q.continue_.as_deref(), &scope)? {
+        Want::All => {
+            let docs: Vec<Document> = match K::KIND {
+                Kind::Cluster if clusters.labels.is_empty() => store.cluster_list(Some(tenant)).await?.into_iter().map(Document::Cluster).collect(),
+                Kind::Cluster => all_clusters(store, &clusters).await?.into_iter().map(Document::Cluster).collect(),
+                Kind::SyncSet => store.syncset_list(Some(tenant)).await?.into_iter().map(Document::SyncSet).collect(),
+                Kind::Secret => store.secret_list(Some(tenant)).await?.into_iter().map(Document::Secret).collect(),
+            };
+            Items::all(docs.iter().map(Document::to_value).collect())
+        }
+        Want::Page(page) => match K::KIND {
+            Kind::Cluster => paging::items(store.cluster_page(&clusters, &page).await?, &scope, |c| Document::Cluster(c).to_value()),
+            Kind::SyncSet => paging::items(store.syncset_page(&objects, &page).await?, &scope, |s| Document::SyncSet(s).to_value()),
+            Kind::Secret => paging::items(store.secret_page(&objects, &page).await?, &scope, |s| Document::Secret(s).to_value()),
+        },
+    };
+    Ok(Json(items))
+}
+
+/// Every Cluster the filter selects, read a page of [`MAX_PAGE_LIMIT`] at a time (the
+/// store's pages evaluate label selectors).
+async fn all_clusters(store: &dyn Store, filter: &ClusterFilter) -> Result<Vec<Cluster>> {
+    let (mut clusters, mut after) = (Vec::new(), None);
+    loop {
+        let page = store.cluster_page(filter, &PageRequest { after, limit: MAX_PAGE_LIMIT }).await?;
+        clusters.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(clusters),
+        }
+    }
 }
 
 /// `GET /v1/<plural>/{name}`.

@@ -3,19 +3,20 @@
 //! A query that names a cluster or SyncSet that does not exist is a 404 rather than
 //! an empty list, so a typo is not mistaken for "nothing to report".
 
-use crate::error::Result;
-use crate::extract::{check_name, default_tenant, ApiPath, ApiQuery, TenantQuery};
+use crate::error::{ApiError, Result};
+use crate::extract::{check_name, check_tenant, default_tenant, ApiPath, ApiQuery, TenantQuery};
 use crate::objects::fetch;
+use crate::paging::{self, Scope, Want};
 use crate::{AppState, Items};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use fleetsync_model::{ClusterStatus, Kind, KeyStatus, WorkKey};
+use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase, WorkKey};
 use fleetsync_store::{StatusFilter, StoreError};
 use fleetsync_api::{Retried, SyncSetStatus};
 use serde::Deserialize;
 
-/// `GET /v1/status?tenant=&cluster=&syncset=`.
+/// `GET /v1/status?tenant=&cluster=&syncset=&phase=&stale=&limit=&continue=`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusQuery {
@@ -23,22 +24,61 @@ pub struct StatusQuery {
     pub tenant: String,
     pub cluster: Option<String>,
     pub syncset: Option<String>,
+    /// Phases, comma-separated (`Failed,Parked`): keys in any of them.
+    pub phase: Option<String>,
+    /// `true`: only keys that have not applied their SyncSet's generation yet.
+    #[serde(default)]
+    pub stale: bool,
+    pub limit: Option<usize>,
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
 }
 
-/// `GET /v1/status`: the status of every key matching the filter.
+/// The phases of `?phase=`, each checked.
+fn phases(text: &str) -> Result<Vec<Phase>> {
+    let mut phases: Vec<Phase> = text
+        .split(',')
+        .map(|p| {
+            Phase::parse(p.trim()).ok_or_else(|| ApiError::InvalidParam {
+                param: "query parameter `phase`".into(),
+                rule: format!("unknown phase {:?} (one of {})", p.trim(), Phase::ALL.map(Phase::as_str).join(", ")),
+            })
+        })
+        .collect::<Result<_>>()?;
+    phases.sort();
+    phases.dedup();
+    Ok(phases)
+}
+
+/// `GET /v1/status`: the status of every key matching the filter, or one page of it.
 pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<StatusQuery>) -> Result<Json<Items<KeyStatus>>> {
-    check_name("query parameter `tenant`", &q.tenant)?;
+    check_tenant(&q.tenant)?;
     let named = [(Kind::Cluster, "cluster", &q.cluster), (Kind::SyncSet, "syncset", &q.syncset)];
     for (_, param, name) in &named {
         if let Some(name) = name {
             check_name(&format!("query parameter `{param}`"), name)?;
         }
     }
-    let filter = StatusFilter { tenant: Some(q.tenant.clone()), cluster: q.cluster.clone(), syncset: q.syncset.clone() };
-    let items = state.store.status_list(&filter).await?;
-    // Only when nothing matched: a deleted SyncSet's keys stay (being removed) and
-    // must remain visible.
-    if items.is_empty() {
+    let phases = q.phase.as_deref().map(phases).transpose()?.unwrap_or_default();
+    let filters = format!(
+        "cluster={};syncset={};phase={};stale={}",
+        q.cluster.as_deref().unwrap_or(""),
+        q.syncset.as_deref().unwrap_or(""),
+        phases.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(","),
+        q.stale
+    );
+    let scope = Scope::new("/v1/status", &q.tenant, &filters);
+    let filter = StatusFilter { tenant: Some(q.tenant.clone()), cluster: q.cluster.clone(), syncset: q.syncset.clone(), phases, stale: q.stale };
+    let (items, first) = match paging::want::<WorkKey>(q.limit, q.continue_.as_deref(), &scope)? {
+        Want::All => (Items::all(state.store.status_list(&filter).await?), true),
+        Want::Page(page) => {
+            let first = page.after.is_none();
+            (paging::items(state.store.status_page(&filter, &page).await?, &scope, |k| k), first)
+        }
+    };
+    // Only when nothing matched from the start: a deleted SyncSet's keys stay (being
+    // removed) and must remain visible.
+    if first && items.items.is_empty() {
         for (kind, _, name) in named {
             if let Some(name) = name {
                 if fetch(state.store.as_ref(), kind, &q.tenant, name).await?.is_none() {
@@ -47,7 +87,7 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<StatusQue
             }
         }
     }
-    Ok(Json(Items { items }))
+    Ok(Json(items))
 }
 
 /// `GET /v1/status/clusters/{name}`: the cluster's condition and its keys.
@@ -61,25 +101,49 @@ pub async fn cluster(
     if state.store.cluster_get(tenant, &name).await?.is_none() {
         return Err(StoreError::not_found(Kind::Cluster, tenant, &name).into());
     }
-    let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(name.clone()), syncset: None };
+    let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(name.clone()), ..StatusFilter::default() };
     let keys = state.store.status_list(&filter).await?;
     Ok(Json(ClusterStatus::roll_up(tenant, &name, keys)))
 }
 
-/// `GET /v1/status/syncsets/{name}`: the SyncSet's keys on every cluster.
+/// `GET /v1/status/syncsets/{name}?tenant=&limit=&continue=`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncSetStatusQuery {
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    pub limit: Option<usize>,
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
+}
+
+/// `GET /v1/status/syncsets/{name}`: the SyncSet's summary (counted by the store, not
+/// from the keys sent) and its keys on every cluster, all or one page.
 pub async fn syncset(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
-    ApiQuery(q): ApiQuery<TenantQuery>,
+    ApiQuery(q): ApiQuery<SyncSetStatusQuery>,
 ) -> Result<Json<SyncSetStatus>> {
     check_name("SyncSet name in the path", &name)?;
-    let tenant = q.tenant()?;
+    let tenant = check_tenant(&q.tenant)?;
     let Some(set) = state.store.syncset_get(tenant, &name).await? else {
         return Err(StoreError::not_found(Kind::SyncSet, tenant, &name).into());
     };
-    let filter = StatusFilter { tenant: Some(tenant.into()), cluster: None, syncset: Some(name.clone()) };
-    let items = state.store.status_list(&filter).await?;
-    Ok(Json(SyncSetStatus { tenant: tenant.into(), syncset: name, generation: set.metadata.generation, items }))
+    let scope = Scope::new(&format!("/v1/status/syncsets/{name}"), tenant, "");
+    let filter = StatusFilter { tenant: Some(tenant.into()), syncset: Some(name.clone()), ..StatusFilter::default() };
+    let items = match paging::want::<WorkKey>(q.limit, q.continue_.as_deref(), &scope)? {
+        Want::All => Items::all(state.store.status_list(&filter).await?),
+        Want::Page(page) => paging::items(state.store.status_page(&filter, &page).await?, &scope, |k| k),
+    };
+    let summary = state.store.status_summary(tenant, &name).await?;
+    Ok(Json(SyncSetStatus {
+        tenant: tenant.into(),
+        syncset: name,
+        generation: set.metadata.generation,
+        summary,
+        items: items.items,
+        continue_: items.continue_,
+    }))
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again

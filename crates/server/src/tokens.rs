@@ -51,7 +51,7 @@ pub async fn create(State(state): State<AppState>, caller: Caller, ApiText(body)
 /// `GET /v1/tokens`: the tokens whose grant the caller could have issued.
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Items<TokenRecord>>> {
     let items = state.store.token_list().await?.into_iter().filter(|t| caller.may_issue(&t.grant)).collect();
-    Ok(Json(Items { items }))
+    Ok(Json(Items::all(items)))
 }
 
 /// `DELETE /v1/tokens/{name}`: 404 for a token the caller may not see, as for one that

@@ -20,7 +20,7 @@ pub use routes::{Need, RULES};
 pub use rules::{Caller, Right, Visible};
 
 use crate::error::ApiError;
-use crate::extract::check_name;
+use crate::extract::check_tenant;
 use crate::AppState;
 use axum::body::HttpBody;
 use axum::extract::{FromRequestParts, MatchedPath, Query, Request, State};
@@ -138,7 +138,7 @@ fn query_tenant(req: &Request) -> Result<String, ApiError> {
     }
     let q = Query::<Tenant>::try_from_uri(req.uri())?;
     let tenant = q.0.tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
-    check_name("query parameter `tenant`", &tenant)?;
+    check_tenant(&tenant)?;
     Ok(tenant)
 }
 

@@ -17,7 +17,7 @@ pub struct Desired {
 impl Desired {
     /// Reads the cluster's keys that are to be on it and their SyncSets' manifests.
     pub async fn load(store: &dyn Store, tenant: &str, cluster: &str) -> Result<Desired> {
-        let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), syncset: None };
+        let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), ..StatusFilter::default() };
         let mut by_resource = BTreeMap::new();
         for key in store.status_list(&filter).await?.into_iter().filter(|k| k.desired) {
             let Some(set) = store.syncset_get(tenant, &key.key.syncset).await? else { continue };

@@ -17,13 +17,14 @@ pub mod desired;
 
 use crate::access::Caller;
 use crate::error::{ApiError, Result};
-use crate::extract::{check_name, default_tenant, ApiQuery, ApiText};
+use crate::extract::{check_name, check_tenant, default_tenant, ApiQuery, ApiText};
+use crate::paging::{self, Scope, Want};
 use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{Ack, Acks, LiveResource, ReportResult};
 use fleetsync_model::{Kind, LiveReport, LiveState, ReportBatch, ResourceRef};
-use fleetsync_store::{LiveRecord, StoreError};
+use fleetsync_store::{LiveFilter, LiveRecord, StoreError};
 use serde::Deserialize;
 
 /// `POST /v1/agent/reports`: checks, judges and persists a batch in one transaction.
@@ -93,7 +94,7 @@ pub struct ClusterQuery {
 
 impl ClusterQuery {
     fn check(&self) -> Result<()> {
-        check_name("query parameter `tenant`", &self.tenant)?;
+        check_tenant(&self.tenant)?;
         check_name("query parameter `cluster`", &self.cluster)
     }
 }
@@ -107,15 +108,35 @@ pub async fn resources(
     q.check()?;
     must_be_agent_of(&caller, &q.tenant, &q.cluster)?;
     let desired = desired::Desired::load(state.store.as_ref(), &q.tenant, &q.cluster).await?;
-    Ok(Json(Items { items: desired.resources() }))
+    Ok(Json(Items::all(desired.resources())))
 }
 
-/// `GET /v1/live`: the live state stored for a cluster (objects left out).
-pub async fn live(State(state): State<AppState>, ApiQuery(q): ApiQuery<ClusterQuery>) -> Result<Json<Items<LiveResource>>> {
-    q.check()?;
+/// `GET /v1/live?tenant=&cluster=&limit=&continue=`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveQuery {
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    pub cluster: String,
+    pub limit: Option<usize>,
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
+}
+
+/// `GET /v1/live`: the live state stored for a cluster (objects left out), or one page
+/// of it.
+pub async fn live(State(state): State<AppState>, ApiQuery(q): ApiQuery<LiveQuery>) -> Result<Json<Items<LiveResource>>> {
+    check_tenant(&q.tenant)?;
+    check_name("query parameter `cluster`", &q.cluster)?;
     if state.store.cluster_get(&q.tenant, &q.cluster).await?.is_none() {
         return Err(StoreError::not_found(Kind::Cluster, &q.tenant, &q.cluster).into());
     }
-    let live = state.store.live_list(&q.tenant, &q.cluster).await?;
-    Ok(Json(Items { items: live }))
+    let scope = Scope::new("/v1/live", &q.tenant, &q.cluster);
+    Ok(Json(match paging::want::<String>(q.limit, q.continue_.as_deref(), &scope)? {
+        Want::All => Items::all(state.store.live_list(&q.tenant, &q.cluster).await?),
+        Want::Page(page) => {
+            let filter = LiveFilter { tenant: q.tenant.clone(), cluster: q.cluster.clone() };
+            paging::items(state.store.live_page(&filter, &page).await?, &scope, |l| l)
+        }
+    }))
 }

@@ -4,7 +4,7 @@ use crate::harness::over;
 use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use fleetsync_model::{Cluster, Document, Grant, KeyStatus, Kind, ResourceRef, Secret, SyncSet, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Cluster, Document, Grant, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use fleetsync_store::*;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -51,6 +51,18 @@ impl Objects for Broken {
     }
 
     async fn secret_list(&self, _: Option<&str>) -> Result<Vec<Secret>> {
+        fail()
+    }
+
+    async fn cluster_page(&self, _: &ClusterFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+        fail()
+    }
+
+    async fn syncset_page(&self, _: &ObjectFilter, _: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+        fail()
+    }
+
+    async fn secret_page(&self, _: &ObjectFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
         fail()
     }
 }
@@ -123,7 +135,19 @@ impl StatusRead for Broken {
         fail()
     }
 
+    async fn status_page(&self, _: &StatusFilter, _: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+        fail()
+    }
+
     async fn queue_stats(&self) -> Result<QueueStats> {
+        fail()
+    }
+
+    async fn store_ready(&self) -> Result<()> {
+        fail()
+    }
+
+    async fn status_summary(&self, _: &str, _: &str) -> Result<StatusSummary> {
         fail()
     }
 }
@@ -182,6 +206,10 @@ impl LiveState for Broken {
     async fn live_list(&self, _: &str, _: &str) -> Result<Vec<LiveResource>> {
         fail()
     }
+
+    async fn live_page(&self, _: &LiveFilter, _: &PageRequest<String>) -> Result<Page<LiveResource, String>> {
+        fail()
+    }
 }
 
 #[tokio::test]
@@ -193,6 +221,8 @@ async fn store_failures_are_hidden() {
         ("GET", "/v1/clusters", StatusCode::INTERNAL_SERVER_ERROR),
         ("GET", "/v1/syncsets/x", StatusCode::INTERNAL_SERVER_ERROR),
         ("GET", "/v1/status", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/status?limit=5", StatusCode::INTERNAL_SERVER_ERROR),
+        ("GET", "/v1/clusters?limit=5&labelSelector=a%3Db", StatusCode::INTERNAL_SERVER_ERROR),
         ("GET", "/v1/events", StatusCode::INTERNAL_SERVER_ERROR),
         ("GET", "/v1/events?watch=true", StatusCode::INTERNAL_SERVER_ERROR),
         ("POST", "/v1/apply", StatusCode::INTERNAL_SERVER_ERROR),

@@ -82,6 +82,50 @@ async fn syncset_status() {
     assert_eq!(s["items"].as_array().map(Vec::len), Some(2));
 }
 
+/// The summary counts every key of the SyncSet by phase and generation, whatever the
+/// page; failures come with their reasons; pages of its keys follow `continue`.
+#[tokio::test]
+async fn syncset_summary_counts_every_key_and_its_keys_page() {
+    use fleetsync_store::{ClaimParams, Completion, RunOutcome};
+    use std::time::Duration;
+    let api = Api::new();
+    let clusters: String = (0..5)
+        .map(|i| format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{i}, labels: {{env: prod}}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"))
+        .collect();
+    api.apply(&format!("{clusters}{}", FLEET.split("---").find(|d| d.contains("name: base")).expect("the base SyncSet"))).await;
+    // Two keys applied, one failed, two still pending.
+    let claimed = api.store.work_claim(ClaimParams::new("w", 3, Duration::from_secs(30))).await.expect("claim");
+    let outcome = |i: usize, generation: i64| match i {
+        0 | 1 => RunOutcome::Applied { generation, inventory: vec![] },
+        _ => RunOutcome::Failed { error: "admission webhook denied the request".into() },
+    };
+    let completions = claimed.iter().enumerate().map(|(i, c)| Completion { key: c.key.clone(), fence: c.fence, outcome: outcome(i, c.generation), resources: vec![] }).collect();
+    api.store.work_complete(completions).await.expect("complete");
+
+    let first = api.get("/v1/status/syncsets/base?limit=2").await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    let first = first.json();
+    let summary = &first["summary"];
+    assert_eq!(summary["total"], 5);
+    assert_eq!(summary["phases"], serde_json::json!({"Pending": 2, "Applying": 0, "Applied": 2, "Failed": 1, "Parked": 0}));
+    assert_eq!(summary["atGeneration"], 2);
+    assert_eq!(summary["failures"][0]["lastError"], "admission webhook denied the request");
+    assert_eq!(summary["failures"][0]["phase"], "Failed");
+    let mut seen: Vec<String> = vec![];
+    let mut page = first;
+    loop {
+        assert_eq!(page["summary"]["total"], 5, "every page carries the whole summary");
+        seen.extend(page["items"].as_array().expect("items").iter().map(|k| k["cluster"].as_str().unwrap_or("").to_string()));
+        let Some(token) = page["continue"].as_str().map(str::to_string) else { break };
+        page = api.get(&format!("/v1/status/syncsets/base?limit=2&continue={token}")).await.json();
+    }
+    assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4"]);
+    let unpaged = api.get("/v1/status/syncsets/base").await.typed::<fleetsync_api::SyncSetStatus>();
+    assert_eq!((unpaged.items.len(), unpaged.continue_, unpaged.summary.total), (5, None, 5));
+    let other = api.get(&format!("/v1/status/syncsets/base?limit=2&continue={}", api.get("/v1/status?limit=1").await.json()["continue"].as_str().unwrap_or(""))).await;
+    assert_eq!(other.status, StatusCode::BAD_REQUEST, "a token of another list: {}", other.text);
+}
+
 #[tokio::test]
 async fn retry() {
     let api = Api::new();
