@@ -11,8 +11,22 @@ pub struct Cli {
     /// else http://127.0.0.1:8080).
     #[arg(long, global = true, env = "FLEETSYNC_SERVER")]
     pub server: Option<String>,
+    /// How logs are written to stderr: `text` (coloured only on a terminal) or `json`
+    /// (one object per line, for log collectors). Levels: `RUST_LOG`.
+    #[arg(long, global = true, env = "FLEETSYNC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The format of the logs (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,6 +57,41 @@ pub enum Command {
     /// Issue, list and revoke the hub's bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print a completion script for a shell (e.g. `source <(fleetsync completion bash)`).
+    Completion(CompletionArgs),
+    /// Print the version of this client and, when it can tell, of the hub.
+    Version(VersionArgs),
+}
+
+/// How the client commands talk to the hub, whatever the command.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// How long one request to the hub may take, answer included (e.g. 30s, 500ms;
+    /// default 30s, for `agent` 10s); for `get events --watch`, how long the hub may
+    /// take to start answering.
+    #[arg(long, global = true, env = "FLEETSYNC_REQUEST_TIMEOUT", value_parser = humantime::parse_duration)]
+    pub request_timeout: Option<Duration>,
+}
+
+impl ClientArgs {
+    /// The timeout of the client commands' requests.
+    pub fn timeout(&self) -> Duration {
+        self.request_timeout.unwrap_or(Duration::from_secs(30))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    #[command(flatten)]
+    pub conn: ConnArgs,
 }
 
 /// How a client reaches the hub and who it is there: flags, then environment, then
@@ -391,12 +440,14 @@ pub enum Resource {
     Members,
 }
 
-#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     #[default]
     Table,
     Json,
     Yaml,
+    /// `kind/name` per line (Clusters, SyncSets and Secrets), for scripts.
+    Name,
 }
 
 #[derive(Debug, Args)]
@@ -418,6 +469,20 @@ pub struct GetArgs {
     /// Events: only those after this sequence number (a cursor).
     #[arg(long)]
     pub after: Option<u64>,
+    /// Clusters: only those whose labels match this selector, in kubectl's syntax
+    /// (`env=prod,tier in (a,b),!canary`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Status: only keys in these phases, comma-separated (`Failed,Parked`).
+    #[arg(long)]
+    pub phase: Option<String>,
+    /// Status: only keys that have not applied their SyncSet's generation yet.
+    #[arg(long)]
+    pub stale: bool,
+    /// Lists are read from the hub in pages of this many items (1 to 5000); the output
+    /// holds them all.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(1..=5000))]
+    pub limit: u16,
 }
 
 #[derive(Debug, Args)]
@@ -495,8 +560,9 @@ pub struct AgentArgs {
     pub backoff_base: Duration,
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub backoff_cap: Duration,
-    /// How long one request (to the hub or the target) may take.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// How long one request (to the hub or the target) may take: the global
+    /// `--request-timeout`, else 10s.
+    #[arg(skip = Duration::from_secs(10))]
     pub request_timeout: Duration,
     #[command(flatten)]
     pub tls: AgentTlsArgs,

@@ -2,10 +2,11 @@
 //! ([`fleetsync_api::Client`]), printing its answers for people or scripts.
 
 use crate::args::{ApplyArgs, DeleteArgs, Format, GetArgs, Resource};
-use crate::output::{clip, structured, table, text, text_of};
+use crate::output::{clip, names, structured, table, text, text_of, NAME_LISTS_OBJECTS_ONLY};
 use anyhow::{anyhow, bail, Context, Result};
-use crate::context::connect;
-use fleetsync_api::{describe, Client, ClientError, Event, Items, Member, StatusFilter, WatchLine};
+use crate::context::{connect, HubFlags};
+use fleetsync::outln;
+use fleetsync_api::{all_pages, describe, Client, ClientError, Event, Items, Member, PageParams, StatusFilter, WatchLine};
 use fleetsync_model::{parse_documents, KeyStatus, Kind};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -25,6 +26,7 @@ fn read_input(path: &Path) -> Result<String> {
 /// the client; for an expired event cursor, what to do.
 pub(crate) fn explain(e: ClientError) -> anyhow::Error {
     match e {
+        ClientError::TimedOut { .. } => anyhow!("{e} (--request-timeout)"),
         ClientError::Unreachable { .. } => {
             anyhow!("{} (is `fleetsync serve` running? set --server or FLEETSYNC_SERVER)", describe(&e))
         }
@@ -40,30 +42,45 @@ fn cursor_gone(cursor: u64, horizon: u64) -> String {
     format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
 }
 
-pub async fn apply(server: Option<&str>, a: ApplyArgs) -> Result<()> {
+pub async fn apply(server: HubFlags<'_>, a: ApplyArgs) -> Result<()> {
     let body = read_input(&a.file)?;
     // Validate here first: a bad file fails fast, without a hub, naming the problem.
     parse_documents(&body).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
     for r in connect(server, &a.conn)?.client.apply(body).await.map_err(explain)? {
         let kind = r.kind.as_str().to_ascii_lowercase();
-        println!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued);
+        outln!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued)?;
     }
     Ok(())
 }
 
 /// Prints a list as JSON or YAML (`{"items": [...]}`, as the hub answers it), or as a
 /// table.
-fn print_list<T: serde::Serialize>(format: Format, items: Vec<T>, rows: impl Fn(&[T])) -> Result<()> {
-    let items = Items { items };
+fn print_list<T: serde::Serialize>(format: Format, items: Vec<T>, rows: impl Fn(&[T]) -> std::io::Result<()>) -> Result<()> {
+    let items = Items::all(items);
     if !structured(format, &items)? {
-        rows(&items.items);
+        rows(&items.items)?;
     }
     Ok(())
 }
 
-pub async fn get(server: Option<&str>, a: GetArgs) -> Result<()> {
+pub async fn get(server: HubFlags<'_>, a: GetArgs) -> Result<()> {
     if (a.watch || a.after.is_some()) && !matches!(a.resource, Resource::Events) {
         bail!("--watch and --after apply to `get events` only");
+    }
+    if a.selector.is_some() && !matches!(a.resource, Resource::Clusters) {
+        bail!("-l/--selector applies to `get clusters` only");
+    }
+    if (a.phase.is_some() || a.stale) && !(matches!(a.resource, Resource::Status) && a.name.is_none()) {
+        bail!("--phase and --stale apply to `get status` (without a name) only");
+    }
+    let object_kind = match a.resource {
+        Resource::Clusters => Some(Kind::Cluster),
+        Resource::Syncsets => Some(Kind::SyncSet),
+        Resource::Secrets => Some(Kind::Secret),
+        Resource::Status | Resource::Members | Resource::Events => None,
+    };
+    if a.output == Format::Name && object_kind.is_none() {
+        bail!(NAME_LISTS_OBJECTS_ONLY);
     }
     let conn = connect(server, &a.conn)?;
     let tenant = conn.tenant_or(&a.tenant);
@@ -72,36 +89,38 @@ pub async fn get(server: Option<&str>, a: GetArgs) -> Result<()> {
         return watch_events(&hub, a.after, a.output).await;
     }
     let (t, format) = (tenant.as_str(), a.output);
-    let object_kind = match a.resource {
-        Resource::Clusters => Some(Kind::Cluster),
-        Resource::Syncsets => Some(Kind::SyncSet),
-        Resource::Secrets => Some(Kind::Secret),
-        Resource::Status | Resource::Members | Resource::Events => None,
-    };
     match (a.resource, object_kind, &a.name) {
         (_, Some(kind), Some(n)) => {
             let object = hub.get(kind, t, n).await.map_err(explain)?;
-            if !structured(format, &object)? {
-                print_objects(a.resource, std::slice::from_ref(&object));
+            if format == Format::Name {
+                names(kind, std::slice::from_ref(&object))?;
+            } else if !structured(format, &object)? {
+                print_objects(a.resource, std::slice::from_ref(&object))?;
             }
             Ok(())
         }
         (_, Some(kind), None) => {
-            print_list(format, hub.list(kind, t).await.map_err(explain)?, |items| print_objects(a.resource, items))
+            let selector = a.selector.as_deref();
+            let items = all_pages(|token| hub.list_page(kind, t, selector, page(a.limit, token))).await.map_err(explain)?;
+            if format == Format::Name {
+                return Ok(names(kind, &items)?);
+            }
+            print_list(format, items, |items| print_objects(a.resource, items))
         }
         (_, None, _) if matches!(a.resource, Resource::Status) => match &a.name {
             Some(n) => {
                 let status = hub.cluster_status(t, n).await.map_err(explain)?;
                 if !structured(format, &status)? {
                     let c = &status.condition;
-                    println!("cluster {}: ready={} reason={} ({})", status.cluster, c.ready, c.reason, c.message);
-                    print_status(&status.syncsets);
+                    outln!("cluster {}: ready={} reason={} ({})", status.cluster, c.ready, c.reason, c.message)?;
+                    print_status(&status.syncsets)?;
                 }
                 Ok(())
             }
             None => {
-                let filter = StatusFilter { tenant: Some(t.to_string()), ..StatusFilter::default() };
-                print_list(format, hub.status(&filter).await.map_err(explain)?, print_status)
+                let filter = StatusFilter { tenant: Some(t.to_string()), phase: a.phase.clone(), stale: a.stale, ..StatusFilter::default() };
+                let items = all_pages(|token| hub.status_page(&filter, page(a.limit, token))).await.map_err(explain)?;
+                print_list(format, items, print_status)
             }
         },
         (Resource::Members, _, _) => print_list(format, hub.members().await.map_err(explain)?, print_members),
@@ -109,8 +128,13 @@ pub async fn get(server: Option<&str>, a: GetArgs) -> Result<()> {
     }
 }
 
+/// The page of `limit` items after the one whose token is `token`.
+fn page(limit: u16, token: Option<String>) -> PageParams {
+    PageParams { limit: Some(usize::from(limit)), continue_: token }
+}
+
 /// Objects as users write them (JSON documents), one row each.
-fn print_objects(resource: Resource, items: &[Value]) {
+fn print_objects(resource: Resource, items: &[Value]) -> std::io::Result<()> {
     let rows = |f: &dyn Fn(&Value) -> Vec<String>| items.iter().map(f).collect::<Vec<_>>();
     match resource {
         Resource::Clusters => table(
@@ -141,7 +165,7 @@ fn print_objects(resource: Resource, items: &[Value]) {
     }
 }
 
-fn print_members(items: &[Member]) {
+fn print_members(items: &[Member]) -> std::io::Result<()> {
     let rows: Vec<Vec<String>> = items
         .iter()
         .map(|m| {
@@ -149,10 +173,10 @@ fn print_members(items: &[Member]) {
             vec![w.id.clone(), m.shards.to_string(), w.in_flight.to_string(), text_of(&w.heartbeat_at), text_of(&w.started_at)]
         })
         .collect();
-    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"], &rows);
+    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"], &rows)
 }
 
-fn print_status(items: &[KeyStatus]) {
+fn print_status(items: &[KeyStatus]) -> std::io::Result<()> {
     let rows: Vec<Vec<String>> = items
         .iter()
         .map(|k| {
@@ -168,12 +192,12 @@ fn print_status(items: &[KeyStatus]) {
             ]
         })
         .collect();
-    table(&["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"], &rows);
+    table(&["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"], &rows)
 }
 
-fn print_events(items: &[Event]) {
+fn print_events(items: &[Event]) -> std::io::Result<()> {
     let rows: Vec<Vec<String>> = items.iter().map(event_cells).collect();
-    table(&EVENT_COLUMNS.map(|(h, _)| h), &rows);
+    table(&EVENT_COLUMNS.map(|(h, _)| h), &rows)
 }
 
 /// An event's cells, in the order of [`EVENT_COLUMNS`].
@@ -214,8 +238,8 @@ async fn watch_events(hub: &Client, after: Option<u64>, format: Format) -> Resul
     loop {
         let watch = match hub.watch_events(cursor).await {
             Ok(watch) => watch,
-            Err(e @ ClientError::Unreachable { .. }) if !connected => return Err(explain(e)),
-            Err(ClientError::Unreachable { .. }) => {
+            Err(e @ (ClientError::Unreachable { .. } | ClientError::TimedOut { .. })) if !connected => return Err(explain(e)),
+            Err(ClientError::Unreachable { .. } | ClientError::TimedOut { .. }) => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(RECONNECT_MAX);
                 continue;
@@ -281,7 +305,8 @@ impl EventPrinter {
         match self.format {
             Format::Json => writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default()),
             Format::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(event).unwrap_or_default()),
-            Format::Table => {
+            // `get` refuses `-o name` for events before it watches.
+            Format::Table | Format::Name => {
                 if !self.header_done {
                     self.header_done = true;
                     let header: Vec<String> = EVENT_COLUMNS.iter().map(|(h, _)| h.to_string()).collect();
@@ -298,7 +323,7 @@ fn padded(cells: &[String]) -> String {
     cols.join("  ").trim_end().to_string()
 }
 
-pub async fn delete(server: Option<&str>, a: DeleteArgs) -> Result<()> {
+pub async fn delete(server: HubFlags<'_>, a: DeleteArgs) -> Result<()> {
     let conn = connect(server, &a.conn)?;
     let targets: Vec<(Kind, String, String)> = match (&a.file, &a.kind, &a.name) {
         (Some(file), _, _) => {
@@ -317,7 +342,7 @@ pub async fn delete(server: Option<&str>, a: DeleteArgs) -> Result<()> {
     for (kind, tenant, name) in targets {
         let kind_name = kind.as_str().to_ascii_lowercase();
         match hub.delete(kind, &tenant, &name).await {
-            Ok(_) => println!("{kind_name}/{name} deleted"),
+            Ok(_) => outln!("{kind_name}/{name} deleted")?,
             Err(e) => {
                 eprintln!("error: {kind_name}/{name}: {:#}", explain(e));
                 failed += 1;

@@ -33,6 +33,8 @@ pub fn run_command(command: impl std::future::Future<Output = anyhow::Result<boo
     match runtime.block_on(command) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
+        // The reader of standard output went away (`| head`): it has what it wanted.
+        Err(e) if output::is_closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -40,9 +42,16 @@ pub fn run_command(command: impl std::future::Future<Output = anyhow::Result<boo
     }
 }
 
-/// Logs go to stderr at `default` level; `RUST_LOG` overrides.
-pub fn init_tracing(default: &str) {
+/// Logs go to stderr at `default` level (`RUST_LOG` overrides), as text — coloured only
+/// when stderr is a terminal, so files and pipes get no escape codes — or as one JSON
+/// object per line.
+pub fn init_tracing(default: &str, format: args::LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        args::LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        args::LogFormat::Json => logs.json().with_current_span(true).init(),
+    }
 }

@@ -1,6 +1,7 @@
 //! `fleetsync`: the hub (`serve`), the client (`apply`, `get`, `delete`), and `demo`.
 //! `bench` and `sim` run the `fleetsync-bench` binary ([`plugin`]).
 
+mod about;
 mod agent;
 mod access;
 mod client;
@@ -29,20 +30,26 @@ fn main() -> ExitCode {
         Command::Sim(a) => return plugin::run_sim(a.args),
         _ => {}
     }
-    init_tracing(&cli.command);
+    init_tracing(&cli.command, cli.log_format);
     fleetsync::run_command(async move {
+        let server = context::HubFlags { server: cli.server.as_deref(), timeout: cli.client.timeout() };
         match cli.command {
             Command::Serve(a) => serve::run(*a).await.map(|()| true),
             Command::Worker(a) => stores::worker(a).await.map(|()| true),
             Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
-            Command::Apply(a) => client::apply(cli.server.as_deref(), a).await.map(|()| true),
-            Command::Get(a) => client::get(cli.server.as_deref(), a).await.map(|()| true),
-            Command::Delete(a) => client::delete(cli.server.as_deref(), a).await.map(|()| true),
-            Command::Token(TokenCommand::Create(a)) => token::create(cli.server.as_deref(), a).await.map(|()| true),
-            Command::Token(TokenCommand::List(a)) => token::list(cli.server.as_deref(), a).await.map(|()| true),
-            Command::Token(TokenCommand::Revoke(a)) => token::revoke(cli.server.as_deref(), a).await.map(|()| true),
+            Command::Apply(a) => client::apply(server, a).await.map(|()| true),
+            Command::Get(a) => client::get(server, a).await.map(|()| true),
+            Command::Delete(a) => client::delete(server, a).await.map(|()| true),
+            Command::Token(TokenCommand::Create(a)) => token::create(server, a).await.map(|()| true),
+            Command::Token(TokenCommand::List(a)) => token::list(server, a).await.map(|()| true),
+            Command::Token(TokenCommand::Revoke(a)) => token::revoke(server, a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
-            Command::Agent(a) => agent::run(a).await.map(|()| true),
+            Command::Agent(mut a) => {
+                a.request_timeout = cli.client.request_timeout.unwrap_or(a.request_timeout);
+                agent::run(a).await.map(|()| true)
+            }
+            Command::Completion(a) => about::completion(a).map(|()| true),
+            Command::Version(a) => about::version(server, a).await.map(|()| true),
             Command::Bench(_) | Command::Sim(_) => unreachable!("run above, without a runtime"),
         }
     })
@@ -50,7 +57,7 @@ fn main() -> ExitCode {
 
 /// The hub logs at info, one-shot commands only warn, so their stdout stays clean for
 /// scripts.
-fn init_tracing(command: &Command) {
+fn init_tracing(command: &Command, format: args::LogFormat) {
     let default = if matches!(command, Command::Serve(_) | Command::Worker(_) | Command::Agent(_)) { "info" } else { "warn" };
-    fleetsync::init_tracing(default);
+    fleetsync::init_tracing(default, format);
 }

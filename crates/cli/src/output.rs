@@ -3,9 +3,31 @@
 use crate::args::Format;
 use anyhow::Result;
 use serde_json::Value;
+use std::io::Write;
+
+/// Writes a line to standard output. Unlike `println!`, a failure (standard output
+/// closed, e.g. piped into `head`) is returned rather than a panic: the command stops
+/// and exits quietly ([`is_closed_pipe`]).
+pub fn write_line(line: std::fmt::Arguments) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(line)?;
+    out.write_all(b"\n")
+}
+
+/// `println!` that returns the error of a closed standard output ([`write_line`]).
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::output::write_line(format_args!($($arg)*)) };
+}
+
+/// Whether an error is that of writing to a closed pipe: the reader has gone and wants
+/// no more, so the command ends quietly.
+pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+}
 
 /// Prints rows under headers, columns padded to their widest cell.
-pub fn table(headers: &[&str], rows: &[Vec<String>]) {
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -14,22 +36,36 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
     }
     let line = |cells: Vec<&str>| {
         let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        println!("{}", padded.join("  ").trim_end());
+        outln!("{}", padded.join("  ").trim_end())
     };
-    line(headers.to_vec());
+    line(headers.to_vec())?;
     for row in rows {
-        line(row.iter().map(String::as_str).collect());
+        line(row.iter().map(String::as_str).collect())?;
     }
+    Ok(())
 }
 
 /// Prints a value as JSON or YAML; returns false for `table` (the caller prints one).
 pub fn structured(format: Format, value: &impl serde::Serialize) -> Result<bool> {
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
-        Format::Yaml => print!("{}", serde_saphyr::to_string(value)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(value)?)?,
+        Format::Yaml => std::io::stdout().lock().write_all(serde_saphyr::to_string(value)?.as_bytes())?,
         Format::Table => return Ok(false),
+        Format::Name => anyhow::bail!(NAME_LISTS_OBJECTS_ONLY),
     }
     Ok(true)
+}
+
+/// What `-o name` says where there are no objects to name.
+pub const NAME_LISTS_OBJECTS_ONLY: &str = "-o name lists Clusters, SyncSets and Secrets only (`get clusters|syncsets|secrets`)";
+
+/// Prints objects as `kind/name`, one per line (`-o name`), as `apply` names them.
+pub fn names(kind: fleetsync_model::Kind, objects: &[Value]) -> std::io::Result<()> {
+    let kind = kind.as_str().to_ascii_lowercase();
+    for object in objects {
+        outln!("{kind}/{}", text(&object["metadata"]["name"]))?;
+    }
+    Ok(())
 }
 
 /// A JSON field as display text: strings bare, missing as `-`.

@@ -3,7 +3,8 @@
 //! through the hub's API as the caller (an admin of a tenant) with neither.
 
 use crate::args::{TokenCreateArgs, TokenListArgs, TokenRevokeArgs, TokenStoreArgs};
-use crate::context::connect;
+use crate::context::{connect, HubFlags};
+use fleetsync::outln;
 use crate::output::{structured, table, text_of};
 use anyhow::{anyhow, bail, Context, Result};
 use fleetsync_api::{Client, Items, TokenCreate};
@@ -19,7 +20,7 @@ enum Target {
     Hub(Client),
 }
 
-async fn target(server: Option<&str>, a: &TokenStoreArgs) -> Result<Target> {
+async fn target(server: HubFlags<'_>, a: &TokenStoreArgs) -> Result<Target> {
     if let Some(url) = &a.pg.database_url {
         return Ok(Target::Store(Arc::new(crate::stores::connect(url, &a.pg, StoreConfig::default()).await?)));
     }
@@ -33,7 +34,7 @@ async fn target(server: Option<&str>, a: &TokenStoreArgs) -> Result<Target> {
     Ok(Target::Hub(connect(server, &a.conn)?.client))
 }
 
-pub async fn create(server: Option<&str>, a: TokenCreateArgs) -> Result<()> {
+pub async fn create(server: HubFlags<'_>, a: TokenCreateArgs) -> Result<()> {
     let role: Role = match (&a.role, a.agent) {
         (Some(r), false) => r.parse().map_err(|e: String| anyhow!("--role: {e}"))?,
         (None, true) => Role::Agent,
@@ -54,18 +55,18 @@ pub async fn create(server: Option<&str>, a: TokenCreateArgs) -> Result<()> {
     };
     let expires = record.expires_at.map_or("never".to_string(), |t| t.to_rfc3339());
     eprintln!("token {} grants {} (expires: {expires})", record.name, record.grant);
-    println!("{token}");
+    outln!("{token}")?;
     Ok(())
 }
 
-pub async fn list(server: Option<&str>, a: TokenListArgs) -> Result<()> {
+pub async fn list(server: HubFlags<'_>, a: TokenListArgs) -> Result<()> {
     let items = match target(server, &a.store).await? {
         Target::Store(store) => store.token_list().await?,
         Target::Hub(hub) => hub.token_list().await.map_err(crate::client::explain)?,
     };
-    let items = Items { items };
+    let items = Items::all(items);
     if !structured(a.output, &items)? {
-        table(&["NAME", "GRANT", "EXPIRES", "CREATED", "BY"], &items.items.iter().map(row).collect::<Vec<_>>());
+        table(&["NAME", "GRANT", "EXPIRES", "CREATED", "BY"], &items.items.iter().map(row).collect::<Vec<_>>())?;
     }
     Ok(())
 }
@@ -75,7 +76,7 @@ fn row(t: &TokenRecord) -> Vec<String> {
     vec![t.name.clone(), t.grant.to_string(), expires, text_of(&t.created_at), t.created_by.clone()]
 }
 
-pub async fn revoke(server: Option<&str>, a: TokenRevokeArgs) -> Result<()> {
+pub async fn revoke(server: HubFlags<'_>, a: TokenRevokeArgs) -> Result<()> {
     match target(server, &a.store).await? {
         Target::Store(store) => {
             if !store.token_revoke(&a.name).await? {
@@ -86,6 +87,6 @@ pub async fn revoke(server: Option<&str>, a: TokenRevokeArgs) -> Result<()> {
             hub.token_revoke(&a.name).await.map_err(crate::client::explain)?;
         }
     }
-    println!("token/{} revoked", a.name);
+    outln!("token/{} revoked", a.name)?;
     Ok(())
 }

@@ -223,3 +223,37 @@ fn bench_passes_arguments_output_and_exit_status_through() {
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert_eq!(stdout(&out), "args: sim --listen 127.0.0.1:0 --help\n", "`fleetsync sim` is the plugin's `sim`");
 }
+
+/// Every failed run and every parked key is a WARN naming the key, the attempt and the
+/// reason; `--log-format json` writes one JSON object per line.
+#[test]
+fn failed_runs_and_parked_keys_are_logged_as_json_lines() {
+    let args = [
+        "--log-format", "json", "demo", "--clusters", "2", "--syncsets", "1", "--resources", "1", "--latency-scale", "0.01",
+        "--fail-rate", "1", "--max-attempts", "2", "--backoff-base", "10ms", "--backoff-cap", "10ms", "--timeout", "3s",
+    ];
+    let out = run(&args);
+    let lines: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    let said = |message: &str| {
+        lines.iter().filter(|l| l["level"] == "WARN" && l["fields"]["message"].as_str().is_some_and(|m| m.starts_with(message))).collect::<Vec<_>>()
+    };
+    let (failed, parked) = (said("run failed; the key runs again"), said("run failed; the key is parked"));
+    assert_eq!((failed.len(), parked.len()), (2, 2), "one failure, then parked, per key: {lines:?}");
+    for line in failed.iter().chain(&parked) {
+        assert!(line["fields"]["key"].as_str().is_some_and(|k| k.starts_with("default/cluster-")), "{line}");
+        assert!(line["fields"]["error"].as_str().is_some_and(|e| e.contains("simulated failure")), "{line}");
+    }
+    assert!(parked.iter().all(|l| l["fields"]["attempt"] == 2), "{parked:?}");
+}
+
+/// Text logs into a pipe or a file carry no colour codes.
+#[test]
+fn text_logs_into_a_pipe_have_no_colour_codes() {
+    let out = run(&["demo", "--clusters", "1", "--syncsets", "1", "--resources", "1", "--latency-scale", "0.01", "--fail-rate", "1", "--max-attempts", "1", "--timeout", "2s"]);
+    let logs = stderr(&out);
+    assert!(logs.contains("WARN") && logs.contains("run failed"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "escape codes in piped logs: {logs:?}");
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fleetsync"));
-    for var in ["FLEETSYNC_SERVER", "FLEETSYNC_TOKEN", "FLEETSYNC_CONTEXT", "FLEETSYNC_DB", "RUST_LOG"] {
+    for var in ["FLEETSYNC_SERVER", "FLEETSYNC_TOKEN", "FLEETSYNC_CONTEXT", "FLEETSYNC_DB", "FLEETSYNC_REQUEST_TIMEOUT", "RUST_LOG"] {
         c.env_remove(var);
     }
     // No config file of the person running the tests.

@@ -1,0 +1,83 @@
+//! `get` reads lists in pages (`--limit`) until the hub has no more, and prints them
+//! all, as one list; `-l`, `--phase` and `--stale` filter on the hub.
+
+mod common;
+
+use common::*;
+use fleetsync_api::Items;
+use fleetsync_model::KeyStatus;
+use serde_json::Value;
+use std::io::Write;
+
+/// Five clusters, `c3` labelled `env=dev` and the others `env=prod`, all selected by
+/// one SyncSet: five keys.
+fn fleet(hub: &Hub) {
+    let mut yaml = String::new();
+    for i in 1..=5 {
+        let env = if i == 3 { "dev" } else { "prod" };
+        yaml.push_str(&format!(
+            "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{i}, labels: {{env: {env}}}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"
+        ));
+    }
+    yaml.push_str("apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: base}\nspec:\n  resources:\n    - {apiVersion: v1, kind: Namespace, metadata: {name: app}}\n  clusterNames: [c1, c2, c3, c4, c5]\n");
+    let path = hub.dir.path().join("fleet.yaml");
+    std::fs::File::create(&path).and_then(|mut f| f.write_all(yaml.as_bytes())).expect("write fleet");
+    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn get_pages_through_every_list_and_prints_it_whole() {
+    let hub = Hub::start();
+    fleet(&hub);
+
+    let out = hub.cli(&["get", "status", "--limit", "2", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert!(status.get("continue").is_none(), "the output is the whole list: {status}");
+    let status: Items<KeyStatus> = serde_json::from_value(status).expect("key statuses");
+    let clusters: Vec<&str> = status.items.iter().map(|k| k.key.cluster.as_str()).collect();
+    assert_eq!(clusters, ["c1", "c2", "c3", "c4", "c5"]);
+
+    let table = stdout(&hub.cli(&["get", "status", "--limit", "2"]));
+    assert!((1..=5).all(|i| table.contains(&format!("c{i}"))), "{table}");
+
+    let out = hub.cli(&["get", "clusters", "--limit", "1", "-l", "env notin (dev)", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let names: Vec<&str> = listed["items"].as_array().expect("items").iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["c1", "c2", "c4", "c5"]);
+
+    let out = hub.cli(&["get", "status", "--limit", "2", "--phase", "Parked", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(serde_json::from_str::<Items<KeyStatus>>(&stdout(&out)).expect("json").items, vec![]);
+}
+
+#[test]
+fn bad_paging_and_filter_flags_say_what_to_fix() {
+    let hub = Hub::start();
+    let out = hub.cli(&["get", "status", "--phase", "Broken"]);
+    assert!(!out.status.success() && stderr(&out).contains("`phase`") && stderr(&out).contains("Broken"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "clusters", "-l", "tier in (a"]);
+    assert!(!out.status.success() && stderr(&out).contains("labelSelector"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "syncsets", "-l", "a=b"]);
+    assert!(!out.status.success() && stderr(&out).contains("--selector"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "status", "--limit", "0"]);
+    assert!(!out.status.success() && stderr(&out).contains("--limit"), "{}", stderr(&out));
+}
+
+/// `-o name` prints `kind/name` per line — with `-l`, across pages, and for one object —
+/// and is refused where there are no objects to name.
+#[test]
+fn output_name_prints_kind_slash_name_per_line() {
+    let hub = Hub::start();
+    fleet(&hub);
+    let out = hub.cli(&["get", "clusters", "-o", "name", "-l", "env=prod", "--limit", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "cluster/c1\ncluster/c2\ncluster/c4\ncluster/c5\n");
+    let out = hub.cli(&["get", "syncset", "base", "-o", "name"]);
+    assert_eq!(stdout(&out), "syncset/base\n", "{}", stderr(&out));
+    let out = hub.cli(&["get", "status", "-o", "name"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("-o name lists Clusters, SyncSets and Secrets only"), "{}", stderr(&out));
+}
