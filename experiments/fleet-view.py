@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""How long the fleet views take on a hub: readiness, a metrics scrape, pages of status
+and clusters, a filtered status page, and a SyncSet's summary (with one page of its
+keys, and with all of them).
+
+    fleet-view.py PORT TOKEN_FILE
+
+Prints the median of 7 requests and the size of the answer, per view.
+"""
+import json, statistics, sys, time, urllib.request
+
+port, token = sys.argv[1], open(sys.argv[2]).read().strip()
+
+def get(path):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
+    start = time.perf_counter()
+    body = urllib.request.urlopen(req, timeout=600).read()
+    return time.perf_counter() - start, body
+
+name = json.loads(get("/v1/syncsets?limit=1")[1])["items"][0]["metadata"]["name"]
+second = json.loads(get("/v1/status?limit=500")[1])["continue"]
+views = [
+    ("readiness", "/readyz"),
+    ("metrics scrape", "/metrics"),
+    ("status, first page of 500", "/v1/status?limit=500"),
+    ("status, second page of 500", f"/v1/status?limit=500&continue={second}"),
+    ("clusters, first page of 500", "/v1/clusters?limit=500"),
+    ("status, Failed and Parked only", "/v1/status?limit=500&phase=Failed,Parked"),
+    ("SyncSet summary + 100 keys", f"/v1/status/syncsets/{name}?limit=100"),
+    ("SyncSet summary + every key", f"/v1/status/syncsets/{name}"),
+]
+for label, path in views:
+    runs = [get(path) for _ in range(7)]
+    ms = statistics.median(r[0] for r in runs) * 1000
+    print(json.dumps({"view": label, "median_ms": round(ms, 1), "bytes": len(runs[0][1])}))
