@@ -1,7 +1,10 @@
-//! A SyncSet's status summed up: the pure part both backends share. Each backend reads
-//! its keys grouped by stored phase, failure and generation (one grouped query over the
-//! SyncSet's index range: no key is decoded or sent) and the first few failures; this
-//! turns those rows into a [`StatusSummary`].
+//! A SyncSet's status summed up: the pure part both backends share. Neither reads the
+//! SyncSet's keys. Each keeps its keys counted by group (stored phase, failed, at the
+//! generation asked for) in the transactions that change them (`key_counts`, kept by
+//! triggers: SQLite's per row, PostgreSQL's per statement as deltas, see
+//! `postgres/counts.rs`), finds when the longest-waiting key became due from its claim
+//! order, and the first few failures from an index of keys with an error. This turns
+//! those rows into a [`StatusSummary`].
 
 use crate::lifecycle::status_phase;
 use fleetsync_model::{KeyFailure, Phase, StatusSummary, Timestamp};
@@ -9,7 +12,7 @@ use fleetsync_model::{KeyFailure, Phase, StatusSummary, Timestamp};
 /// How many failures a summary names.
 pub const SUMMARY_FAILURES: usize = 5;
 
-/// One group of a SyncSet's keys, as the grouped query returns it.
+/// One group of a SyncSet's keys, as the counts return it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Group {
     /// The stored phase (`idle`, `ready`, `running`, `parked`).
@@ -19,8 +22,6 @@ pub(crate) struct Group {
     /// Observed generation equals the generation asked for.
     pub at_generation: bool,
     pub count: u64,
-    /// The earliest last change of the group's keys.
-    pub oldest_change: Option<Timestamp>,
 }
 
 /// A failed or parked key, as the failures query returns it.
@@ -32,39 +33,31 @@ pub(crate) struct FailureRow {
     pub last_error: Option<String>,
 }
 
-/// The SyncSet's keys grouped (`$1`: tenant, `$2`: SyncSet), served by the index on
-/// `(tenant, syncset)`: phase, failed, at generation, count, earliest last change.
-pub(crate) const GROUPS_SQL: &str = "SELECT phase, attempts > 0 AND last_error IS NOT NULL, observed_generation = generation,
-        COUNT(*), MIN(updated_at)
-     FROM work WHERE tenant = $1 AND syncset = $2 GROUP BY 1, 2, 3";
-
 /// The SyncSet's first failed or parked keys by cluster (`$1`: tenant, `$2`: SyncSet):
-/// cluster, phase, attempts, last error.
+/// cluster, phase, attempts, last error. Served by the index of keys with an error
+/// (`work_failed`), in its order.
 pub(crate) fn failures_sql() -> String {
     let failed = crate::page::phase_condition(&[Phase::Failed, Phase::Parked]).unwrap_or_default();
     format!(
-        "SELECT cluster, phase, attempts, last_error FROM work WHERE tenant = $1 AND syncset = $2 AND {failed}
-         ORDER BY cluster LIMIT {SUMMARY_FAILURES}"
+        "SELECT cluster, phase, attempts, last_error FROM work
+         WHERE tenant = $1 AND syncset = $2 AND last_error IS NOT NULL AND {failed}
+         ORDER BY tenant, syncset, cluster LIMIT {SUMMARY_FAILURES}"
     )
 }
 
-/// The summary of these groups and failures.
-pub(crate) fn summarize(groups: impl IntoIterator<Item = Group>, failures: Vec<FailureRow>) -> StatusSummary {
+/// The summary of these groups, the time the longest-waiting key became due, and
+/// these failures.
+pub(crate) fn summarize(groups: impl IntoIterator<Item = Group>, oldest_due: Option<Timestamp>, failures: Vec<FailureRow>) -> StatusSummary {
     let mut summary = StatusSummary { phases: Phase::ALL.iter().map(|p| (*p, 0)).collect(), ..StatusSummary::default() };
-    for g in groups {
+    for g in groups.into_iter().filter(|g| g.count > 0) {
         let phase = status_phase(&g.db_phase, u32::from(g.failed), g.failed);
         summary.total += g.count;
         *summary.phases.entry(phase).or_default() += g.count;
         if g.at_generation {
             summary.at_generation += g.count;
         }
-        if matches!(phase, Phase::Pending | Phase::Failed | Phase::Applying) {
-            summary.oldest_pending_since = match (summary.oldest_pending_since, g.oldest_change) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
     }
+    summary.oldest_pending_since = oldest_due;
     summary.failures = failures
         .into_iter()
         .take(SUMMARY_FAILURES)
@@ -82,33 +75,34 @@ pub(crate) fn summarize(groups: impl IntoIterator<Item = Group>, failures: Vec<F
 mod tests {
     use super::*;
 
-    fn group(db_phase: &str, failed: bool, at_generation: bool, count: u64, oldest: i64) -> Group {
-        Group { db_phase: db_phase.into(), failed, at_generation, count, oldest_change: Some(Timestamp(oldest)) }
+    fn group(db_phase: &str, failed: bool, at_generation: bool, count: u64) -> Group {
+        Group { db_phase: db_phase.into(), failed, at_generation, count }
     }
 
     #[test]
-    fn groups_sum_by_phase_and_generation_and_the_oldest_wait_ignores_settled_keys() {
+    fn groups_sum_by_phase_and_generation() {
         let s = summarize(
             [
-                group("idle", false, true, 7, 1),
-                group("ready", false, false, 2, 50),
-                group("ready", true, false, 3, 40),
-                group("running", false, false, 1, 60),
-                group("parked", true, false, 4, 5),
+                group("idle", false, true, 7),
+                group("ready", false, false, 2),
+                group("ready", true, false, 3),
+                group("running", false, false, 1),
+                group("parked", true, false, 4),
+                group("idle", false, false, 0),
             ],
+            Some(Timestamp(40)),
             vec![],
         );
         assert_eq!(s.total, 17);
         assert_eq!(s.at_generation, 7);
         let phases: Vec<u64> = Phase::ALL.iter().map(|p| s.phases[p]).collect();
         assert_eq!(phases, [2, 1, 7, 3, 4], "Pending, Applying, Applied, Failed, Parked");
-        // Applied (1) and Parked (5) keys do not wait to be applied.
         assert_eq!(s.oldest_pending_since, Some(Timestamp(40)));
     }
 
     #[test]
     fn an_empty_syncset_has_every_phase_at_zero_and_no_wait() {
-        let s = summarize([], vec![]);
+        let s = summarize([], None, vec![]);
         assert_eq!((s.total, s.at_generation, s.oldest_pending_since), (0, 0, None));
         assert_eq!(s.phases.len(), Phase::ALL.len());
         assert!(s.phases.values().all(|n| *n == 0));
@@ -118,7 +112,7 @@ mod tests {
     fn failures_are_named_with_their_phase_and_capped() {
         let row = |c: &str, db: &str| FailureRow { cluster: c.into(), db_phase: db.into(), attempts: 3, last_error: Some("boom".into()) };
         let rows = (0..8).map(|i| row(&format!("c{i}"), if i % 2 == 0 { "parked" } else { "ready" })).collect();
-        let s = summarize([], rows);
+        let s = summarize([], None, rows);
         assert_eq!(s.failures.len(), SUMMARY_FAILURES);
         assert_eq!((s.failures[0].phase, s.failures[1].phase), (Phase::Parked, Phase::Failed));
         assert_eq!(s.failures[1].last_error.as_deref(), Some("boom"));

@@ -1,6 +1,7 @@
-//! A SyncSet's status summary equals a full count of its keys' statuses, after random
-//! sequences of changes, claims, successes, failures (up to parking), retries and
-//! deletions.
+//! A SyncSet's status summary, and the store-wide counts by phase, equal a full count
+//! of the keys' statuses after random sequences of changes, claims, successes,
+//! failures (up to parking), retries, deletions of clusters and SyncSets, and
+//! heartbeats (which fold PostgreSQL's count deltas).
 
 use super::*;
 use fleetsync_model::{KeyFailure, KeyStatus, StatusSummary};
@@ -15,9 +16,6 @@ fn counted(keys: &[KeyStatus]) -> StatusSummary {
         want.total += 1;
         *want.phases.entry(k.phase).or_default() += 1;
         want.at_generation += u64::from(k.observed_generation == k.generation);
-        if matches!(k.phase, Phase::Pending | Phase::Failed | Phase::Applying) {
-            want.oldest_pending_since = Some(want.oldest_pending_since.map_or(k.updated_at, |t| t.min(k.updated_at)));
-        }
     }
     let mut failed: Vec<&KeyStatus> = keys.iter().filter(|k| matches!(k.phase, Phase::Failed | Phase::Parked)).collect();
     failed.sort_by(|a, b| a.key.cluster.cmp(&b.key.cluster));
@@ -29,13 +27,18 @@ fn counted(keys: &[KeyStatus]) -> StatusSummary {
     want
 }
 
+/// Keys waiting to be applied now: leased, or ready with no backoff to wait out.
+fn due(keys: &[KeyStatus]) -> bool {
+    keys.iter().any(|k| k.phase == Phase::Applying || (matches!(k.phase, Phase::Pending | Phase::Failed) && k.next_attempt_at.is_none()))
+}
+
 pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
     let (s, clock) = open(h).await;
     let sets = ["s0", "s1", "s2"];
     for seed in 0..3u64 {
         let mut rng = StdRng::seed_from_u64(seed);
         for step in 0..40 {
-            match rng.random_range(0..7) {
+            match rng.random_range(0..10) {
                 0 | 1 => {
                     let env = if rng.random_bool(0.8) { "prod" } else { "dev" };
                     let c = cluster(&format!("c{:02}", rng.random_range(0..12)), &[("env", env)]);
@@ -54,6 +57,19 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
                     }
                 }
                 5 => clock.advance(Duration::from_secs(rng.random_range(1..10))),
+                6 => {
+                    let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0 };
+                    s.member_heartbeat(beat).await.expect("heartbeat");
+                }
+                7 => {
+                    let _ = s.object_delete(Kind::SyncSet, "default", sets[rng.random_range(0..sets.len())]).await;
+                }
+                8 => {
+                    let keys = s.status_list(&StatusFilter::default()).await.expect("status");
+                    if let Some(k) = keys.iter().find(|k| k.phase == Phase::Parked) {
+                        s.work_retry(&k.key).await.expect("retry a parked key");
+                    }
+                }
                 _ => {
                     let name = format!("c{:02}", rng.random_range(0..12));
                     // Absent clusters are fine: nothing to delete.
@@ -63,9 +79,14 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
             for set in sets {
                 let filter = StatusFilter { tenant: Some("default".into()), syncset: Some(set.into()), ..StatusFilter::default() };
                 let keys = s.status_list(&filter).await.expect("status");
-                let summary = s.status_summary("default", set).await.expect("summary");
+                let mut summary = s.status_summary("default", set).await.expect("summary");
+                let since = summary.oldest_pending_since.take();
                 assert_eq!(summary, counted(&keys), "seed {seed}, step {step}, SyncSet {set}");
+                assert_eq!(since.is_some(), due(&keys), "a wait exactly when a key is due: seed {seed}, step {step}, {set}");
+                assert!(since.is_none_or(|t| t <= clock.now()), "seed {seed}, step {step}: due at {since:?}, in the future");
             }
+            let all = s.status_list(&StatusFilter::default()).await.expect("every key");
+            assert_eq!(s.queue_stats().await.expect("stats").by_phase, counted(&all).phases, "seed {seed}, step {step}");
         }
     }
     let summary = s.status_summary("default", "no-such-set").await.expect("summary of nothing");

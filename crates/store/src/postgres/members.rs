@@ -19,6 +19,8 @@ pub(super) async fn heartbeat(tx: &mut Tx<'_>, beat: MemberBeat) -> PgResult<Vec
     )
     .await?;
     tx.execute("DELETE FROM members WHERE expires_at <= $1", &[&now]).await?;
+    // The keys' counts are folded here: every process beats every few seconds.
+    super::counts::fold(tx).await?;
     tx.query(LIVE, &[&now]).await?.iter().map(member).collect()
 }
 

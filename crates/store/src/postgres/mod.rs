@@ -78,6 +78,7 @@ mod complete;
 mod connect;
 mod conninfo;
 mod consumers;
+mod counts;
 mod cursor;
 mod due;
 mod failure;

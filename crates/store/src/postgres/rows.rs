@@ -8,8 +8,7 @@ use crate::stored::decode;
 use crate::page::phase_condition;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
-use std::collections::BTreeMap;
+use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -157,25 +156,22 @@ pub(super) async fn schema_version<C: GenericClient>(c: &C) -> PgResult<i32> {
 }
 
 pub(super) async fn queue_stats<C: GenericClient>(c: &C, now: Timestamp) -> PgResult<QueueStats> {
-    let by_db_phase = query(
-        c,
-        "SELECT phase, attempts > 0 AND last_error IS NOT NULL, COUNT(*) FROM work GROUP BY 1, 2",
-        &[],
-    );
+    let by_phase = super::counts::by_phase(c);
     let now_ms = now.millis();
     let oldest_params: [&(dyn ToSql + Sync); 1] = [&now_ms];
-    let oldest = query(c, "SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= $1", &oldest_params);
+    // The first key in claim order that is ready: past the leased ones (no more than
+    // are in flight), not a scan of `work`.
+    let oldest = query(
+        c,
+        "SELECT d.due_at FROM due d JOIN work w ON w.id = d.id
+         WHERE d.due_at <= $1 AND w.phase = 'ready' ORDER BY d.due_at LIMIT 1",
+        &oldest_params,
+    );
     // The horizon counts when a trim emptied the log.
     let last = query(c, "SELECT GREATEST((SELECT COALESCE(max(seq), 0) FROM events), (SELECT max(horizon) FROM events_horizon))", &[]);
     // Sent together: the connection pipelines them.
-    let (by_db_phase, oldest, last) = tokio::try_join!(by_db_phase, oldest, last)?;
+    let (by_phase, oldest, last) = tokio::try_join!(by_phase, oldest, last)?;
 
-    let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
-    for r in &by_db_phase {
-        let failed: bool = r.try_get(1)?;
-        let n = u64::try_from(r.try_get::<_, i64>(2)?).unwrap_or(0);
-        *by_phase.entry(status_phase(r.try_get(0)?, u32::from(failed), failed)).or_default() += n;
-    }
     let oldest: Option<i64> = match oldest.first() {
         Some(r) => r.try_get(0)?,
         None => None,

@@ -2,7 +2,8 @@
 //! one transaction under `pg_advisory_xact_lock`, so processes starting together apply
 //! each exactly once and the others wait and then see it applied.
 //!
-//! Choices, for a queue that is updated all day by many processes (as of migration 9):
+//! Choices, for a queue that is updated all day by many processes (as of migration 9;
+//! migration 11 adds an index of keys with an error, see below):
 //!
 //! - `work` indexes only columns that claims, renewals and completions never change:
 //!   the key (unique, for upserts), `(tenant, syncset)`, and `id` (unique, for claims and
@@ -185,6 +186,59 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE TABLE tokens (
         hash bytea PRIMARY KEY, name text NOT NULL UNIQUE, grant_ text NOT NULL,
         created_at bigint NOT NULL, expires_at bigint, created_by text NOT NULL);
+    "#,
+    ),
+    (
+        "the keys counted by SyncSet and group, and failed keys found by an index",
+        r#"
+    -- See `counts.rs`. Every statement that writes `work` records how it moved keys
+    -- between groups as rows of `key_count_deltas` (insert only: no row two writers
+    -- update, so no lock they wait for), in its transaction; heartbeats fold the
+    -- deltas into `key_counts`. A count is `key_counts` plus its deltas.
+    CREATE TABLE key_counts (
+        tenant text NOT NULL, syncset text NOT NULL, phase text NOT NULL,
+        failed boolean NOT NULL, at_generation boolean NOT NULL, n bigint NOT NULL,
+        PRIMARY KEY (tenant, syncset, phase, failed, at_generation));
+    CREATE TABLE key_count_deltas (
+        tenant text NOT NULL, syncset text NOT NULL, phase text NOT NULL,
+        failed boolean NOT NULL, at_generation boolean NOT NULL, n bigint NOT NULL);
+    CREATE INDEX key_count_deltas_syncset ON key_count_deltas (tenant, syncset);
+    CREATE FUNCTION key_counts_moved() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO key_count_deltas
+                SELECT tenant, syncset, phase, attempts > 0 AND last_error IS NOT NULL, observed_generation = generation, COUNT(*)
+                FROM new_rows GROUP BY 1, 2, 3, 4, 5;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO key_count_deltas
+                SELECT tenant, syncset, phase, attempts > 0 AND last_error IS NOT NULL, observed_generation = generation, -COUNT(*)
+                FROM old_rows GROUP BY 1, 2, 3, 4, 5;
+        ELSE
+            INSERT INTO key_count_deltas
+                SELECT tenant, syncset, phase, failed, at_generation, SUM(n) FROM (
+                    SELECT tenant, syncset, phase, attempts > 0 AND last_error IS NOT NULL AS failed,
+                        observed_generation = generation AS at_generation, -1 AS n FROM old_rows
+                    UNION ALL
+                    SELECT tenant, syncset, phase, attempts > 0 AND last_error IS NOT NULL,
+                        observed_generation = generation, 1 FROM new_rows) moved
+                GROUP BY 1, 2, 3, 4, 5 HAVING SUM(n) <> 0;
+        END IF;
+        RETURN NULL;
+    END $fn$;
+    CREATE TRIGGER key_counts_insert AFTER INSERT ON work REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION key_counts_moved();
+    CREATE TRIGGER key_counts_update AFTER UPDATE ON work REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION key_counts_moved();
+    CREATE TRIGGER key_counts_delete AFTER DELETE ON work REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION key_counts_moved();
+    -- After the triggers: their lock keeps writers out until this transaction commits,
+    -- so no change falls between the count and the triggers.
+    INSERT INTO key_counts
+        SELECT tenant, syncset, phase, attempts > 0 AND last_error IS NOT NULL, observed_generation = generation, COUNT(*)
+        FROM work GROUP BY 1, 2, 3, 4, 5;
+    -- A summary's first failures. Only updates that set or clear an error stop being
+    -- HOT for it (claims, renewals and clean completions change no indexed column).
+    CREATE INDEX work_failed ON work (tenant, syncset, cluster) WHERE last_error IS NOT NULL;
     "#,
     ),
 ];

@@ -263,9 +263,9 @@ impl StatusRead for PgStore {
 
     async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
         let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
-        self.read("summing status", move |c, _| {
+        self.read("summing status", move |c, now| {
             let (tenant, syncset) = (tenant.clone(), syncset.clone());
-            Box::pin(async move { summary::status_summary(c, &tenant, &syncset).await })
+            Box::pin(async move { summary::status_summary(c, &tenant, &syncset, now).await })
         })
         .await
     }

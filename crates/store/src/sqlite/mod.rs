@@ -435,7 +435,7 @@ impl StatusRead for SqliteStore {
 
     async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
         let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
-        self.read("summing status", move |c, _| summary::status_summary(c, &tenant, &syncset)).await
+        self.read("summing status", move |c, now| summary::status_summary(c, &tenant, &syncset, now)).await
     }
 }
 

@@ -5,9 +5,8 @@ use crate::stored::decode;
 use crate::event::{trim_cut, TRIM_CHUNK};
 use crate::page::phase_condition;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilter, StoreError};
-use fleetsync_model::{KeyStatus, Phase, Timestamp, WorkKey};
+use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
-use std::collections::BTreeMap;
 
 /// One entry of the log, as the writers append it (the log numbers it).
 pub(super) struct NewEvent<'a> {
@@ -158,15 +157,7 @@ pub(super) fn status_rows(c: &Connection, now: Timestamp, f: &StatusFilter, afte
 }
 
 pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> {
-    let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
-    let mut stmt = c.prepare_cached(
-        "SELECT phase, attempts > 0 AND last_error IS NOT NULL, COUNT(*) FROM work GROUP BY 1, 2",
-    )?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?)))?;
-    for row in rows {
-        let (db, failed, n) = row?;
-        *by_phase.entry(status_phase(&db, u32::from(failed), failed)).or_default() += n as u64;
-    }
+    let by_phase = super::summary::count_by_phase(c)?;
     let oldest: Option<i64> =
         c.query_row("SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1", params![now.millis()], |r| r.get(0))?;
     // The horizon counts when a trim emptied the log.

@@ -79,6 +79,40 @@ const MIGRATIONS: &[&str] = &[
         hash BLOB PRIMARY KEY, name TEXT NOT NULL UNIQUE, grant_ TEXT NOT NULL,
         created_at INTEGER NOT NULL, expires_at INTEGER, created_by TEXT NOT NULL) WITHOUT ROWID;
     "#,
+    // 8: the keys counted by SyncSet and group (see `crate::summary`), kept by triggers
+    // in the transaction that changes a key, so that a summary or a scrape reads a few
+    // rows instead of every key; failed keys found by an index.
+    r#"
+    CREATE TABLE key_counts (
+        tenant TEXT NOT NULL, syncset TEXT NOT NULL, phase TEXT NOT NULL,
+        failed INTEGER NOT NULL, at_generation INTEGER NOT NULL, n INTEGER NOT NULL,
+        PRIMARY KEY (tenant, syncset, phase, failed, at_generation)) WITHOUT ROWID;
+    INSERT INTO key_counts
+        SELECT tenant, syncset, phase, attempts > 0 AND last_error IS NOT NULL, observed_generation = generation, COUNT(*)
+        FROM work GROUP BY 1, 2, 3, 4, 5;
+    CREATE TRIGGER key_counts_insert AFTER INSERT ON work BEGIN
+        INSERT INTO key_counts VALUES (NEW.tenant, NEW.syncset, NEW.phase,
+            NEW.attempts > 0 AND NEW.last_error IS NOT NULL, NEW.observed_generation = NEW.generation, 1)
+        ON CONFLICT (tenant, syncset, phase, failed, at_generation) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER key_counts_delete AFTER DELETE ON work BEGIN
+        UPDATE key_counts SET n = n - 1 WHERE tenant = OLD.tenant AND syncset = OLD.syncset AND phase = OLD.phase
+            AND failed = (OLD.attempts > 0 AND OLD.last_error IS NOT NULL) AND at_generation = (OLD.observed_generation = OLD.generation);
+        DELETE FROM key_counts WHERE tenant = OLD.tenant AND syncset = OLD.syncset AND n = 0;
+    END;
+    CREATE TRIGGER key_counts_update AFTER UPDATE OF tenant, syncset, phase, attempts, last_error, generation, observed_generation ON work
+    WHEN OLD.tenant IS NOT NEW.tenant OR OLD.syncset IS NOT NEW.syncset OR OLD.phase IS NOT NEW.phase
+        OR (OLD.attempts > 0 AND OLD.last_error IS NOT NULL) IS NOT (NEW.attempts > 0 AND NEW.last_error IS NOT NULL)
+        OR (OLD.observed_generation = OLD.generation) IS NOT (NEW.observed_generation = NEW.generation)
+    BEGIN
+        UPDATE key_counts SET n = n - 1 WHERE tenant = OLD.tenant AND syncset = OLD.syncset AND phase = OLD.phase
+            AND failed = (OLD.attempts > 0 AND OLD.last_error IS NOT NULL) AND at_generation = (OLD.observed_generation = OLD.generation);
+        INSERT INTO key_counts VALUES (NEW.tenant, NEW.syncset, NEW.phase,
+            NEW.attempts > 0 AND NEW.last_error IS NOT NULL, NEW.observed_generation = NEW.generation, 1)
+        ON CONFLICT (tenant, syncset, phase, failed, at_generation) DO UPDATE SET n = n + 1;
+    END;
+    CREATE INDEX work_failed ON work (tenant, syncset, cluster) WHERE last_error IS NOT NULL;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

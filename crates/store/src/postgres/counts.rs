@@ -1,0 +1,83 @@
+//! Keys counted by SyncSet and group (stored phase, failed, at the generation asked
+//! for), so that a summary or a scrape reads a few rows instead of every key.
+//!
+//! Triggers on `work` (migration 11) record, per statement and in its transaction, how
+//! the statement moved keys between groups, as rows of `key_count_deltas`. Those are
+//! only ever inserted: two processes completing keys of one SyncSet at once never wait
+//! for each other, as they would if both updated the same counter row until their
+//! commits. A count is its `key_counts` row plus its deltas; [`fold`] moves the deltas
+//! into `key_counts` (heartbeats call it, one process at a time), which keeps the
+//! deltas few.
+
+use super::{query, PgResult, Tx};
+use crate::lifecycle::status_phase;
+use crate::summary::Group;
+use deadpool_postgres::GenericClient;
+use fleetsync_model::Phase;
+use std::collections::BTreeMap;
+use tokio_postgres::types::ToSql;
+
+/// A SyncSet's groups (`$1`: tenant, `$2`: SyncSet).
+const GROUPS: &str = "SELECT phase, failed, at_generation, SUM(n)::bigint FROM (
+        SELECT phase, failed, at_generation, n FROM key_counts WHERE tenant = $1 AND syncset = $2
+        UNION ALL
+        SELECT phase, failed, at_generation, n FROM key_count_deltas WHERE tenant = $1 AND syncset = $2) c
+     GROUP BY 1, 2, 3";
+
+/// Every key by stored phase and failed.
+const ALL: &str = "SELECT phase, failed, SUM(n)::bigint FROM (
+        SELECT phase, failed, n FROM key_counts UNION ALL SELECT phase, failed, n FROM key_count_deltas) c
+     GROUP BY 1, 2";
+
+pub(super) async fn groups<C: GenericClient>(c: &C, tenant: &str, syncset: &str) -> PgResult<Vec<Group>> {
+    let params: [&(dyn ToSql + Sync); 2] = [&tenant, &syncset];
+    query(c, GROUPS, &params)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(Group {
+                db_phase: r.try_get(0)?,
+                failed: r.try_get(1)?,
+                at_generation: r.try_get(2)?,
+                count: r.try_get::<_, Option<i64>>(3)?.unwrap_or(0).max(0).unsigned_abs(),
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn by_phase<C: GenericClient>(c: &C) -> PgResult<BTreeMap<Phase, u64>> {
+    let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+    for r in query(c, ALL, &[]).await? {
+        let failed: bool = r.try_get(1)?;
+        let n = r.try_get::<_, Option<i64>>(2)?.unwrap_or(0).max(0).unsigned_abs();
+        *by_phase.entry(status_phase(r.try_get(0)?, u32::from(failed), failed)).or_default() += n;
+    }
+    Ok(by_phase)
+}
+
+/// Moves every delta committed so far into `key_counts`, unless another process is
+/// doing so now (then it is left to the next call). Returns how many deltas moved.
+pub(super) async fn fold(tx: &mut Tx<'_>) -> PgResult<u64> {
+    let locked = tx
+        .query("SELECT pg_try_advisory_xact_lock(hashtextextended('fleetsync key_counts ' || current_schema(), 0))", &[])
+        .await?;
+    if !locked.first().map(|r| r.try_get::<_, bool>(0)).transpose()?.unwrap_or(false) {
+        return Ok(0);
+    }
+    // Rows are inserted in key order, so two folds (should the lock ever be bypassed)
+    // lock them in the same order.
+    let moved = tx
+        .execute(
+            "WITH moved AS (DELETE FROM key_count_deltas RETURNING tenant, syncset, phase, failed, at_generation, n)
+             INSERT INTO key_counts
+                 SELECT tenant, syncset, phase, failed, at_generation, SUM(n) FROM moved
+                 GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+             ON CONFLICT (tenant, syncset, phase, failed, at_generation) DO UPDATE SET n = key_counts.n + EXCLUDED.n",
+            &[],
+        )
+        .await?;
+    if moved > 0 {
+        tx.execute("DELETE FROM key_counts WHERE n = 0", &[]).await?;
+    }
+    Ok(moved)
+}
