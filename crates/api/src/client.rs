@@ -7,7 +7,7 @@ use crate::wire::{
 };
 use crate::tls::{ClientBuildError, ClientTls};
 use crate::ApplyResult;
-use crate::wire::{IssuedToken, Revoked, TokenCreate, WhoAmI};
+use crate::wire::{IssuedToken, Revoked, TenantStatus, TokenCreate, WhoAmI};
 use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, TokenRecord, WorkKey};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -200,6 +200,11 @@ impl Client {
     /// `GET /v1/status/syncsets/{name}`: a SyncSet's summary and all its keys on every cluster.
     pub async fn syncset_status(&self, tenant: &str, syncset: &str) -> Result<SyncSetStatus> {
         self.get_json(&format!("/v1/status/syncsets/{syncset}"), &[("tenant", tenant)]).await
+    }
+
+    /// `GET /v1/status/summary`: every key of the tenant summed up.
+    pub async fn tenant_summary(&self, tenant: &str) -> Result<TenantStatus> {
+        self.get_json("/v1/status/summary", &[("tenant", tenant)]).await
     }
 
     /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again.

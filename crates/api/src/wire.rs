@@ -78,6 +78,14 @@ pub struct SyncSetStatus {
     pub continue_: Option<String>,
 }
 
+/// `GET /v1/status/summary`: every key of a tenant summed up, as a SyncSet's are (each
+/// failure names its SyncSet).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantStatus {
+    pub tenant: String,
+    pub summary: StatusSummary,
+}
+
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` (202).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retried {

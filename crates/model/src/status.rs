@@ -179,6 +179,9 @@ pub struct StatusSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyFailure {
+    /// The key's SyncSet, in a tenant's summary (a SyncSet's names none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syncset: Option<String>,
     pub cluster: String,
     pub phase: Phase,
     pub attempts: u32,

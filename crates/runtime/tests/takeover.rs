@@ -198,7 +198,7 @@ impl StatusRead for ExpireAfterClaim {
         self.inner.store_ready().await
     }
 
-    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
+    async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {
         self.inner.status_summary(tenant, syncset).await
     }
 }

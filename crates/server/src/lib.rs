@@ -106,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/secrets/{name}", get(objects::get::<Secrets>).delete(objects::delete::<Secrets>))
         .route("/v1/members", get(members::list))
         .route("/v1/status", get(status::list))
+        .route("/v1/status/summary", get(status::summary))
         .route("/v1/status/clusters/{name}", get(status::cluster))
         .route("/v1/status/syncsets/{name}", get(status::syncset))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase, WorkKey};
 use fleetsync_store::{StatusFilter, StoreError};
-use fleetsync_api::{Retried, SyncSetStatus};
+use fleetsync_api::{Retried, SyncSetStatus, TenantStatus};
 use serde::Deserialize;
 
 /// `GET /v1/status?tenant=&cluster=&syncset=&phase=&stale=&limit=&continue=`.
@@ -135,7 +135,7 @@ pub async fn syncset(
         Want::All => Items::all(state.store.status_list(&filter).await?),
         Want::Page(page) => paging::items(state.store.status_page(&filter, &page).await?, &scope, |k| k),
     };
-    let summary = state.store.status_summary(tenant, &name).await?;
+    let summary = state.store.status_summary(tenant, Some(&name)).await?;
     Ok(Json(SyncSetStatus {
         tenant: tenant.into(),
         syncset: name,
@@ -144,6 +144,14 @@ pub async fn syncset(
         items: items.items,
         continue_: items.continue_,
     }))
+}
+
+/// `GET /v1/status/summary?tenant=`: every key of the tenant summed up, from the
+/// store's counts (no key is read).
+pub async fn summary(State(state): State<AppState>, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<TenantStatus>> {
+    let tenant = q.tenant()?;
+    let summary = state.store.status_summary(tenant, None).await?;
+    Ok(Json(TenantStatus { tenant: tenant.into(), summary }))
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again

@@ -174,11 +174,12 @@ pub trait StatusRead: Send + Sync + 'static {
     /// A schema behind this build's is a transient [`StoreError::Backend`](crate::StoreError::Backend)
     /// (a `fleetsync migrate` fixes it).
     async fn store_ready(&self) -> Result<()>;
-    /// The summary of one SyncSet's keys on every cluster (see [`crate::summary`]): counts
-    /// by phase and generation from one grouped read of the SyncSet's keys, and the first
-    /// [`SUMMARY_FAILURES`](crate::summary::SUMMARY_FAILURES) failures by cluster. An
-    /// unknown SyncSet sums to zero.
-    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary>;
+    /// The summary of one SyncSet's keys on every cluster, or with no SyncSet named of
+    /// every key of the tenant (see [`crate::summary`]): counts by phase and generation
+    /// kept by the store (no key is read), the longest wait, and the first
+    /// [`SUMMARY_FAILURES`](crate::summary::SUMMARY_FAILURES) failures by SyncSet and
+    /// cluster. An unknown SyncSet or tenant sums to zero.
+    async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary>;
 }
 
 /// The event log of every change, its retention, and its named consumers' cursors.

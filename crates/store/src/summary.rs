@@ -27,20 +27,32 @@ pub(crate) struct Group {
 /// A failed or parked key, as the failures query returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FailureRow {
+    /// Its SyncSet, when the summary is a tenant's.
+    pub syncset: Option<String>,
     pub cluster: String,
     pub db_phase: String,
     pub attempts: u32,
     pub last_error: Option<String>,
 }
 
-/// The SyncSet's first failed or parked keys by cluster (`$1`: tenant, `$2`: SyncSet):
-/// cluster, phase, attempts, last error. Served by the index of keys with an error
-/// (`work_failed`), in its order.
-pub(crate) fn failures_sql() -> String {
+/// The keys a summary counts: a tenant's (`$1`), or one SyncSet's of it (`$2`), as a
+/// condition on the columns of `alias` (`""`, or a table alias and a dot).
+pub(crate) fn scope(alias: &str, syncset: bool) -> String {
+    match syncset {
+        true => format!("{alias}tenant = $1 AND {alias}syncset = $2"),
+        false => format!("{alias}tenant = $1"),
+    }
+}
+
+/// The first failed or parked keys in the scope (see [`scope`]) by SyncSet and cluster:
+/// cluster, phase, attempts, last error, SyncSet. Served by the index of keys with an
+/// error (`work_failed`), in its order.
+pub(crate) fn failures_sql(syncset: bool) -> String {
     let failed = crate::page::phase_condition(&[Phase::Failed, Phase::Parked]).unwrap_or_default();
+    let scope = scope("", syncset);
     format!(
-        "SELECT cluster, phase, attempts, last_error FROM work
-         WHERE tenant = $1 AND syncset = $2 AND last_error IS NOT NULL AND {failed}
+        "SELECT cluster, phase, attempts, last_error, syncset FROM work
+         WHERE {scope} AND last_error IS NOT NULL AND {failed}
          ORDER BY tenant, syncset, cluster LIMIT {SUMMARY_FAILURES}"
     )
 }
@@ -62,6 +74,7 @@ pub(crate) fn summarize(groups: impl IntoIterator<Item = Group>, oldest_due: Opt
         .into_iter()
         .take(SUMMARY_FAILURES)
         .map(|f| KeyFailure {
+            syncset: f.syncset,
             phase: status_phase(&f.db_phase, f.attempts, f.last_error.is_some()),
             cluster: f.cluster,
             attempts: f.attempts,
@@ -110,7 +123,7 @@ mod tests {
 
     #[test]
     fn failures_are_named_with_their_phase_and_capped() {
-        let row = |c: &str, db: &str| FailureRow { cluster: c.into(), db_phase: db.into(), attempts: 3, last_error: Some("boom".into()) };
+        let row = |c: &str, db: &str| FailureRow { syncset: None, cluster: c.into(), db_phase: db.into(), attempts: 3, last_error: Some("boom".into()) };
         let rows = (0..8).map(|i| row(&format!("c{i}"), if i % 2 == 0 { "parked" } else { "ready" })).collect();
         let s = summarize([], None, rows);
         assert_eq!(s.failures.len(), SUMMARY_FAILURES);

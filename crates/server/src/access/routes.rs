@@ -51,6 +51,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::DELETE, "/v1/secrets/{name}", Need::InTenant(Right::Admin)),
     rule(Method::GET, "/v1/members", Need::Fleet),
     rule(Method::GET, "/v1/status", Need::InTenant(Right::Read)),
+    rule(Method::GET, "/v1/status/summary", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/clusters/{name}", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/syncsets/{name}", Need::InTenant(Right::Read)),
     rule(Method::POST, "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", Need::InTenant(Right::Edit)),

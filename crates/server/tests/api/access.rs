@@ -113,7 +113,9 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         ("GET", "/livez" | "/readyz" | "/healthz" | "/metrics") => [200; 9],
         ("POST", "/v1/apply") => row(403, 200, 200, 403, 200, 403),
         ("GET", "/v1/clusters" | "/v1/clusters/{name}" | "/v1/syncsets" | "/v1/syncsets/{name}") => row(200, 200, 200, 403, 200, 403),
-        ("GET", "/v1/status" | "/v1/status/clusters/{name}" | "/v1/status/syncsets/{name}" | "/v1/live") => row(200, 200, 200, 403, 200, 403),
+        ("GET", "/v1/status" | "/v1/status/summary" | "/v1/status/clusters/{name}" | "/v1/status/syncsets/{name}" | "/v1/live") => {
+            row(200, 200, 200, 403, 200, 403)
+        }
         ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}") => row(403, 200, 200, 403, 200, 403),
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
         ("GET" | "DELETE", "/v1/secrets" | "/v1/secrets/{name}") => row(403, 403, 200, 403, 200, 403),

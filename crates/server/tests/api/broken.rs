@@ -147,7 +147,7 @@ impl StatusRead for Broken {
         fail()
     }
 
-    async fn status_summary(&self, _: &str, _: &str) -> Result<StatusSummary> {
+    async fn status_summary(&self, _: &str, _: Option<&str>) -> Result<StatusSummary> {
         fail()
     }
 }

@@ -111,6 +111,7 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     assert_eq!(summary["atGeneration"], 2);
     assert_eq!(summary["failures"][0]["lastError"], "admission webhook denied the request");
     assert_eq!(summary["failures"][0]["phase"], "Failed");
+    assert!(summary["failures"][0].get("syncset").is_none(), "a SyncSet's failures do not repeat its name");
     let mut seen: Vec<String> = vec![];
     let mut page = first;
     loop {
@@ -122,6 +123,14 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     assert_eq!(seen, ["c0", "c1", "c2", "c3", "c4"]);
     let unpaged = api.get("/v1/status/syncsets/base").await.typed::<fleetsync_api::SyncSetStatus>();
     assert_eq!((unpaged.items.len(), unpaged.continue_, unpaged.summary.total), (5, None, 5));
+    // The tenant's summary counts the same keys, plus the other SyncSets' (none run).
+    let tenant: fleetsync_api::TenantStatus = api.get("/v1/status/summary").await.typed();
+    let all: Items<KeyStatus> = api.get("/v1/status").await.typed();
+    assert_eq!(tenant.summary.total, all.items.len() as u64);
+    assert_eq!(tenant.summary.phases[&Phase::Applied], 2);
+    assert_eq!(tenant.summary.phases[&Phase::Failed], 1);
+    let failure = &tenant.summary.failures[0];
+    assert_eq!((failure.syncset.as_deref(), failure.phase), (Some("base"), Phase::Failed), "{tenant:?}");
     let other = api.get(&format!("/v1/status/syncsets/base?limit=2&continue={}", api.get("/v1/status?limit=1").await.json()["continue"].as_str().unwrap_or(""))).await;
     assert_eq!(other.status, StatusCode::BAD_REQUEST, "a token of another list: {}", other.text);
 }

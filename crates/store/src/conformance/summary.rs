@@ -9,8 +9,9 @@ use crate::summary::SUMMARY_FAILURES;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// The summary, counted the long way from every key's status.
-fn counted(keys: &[KeyStatus]) -> StatusSummary {
+/// The summary, counted the long way from every key's status; a tenant's (`tenant`)
+/// names each failure's SyncSet.
+fn counted(keys: &[KeyStatus], tenant: bool) -> StatusSummary {
     let mut want = StatusSummary { phases: Phase::ALL.iter().map(|p| (*p, 0)).collect(), ..StatusSummary::default() };
     for k in keys {
         want.total += 1;
@@ -18,11 +19,13 @@ fn counted(keys: &[KeyStatus]) -> StatusSummary {
         want.at_generation += u64::from(k.observed_generation == k.generation);
     }
     let mut failed: Vec<&KeyStatus> = keys.iter().filter(|k| matches!(k.phase, Phase::Failed | Phase::Parked)).collect();
-    failed.sort_by(|a, b| a.key.cluster.cmp(&b.key.cluster));
+    failed.sort_by(|a, b| (&a.key.syncset, &a.key.cluster).cmp(&(&b.key.syncset, &b.key.cluster)));
     want.failures = failed
         .into_iter()
         .take(SUMMARY_FAILURES)
-        .map(|k| KeyFailure { cluster: k.key.cluster.clone(), phase: k.phase, attempts: k.attempts, last_error: k.last_error.clone() })
+        .map(|k| KeyFailure {
+            syncset: tenant.then(|| k.key.syncset.clone()),
+            cluster: k.key.cluster.clone(), phase: k.phase, attempts: k.attempts, last_error: k.last_error.clone() })
         .collect();
     want
 }
@@ -79,16 +82,22 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
             for set in sets {
                 let filter = StatusFilter { tenant: Some("default".into()), syncset: Some(set.into()), ..StatusFilter::default() };
                 let keys = s.status_list(&filter).await.expect("status");
-                let mut summary = s.status_summary("default", set).await.expect("summary");
+                let mut summary = s.status_summary("default", Some(set)).await.expect("summary");
                 let since = summary.oldest_pending_since.take();
-                assert_eq!(summary, counted(&keys), "seed {seed}, step {step}, SyncSet {set}");
+                assert_eq!(summary, counted(&keys, false), "seed {seed}, step {step}, SyncSet {set}");
                 assert_eq!(since.is_some(), due(&keys), "a wait exactly when a key is due: seed {seed}, step {step}, {set}");
                 assert!(since.is_none_or(|t| t <= clock.now()), "seed {seed}, step {step}: due at {since:?}, in the future");
             }
             let all = s.status_list(&StatusFilter::default()).await.expect("every key");
-            assert_eq!(s.queue_stats().await.expect("stats").by_phase, counted(&all).phases, "seed {seed}, step {step}");
+            let mut tenant = s.status_summary("default", None).await.expect("the tenant's summary");
+            let since = tenant.oldest_pending_since.take();
+            assert_eq!(tenant, counted(&all, true), "seed {seed}, step {step}, the tenant");
+            assert_eq!(since.is_some(), due(&all), "seed {seed}, step {step}, the tenant's wait");
+            assert_eq!(s.queue_stats().await.expect("stats").by_phase, counted(&all, false).phases, "seed {seed}, step {step}");
         }
     }
-    let summary = s.status_summary("default", "no-such-set").await.expect("summary of nothing");
+    let summary = s.status_summary("default", Some("no-such-set")).await.expect("summary of nothing");
+    assert_eq!((summary.total, summary.failures.len()), (0, 0));
+    let summary = s.status_summary("no-such-tenant", None).await.expect("summary of no tenant");
     assert_eq!((summary.total, summary.failures.len()), (0, 0));
 }

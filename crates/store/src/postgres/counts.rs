@@ -17,21 +17,22 @@ use fleetsync_model::Phase;
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 
-/// A SyncSet's groups (`$1`: tenant, `$2`: SyncSet).
-const GROUPS: &str = "SELECT phase, failed, at_generation, SUM(n)::bigint FROM (
-        SELECT phase, failed, at_generation, n FROM key_counts WHERE tenant = $1 AND syncset = $2
-        UNION ALL
-        SELECT phase, failed, at_generation, n FROM key_count_deltas WHERE tenant = $1 AND syncset = $2) c
-     GROUP BY 1, 2, 3";
-
 /// Every key by stored phase and failed.
 const ALL: &str = "SELECT phase, failed, SUM(n)::bigint FROM (
         SELECT phase, failed, n FROM key_counts UNION ALL SELECT phase, failed, n FROM key_count_deltas) c
      GROUP BY 1, 2";
 
-pub(super) async fn groups<C: GenericClient>(c: &C, tenant: &str, syncset: &str) -> PgResult<Vec<Group>> {
-    let params: [&(dyn ToSql + Sync); 2] = [&tenant, &syncset];
-    query(c, GROUPS, &params)
+/// The groups of a tenant's keys, or of one SyncSet's (see [`crate::summary::scope`]).
+pub(super) async fn groups<C: GenericClient>(c: &C, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Group>> {
+    let scope = crate::summary::scope("", params.len() > 1);
+    let sql = format!(
+        "SELECT phase, failed, at_generation, SUM(n)::bigint FROM (
+            SELECT phase, failed, at_generation, n FROM key_counts WHERE {scope}
+            UNION ALL
+            SELECT phase, failed, at_generation, n FROM key_count_deltas WHERE {scope}) c
+         GROUP BY 1, 2, 3"
+    );
+    query(c, &sql, params)
         .await?
         .iter()
         .map(|r| {

@@ -261,11 +261,11 @@ impl StatusRead for PgStore {
         crate::error::schema_ready(STEP, usize::try_from(found).unwrap_or(0), usize::try_from(schema::latest()).unwrap_or(0))
     }
 
-    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
-        let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+    async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {
+        let (tenant, syncset) = (tenant.to_string(), syncset.map(str::to_string));
         self.read("summing status", move |c, now| {
             let (tenant, syncset) = (tenant.clone(), syncset.clone());
-            Box::pin(async move { summary::status_summary(c, &tenant, &syncset, now).await })
+            Box::pin(async move { summary::status_summary(c, &tenant, syncset.as_deref(), now).await })
         })
         .await
     }

@@ -433,9 +433,9 @@ impl StatusRead for SqliteStore {
         crate::error::schema_ready(STEP, found, schema::latest())
     }
 
-    async fn status_summary(&self, tenant: &str, syncset: &str) -> Result<StatusSummary> {
-        let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
-        self.read("summing status", move |c, now| summary::status_summary(c, &tenant, &syncset, now)).await
+    async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {
+        let (tenant, syncset) = (tenant.to_string(), syncset.map(str::to_string));
+        self.read("summing status", move |c, now| summary::status_summary(c, &tenant, syncset.as_deref(), now)).await
     }
 }
 

@@ -2,10 +2,10 @@
 //! `key_counts` (kept by the schema's triggers) without reading keys.
 
 use crate::lifecycle::status_phase;
-use crate::summary::{failures_sql, summarize, FailureRow, Group};
+use crate::summary::{failures_sql, scope, summarize, FailureRow, Group};
 use crate::Result;
 use fleetsync_model::{Phase, StatusSummary, Timestamp};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 
 /// SQLite numbers `?1`, `?2` where PostgreSQL writes `$1`, `$2`.
@@ -13,19 +13,13 @@ fn numbered(sql: &str) -> String {
     sql.replace('$', "?")
 }
 
-const GROUPS: &str = "SELECT phase, failed, at_generation, n FROM key_counts WHERE tenant = ?1 AND syncset = ?2";
-
-/// When the SyncSet's longest-waiting key became due: the first ready key in claim
-/// order (the `work_ready` index, read from its start until a key of the SyncSet), and
-/// the leased ones (no more than are in flight).
-const OLDEST_READY: &str = "SELECT run_at FROM work INDEXED BY work_ready
-     WHERE phase = 'ready' AND run_at <= ?3 AND tenant = ?1 AND syncset = ?2 ORDER BY run_at LIMIT 1";
-const OLDEST_RUNNING: &str = "SELECT MIN(run_at) FROM work INDEXED BY work_running WHERE phase = 'running' AND tenant = ?1 AND syncset = ?2";
-
-pub(super) fn status_summary(c: &Connection, tenant: &str, syncset: &str, now: Timestamp) -> Result<StatusSummary> {
-    let mut groups = c.prepare_cached(GROUPS)?;
+pub(super) fn status_summary(c: &Connection, tenant: &str, syncset: Option<&str>, now: Timestamp) -> Result<StatusSummary> {
+    let named = syncset.is_some();
+    let (scope, now_at) = (numbered(&scope("", named)), if named { "?3" } else { "?2" });
+    let args: Vec<&dyn rusqlite::ToSql> = [&tenant as &dyn rusqlite::ToSql].into_iter().chain(syncset.as_ref().map(|s| s as &dyn rusqlite::ToSql)).collect();
+    let mut groups = c.prepare_cached(&format!("SELECT phase, failed, at_generation, n FROM key_counts WHERE {scope}"))?;
     let groups = groups
-        .query_map(params![tenant, syncset], |r| {
+        .query_map(params_from_iter(&args), |r| {
             Ok(Group {
                 db_phase: r.get(0)?,
                 failed: r.get(1)?,
@@ -34,13 +28,30 @@ pub(super) fn status_summary(c: &Connection, tenant: &str, syncset: &str, now: T
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let ready: Option<i64> = c.prepare_cached(OLDEST_READY)?.query_row(params![tenant, syncset, now.millis()], |r| r.get(0)).optional()?;
-    let running: Option<i64> = c.prepare_cached(OLDEST_RUNNING)?.query_row(params![tenant, syncset], |r| r.get(0))?;
+    // When the longest-waiting key became due: the first ready key in claim order (the
+    // `work_ready` index, read from its start until a key in scope), and the leased
+    // ones (no more than are in flight).
+    let ready = format!(
+        "SELECT run_at FROM work INDEXED BY work_ready WHERE phase = 'ready' AND run_at <= {now_at} AND {scope} ORDER BY run_at LIMIT 1"
+    );
+    let mut with_now = args.clone();
+    let now_ms = now.millis();
+    with_now.push(&now_ms);
+    let ready: Option<i64> = c.prepare_cached(&ready)?.query_row(params_from_iter(&with_now), |r| r.get(0)).optional()?;
+    let running = format!("SELECT MIN(run_at) FROM work INDEXED BY work_running WHERE phase = 'running' AND {scope}");
+    let running: Option<i64> = c.prepare_cached(&running)?.query_row(params_from_iter(&args), |r| r.get(0))?;
     let oldest = ready.into_iter().chain(running).min().map(Timestamp);
-    let mut failures = c.prepare_cached(&numbered(&failures_sql()))?;
+    let mut failures = c.prepare_cached(&numbered(&failures_sql(named)))?;
     let failures = failures
-        .query_map(params![tenant, syncset], |r| {
-            Ok(FailureRow { cluster: r.get(0)?, db_phase: r.get(1)?, attempts: r.get(2)?, last_error: r.get(3)? })
+        .query_map(params_from_iter(&args), |r| {
+            let syncset: String = r.get(4)?;
+            Ok(FailureRow {
+                syncset: (!named).then_some(syncset),
+                cluster: r.get(0)?,
+                db_phase: r.get(1)?,
+                attempts: r.get(2)?,
+                last_error: r.get(3)?,
+            })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(summarize(groups, oldest, failures))
