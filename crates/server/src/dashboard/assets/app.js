@@ -120,6 +120,7 @@ async function signIn(ev) {
 
 async function signOut() {
   stopWatch();
+  sessionStorage.clear();
   await fetch('/ui/session', { method: 'DELETE', credentials: 'same-origin' });
   signedOut();
 }
@@ -142,8 +143,10 @@ async function start() {
   const tenants = grantedTenants();
   const list = $('tenants');
   list.replaceChildren(...tenants.map((t) => el('option', { value: t })));
+  // The tenant chosen last in this tab, if this caller may read it.
   const saved = sessionStorage.getItem('fleetsync.tenant');
-  state.tenant = saved || tenants[0] || 'default';
+  const fleetAdmin = state.grants.includes('fleet-admin');
+  state.tenant = saved && (fleetAdmin || tenants.includes(saved)) ? saved : (tenants[0] || 'default');
   $('tenant').value = state.tenant;
   $('subject').textContent = state.subject;
   $('sign-in').hidden = true;
