@@ -3,8 +3,9 @@
 //! runtime applying to the simulated fleet.
 //!
 //! Signed in as a fleet-admin, the page's counts match the API, the phase filter
-//! narrows the matrix, a drill-down shows a key's resources, and an apply made through
-//! the API appears without a reload; signed in as a viewer of tenant `b`, the page
+//! narrows the matrix, drill-downs show a cluster's and a SyncSet's keys and a key's
+//! resources, an apply made through the API appears without a reload, and signing out
+//! ends the session; signed in as a viewer of tenant `b`, the page
 //! shows nothing of the other tenant. Screenshots of each step are kept in
 //! `target/dashboard-screenshots/`.
 //!
@@ -83,6 +84,7 @@ async fn the_dashboard_in_a_headless_browser() {
     the_phase_filter_narrows_the_matrix(&browser, &hub, &shots).await;
     a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
     an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
+    signing_out_ends_the_session(&browser).await;
     browser.close().await.expect("close the browser");
 
     let viewer_b = hub.token(Grant::parse("b:viewer").expect("grant")).await;
@@ -180,6 +182,27 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
     assert!(outcomes.as_str().is_some_and(|t| t.contains("Applied")), "{outcomes}");
     shots.take(browser, "key").await;
 
+    // The cluster and the SyncSet pages: a row per key, as the API lists them.
+    for (hash, api, attr) in [
+        ("#/cluster/cluster-00001", "/v1/status?cluster=cluster-00001&limit=100", "syncset"),
+        ("#/syncset/syncset-002", "/v1/status?syncset=syncset-002&limit=100", "cluster"),
+    ] {
+        let want: Vec<String> =
+            hub.get(api).await["items"].as_array().expect("items").iter().map(|k| k[attr].as_str().unwrap_or("").to_string()).collect();
+        browser.goto(&hub.url(&format!("/{hash}"))).await.expect("open the page");
+        let script = format!("return [...document.querySelectorAll('#key-list tr[data-{attr}]')].map(r => r.dataset.{attr})");
+        let shown = eventually_value(hash, || async {
+            let rows: Vec<String> = serde_json::from_value(js(browser, &script).await).unwrap_or_default();
+            (rows.len() == want.len()).then_some(rows)
+        })
+        .await;
+        let (mut shown, mut want) = (shown, want.clone());
+        shown.sort();
+        want.sort();
+        assert_eq!(shown, want, "{hash}");
+        shots.take(browser, hash.trim_start_matches("#/").replace('/', "-").as_str()).await;
+    }
+
     browser.goto(&hub.url("/#/key/unreachable/broken")).await.expect("open the failed key");
     let error = eventually_value("the failed key's last error", || async {
         js(browser, "const e = document.getElementById('last-error'); return e ? e.textContent : null").await.as_str().map(str::to_string)
@@ -209,6 +232,13 @@ async fn an_apply_appears_without_a_reload(browser: &Client, hub: &Hub, shots: &
     assert_eq!(after, before + SHAPE.clusters as u64, "one key per hive cluster came in");
     assert!(js_bool(browser, "return window.notReloaded === true").await, "the page was reloaded");
     shots.take(browser, "live-apply").await;
+}
+
+async fn signing_out_ends_the_session(browser: &Client) {
+    browser.find(fantoccini::Locator::Id("sign-out")).await.expect("the sign-out button").click().await.expect("sign out");
+    eventually("the sign-in form again", || async { js_bool(browser, "return !document.getElementById('sign-in').hidden").await }).await;
+    let status = js(browser, "return fetch('/v1/whoami').then(r => r.status)").await;
+    assert_eq!(status, json!(401), "the session has ended");
 }
 
 async fn a_viewer_of_b_sees_nothing_of_a(browser: &Client, hub: &Hub, token: &str, shots: &Screenshots) {
