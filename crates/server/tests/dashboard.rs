@@ -79,17 +79,20 @@ async fn the_dashboard_in_a_headless_browser() {
 
     let admin = hub.token(Grant::Fleet).await;
     let browser = driver.browser().await;
-    sign_in(&browser, &hub, &admin, &shots).await;
-    counts_match_the_api(&browser, &hub, "default", &shots).await;
-    the_phase_filter_narrows_the_matrix(&browser, &hub, &shots).await;
-    a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
-    an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
-    signing_out_ends_the_session(&browser).await;
+    let steps = async {
+        sign_in(&browser, &hub, &admin, &shots).await;
+        counts_match_the_api(&browser, &hub, "default", &shots).await;
+        the_phase_filter_narrows_the_matrix(&browser, &hub, &shots).await;
+        a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
+        an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
+        signing_out_ends_the_session(&browser).await;
+    };
+    closing(&browser, &shots, steps).await;
     browser.close().await.expect("close the browser");
 
     let viewer_b = hub.token(Grant::parse("b:viewer").expect("grant")).await;
     let browser = driver.browser().await;
-    a_viewer_of_b_sees_nothing_of_a(&browser, &hub, &viewer_b, &shots).await;
+    closing(&browser, &shots, a_viewer_of_b_sees_nothing_of_a(&browser, &hub, &viewer_b, &shots)).await;
     browser.close().await.expect("close the browser");
     hub.stop().await;
 }
@@ -290,6 +293,19 @@ async fn data_rows(browser: &Client) -> u64 {
 }
 
 // ---- the browser -------------------------------------------------------------------
+
+/// Runs `steps`; if one fails, keeps a screenshot of where it failed and closes the
+/// browser (Chromium would outlive its killed driver) before failing the test.
+async fn closing(browser: &Client, shots: &Screenshots, steps: impl Future<Output = ()>) {
+    use futures_util::FutureExt;
+    if let Err(panic) = std::panic::AssertUnwindSafe(steps).catch_unwind().await {
+        if let Ok(png) = browser.screenshot().await {
+            let _ = std::fs::write(shots.dir.join("failed.png"), png);
+        }
+        let _ = browser.clone().close().await;
+        std::panic::resume_unwind(panic);
+    }
+}
 
 /// `chromedriver` on a free loopback port, ended when dropped.
 struct ChromeDriver {
