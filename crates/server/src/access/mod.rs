@@ -102,10 +102,7 @@ async fn admit(access: &Access, req: &mut Request) -> Result<(), ApiError> {
         Some(Need::Metrics) if !access.metrics_require_auth => return Ok(()),
         _ => {}
     }
-    let (parts, body) = std::mem::take(req).into_parts();
-    let cookie = session::credential(access, &parts);
-    *req = Request::from_parts(parts, body);
-    let caller = match cookie? {
+    let caller = match session::credential(access, req)? {
         Some(token) => access.authenticator.identify_token(&token).await?,
         None => access.authenticator.identify(req.headers(), req.extensions()).await?,
     };

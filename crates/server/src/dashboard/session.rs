@@ -11,7 +11,7 @@
 use super::origin::Origin;
 use crate::access::Access;
 use crate::error::{ApiError, Result};
-use crate::tls::ClientIdentity;
+use crate::tls::{ClientIdentity, OverTls};
 use crate::AppState;
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
@@ -116,20 +116,21 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
 /// The token a request's session cookie stands for, if the request carries no other
 /// credential (a bearer token or a client certificate wins): refused unless the
 /// request only reads and comes from the hub's own pages.
-pub fn credential(access: &Access, parts: &Parts) -> Result<Option<String>> {
-    if parts.headers.contains_key(header::AUTHORIZATION) || parts.extensions.get::<ClientIdentity>().is_some() {
+pub fn credential(access: &Access, req: &Request) -> Result<Option<String>> {
+    let headers = req.headers();
+    if headers.contains_key(header::AUTHORIZATION) || req.extensions().get::<ClientIdentity>().is_some() {
         return Ok(None);
     }
-    let Some(id) = cookie(&parts.headers) else {
+    let Some(id) = cookie(headers) else {
         return Ok(None);
     };
-    if !matches!(parts.method, Method::GET | Method::HEAD) {
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
         return Err(ApiError::Unauthorized(format!(
             "a dashboard session only reads (GET and HEAD), it cannot {}: send `Authorization: Bearer TOKEN`",
-            parts.method
+            req.method()
         )));
     }
-    if let Origin::Foreign(origin) = Origin::of_parts(parts) {
+    if let Origin::Foreign(origin) = Origin::of(headers, req.uri(), req.extensions().get::<OverTls>().is_some()) {
         return Err(foreign(origin));
     }
     match access.sessions.token(id) {
@@ -174,7 +175,7 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Resp
     }
     let caller = state.access.authenticator.identify_token(&token).await?;
     let id = state.access.sessions.start(token);
-    let secure = https || parts.extensions.get::<crate::tls::OverTls>().is_some();
+    let secure = https || parts.extensions.get::<OverTls>().is_some();
     let cookie = set_cookie(&id, SESSION_TTL.as_secs(), secure)?;
     tracing::info!(subject = %caller.subject, "dashboard sign-in");
     let mut response = Json(WhoAmI { subject: caller.subject, grants: caller.grants }).into_response();
@@ -191,7 +192,7 @@ pub async fn sign_out(State(state): State<AppState>, parts: Parts) -> Result<Res
     if let Some(id) = cookie(&parts.headers) {
         state.access.sessions.end(id);
     }
-    let secure = parts.extensions.get::<crate::tls::OverTls>().is_some();
+    let secure = parts.extensions.get::<OverTls>().is_some();
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(header::SET_COOKIE, set_cookie("", 0, secure)?);
     Ok(response)
