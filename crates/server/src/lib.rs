@@ -20,6 +20,7 @@
 //! | `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` | hub-issued tokens ([`tokens`]) |
 //! | `GET /v1/whoami` | the caller's subject and grants |
 //! | `GET /livez`, `GET /readyz`, `GET /healthz`, `GET /metrics` | operations |
+//! | `GET /`, `/ui/…` | the dashboard ([`dashboard`]) |
 //!
 //! `?tenant=` selects the tenant (default `default`) wherever objects are named. The lists
 //! of Clusters, SyncSets, Secrets, status and live state page with `?limit=&continue=`
@@ -30,6 +31,7 @@
 pub mod access;
 pub mod agent;
 mod conn;
+pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -54,7 +56,7 @@ pub use feed::EventFeed;
 pub use metrics::QueueMetrics;
 pub use serve::{serve_router, serve_router_with, SHUTDOWN_GRACE};
 pub use watch_slots::WatchLimits;
-pub use tls::{ClientIdentity, ServerTls, TlsConfig, TlsError};
+pub use tls::{ClientIdentity, OverTls, ServerTls, TlsConfig, TlsError};
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
@@ -121,6 +123,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::healthz))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::scrape))
+        .merge(dashboard::routes())
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))

@@ -9,7 +9,7 @@
 //! when their head's deadline passes.
 
 use crate::conn::{Connections, ConnectionLimits, Expiry, Registered, TrackedBody, Watched};
-use crate::tls::{client_identity, ClientIdentity, ServerTls};
+use crate::tls::{client_identity, ClientIdentity, OverTls, ServerTls};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -136,7 +136,7 @@ impl Accepted {
     /// request in flight finishes first).
     async fn run(self, tcp: TcpStream, tls: Option<ServerTls>, app: Router) {
         let Some(tls) = tls else {
-            return self.serve(tcp, None, app).await;
+            return self.serve(tcp, None, false, app).await;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
         let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
@@ -156,10 +156,10 @@ impl Accepted {
             () = stopping(self.stop.clone()) => return,
         };
         let identity = client_identity(stream.get_ref().1.peer_certificates());
-        self.serve(stream, identity, app).await;
+        self.serve(stream, identity, true, app).await;
     }
 
-    async fn serve<I>(self, io: I, identity: Option<ClientIdentity>, app: Router)
+    async fn serve<I>(self, io: I, identity: Option<ClientIdentity>, over_tls: bool, app: Router)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -169,6 +169,9 @@ impl Accepted {
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             if let Some(identity) = &identity {
                 request.extensions_mut().insert(identity.clone());
+            }
+            if over_tls {
+                request.extensions_mut().insert(OverTls);
             }
             let in_flight = requests.begin();
             let app = app.clone();

@@ -64,6 +64,11 @@ pub struct ClientIdentity {
     pub organizations: Vec<String>,
 }
 
+/// In the extensions of every request that came over https: what the dashboard's
+/// session cookie is marked `Secure` by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverTls;
+
 /// Why the TLS files could not be loaded. No variant carries key material.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

@@ -256,3 +256,47 @@ async fn shutdown_over_https_lets_a_request_in_flight_finish_and_accepts_no_more
     let fresh = trusting(&ca_file).builder().expect("builder").build().expect("client");
     fresh.get(&url).send().await.expect_err("no longer accepting");
 }
+
+/// Over https the dashboard's session cookie is `Secure`, and a sign-in from a page
+/// served over plain http (the same host and port) is refused.
+#[tokio::test]
+async fn the_dashboard_session_cookie_is_secure_over_https() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("fleetsync test CA").expect("CA");
+    let server = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
+    let grant = fleetsync_model::Grant::parse("team-a:viewer").expect("grant");
+    let request = fleetsync_server::access::tokens::TokenRequest { grant, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) = fleetsync_server::access::tokens::issue(store.as_ref(), store.clock().as_ref(), request).await.expect("token");
+    let mut registry = Registry::default();
+    let queue_metrics = QueueMetrics::register(&mut registry);
+    let state = AppState::new(store, Arc::new(registry), queue_metrics);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let host = format!("127.0.0.1:{}", listener.local_addr().expect("addr").port());
+    let tls = ServerTls::load(tls_config(&server, None)).expect("the test files load");
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(serve(listener, state, Some(tls), async {
+        let _ = stopped.await;
+    }));
+    let ca_pem = reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).expect("CA");
+    let http = reqwest::Client::builder().add_root_certificate(ca_pem).build().expect("client");
+    let sign_in = |origin: String| {
+        http.post(format!("https://{host}/ui/session"))
+            .header("origin", origin)
+            .header("content-type", "application/json")
+            .body(serde_json::json!({ "token": token }).to_string())
+            .send()
+    };
+
+    let resp = sign_in(format!("https://{host}")).await.expect("sign in");
+    assert_eq!(resp.status().as_u16(), 200);
+    let cookie = resp.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    assert!(cookie.ends_with("; Secure") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let session = cookie.split(';').next().unwrap_or_default().to_string();
+    let me = http.get(format!("https://{host}/v1/whoami")).header("cookie", session).send().await.expect("whoami");
+    assert_eq!(me.status().as_u16(), 200);
+
+    let resp = sign_in(format!("http://{host}")).await.expect("sign in from http");
+    assert_eq!(resp.status().as_u16(), 403, "a page over http may not sign in to an https hub");
+    Running { base: host, stop, task }.shut_down().await;
+}

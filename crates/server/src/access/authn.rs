@@ -52,6 +52,12 @@ impl Authenticator {
         Err(ApiError::Unauthorized(format!("no credential: {HOW}")))
     }
 
+    /// The caller a bearer token (hub-issued or OIDC) stands for, as if it came in an
+    /// `Authorization` header: what a dashboard sign-in and its session are judged by.
+    pub async fn identify_token(&self, token: &str) -> Result<Caller, ApiError> {
+        self.caller_of_token(token).await
+    }
+
     async fn caller_of_token(&self, token: &str) -> Result<Caller, ApiError> {
         if tokens::is_hub_token(token) {
             return match tokens::find(self.tokens.as_ref(), token, self.clock.now()).await? {

@@ -19,6 +19,7 @@ pub use oidc::Oidc;
 pub use routes::{Need, RULES};
 pub use rules::{Caller, Right, Visible};
 
+use crate::dashboard::{session, Sessions};
 use crate::error::ApiError;
 use crate::extract::check_tenant;
 use crate::AppState;
@@ -41,11 +42,13 @@ pub struct Access {
     /// The tenants whose Clusters may use the `inCluster` endpoint (the hub's own
     /// cluster, with the hub's service account): none unless the operator allows some.
     pub in_cluster_tenants: BTreeSet<String>,
+    /// The dashboard's sessions: a session cookie stands for the token it signed in with.
+    pub sessions: Sessions,
 }
 
 impl Access {
     pub fn new(authenticator: Authenticator) -> Access {
-        Access { authenticator, metrics_require_auth: false, in_cluster_tenants: BTreeSet::new() }
+        Access { authenticator, metrics_require_auth: false, in_cluster_tenants: BTreeSet::new(), sessions: Sessions::default() }
     }
 
     /// These settings on top of `authenticator` (the store's tokens).
@@ -54,7 +57,12 @@ impl Access {
             Some(oidc) => authenticator.with_oidc(oidc),
             None => authenticator,
         };
-        Access { authenticator, metrics_require_auth: settings.metrics_require_auth, in_cluster_tenants: settings.in_cluster_tenants }
+        Access {
+            authenticator,
+            metrics_require_auth: settings.metrics_require_auth,
+            in_cluster_tenants: settings.in_cluster_tenants,
+            sessions: Sessions::default(),
+        }
     }
 }
 
@@ -94,7 +102,10 @@ async fn admit(access: &Access, req: &mut Request) -> Result<(), ApiError> {
         Some(Need::Metrics) if !access.metrics_require_auth => return Ok(()),
         _ => {}
     }
-    let caller = access.authenticator.identify(req.headers(), req.extensions()).await?;
+    let caller = match session::credential(access, req)? {
+        Some(token) => access.authenticator.identify_token(&token).await?,
+        None => access.authenticator.identify(req.headers(), req.extensions()).await?,
+    };
     match (path, need) {
         // No such route (or method): the caller, now known, gets the 404 or 405 (a
         // stranger got a 401).

@@ -39,6 +39,13 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/readyz", Need::Public),
     rule(Method::GET, "/healthz", Need::Public),
     rule(Method::GET, "/metrics", Need::Metrics),
+    // The dashboard: its page and assets hold no data; its session routes check what
+    // they are sent (and a session cookie reads the `/v1` routes below, by their rules).
+    rule(Method::GET, "/", Need::Public),
+    rule(Method::GET, "/ui/app.js", Need::Public),
+    rule(Method::GET, "/ui/app.css", Need::Public),
+    rule(Method::POST, "/ui/session", Need::Public),
+    rule(Method::DELETE, "/ui/session", Need::Public),
     rule(Method::POST, "/v1/apply", Need::Checked),
     rule(Method::GET, "/v1/clusters", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/clusters/{name}", Need::InTenant(Right::Read)),

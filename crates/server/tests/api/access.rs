@@ -111,6 +111,11 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
     let row = |viewer, editor, admin_a, admin_b, fleet, agent| [401, 401, 401, viewer, editor, admin_a, admin_b, fleet, agent];
     match (method, path) {
         ("GET", "/livez" | "/readyz" | "/healthz" | "/metrics") => [200; 9],
+        // The dashboard's page and assets; a sign-in without the page's Origin is
+        // refused whoever signs in, and signing out needs nothing.
+        ("GET", "/" | "/ui/app.js" | "/ui/app.css") => [200; 9],
+        ("POST", "/ui/session") => [403; 9],
+        ("DELETE", "/ui/session") => [204; 9],
         ("POST", "/v1/apply") => row(403, 200, 200, 403, 200, 403),
         ("GET", "/v1/clusters" | "/v1/clusters/{name}" | "/v1/syncsets" | "/v1/syncsets/{name}") => row(200, 200, 200, 403, 200, 403),
         ("GET", "/v1/status" | "/v1/status/summary" | "/v1/status/clusters/{name}" | "/v1/status/syncsets/{name}" | "/v1/live") => {

@@ -13,4 +13,5 @@ mod objects;
 mod paging;
 mod ops;
 mod status;
+mod ui;
 mod watch_limits;

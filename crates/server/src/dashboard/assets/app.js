@@ -1,0 +1,618 @@
+// fleetsync's dashboard: reads the /v1 API with the session cookie (same origin), one
+// page or one summary at a time, and follows the event watch to re-read only what an
+// event names. No framework: DOM nodes are built with el() and text is always text.
+'use strict';
+
+const PHASES = ['Pending', 'Applying', 'Applied', 'Failed', 'Parked'];
+const MATRIX_PAGE = 200;
+const KEYS_PAGE = 100;
+const SYNCSETS_PAGE = 100;
+const MAX_SYNCSETS = 2000;
+
+const state = { subject: '', grants: [], tenant: '', view: null, watch: null };
+
+// ---- DOM helpers -------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') node.className = v;
+    else if (k === 'text') node.textContent = v;
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+const $ = (id) => document.getElementById(id);
+const q = encodeURIComponent;
+
+function badge(phase) {
+  return el('span', { class: 'badge phase-' + phase, 'data-phase': phase, text: phase });
+}
+
+function link(hash, text) {
+  return el('a', { href: hash, text });
+}
+
+function age(ts) {
+  if (!ts) return '';
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
+  if (s < 120) return s + ' s';
+  if (s < 7200) return Math.round(s / 60) + ' min';
+  return Math.round(s / 3600) + ' h';
+}
+
+function showError(e) {
+  const p = $('error');
+  if (!e) { p.hidden = true; p.textContent = ''; return; }
+  p.hidden = false;
+  p.textContent = String(e.message || e);
+}
+
+// ---- the API -----------------------------------------------------------------------
+
+class SignedOut extends Error {}
+
+async function api(path) {
+  const resp = await fetch(path, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+  if (resp.status === 401) { signedOut(); throw new SignedOut('signed out'); }
+  let body = null;
+  try { body = await resp.json(); } catch (_) { body = null; }
+  if (!resp.ok) {
+    const err = new Error((body && body.error) || ('HTTP ' + resp.status));
+    err.status = resp.status;
+    throw err;
+  }
+  return body;
+}
+
+function tenantQuery() {
+  return 'tenant=' + q(state.tenant);
+}
+
+// Runs `f` over `items`, at most `n` at a time.
+async function pool(items, n, f) {
+  const out = new Array(items.length);
+  let next = 0;
+  async function worker() {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await f(items[i]);
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
+  return out;
+}
+
+// ---- session -----------------------------------------------------------------------
+
+function signedOut() {
+  stopWatch();
+  state.view = null;
+  $('session').hidden = true;
+  $('view').hidden = true;
+  $('sign-in').hidden = false;
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const token = $('token').value.trim();
+  $('sign-in-error').textContent = '';
+  const resp = await fetch('/ui/session', {
+    method: 'POST', credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }),
+  });
+  $('token').value = '';
+  if (!resp.ok) {
+    let msg = 'HTTP ' + resp.status;
+    try { msg = (await resp.json()).error || msg; } catch (_) { /* keep the status */ }
+    $('sign-in-error').textContent = msg;
+    return;
+  }
+  await start();
+}
+
+async function signOut() {
+  stopWatch();
+  sessionStorage.clear();
+  await fetch('/ui/session', { method: 'DELETE', credentials: 'same-origin' });
+  signedOut();
+}
+
+// The tenants the grants name; a fleet-admin may type any.
+function grantedTenants() {
+  const tenants = new Set();
+  for (const g of state.grants) {
+    const tenant = String(g).split(':')[0];
+    if (tenant !== 'fleet-admin') tenants.add(tenant);
+  }
+  return [...tenants].sort();
+}
+
+async function start() {
+  let me;
+  try { me = await api('/v1/whoami'); } catch (e) { if (!(e instanceof SignedOut)) showError(e); return; }
+  state.subject = me.subject;
+  state.grants = me.grants || [];
+  const tenants = grantedTenants();
+  const list = $('tenants');
+  list.replaceChildren(...tenants.map((t) => el('option', { value: t })));
+  // The tenant chosen last in this tab, if this caller may read it.
+  const saved = sessionStorage.getItem('fleetsync.tenant');
+  const fleetAdmin = state.grants.includes('fleet-admin');
+  state.tenant = saved && (fleetAdmin || tenants.includes(saved)) ? saved : (tenants[0] || 'default');
+  $('tenant').value = state.tenant;
+  $('subject').textContent = state.subject;
+  $('sign-in').hidden = true;
+  $('session').hidden = false;
+  $('view').hidden = false;
+  startWatch();
+  render();
+}
+
+function setTenant() {
+  const t = $('tenant').value.trim();
+  if (!t || t === state.tenant) return;
+  state.tenant = t;
+  sessionStorage.setItem('fleetsync.tenant', t);
+  render();
+}
+
+// ---- views -------------------------------------------------------------------------
+
+function route() {
+  const parts = (location.hash.replace(/^#\/?/, '') || '').split('/').map(decodeURIComponent);
+  switch (parts[0]) {
+    case 'syncset': return new SyncSetView(parts[1]);
+    case 'cluster': return new ClusterView(parts[1]);
+    case 'key': return new KeyView(parts[1], parts[2]);
+    default: return new FleetView();
+  }
+}
+
+async function render() {
+  if ($('session').hidden) return;
+  showError(null);
+  const view = route();
+  state.view = view;
+  const root = $('view');
+  root.replaceChildren(view.root);
+  try { await view.load(); } catch (e) { if (!(e instanceof SignedOut)) showError(e); }
+}
+
+// Re-reads what `changed` names in the current view, one read at a time.
+let refreshing = Promise.resolve();
+function refresh(changed) {
+  const view = state.view;
+  if (!view) return;
+  refreshing = refreshing.then(() => view === state.view && view.refresh(changed)).catch((e) => {
+    if (!(e instanceof SignedOut)) showError(e);
+  });
+}
+
+// A table from rows of cells; `head` names the columns.
+function table(head, rows, attrs) {
+  return el('table', attrs || {}, el('thead', {}, el('tr', {}, head.map((h) => el('th', { text: h })))),
+    el('tbody', {}, rows));
+}
+
+function summaryCards(summary, idPrefix) {
+  const phases = summary.phases || {};
+  return el('div', { class: 'cards' },
+    el('div', { class: 'card' }, el('span', { class: 'n', id: idPrefix + 'total', text: summary.total }), 'keys'),
+    PHASES.map((p) => el('div', { class: 'card' },
+      el('span', { class: 'n', 'data-phase-total': p, text: phases[p] || 0 }), badge(p))),
+    el('div', { class: 'card' }, el('span', { class: 'n', id: idPrefix + 'at-generation', text: summary.atGeneration }),
+      'at the latest generation'));
+}
+
+function failureRows(failures, syncset) {
+  return failures.map((f) => el('tr', {},
+    el('td', {}, link('#/key/' + q(f.cluster) + '/' + q(f.syncset || syncset), (f.syncset || syncset) + ' on ' + f.cluster)),
+    el('td', {}, badge(f.phase)), el('td', { class: 'num', text: f.attempts }),
+    el('td', {}, el('pre', { text: f.lastError || '' }))));
+}
+
+// Pages of a list: `continue` tokens of the pages seen, to go back.
+class Pager {
+  constructor(onChange) { this.tokens = ['']; this.next = ''; this.onChange = onChange; }
+  get current() { return this.tokens[this.tokens.length - 1]; }
+  reset() { this.tokens = ['']; this.next = ''; }
+  controls(prefix) {
+    const prev = el('button', { type: 'button', id: prefix + 'prev-page', disabled: this.tokens.length < 2, text: 'Previous page',
+      onclick: () => { this.tokens.pop(); this.onChange(); } });
+    const next = el('button', { type: 'button', id: prefix + 'next-page', disabled: !this.next, text: 'Next page',
+      onclick: () => { this.tokens.push(this.next); this.onChange(); } });
+    return [prev, next, el('span', { class: 'muted', text: 'page ' + this.tokens.length })];
+  }
+}
+
+// The fleet at a glance: totals summed from each SyncSet's summary, members, failures
+// first, and a page of keys as a SyncSet x cluster matrix.
+class FleetView {
+  constructor() {
+    this.summaries = new Map();
+    this.phase = sessionStorage.getItem('fleetsync.phase') || '';
+    this.pager = new Pager(() => this.loadMatrix());
+    this.matrixKeys = new Set();
+    this.matrixFull = false;
+    this.totals = el('div', { id: 'totals' });
+    this.failures = el('div', { id: 'failures' });
+    this.members = el('div', { id: 'members' });
+    this.syncsets = el('div', { id: 'syncsets' });
+    this.matrix = el('div', { id: 'matrix-view' });
+    this.root = el('div', {}, el('h1', { text: 'Fleet' }), this.totals,
+      el('h2', { text: 'Failures' }), this.failures,
+      el('h2', { text: 'Matrix' }), this.matrix,
+      el('h2', { text: 'SyncSets' }), this.syncsets,
+      el('h2', { text: 'Members' }), this.members);
+  }
+
+  async load() {
+    await Promise.all([this.loadSummaries(), this.loadMembers(), this.loadMatrix()]);
+  }
+
+  async loadSummaries() {
+    const names = [];
+    let token = '';
+    do {
+      const page = await api('/v1/syncsets?' + tenantQuery() + '&limit=' + SYNCSETS_PAGE + (token ? '&continue=' + q(token) : ''));
+      for (const s of page.items) names.push(s.metadata.name);
+      token = page.continue || '';
+    } while (token && names.length < MAX_SYNCSETS);
+    this.truncated = !!token;
+    this.summaries.clear();
+    await pool(names, 6, (name) => this.loadSummary(name));
+    this.drawSummaries();
+  }
+
+  async loadSummary(name) {
+    try {
+      const s = await api('/v1/status/syncsets/' + q(name) + '?' + tenantQuery() + '&limit=1');
+      this.summaries.set(name, { generation: s.generation, summary: s.summary });
+    } catch (e) {
+      if (e.status === 404) this.summaries.delete(name); else throw e;
+    }
+  }
+
+  drawSummaries() {
+    const total = { total: 0, atGeneration: 0, phases: {} };
+    const failures = [];
+    const rows = [];
+    for (const [name, { generation, summary }] of [...this.summaries].sort((a, b) => a[0].localeCompare(b[0]))) {
+      total.total += summary.total;
+      total.atGeneration += summary.atGeneration;
+      for (const p of PHASES) total.phases[p] = (total.phases[p] || 0) + (summary.phases[p] || 0);
+      for (const f of summary.failures || []) failures.push({ ...f, syncset: name });
+      rows.push(el('tr', { 'data-syncset': name },
+        el('td', {}, link('#/syncset/' + q(name), name)), el('td', { class: 'num', text: generation }),
+        el('td', { class: 'num', text: summary.total }),
+        PHASES.map((p) => el('td', { class: 'num', text: summary.phases[p] || 0 })),
+        el('td', { class: 'num', text: summary.atGeneration }),
+        el('td', { text: age(summary.oldestPendingSince) })));
+    }
+    this.totals.replaceChildren(summaryCards(total, ''),
+      el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ')' : '') }));
+    this.failures.replaceChildren(failures.length
+      ? table(['key', 'phase', 'attempts', 'last error'], failureRows(failures), { id: 'failure-list' })
+      : el('p', { class: 'muted', text: 'No failed or parked keys.' }));
+    this.syncsets.replaceChildren(table(['SyncSet', 'generation', 'keys', ...PHASES, 'at generation', 'oldest pending'], rows,
+      { id: 'syncset-list' }));
+  }
+
+  async loadMembers() {
+    try {
+      const members = await api('/v1/members');
+      this.members.replaceChildren(table(['member', 'shards', 'in flight', 'started', 'heartbeat'],
+        members.items.map((m) => el('tr', {}, el('td', { text: m.id }), el('td', { class: 'num', text: m.shards }),
+          el('td', { class: 'num', text: m.inFlight }), el('td', { text: age(m.startedAt) + ' ago' }),
+          el('td', { text: age(m.heartbeatAt) + ' ago' }))), { id: 'member-list' }));
+    } catch (e) {
+      if (e.status !== 403) throw e;
+      this.members.replaceChildren(el('p', { class: 'muted', text: 'Members are shown to fleet-admins.' }));
+    }
+  }
+
+  async loadMatrix() {
+    const phase = this.phase ? '&phase=' + q(this.phase) : '';
+    const token = this.pager.current;
+    const page = await api('/v1/status?' + tenantQuery() + '&limit=' + MATRIX_PAGE + phase + (token ? '&continue=' + q(token) : ''));
+    this.pager.next = page.continue || '';
+    this.drawMatrix(page.items);
+  }
+
+  drawMatrix(items) {
+    const filter = el('select', { id: 'phase-filter', onchange: (ev) => {
+      this.phase = ev.target.value;
+      sessionStorage.setItem('fleetsync.phase', this.phase);
+      this.pager.reset();
+      this.loadMatrix().catch(showError);
+    } }, el('option', { value: '', text: 'every phase' }), el('option', { value: 'Failed,Parked', text: 'Failed or Parked' }),
+    PHASES.map((p) => el('option', { value: p, text: p })));
+    filter.value = this.phase;
+    const bad = (k) => k.phase === 'Failed' || k.phase === 'Parked';
+    // Failures first: SyncSets and clusters with a failed key lead the page.
+    const score = (keys) => -keys.filter(bad).length;
+    const bySyncSet = new Map();
+    const byCluster = new Map();
+    for (const k of items) {
+      if (!bySyncSet.has(k.syncset)) bySyncSet.set(k.syncset, []);
+      if (!byCluster.has(k.cluster)) byCluster.set(k.cluster, []);
+      bySyncSet.get(k.syncset).push(k);
+      byCluster.get(k.cluster).push(k);
+    }
+    const order = (m) => [...m.keys()].sort((a, b) => score(m.get(a)) - score(m.get(b)) || a.localeCompare(b));
+    const syncsets = order(bySyncSet);
+    const clusters = order(byCluster);
+    const cells = new Map(items.map((k) => [k.cluster + '/' + k.syncset, k]));
+    this.matrixKeys = new Set(cells.keys());
+    this.matrixClusters = new Set(clusters);
+    this.matrixSyncSets = new Set(syncsets);
+    this.matrixFull = !!this.pager.next;
+    const head = el('tr', {}, el('th', { text: 'SyncSet \\ cluster' }),
+      clusters.map((c) => el('th', { class: 'col' }, link('#/cluster/' + q(c), c))));
+    const rows = syncsets.map((s) => el('tr', { 'data-syncset': s }, el('th', {}, link('#/syncset/' + q(s), s)),
+      clusters.map((c) => {
+        const k = cells.get(c + '/' + s);
+        if (!k) return el('td', { class: 'cell empty' });
+        const title = c + ' / ' + s + ': ' + k.phase + (k.lastError ? ' — ' + k.lastError : '');
+        return el('td', { class: 'cell phase-' + k.phase, title, 'data-cluster': c, 'data-syncset': s, 'data-phase': k.phase },
+          el('a', { href: '#/key/' + q(c) + '/' + q(s), 'aria-label': title, text: bad(k) ? '!' : '' }));
+      })));
+    const matrix = items.length
+      ? el('table', { class: 'matrix', id: 'matrix' }, el('thead', {}, head), el('tbody', {}, rows))
+      : el('p', { class: 'muted', id: 'matrix-empty', text: 'No keys' + (this.phase ? ' in ' + this.phase : '') + '.' });
+    this.matrix.replaceChildren(
+      el('div', { class: 'toolbar' }, el('label', {}, 'Phase ', filter), this.pager.controls(''),
+        el('span', { class: 'muted', id: 'matrix-count', text: items.length + ' keys on this page' })),
+      el('div', { class: 'legend' }, PHASES.map(badge)), matrix);
+  }
+
+  async refresh(changed) {
+    const names = new Set([...changed.syncsets].filter((s) => s));
+    if (changed.all) {
+      await this.loadSummaries();
+    } else if (names.size) {
+      await pool([...names], 6, (name) => this.loadSummary(name));
+      this.drawSummaries();
+    }
+    // The page holds a changed key, or has room for a new one: read it again (one page).
+    const touches = [...changed.keys].some((k) => this.matrixKeys.has(k))
+      || [...changed.clusters].some((c) => this.matrixClusters.has(c))
+      || [...changed.syncsets].some((s) => this.matrixSyncSets.has(s))
+      || (!this.matrixFull && (changed.keys.size || changed.syncsets.size || changed.clusters.size));
+    if (touches || changed.all) await this.loadMatrix();
+  }
+}
+
+// One SyncSet: its summary, failures, and its keys a page at a time.
+class SyncSetView {
+  constructor(name) {
+    this.name = name;
+    this.pager = new Pager(() => this.load());
+    this.root = el('div', {}, el('h1', { text: 'SyncSet ' + name }));
+    this.body = el('div', {});
+    this.root.append(this.body);
+  }
+
+  async load() {
+    const token = this.pager.current;
+    const s = await api('/v1/status/syncsets/' + q(this.name) + '?' + tenantQuery() + '&limit=' + KEYS_PAGE + (token ? '&continue=' + q(token) : ''));
+    this.pager.next = s.continue || '';
+    const rows = s.items.map((k) => el('tr', { 'data-cluster': k.cluster },
+      el('td', {}, link('#/key/' + q(k.cluster) + '/' + q(this.name), k.cluster)), el('td', {}, badge(k.phase)),
+      el('td', { class: 'num', text: k.observedGeneration + ' / ' + k.generation }), el('td', { class: 'num', text: k.attempts }),
+      el('td', {}, el('pre', { text: k.lastError || '' }))));
+    this.body.replaceChildren(
+      el('p', { class: 'muted', text: 'generation ' + s.generation + (s.summary.oldestPendingSince ? ', oldest pending ' + age(s.summary.oldestPendingSince) : '') }),
+      summaryCards(s.summary, 'syncset-'),
+      el('h2', { text: 'Failures' }),
+      (s.summary.failures || []).length ? table(['key', 'phase', 'attempts', 'last error'], failureRows(s.summary.failures, this.name))
+        : el('p', { class: 'muted', text: 'No failed or parked keys.' }),
+      el('h2', { text: 'Keys' }), el('div', { class: 'toolbar' }, this.pager.controls('')),
+      table(['cluster', 'phase', 'observed / generation', 'attempts', 'last error'], rows, { id: 'key-list' }));
+  }
+
+  async refresh(changed) {
+    if (changed.all || changed.syncsets.has(this.name)) await this.load();
+  }
+}
+
+// One cluster: the object, and its keys a page at a time.
+class ClusterView {
+  constructor(name) {
+    this.name = name;
+    this.pager = new Pager(() => this.load());
+    this.body = el('div', {});
+    this.root = el('div', {}, el('h1', { text: 'Cluster ' + name }), this.body);
+  }
+
+  async load() {
+    const token = this.pager.current;
+    const [cluster, page] = await Promise.all([
+      api('/v1/clusters/' + q(this.name) + '?' + tenantQuery()),
+      api('/v1/status?' + tenantQuery() + '&cluster=' + q(this.name) + '&limit=' + KEYS_PAGE + (token ? '&continue=' + q(token) : '')),
+    ]);
+    this.pager.next = page.continue || '';
+    const labels = Object.entries((cluster.metadata && cluster.metadata.labels) || {}).map(([k, v]) => k + '=' + v).join(', ');
+    const rows = page.items.map((k) => el('tr', { 'data-syncset': k.syncset },
+      el('td', {}, link('#/key/' + q(this.name) + '/' + q(k.syncset), k.syncset)), el('td', {}, badge(k.phase)),
+      el('td', { class: 'num', text: k.observedGeneration + ' / ' + k.generation }), el('td', { class: 'num', text: k.attempts }),
+      el('td', { text: age(k.lastAppliedAt) }), el('td', {}, el('pre', { text: k.lastError || '' }))));
+    this.body.replaceChildren(el('p', { class: 'muted', text: labels ? 'labels: ' + labels : 'no labels' }),
+      el('div', { class: 'toolbar' }, this.pager.controls('')),
+      table(['SyncSet', 'phase', 'observed / generation', 'attempts', 'applied', 'last error'], rows, { id: 'key-list' }));
+  }
+
+  async refresh(changed) {
+    if (changed.all || changed.clusters.has(this.name)) await this.load();
+  }
+}
+
+// One key: its phase, per-resource results of the last run, last error, drift.
+class KeyView {
+  constructor(cluster, syncset) {
+    this.cluster = cluster;
+    this.syncset = syncset;
+    this.body = el('div', {});
+    this.root = el('div', {}, el('h1', {},
+      'Key ', link('#/cluster/' + q(cluster), cluster), ' / ', link('#/syncset/' + q(syncset), syncset)), this.body);
+  }
+
+  async load() {
+    const page = await api('/v1/status?' + tenantQuery() + '&cluster=' + q(this.cluster) + '&syncset=' + q(this.syncset) + '&limit=1');
+    const k = page.items[0];
+    if (!k) { this.body.replaceChildren(el('p', { class: 'muted', text: 'No such key.' })); return; }
+    const ref = (r) => r.kind + ' ' + (r.namespace ? r.namespace + '/' : '') + r.name;
+    const facts = [['phase', badge(k.phase)], ['desired', String(k.desired)], ['generation', k.generation],
+      ['observed generation', k.observedGeneration], ['attempts', k.attempts],
+      ['last applied', k.lastAppliedAt ? age(k.lastAppliedAt) + ' ago' : 'never'],
+      ['next attempt', k.nextAttemptAt || ''], ['updated', age(k.updatedAt) + ' ago']];
+    this.body.replaceChildren(
+      el('table', { id: 'key-facts' }, el('tbody', {}, facts.map(([n, v]) => el('tr', {}, el('th', { text: n }), el('td', {}, v))))),
+      el('h2', { text: 'Last error' }), el('pre', { id: 'last-error', text: k.lastError || 'none' }),
+      el('h2', { text: 'Resources (last run)' }),
+      table(['resource', 'apiVersion', 'outcome', 'ms', 'error'], (k.resources || []).map((r) => el('tr', { 'data-resource': ref(r.resource) },
+        el('td', { text: ref(r.resource) }), el('td', { text: r.resource.apiVersion }), el('td', { text: r.outcome }),
+        el('td', { class: 'num', text: r.durationMs }), el('td', {}, el('pre', { text: r.error || '' })))), { id: 'resources' }),
+      el('h2', { text: 'Drift' }),
+      (k.drift || []).length ? table(['resource', 'reason', 'live version'], k.drift.map((d) => el('tr', {},
+        el('td', { text: ref(d.resource) }), el('td', { text: d.reason }), el('td', { text: d.resourceVersion }))))
+        : el('p', { class: 'muted', text: 'No drift reported.' }));
+  }
+
+  async refresh(changed) {
+    if (changed.all || changed.keys.has(this.cluster + '/' + this.syncset)) await this.load();
+  }
+}
+
+// ---- live: the event watch ---------------------------------------------------------
+
+function emptyChange() {
+  return { all: false, keys: new Set(), clusters: new Set(), syncsets: new Set() };
+}
+
+let pending = emptyChange();
+let flushTimer = null;
+
+// What an event changes, gathered for a moment so that a burst is one refresh.
+function noteEvent(ev) {
+  if (ev.tenant !== state.tenant) return;
+  if (ev.kind === 'Status') {
+    const [cluster, syncset] = String(ev.name).split('/');
+    pending.keys.add(ev.name);
+    pending.clusters.add(cluster);
+    pending.syncsets.add(syncset);
+  } else if (ev.kind === 'SyncSet') {
+    pending.syncsets.add(ev.name);
+  } else if (ev.kind === 'Cluster') {
+    pending.clusters.add(ev.name);
+  } else {
+    return;
+  }
+  if (!flushTimer) flushTimer = setTimeout(flush, 250);
+}
+
+function flush() {
+  flushTimer = null;
+  const changed = pending;
+  pending = emptyChange();
+  refresh(changed);
+}
+
+function setLive(on) {
+  const live = $('live');
+  live.textContent = on ? 'live' : 'offline';
+  live.classList.toggle('on', on);
+}
+
+function stopWatch() {
+  if (state.watch) state.watch.abort();
+  state.watch = null;
+  setLive(false);
+}
+
+// Follows /v1/events?watch=true from where it left off. The backlog (before the first
+// bookmark) is what the page has just read, so it is skipped; after a 410 it starts over
+// and re-reads the view once.
+function startWatch() {
+  stopWatch();
+  const ctl = new AbortController();
+  state.watch = ctl;
+  let after = null;
+  let caughtUp = false;
+  let backoff = 1000;
+  (async () => {
+    while (!ctl.signal.aborted) {
+      let gone = false;
+      try {
+        const url = '/v1/events?watch=true' + (after !== null ? '&after=' + after : '');
+        const resp = await fetch(url, { credentials: 'same-origin', signal: ctl.signal });
+        if (resp.status === 401) { signedOut(); return; }
+        if (resp.status === 410) gone = true;
+        else if (!resp.ok || !resp.body) throw new Error('watch: HTTP ' + resp.status);
+        else {
+          setLive(true);
+          backoff = 1000;
+          gone = await readLines(resp.body, (line) => {
+            if (line.type === 'EVENT') {
+              after = line.event.seq;
+              if (caughtUp) noteEvent(line.event);
+            } else if (line.type === 'BOOKMARK') {
+              after = line.seq;
+              caughtUp = true;
+            }
+          });
+        }
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+      }
+      setLive(false);
+      if (gone) {
+        after = null;
+        caughtUp = false;
+        refresh({ ...emptyChange(), all: true });
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, backoff));
+      backoff = Math.min(backoff * 2, 30000);
+    }
+  })();
+}
+
+// Reads newline-delimited JSON; answers whether the stream ended with a 410.
+async function readLines(body, onLine) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buf += decoder.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const text = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (!text) continue;
+      const line = JSON.parse(text);
+      if (line.type === 'ERROR') return line.code === 410;
+      onLine(line);
+    }
+  }
+}
+
+// ---- start -------------------------------------------------------------------------
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('sign-in-form').addEventListener('submit', (ev) => { signIn(ev).catch(showError); });
+  $('sign-out').addEventListener('click', () => { signOut().catch(showError); });
+  $('tenant').addEventListener('change', setTenant);
+  window.addEventListener('hashchange', render);
+  start();
+});

@@ -1,0 +1,37 @@
+//! The dashboard: one page and its script and style, embedded in the binary when it
+//! is built ([`assets`]), served by the hub at `/`, and signed in with an API token
+//! ([`session`]).
+//!
+//! The page reads everything through the `/v1` routes, with the caller's own rights:
+//! what a tenant's viewer sees in it is what that viewer could read with the CLI. It
+//! only reads (a session cookie is refused on anything but `GET` and `HEAD`), and
+//! every view is a page or a summary: the fleet's totals from each SyncSet's summary,
+//! a page of keys as a SyncSet × cluster matrix, one cluster, SyncSet or key. It
+//! follows the event watch and re-reads only what an event names.
+//!
+//! | Route | |
+//! |---|---|
+//! | `GET /` | the page |
+//! | `GET /ui/app.js`, `GET /ui/app.css` | its script and style |
+//! | `POST /ui/session` | `{"token": "..."}` → a session cookie, `{"subject", "grants"}` |
+//! | `DELETE /ui/session` | ends the session, clears the cookie |
+
+pub mod assets;
+pub mod origin;
+pub mod session;
+
+pub use session::Sessions;
+
+use crate::AppState;
+use axum::routing::{get, post};
+use axum::Router;
+
+/// The dashboard's routes (each one public in the route table: the page and its
+/// assets hold no data, and the session routes check what they are sent).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/ui/app.js", get(assets::script))
+        .route("/ui/app.css", get(assets::style))
+        .route("/ui/session", post(session::sign_in).delete(session::sign_out))
+}

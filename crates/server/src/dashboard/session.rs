@@ -1,0 +1,245 @@
+//! Dashboard sessions: a browser signs in once with an API token and then carries a
+//! random session id in a cookie (`HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure`
+//! over https). The token stays in the hub's memory, never in the browser's storage
+//! or in an answer, and is checked again on every request, so that revoking it or its
+//! expiry ends the session too.
+//!
+//! A session is a credential for reading only: the access layer accepts the cookie on
+//! `GET` and `HEAD` requests whose `Origin`, if any, is the hub's own
+//! ([`credential`]), so a page of another site can make a browser write nothing.
+
+use super::origin::Origin;
+use crate::access::Access;
+use crate::error::{ApiError, Result};
+use crate::tls::{ClientIdentity, OverTls};
+use crate::AppState;
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use fleetsync_api::WhoAmI;
+use rand::RngCore;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The cookie's name.
+pub const COOKIE: &str = "fleetsync_session";
+/// How long a session lasts (the token's own expiry ends it sooner).
+pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
+/// Sessions kept at most; beyond it the one closest to its end is dropped.
+pub const MAX_SESSIONS: usize = 10_000;
+/// The largest sign-in body (`{"token": "..."}`; an OIDC token takes a few KiB).
+pub const MAX_SIGN_IN_BYTES: usize = 16 * 1024;
+
+/// The sessions of a hub, in memory: by the SHA-256 of their id, the token each
+/// signed in with.
+#[derive(Clone, Default)]
+pub struct Sessions {
+    open: Arc<Mutex<HashMap<[u8; 32], Session>>>,
+}
+
+struct Session {
+    token: String,
+    ends: Instant,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").field("open", &self.lock().len()).finish()
+    }
+}
+
+impl Sessions {
+    fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], Session>> {
+        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A new session for `token`: its id, for the cookie.
+    pub fn start(&self, token: String) -> String {
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let now = Instant::now();
+        let mut open = self.lock();
+        open.retain(|_, s| s.ends > now);
+        if open.len() >= MAX_SESSIONS {
+            if let Some(oldest) = open.iter().min_by_key(|(_, s)| s.ends).map(|(k, _)| *k) {
+                open.remove(&oldest);
+            }
+        }
+        open.insert(digest(&id), Session { token, ends: now + SESSION_TTL });
+        id
+    }
+
+    /// The token of the session `id`, if it is open.
+    pub fn token(&self, id: &str) -> Option<String> {
+        let key = digest(id);
+        let mut open = self.lock();
+        match open.get(&key) {
+            Some(s) if s.ends > Instant::now() => Some(s.token.clone()),
+            Some(_) => {
+                open.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Ends the session `id`.
+    pub fn end(&self, id: &str) {
+        self.lock().remove(&digest(id));
+    }
+}
+
+fn digest(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+/// The session id in a request's cookies.
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty())
+}
+
+/// The token a request's session cookie stands for, if the request carries no other
+/// credential (a bearer token or a client certificate wins): refused unless the
+/// request only reads and comes from the hub's own pages.
+pub fn credential(access: &Access, req: &Request) -> Result<Option<String>> {
+    let headers = req.headers();
+    if headers.contains_key(header::AUTHORIZATION) || req.extensions().get::<ClientIdentity>().is_some() {
+        return Ok(None);
+    }
+    let Some(id) = cookie(headers) else {
+        return Ok(None);
+    };
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return Err(ApiError::Unauthorized(format!(
+            "a dashboard session only reads (GET and HEAD), it cannot {}: send `Authorization: Bearer TOKEN`",
+            req.method()
+        )));
+    }
+    if let Origin::Foreign(origin) = Origin::of(headers, req.uri(), req.extensions().get::<OverTls>().is_some()) {
+        return Err(foreign(origin));
+    }
+    match access.sessions.token(id) {
+        Some(token) => Ok(Some(token)),
+        None => Err(ApiError::Unauthorized("the dashboard session has ended: sign in again".into())),
+    }
+}
+
+fn foreign(origin: &str) -> ApiError {
+    let origin: String = origin.chars().take(100).collect();
+    ApiError::Forbidden(format!("the request comes from {origin:?}, not from this hub's own pages"))
+}
+
+/// `POST /ui/session`'s body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignIn {
+    token: String,
+}
+
+/// `POST /ui/session` (`{"token": "..."}`, from the hub's own page): checks the token
+/// as the API does, starts a session and sets its cookie; answers who signed in.
+pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Response> {
+    let (parts, body) = req.into_parts();
+    let https = match Origin::of_parts(&parts) {
+        Origin::Same { https } => https,
+        Origin::Absent => return Err(ApiError::Forbidden("signing in needs the Origin header a browser sends from this hub's page".into())),
+        Origin::Foreign(origin) => return Err(foreign(origin)),
+    };
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if content_type.split(';').next().unwrap_or_default().trim() != "application/json" {
+        let got: String = if content_type.is_empty() { "none".into() } else { content_type.chars().take(100).collect() };
+        return Err(ApiError::UnsupportedMediaType { got });
+    }
+    let bytes = read(body, MAX_SIGN_IN_BYTES).await?;
+    // serde's messages can quote the value: none of the body goes into the error.
+    let sign_in: SignIn =
+        serde_json::from_slice(&bytes).map_err(|_| ApiError::BadBody("expected {\"token\": \"API token\"}".into()))?;
+    let token = sign_in.token.trim().to_string();
+    if token.is_empty() {
+        return Err(ApiError::InvalidField { field: "token".into(), rule: "must not be empty".into() });
+    }
+    let caller = state.access.authenticator.identify_token(&token).await?;
+    let id = state.access.sessions.start(token);
+    let secure = https || parts.extensions.get::<OverTls>().is_some();
+    let cookie = set_cookie(&id, SESSION_TTL.as_secs(), secure)?;
+    tracing::info!(subject = %caller.subject, "dashboard sign-in");
+    let mut response = Json(WhoAmI { subject: caller.subject, grants: caller.grants }).into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `DELETE /ui/session`: ends the session and clears its cookie.
+pub async fn sign_out(State(state): State<AppState>, parts: Parts) -> Result<Response> {
+    if let Origin::Foreign(origin) = Origin::of_parts(&parts) {
+        return Err(foreign(origin));
+    }
+    if let Some(id) = cookie(&parts.headers) {
+        state.access.sessions.end(id);
+    }
+    let secure = parts.extensions.get::<OverTls>().is_some();
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response.headers_mut().insert(header::SET_COOKIE, set_cookie("", 0, secure)?);
+    Ok(response)
+}
+
+/// The body, at most `limit` bytes (reading stops there: the rest is never buffered).
+async fn read(body: Body, limit: usize) -> Result<axum::body::Bytes> {
+    // Past the limit, or cut off: either way the client sent no whole small body.
+    to_bytes(body, limit).await.map_err(|_| ApiError::BodyTooLarge { limit })
+}
+
+fn set_cookie(id: &str, max_age: u64, secure: bool) -> Result<HeaderValue> {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"))
+        .map_err(|e| ApiError::Internal { step: "setting the session cookie", message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_start_find_and_end() {
+        let sessions = Sessions::default();
+        let id = sessions.start("fst_secret".into());
+        assert_eq!(id.len(), 64);
+        assert_eq!(sessions.token(&id).as_deref(), Some("fst_secret"));
+        assert_eq!(sessions.token("other"), None);
+        sessions.end(&id);
+        assert_eq!(sessions.token(&id), None);
+        assert!(!format!("{sessions:?}").contains("fst_secret"));
+    }
+
+    #[test]
+    fn the_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::COOKIE, HeaderValue::from_static("a=1; fleetsync_session=abc ; b=2"));
+        assert_eq!(cookie(&headers), Some("abc"));
+        let mut headers = HeaderMap::new();
+        headers.append(header::COOKIE, HeaderValue::from_static("fleetsync_session="));
+        assert_eq!(cookie(&headers), None);
+    }
+
+    #[test]
+    fn the_cookie_is_http_only_strict_and_secure_over_https() {
+        let c = set_cookie("x", 10, true).expect("cookie");
+        assert_eq!(c.to_str().expect("text"), "fleetsync_session=x; Path=/; HttpOnly; SameSite=Strict; Max-Age=10; Secure");
+        assert!(!set_cookie("x", 10, false).expect("cookie").to_str().expect("text").contains("Secure"));
+    }
+}
