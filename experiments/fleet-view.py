@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """How long the fleet views take on a hub: readiness, a metrics scrape, pages of status
-and clusters, a filtered status page, and a SyncSet's summary (with one page of its
-keys, and with all of them).
+and clusters, a filtered status page, a SyncSet's summary (with one page of its keys,
+and with all of them), and the tenant's summary (absent before that route: its
+request then fails).
 
     fleet-view.py PORT TOKEN_FILE
 
 Prints the median of 7 requests and the size of the answer, per view.
 """
-import json, statistics, sys, time, urllib.request
+import json, statistics, sys, time, urllib.error, urllib.request
 
 port, token = sys.argv[1], open(sys.argv[2]).read().strip()
 
@@ -28,8 +29,13 @@ views = [
     ("status, Failed and Parked only", "/v1/status?limit=500&phase=Failed,Parked"),
     ("SyncSet summary + 100 keys", f"/v1/status/syncsets/{name}?limit=100"),
     ("SyncSet summary + every key", f"/v1/status/syncsets/{name}"),
+    ("tenant summary", "/v1/status/summary"),
 ]
 for label, path in views:
-    runs = [get(path) for _ in range(7)]
+    try:
+        runs = [get(path) for _ in range(7)]
+    except urllib.error.HTTPError as e:
+        print(json.dumps({"view": label, "error": e.code}))
+        continue
     ms = statistics.median(r[0] for r in runs) * 1000
     print(json.dumps({"view": label, "median_ms": round(ms, 1), "bytes": len(runs[0][1])}))
