@@ -14,6 +14,7 @@
 //!
 //! [`Context`]: crate::reconciler::Context
 
+use crate::metrics::{ReasonLabel, RuntimeMetrics};
 use fleetsync_applier::Deadline;
 use fleetsync_model::WorkKey;
 use fleetsync_store::{Fence, RenewParams, WorkQueue};
@@ -29,6 +30,7 @@ pub struct Leases {
     ttl: Duration,
     /// How long before a lease's end its run stops.
     margin: Duration,
+    metrics: RuntimeMetrics,
 }
 
 struct Held {
@@ -44,7 +46,12 @@ struct Held {
 impl Leases {
     /// The leases of a process whose leases last `ttl`.
     pub fn new(ttl: Duration) -> Self {
-        Self { held: Mutex::default(), ttl, margin: (ttl / 10).max(Duration::from_millis(100)) }
+        Self::with_metrics(ttl, RuntimeMetrics::unregistered())
+    }
+
+    /// [`Leases::new`], counting lost leases and failed renewals in `metrics`.
+    pub fn with_metrics(ttl: Duration, metrics: RuntimeMetrics) -> Self {
+        Self { held: Mutex::default(), ttl, margin: (ttl / 10).max(Duration::from_millis(100)), metrics }
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<WorkKey, Held>> {
@@ -150,10 +157,14 @@ impl Leases {
                     self.extend(&renewed, started + ttl);
                     let cancelled = self.lose(&lost);
                     if cancelled > 0 {
+                        self.metrics.leases_lost.get_or_create(&ReasonLabel { reason: "refused" }).inc_by(cancelled as u64);
                         tracing::error!(cancelled, "leases lost; cancelling their runs");
                     }
                 }
-                Err(e) => tracing::error!(error = %e, "renewing leases failed; will try again (runs stop before their leases end)"),
+                Err(e) => {
+                    self.metrics.lease_renewal_failures.inc();
+                    tracing::error!(error = %e, "renewing leases failed; will try again (runs stop before their leases end)");
+                }
             }
         }
     }
@@ -170,6 +181,7 @@ impl Leases {
             let expiring = self.expiring(Instant::now());
             if !expiring.is_empty() {
                 let cancelled = self.lose(&expiring);
+                self.metrics.leases_lost.get_or_create(&ReasonLabel { reason: "unrenewed" }).inc_by(cancelled as u64);
                 tracing::error!(cancelled, "leases about to end unrenewed (is the store reachable?); cancelling their runs");
             }
         }

@@ -46,10 +46,10 @@ pub struct Membership {
 
 impl Membership {
     /// Registers this process (the first heartbeat), so claims are sharded from the start.
-    pub async fn join(store: &dyn Members, id: String, ttl: Duration) -> Membership {
+    pub async fn join(store: &dyn Members, id: String, ttl: Duration, metrics: &RuntimeMetrics) -> Membership {
         let (view, _) = watch::channel(View::default());
         let m = Membership { id, ttl, view };
-        m.beat(store, 0).await;
+        m.beat(store, metrics, 0).await;
         m
     }
 
@@ -66,29 +66,34 @@ impl Membership {
                 () = stop.cancelled() => break,
             }
             let in_flight = u64::try_from(metrics.applies_in_flight.get()).unwrap_or(0);
-            self.beat(&*store, in_flight).await;
+            self.beat(&*store, &metrics, in_flight).await;
         }
         if let Err(e) = store.member_leave(&self.id).await {
             tracing::warn!(error = %e, "leaving the members failed; the others notice when the TTL runs out");
         }
     }
 
-    async fn beat(&self, store: &dyn Members, in_flight: u64) {
+    async fn beat(&self, store: &dyn Members, metrics: &RuntimeMetrics, in_flight: u64) {
         let beat = MemberBeat { id: self.id.clone(), ttl: self.ttl, in_flight };
         match store.member_heartbeat(beat).await {
             Ok(live) => {
                 let view = View::of(&self.id, live.into_iter().map(|m| m.id).collect());
+                let owned = view.shards.as_ref().map_or(usize::from(SHARDS), Vec::len);
+                metrics.members.set(i64::try_from(view.members.len()).unwrap_or(i64::MAX));
+                metrics.shards_owned.set(i64::try_from(owned).unwrap_or(i64::MAX));
                 self.view.send_if_modified(|v| {
                     let changed = *v != view;
                     if changed {
-                        let owned = view.shards.as_ref().map_or(usize::from(SHARDS), Vec::len);
                         tracing::info!(members = view.members.len(), shards = owned, "membership changed");
                         *v = view;
                     }
                     changed
                 });
             }
-            Err(e) => tracing::error!(error = %e, "heartbeat failed; keeping the last view of the members"),
+            Err(e) => {
+                metrics.heartbeat_failures.inc();
+                tracing::error!(error = %e, "heartbeat failed; keeping the last view of the members");
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The runtime's Prometheus metrics: saturation (in flight against the limit), speed
-//! (apply latency), and trouble (failures, retries, parked, stale completions).
+//! (apply latency), trouble (failures, retries, parked, stale completions, leases lost,
+//! store calls that failed), and this process's place among the members.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -11,6 +12,11 @@ use prometheus_client::registry::Registry;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: &'static str,
 }
 
 /// Handles to the runtime's metrics; cheap to clone.
@@ -27,6 +33,14 @@ pub struct RuntimeMetrics {
     pub claimed: Counter,
     /// Keys claimed from other members' shards (work stealing), also in `claimed`.
     pub stolen: Counter,
+    /// Leases whose runs were cancelled: `refused` (a renewal found another holder)
+    /// or `unrenewed` (about to end with no renewal, e.g. the store unreachable).
+    pub leases_lost: Family<ReasonLabel, Counter>,
+    pub lease_renewal_failures: Counter,
+    pub heartbeat_failures: Counter,
+    /// Live members as this process last saw them, and the shards it owns.
+    pub members: Gauge,
+    pub shards_owned: Gauge,
 }
 
 impl RuntimeMetrics {
@@ -43,6 +57,11 @@ impl RuntimeMetrics {
             commit_transactions: Counter::default(),
             claimed: Counter::default(),
             stolen: Counter::default(),
+            leases_lost: Family::default(),
+            lease_renewal_failures: Counter::default(),
+            heartbeat_failures: Counter::default(),
+            members: Gauge::default(),
+            shards_owned: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("fleetsync");
         r.register("applies_in_flight", "Resource applies (keys) in flight in this process", m.applies_in_flight.clone());
@@ -55,6 +74,11 @@ impl RuntimeMetrics {
         r.register("commit_transactions", "Store transactions that committed completions", m.commit_transactions.clone());
         r.register("claimed_keys", "Keys claimed by this process", m.claimed.clone());
         r.register("stolen_keys", "Keys this process claimed from other members' shards (their owner was behind)", m.stolen.clone());
+        r.register("leases_lost", "Leases whose runs this process cancelled, by reason (refused, unrenewed)", m.leases_lost.clone());
+        r.register("lease_renewal_failures", "Lease renewals that failed (the store did not answer)", m.lease_renewal_failures.clone());
+        r.register("heartbeat_failures", "Member heartbeats that failed", m.heartbeat_failures.clone());
+        r.register("members", "Live worker processes, as this process last saw them", m.members.clone());
+        r.register("shards_owned", "Shards this process owns", m.shards_owned.clone());
         m
     }
 

@@ -68,12 +68,12 @@ impl Runtime {
         self.config.validate()?;
         let cfg = &self.config;
         self.metrics.concurrency_limit.set(i64::try_from(cfg.max_in_flight).unwrap_or(i64::MAX));
-        let leases = Arc::new(Leases::new(cfg.lease_ttl));
+        let leases = Arc::new(Leases::with_metrics(cfg.lease_ttl, self.metrics.clone()));
         let (committer, commit_task) = Committer::spawn(self.store.clone(), self.metrics.clone());
         let background = CancellationToken::new();
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.renew_every, background.clone()));
         let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
-        let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl).await;
+        let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, &self.metrics).await;
         let view = membership.view();
         let leaving = CancellationToken::new();
         let member = tokio::spawn(membership.run(self.store.clone(), self.metrics.clone(), leaving.clone()));

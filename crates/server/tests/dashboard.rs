@@ -23,6 +23,7 @@ use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{serve, AppState, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
+use fleetsync_testkit::tools::installed;
 use fleetsync_testkit::{hive_fleet, hive_syncset, FleetShape};
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
@@ -316,8 +317,8 @@ struct ChromeDriver {
 
 impl ChromeDriver {
     fn start() -> ChromeDriver {
-        let driver = installed("chromedriver");
-        let chromium = which("chromium").unwrap_or_else(|| panic!("{}", MISSING));
+        let driver = installed("chromedriver", BROWSER);
+        let chromium = installed("chromium", BROWSER);
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
@@ -353,34 +354,8 @@ impl Drop for ChromeDriver {
     }
 }
 
-const MISSING: &str = "the dashboard's browser test needs Debian's `chromium` and `chromium-driver`: apt-get install -y chromium chromium-driver";
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
-}
-
-/// `name`'s path, installing Chromium and ChromeDriver first if it is missing and
-/// this is root with apt-get; else the test fails naming the packages.
-fn installed(name: &str) -> PathBuf {
-    if let Some(p) = which(name) {
-        return p;
-    }
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    assert!(root && which("apt-get").is_some(), "{name} is missing and cannot be installed here (not root, or no apt-get): {MISSING}");
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "-qq", "chromium", "chromium-driver"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get").args(["update", "-qq"]).status();
-        assert!(install(), "apt-get could not install them: {MISSING}");
-    }
-    which(name).unwrap_or_else(|| panic!("{name} is still missing after apt-get: {MISSING}"))
-}
+/// Debian's packages of the browser and its driver.
+const BROWSER: &[&str] = &["chromium", "chromium-driver"];
 
 async fn js(browser: &Client, script: &str) -> Value {
     browser.execute(script, vec![]).await.unwrap_or_else(|e| panic!("running {script:?}: {e}"))

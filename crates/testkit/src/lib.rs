@@ -1,14 +1,17 @@
 //! What fleetsync's tests, demo and benchmarks share: the `hive-fleet` workload
 //! (DESIGN.md, "The fleet workload"), a way to wait for a fleet to settle, and a
 //! throwaway PostgreSQL server for tests that restart or crash the database ([`pg`]),
-//! test certificate authorities (`tls`, with the feature `tls`), and a mutation fuzzer
-//! (`fuzz`, with the feature `fuzz`).
+//! test certificate authorities (`tls`, with the feature `tls`), a mutation fuzzer
+//! (`fuzz`, with the feature `fuzz`), and the programs tests run (`tools`, with the
+//! feature `tools`).
 
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod pg;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 use fleetsync_model::{
     ApplyMode, Cluster, ClusterSpec, Document, Endpoint, LabelSelector, Manifest, ObjectMeta, Phase, SyncSet, SyncSetSpec,

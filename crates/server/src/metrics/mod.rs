@@ -1,4 +1,5 @@
-//! Prometheus metrics of the queue, read from the store at each scrape.
+//! Prometheus metrics of the queue, read from the store at each scrape, and the build's
+//! version; served in the classic text format or, when asked, OpenMetrics ([`text`]).
 //!
 //! The queue lives in the store, not in this process, so its gauges are refreshed
 //! from `queue_stats()` when `/metrics` is scraped rather than kept up to date by
@@ -7,7 +8,7 @@
 use crate::error::{ApiError, Result};
 use crate::AppState;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use fleetsync_model::Phase;
 use fleetsync_store::QueueStats;
@@ -17,8 +18,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
-/// The content type of the OpenMetrics text format.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub mod text;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: &'static str,
+}
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabel {
@@ -47,6 +52,9 @@ impl QueueMetrics {
             m.oldest_ready_age.clone(),
         );
         r.register("event_log_last_seq", "Sequence number of the newest event", m.event_log_last_seq.clone());
+        let build: Family<VersionLabel, Gauge> = Family::default();
+        build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
+        r.register("build_info", "The version of the fleetsync build serving this endpoint (always 1)", build);
         m
     }
 
@@ -68,14 +76,19 @@ fn saturate(n: u64) -> i64 {
 }
 
 /// `GET /metrics`. If the store cannot be read the scrape fails (500) rather than
-/// report stale queue gauges: Prometheus records the failed scrape.
-pub async fn scrape(State(state): State<AppState>) -> Result<impl IntoResponse> {
+/// report stale queue gauges: Prometheus records the failed scrape. The classic text
+/// format unless the `Accept` header asks for OpenMetrics.
+pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result<impl IntoResponse> {
     let stats = state.store.queue_stats().await?;
     state.queue_metrics.set(&stats);
     let mut body = String::new();
     prometheus_client::encoding::text::encode(&mut body, &state.registry)
         .map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], body))
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    Ok(match text::wants_open_metrics(accept) {
+        true => ([(header::CONTENT_TYPE, text::OPEN_METRICS)], body),
+        false => ([(header::CONTENT_TYPE, text::CLASSIC)], text::classic(&body)),
+    })
 }
 
 #[cfg(test)]

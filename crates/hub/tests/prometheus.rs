@@ -1,0 +1,118 @@
+//! What Prometheus is given: a hub's `/metrics`, in the classic text format by default
+//! and OpenMetrics when asked, clean under `promtool check metrics` after the hub has
+//! applied a fleet; and the shipped alert rules (`deploy/prometheus`), valid under
+//! `promtool check rules` and passing their unit tests (`promtool test rules`).
+//! promtool comes from Debian's `prometheus` package (installed here as root).
+
+use fleetsync_applier::latency::LatencyModel;
+use fleetsync_applier::sim::{SimConfig, SimFleet};
+use fleetsync_applier::ByEndpoint;
+use fleetsync_hub::Hub;
+use fleetsync_model::{Document, Grant};
+use fleetsync_runtime::RuntimeConfig;
+use fleetsync_server::access::tokens::{issue, TokenRequest};
+use fleetsync_store::sqlite::SqliteStore;
+use fleetsync_store::{Store, StoreConfig};
+use fleetsync_testkit::tools::installed;
+use fleetsync_testkit::{hive_fleet, FleetShape};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+fn promtool() -> PathBuf {
+    installed("promtool", &["prometheus"])
+}
+
+/// promtool's answer, as text, with whether it passed.
+fn report(out: &Output) -> (bool, String) {
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn check_metrics(text: &str) -> (bool, String) {
+    let mut child = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("feed promtool");
+    report(&child.wait_with_output().expect("promtool ends"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = SqliteStore::open_for_work(dir.path().join("hub.db"), StoreConfig::default()).await.expect("open");
+    let store: Arc<dyn Store> = Arc::new(store);
+    let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.01), fail_rate: 0.0 });
+    let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(Hub::new(store, applier, RuntimeConfig::default()).api(listener).run(shutdown.clone()));
+
+    let http = reqwest::Client::new();
+    let docs = hive_fleet(FleetShape { clusters: 3, syncsets: 2, resources: 1 }, |_| fleetsync_model::Endpoint::Simulator {}, "r1");
+    let body = docs.iter().map(Document::to_value).map(|v| v.to_string()).collect::<Vec<_>>().join("\n---\n");
+    let applied = http.post(format!("{url}/v1/apply")).bearer_auth(&token).header("content-type", "application/yaml").body(body);
+    let applied = applied.send().await.expect("reach the hub");
+    assert!(applied.status().is_success(), "{}", applied.text().await.unwrap_or_default());
+
+    // Scrape until every key ran (runs counted), so that counters and histograms have samples.
+    let start = Instant::now();
+    let classic = loop {
+        let resp = http.get(format!("{url}/metrics")).send().await.expect("scrape");
+        let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+        let text = resp.text().await.expect("text");
+        if text.contains("fleetsync_runs_total{outcome=\"applied\"} 6\n") {
+            break text;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the fleet never applied:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for series in [
+        "# TYPE fleetsync_runs_total counter\n",
+        "fleetsync_build_info{version=\"",
+        "fleetsync_members 1\n",
+        "fleetsync_shards_owned ",
+        "fleetsync_keys{phase=\"Applied\"} 6\n",
+        "fleetsync_apply_duration_seconds_bucket{le=",
+    ] {
+        assert!(classic.contains(series), "no {series:?} in\n{classic}");
+    }
+    assert!(!classic.contains("# EOF"), "{classic}");
+    let (ok, out) = check_metrics(&classic);
+    assert!(ok && out.trim().is_empty(), "promtool check metrics:\n{out}\non\n{classic}");
+
+    let open = http.get(format!("{url}/metrics")).header("accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5");
+    let open = open.send().await.expect("scrape");
+    assert_eq!(open.headers()["content-type"], "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    let open = open.text().await.expect("text");
+    assert!(open.ends_with("# EOF\n") && open.contains("# TYPE fleetsync_runs counter\n"), "{open}");
+
+    shutdown.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(30), running).await.expect("run returned after the cancel");
+    ended.expect("no panic").expect("a clean stop");
+}
+
+fn rules_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus")
+}
+
+#[test]
+fn the_shipped_alert_rules_are_valid_and_pass_their_unit_tests() {
+    let dir = rules_dir();
+    let check = Command::new(promtool()).args(["check", "rules", "alerts.yaml"]).current_dir(&dir).output().expect("run promtool");
+    let (ok, out) = report(&check);
+    assert!(ok, "promtool check rules:\n{out}");
+    let test = Command::new(promtool()).args(["test", "rules", "alerts.test.yaml"]).current_dir(&dir).output().expect("run promtool");
+    let (ok, out) = report(&test);
+    assert!(ok, "promtool test rules:\n{out}");
+}
