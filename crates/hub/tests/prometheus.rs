@@ -4,23 +4,16 @@
 //! `promtool check rules` and passing their unit tests (`promtool test rules`).
 //! promtool comes from Debian's `prometheus` package (installed here as root).
 
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
-use fleetsync_applier::ByEndpoint;
-use fleetsync_hub::Hub;
-use fleetsync_model::{Document, Grant};
+mod common;
+
+use common::TestHub;
 use fleetsync_runtime::RuntimeConfig;
-use fleetsync_server::access::tokens::{issue, TokenRequest};
-use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::{Store, StoreConfig};
 use fleetsync_testkit::tools::installed;
-use fleetsync_testkit::{hive_fleet, FleetShape};
+use fleetsync_testkit::FleetShape;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 fn promtool() -> PathBuf {
     installed("promtool", &["prometheus"])
@@ -31,7 +24,7 @@ fn report(out: &Output) -> (bool, String) {
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
-fn check_metrics(text: &str) -> (bool, String) {
+pub fn check_metrics(text: &str) -> (bool, String) {
     let mut child = Command::new(promtool())
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -45,29 +38,13 @@ fn check_metrics(text: &str) -> (bool, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (store, _) = SqliteStore::open_for_work(dir.path().join("hub.db"), StoreConfig::default()).await.expect("open");
-    let store: Arc<dyn Store> = Arc::new(store);
-    let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.01), fail_rate: 0.0 });
-    let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
-    let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
-    let shutdown = CancellationToken::new();
-    let running = tokio::spawn(Hub::new(store, applier, RuntimeConfig::default()).api(listener).run(shutdown.clone()));
-
-    let http = reqwest::Client::new();
-    let docs = hive_fleet(FleetShape { clusters: 3, syncsets: 2, resources: 1 }, |_| fleetsync_model::Endpoint::Simulator {}, "r1");
-    let body = docs.iter().map(Document::to_value).map(|v| v.to_string()).collect::<Vec<_>>().join("\n---\n");
-    let applied = http.post(format!("{url}/v1/apply")).bearer_auth(&token).header("content-type", "application/yaml").body(body);
-    let applied = applied.send().await.expect("reach the hub");
-    assert!(applied.status().is_success(), "{}", applied.text().await.unwrap_or_default());
+    let hub = TestHub::start(RuntimeConfig::default(), 0.01).await;
+    hub.apply_fleet(FleetShape { clusters: 3, syncsets: 2, resources: 1 }).await;
 
     // Scrape until every key ran (runs counted), so that counters and histograms have samples.
     let start = Instant::now();
     let classic = loop {
-        let resp = http.get(format!("{url}/metrics")).send().await.expect("scrape");
+        let resp = hub.get("/metrics").send().await.expect("scrape");
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
         let text = resp.text().await.expect("text");
@@ -91,15 +68,13 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
     let (ok, out) = check_metrics(&classic);
     assert!(ok && out.trim().is_empty(), "promtool check metrics:\n{out}\non\n{classic}");
 
-    let open = http.get(format!("{url}/metrics")).header("accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5");
+    let open = hub.get("/metrics").header("accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5");
     let open = open.send().await.expect("scrape");
     assert_eq!(open.headers()["content-type"], "application/openmetrics-text; version=1.0.0; charset=utf-8");
     let open = open.text().await.expect("text");
     assert!(open.ends_with("# EOF\n") && open.contains("# TYPE fleetsync_runs counter\n"), "{open}");
 
-    shutdown.cancel();
-    let ended = tokio::time::timeout(Duration::from_secs(30), running).await.expect("run returned after the cancel");
-    ended.expect("no panic").expect("a clean stop");
+    hub.stop().await;
 }
 
 fn rules_dir() -> PathBuf {
