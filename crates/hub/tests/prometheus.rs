@@ -1,7 +1,9 @@
 //! What Prometheus is given: a hub's `/metrics`, in the classic text format by default
 //! and OpenMetrics when asked, clean under `promtool check metrics` after the hub has
 //! applied a fleet; and the shipped alert rules (`deploy/prometheus`), valid under
-//! `promtool check rules` and passing their unit tests (`promtool test rules`).
+//! `promtool check rules` and passing their unit tests (`promtool test rules`); and the
+//! shipped Grafana dashboard (`deploy/grafana`), whose queries parse and, like the
+//! rules', name only series a hub serves.
 //! promtool comes from Debian's `prometheus` package (installed here as root).
 
 mod common;
@@ -67,6 +69,11 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
     assert!(!classic.contains("# EOF"), "{classic}");
     let (ok, out) = check_metrics(&classic);
     assert!(ok && out.trim().is_empty(), "promtool check metrics:\n{out}\non\n{classic}");
+    for (file, text) in [("alerts.yaml", read(&deploy("prometheus/alerts.yaml"))), ("fleetsync.json", read(&deploy("grafana/fleetsync.json")))] {
+        for name in series_named(&text) {
+            assert!(classic.contains(&format!(" {name} ")) || classic.contains(&format!("\n{name}")), "{file} names {name}, which the hub does not serve");
+        }
+    }
 
     let open = hub.get("/metrics").header("accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5");
     let open = open.send().await.expect("scrape");
@@ -77,13 +84,61 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
     hub.stop().await;
 }
 
-fn rules_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus")
+fn deploy(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy").join(path)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The fleetsync series a text names (`fleetsync_` and what follows).
+fn series_named(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("fleetsync_") {
+        let tail = &rest[at..];
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// Every `expr` of a Grafana dashboard.
+fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v.as_str()) {
+                    ("expr", Some(e)) => out.push(e.to_string()),
+                    _ => exprs(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| exprs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_shipped_grafana_dashboards_queries_parse() {
+    let dashboard: serde_json::Value = serde_json::from_str(&read(&deploy("grafana/fleetsync.json"))).expect("the dashboard is JSON");
+    let mut queries = vec![];
+    exprs(&dashboard, &mut queries);
+    assert!(queries.len() >= 8, "{queries:?}");
+    // promtool parses PromQL when it checks rules: each query as a recording rule.
+    let rules: String = queries.iter().enumerate().map(|(i, q)| format!("      - record: panel_query_{i}\n        expr: {}\n", serde_json::Value::from(q.as_str()))).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("queries.yaml");
+    std::fs::write(&file, format!("groups:\n  - name: dashboard\n    rules:\n{rules}")).expect("write");
+    let (ok, out) = report(&Command::new(promtool()).args(["check", "rules"]).arg(&file).output().expect("run promtool"));
+    assert!(ok, "a dashboard query does not parse:\n{out}");
 }
 
 #[test]
 fn the_shipped_alert_rules_are_valid_and_pass_their_unit_tests() {
-    let dir = rules_dir();
+    let dir = deploy("prometheus");
     let check = Command::new(promtool()).args(["check", "rules", "alerts.yaml"]).current_dir(&dir).output().expect("run promtool");
     let (ok, out) = report(&check);
     assert!(ok, "promtool check rules:\n{out}");

@@ -74,6 +74,10 @@ impl RuntimeMetrics {
         r.register("commit_transactions", "Store transactions that committed completions", m.commit_transactions.clone());
         r.register("claimed_keys", "Keys claimed by this process", m.claimed.clone());
         r.register("stolen_keys", "Keys this process claimed from other members' shards (their owner was behind)", m.stolen.clone());
+        // Both reasons from the start: a series at 0, not absent, until a lease is lost.
+        for reason in ["refused", "unrenewed"] {
+            let _ = m.leases_lost.get_or_create(&ReasonLabel { reason });
+        }
         r.register("leases_lost", "Leases whose runs this process cancelled, by reason (refused, unrenewed)", m.leases_lost.clone());
         r.register("lease_renewal_failures", "Lease renewals that failed (the store did not answer)", m.lease_renewal_failures.clone());
         r.register("heartbeat_failures", "Member heartbeats that failed", m.heartbeat_failures.clone());
