@@ -63,6 +63,9 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
         "fleetsync_shards_owned ",
         "fleetsync_keys{phase=\"Applied\"} 6\n",
         "fleetsync_apply_duration_seconds_bucket{le=",
+        "fleetsync_http_requests_total{method=\"POST\",route=\"/v1/apply\",code=\"200\"} 1\n",
+        "fleetsync_http_request_duration_seconds_count{route=\"/v1/apply\"} 1\n",
+        "fleetsync_watches 0\n",
     ] {
         assert!(classic.contains(series), "no {series:?} in\n{classic}");
     }

@@ -127,6 +127,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::http::record))
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
         .with_state(state)
 }

@@ -18,6 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+pub mod http;
 pub mod text;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -30,20 +31,25 @@ struct PhaseLabel {
     phase: &'static str,
 }
 
-/// The queue's gauges. Cheap to clone: clones share the same values.
+/// The metrics the API serves of its own: the queue's gauges (read from the store),
+/// open watches, the build, and the API's requests ([`http`]). Cheap to clone: clones
+/// share the same values.
 #[derive(Debug, Clone, Default)]
 pub struct QueueMetrics {
     keys: Family<PhaseLabel, Gauge>,
     parked_keys: Gauge,
     oldest_ready_age: Gauge<f64, AtomicU64>,
     event_log_last_seq: Gauge,
+    watches: Gauge,
+    pub(crate) http: http::HttpMetrics,
 }
 
 impl QueueMetrics {
     /// Creates the gauges and registers them under the `fleetsync` prefix.
     pub fn register(registry: &mut Registry) -> QueueMetrics {
-        let m = QueueMetrics::default();
         let r = registry.sub_registry_with_prefix("fleetsync");
+        let http = http::HttpMetrics::register(r);
+        let m = QueueMetrics { http, ..QueueMetrics::default() };
         r.register("keys", "Work keys by phase", m.keys.clone());
         r.register("parked_keys", "Work keys parked after max attempts, waiting for a change or a retry", m.parked_keys.clone());
         r.register(
@@ -52,6 +58,7 @@ impl QueueMetrics {
             m.oldest_ready_age.clone(),
         );
         r.register("event_log_last_seq", "Sequence number of the newest event", m.event_log_last_seq.clone());
+        r.register("watches", "Event watches open on this process", m.watches.clone());
         let build: Family<VersionLabel, Gauge> = Family::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
         r.register("build_info", "The version of the fleetsync build serving this endpoint (always 1)", build);
@@ -81,6 +88,7 @@ fn saturate(n: u64) -> i64 {
 pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result<impl IntoResponse> {
     let stats = state.store.queue_stats().await?;
     state.queue_metrics.set(&stats);
+    state.queue_metrics.watches.set(i64::try_from(state.watches.open()).unwrap_or(i64::MAX));
     let mut body = String::new();
     prometheus_client::encoding::text::encode(&mut body, &state.registry)
         .map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })?;
