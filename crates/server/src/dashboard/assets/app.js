@@ -233,8 +233,9 @@ class Pager {
   }
 }
 
-// The fleet at a glance: totals summed from each SyncSet's summary, members, failures
-// first, and a page of keys as a SyncSet x cluster matrix.
+// The fleet at a glance: the tenant's totals and first failures (one summary the hub
+// keeps counted), each SyncSet's summary, members, and a page of keys as a SyncSet x
+// cluster matrix.
 class FleetView {
   constructor() {
     this.summaries = new Map();
@@ -268,8 +269,12 @@ class FleetView {
     } while (token && names.length < MAX_SYNCSETS);
     this.truncated = !!token;
     this.summaries.clear();
-    await pool(names, 6, (name) => this.loadSummary(name));
+    await Promise.all([pool(names, 6, (name) => this.loadSummary(name)), this.loadTenantSummary()]);
     this.drawSummaries();
+  }
+
+  async loadTenantSummary() {
+    this.tenant = (await api('/v1/status/summary?' + tenantQuery())).summary;
   }
 
   async loadSummary(name) {
@@ -282,14 +287,10 @@ class FleetView {
   }
 
   drawSummaries() {
-    const total = { total: 0, atGeneration: 0, phases: {} };
-    const failures = [];
+    const total = this.tenant;
+    const failures = total.failures || [];
     const rows = [];
     for (const [name, { generation, summary }] of [...this.summaries].sort((a, b) => a[0].localeCompare(b[0]))) {
-      total.total += summary.total;
-      total.atGeneration += summary.atGeneration;
-      for (const p of PHASES) total.phases[p] = (total.phases[p] || 0) + (summary.phases[p] || 0);
-      for (const f of summary.failures || []) failures.push({ ...f, syncset: name });
       rows.push(el('tr', { 'data-syncset': name },
         el('td', {}, link('#/syncset/' + q(name), name)), el('td', { class: 'num', text: generation }),
         el('td', { class: 'num', text: summary.total }),
@@ -297,8 +298,9 @@ class FleetView {
         el('td', { class: 'num', text: summary.atGeneration }),
         el('td', { text: age(summary.oldestPendingSince) })));
     }
+    const waiting = total.oldestPendingSince ? ', the longest-waiting key due for ' + age(total.oldestPendingSince) : '';
     this.totals.replaceChildren(summaryCards(total, ''),
-      el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ')' : '') }));
+      el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ' listed below)' : '') + waiting }));
     this.failures.replaceChildren(failures.length
       ? table(['key', 'phase', 'attempts', 'last error'], failureRows(failures), { id: 'failure-list' })
       : el('p', { class: 'muted', text: 'No failed or parked keys.' }));
@@ -379,7 +381,7 @@ class FleetView {
     if (changed.all) {
       await this.loadSummaries();
     } else if (names.size) {
-      await pool([...names], 6, (name) => this.loadSummary(name));
+      await Promise.all([pool([...names], 6, (name) => this.loadSummary(name)), this.loadTenantSummary()]);
       this.drawSummaries();
     }
     // The page holds a changed key, or has room for a new one: read it again (one page).
