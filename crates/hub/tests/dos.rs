@@ -104,15 +104,20 @@ async fn a_flood_shows_in_the_saturation_metrics_fires_the_alert_and_drains_whil
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
-    // The flood: the scrapes until the workers first ran less than half their limit.
-    // Each stands for a minute of Prometheus's time; the rule averages 5 minutes and
-    // waits 10, so the alert must fire by the flood's last minute.
-    let flood = samples.iter().position(|s| s.in_flight / s.limit < 0.5).unwrap_or(samples.len());
+    // The flood: the scrapes from the first with the workers at half their limit or
+    // more to the last before they drop under it. Each stands for a minute of
+    // Prometheus's time; the rule averages 5 minutes and waits 10, so the alert must
+    // fire by the flood's last minute.
+    let scrapes = samples.len();
+    let busy = |s: &Sample| s.in_flight / s.limit >= 0.5;
     let seen: Vec<f64> = samples.iter().map(|s| s.in_flight).collect();
+    let begin = samples.iter().position(busy).unwrap_or_else(|| panic!("the workers were never busy: {seen:?}"));
+    let flood = samples[begin..].iter().position(|s| !busy(s)).unwrap_or(samples.len() - begin);
+    let samples = &samples[begin..begin + flood];
     assert!(flood >= 12, "too short a flood to judge (in flight at each scrape: {seen:?})");
     let dir = tempfile::tempdir().expect("tempdir");
     let test = dir.path().join("flood.test.yaml");
-    std::fs::write(&test, alert_test(&samples, flood - 1)).expect("write the rule test");
+    std::fs::write(&test, alert_test(samples, flood - 1)).expect("write the rule test");
     let promtool = installed("promtool", &["prometheus"]);
     let out = Command::new(promtool).args(["test", "rules"]).arg(&test).output().expect("run promtool");
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -126,8 +131,8 @@ async fn a_flood_shows_in_the_saturation_metrics_fires_the_alert_and_drains_whil
     println!(
         "{{\"offered_keys\": {keys}, \"limit\": {LIMIT}, \"scrapes\": {}, \"flood_scrapes\": {flood}, \"mean_saturation\": {:.2}, \"max_oldest_ready_age_s\": {max_age}, \
 \"readyz_ms\": {{\"p50\": {:.1}, \"p99\": {:.1}}}, \"status_page_ms\": {{\"p50\": {:.1}, \"p99\": {:.1}}}, \"drain_s\": {:.2}}}",
-        samples.len(),
-        samples[..flood].iter().map(|s| s.in_flight / s.limit).sum::<f64>() / flood as f64,
+        scrapes,
+        samples.iter().map(|s| s.in_flight / s.limit).sum::<f64>() / flood as f64,
         percentile(readyz, 0.5).as_secs_f64() * 1e3,
         readyz_p99.as_secs_f64() * 1e3,
         percentile(pages, 0.5).as_secs_f64() * 1e3,

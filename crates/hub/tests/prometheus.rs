@@ -66,6 +66,9 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
         "fleetsync_http_requests_total{method=\"POST\",route=\"/v1/apply\",code=\"200\"} 1\n",
         "fleetsync_http_request_duration_seconds_count{route=\"/v1/apply\"} 1\n",
         "fleetsync_watches 0\n",
+        "fleetsync_store_call_duration_seconds_count{call=\"claim\"} ",
+        "fleetsync_store_call_errors_total{call=\"complete\"} 0\n",
+        "fleetsync_run_duration_seconds_count 6\n",
     ] {
         assert!(classic.contains(series), "no {series:?} in\n{classic}");
     }

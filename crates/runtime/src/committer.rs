@@ -95,7 +95,7 @@ async fn commit_loop(store: Arc<dyn WorkQueue>, metrics: RuntimeMetrics, mut rx:
 
 async fn commit_batch(store: &dyn WorkQueue, metrics: &RuntimeMetrics, batch: Vec<(Completion, Reply)>) {
     let (completions, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-    let outcomes = commit_each(|c| store.work_complete(c), metrics, completions).await;
+    let outcomes = commit_each(|c| metrics.store_call("complete", store.work_complete(c)), metrics, completions).await;
     for (reply, outcome) in replies.into_iter().zip(outcomes) {
         let _ = reply.send(outcome);
     }

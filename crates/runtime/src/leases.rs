@@ -145,7 +145,7 @@ impl Leases {
                 continue;
             }
             let started = Instant::now();
-            let renewal = store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl });
+            let renewal = self.metrics.store_call("renew", store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl }));
             let result = tokio::select! {
                 r = renewal => r,
                 () = stop.cancelled() => return,

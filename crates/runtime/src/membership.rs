@@ -75,7 +75,7 @@ impl Membership {
 
     async fn beat(&self, store: &dyn Members, metrics: &RuntimeMetrics, in_flight: u64) {
         let beat = MemberBeat { id: self.id.clone(), ttl: self.ttl, in_flight };
-        match store.member_heartbeat(beat).await {
+        match metrics.store_call("heartbeat", store.member_heartbeat(beat)).await {
             Ok(live) => {
                 let view = View::of(&self.id, live.into_iter().map(|m| m.id).collect());
                 let owned = view.shards.as_ref().map_or(usize::from(SHARDS), Vec::len);

@@ -19,6 +19,16 @@ pub struct ReasonLabel {
     pub reason: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabel {
+    pub call: &'static str,
+}
+
+type Durations<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// The store calls the runtime makes, as the `call` label names them.
+pub const STORE_CALLS: [&str; 4] = ["claim", "complete", "renew", "heartbeat"];
+
 /// Handles to the runtime's metrics; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct RuntimeMetrics {
@@ -41,6 +51,11 @@ pub struct RuntimeMetrics {
     /// Live members as this process last saw them, and the shards it owns.
     pub members: Gauge,
     pub shards_owned: Gauge,
+    /// A key's run, from its claim to its result committed.
+    pub run_duration: Histogram,
+    /// The runtime's calls to the store, timed, and those that failed.
+    pub store_call_duration: Durations<CallLabel>,
+    pub store_call_errors: Family<CallLabel, Counter>,
 }
 
 impl RuntimeMetrics {
@@ -62,6 +77,10 @@ impl RuntimeMetrics {
             heartbeat_failures: Counter::default(),
             members: Gauge::default(),
             shards_owned: Gauge::default(),
+            run_duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            // 0.5 ms to about 8 s.
+            store_call_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 15))),
+            store_call_errors: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("fleetsync");
         r.register("applies_in_flight", "Resource applies (keys) in flight in this process", m.applies_in_flight.clone());
@@ -83,6 +102,12 @@ impl RuntimeMetrics {
         r.register("heartbeat_failures", "Member heartbeats that failed", m.heartbeat_failures.clone());
         r.register("members", "Live worker processes, as this process last saw them", m.members.clone());
         r.register("shards_owned", "Shards this process owns", m.shards_owned.clone());
+        r.register("run_duration_seconds", "Time a key's run took, from its claim to its result committed", m.run_duration.clone());
+        for call in STORE_CALLS {
+            let _ = m.store_call_errors.get_or_create(&CallLabel { call });
+        }
+        r.register("store_call_duration_seconds", "Time the runtime's store calls took, by call", m.store_call_duration.clone());
+        r.register("store_call_errors", "The runtime's store calls that failed, by call", m.store_call_errors.clone());
         m
     }
 
@@ -93,5 +118,17 @@ impl RuntimeMetrics {
 
     pub fn run(&self, outcome: &'static str) {
         self.runs.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    /// Awaits the store call `call` (one of [`STORE_CALLS`]), timing it and counting
+    /// its failure.
+    pub async fn store_call<T, E>(&self, call: &'static str, fut: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
+        let start = std::time::Instant::now();
+        let result = fut.await;
+        self.store_call_duration.get_or_create(&CallLabel { call }).observe(start.elapsed().as_secs_f64());
+        if result.is_err() {
+            self.store_call_errors.get_or_create(&CallLabel { call }).inc();
+        }
+        result
     }
 }

@@ -13,6 +13,7 @@ use crate::reconciler::{self, Context, Reconciler};
 use crate::resync::resync_loop;
 use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
+use tracing::Instrument;
 use fleetsync_applier::{Applier, Moment};
 use fleetsync_model::{Clock, Phase, Timestamp};
 use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, RunOutcome, Store, StoreError};
@@ -179,7 +180,7 @@ impl Runtime {
             ..ClaimParams::new(cfg.worker_id.clone(), asked, cfg.lease_ttl)
         };
         let valid_until = tokio::time::Instant::now() + cfg.lease_ttl;
-        let items = self.store.work_claim(params).await?;
+        let items = self.metrics.store_call("claim", self.store.work_claim(params)).await?;
         // Whatever enqueued these keys committed before this: appliers re-check what
         // they cached about a cluster (a kubeconfig Secret) if they checked it earlier.
         let claimed_at = Moment::now();
@@ -189,7 +190,9 @@ impl Runtime {
             match slots.split(1) {
                 Some(permit) => {
                     shared.slots.take(&item.key);
-                    tasks.spawn(run_key(shared.clone(), item, valid_until, claimed_at, permit));
+                    // One span per key run: what its logs (and a tracing exporter) carry.
+                    let span = tracing::info_span!("run", key = %item.key, attempt = item.attempt, generation = item.generation);
+                    tasks.spawn(run_key(shared.clone(), item, valid_until, claimed_at, permit).instrument(span));
                 }
                 None => {
                     // Cannot happen (we asked for at most as many keys as slots);
@@ -278,6 +281,7 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
     let token = shared.abort.child_token();
     let deadline = shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
     shared.metrics.applies_in_flight.inc();
+    let started = std::time::Instant::now();
     let ctx = Context::new(shared.store.clone(), item, claimed_at, shared.cache.clone(), token, deadline);
     let item = ctx.item();
     match reconciler::run(&*shared.reconciler, &ctx).await {
@@ -288,7 +292,10 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
                 _ => None,
             };
             match shared.committer.commit(completion).await {
-                Ok(outcome) => record(&shared.metrics, item, error.as_deref(), outcome),
+                Ok(outcome) => {
+                    shared.metrics.run_duration.observe(started.elapsed().as_secs_f64());
+                    record(&shared.metrics, item, error.as_deref(), outcome);
+                }
                 Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),
             }
         }
