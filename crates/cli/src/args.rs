@@ -416,9 +416,14 @@ pub struct PluginArgs {
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A YAML file of Clusters, SyncSets and Secrets, or - for standard input.
-    #[arg(short = 'f', long = "filename")]
-    pub file: PathBuf,
+    /// A YAML or JSON file of Clusters, SyncSets and Secrets (a `kind: List` stands for
+    /// its items), a directory of them (.yaml, .yml, .json, in name order), or - for
+    /// standard input; repeat for more. All are applied in one transaction.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
@@ -444,6 +449,8 @@ pub enum Resource {
 pub enum Format {
     #[default]
     Table,
+    /// The table with more columns (clusters, syncsets, status).
+    Wide,
     Json,
     Yaml,
     /// `kind/name` per line (Clusters, SyncSets and Secrets), for scripts.
@@ -458,8 +465,12 @@ pub struct GetArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
     /// Default: the context's tenant, else `default`.
-    #[arg(long)]
+    #[arg(short = 'n', long, alias = "namespace")]
     pub tenant: Option<String>,
+    /// Every tenant the caller can see (its grants; for a fleet-admin, every tenant
+    /// named in the event log), with a TENANT column.
+    #[arg(short = 'A', long, conflicts_with = "tenant")]
+    pub all_tenants: bool,
     #[command(flatten)]
     pub conn: ConnArgs,
     /// Events: keep following the log and print each new event as it is committed
@@ -490,11 +501,20 @@ pub struct DeleteArgs {
     /// `cluster`, `syncset` or `secret` (with a name), unless -f is given.
     pub kind: Option<String>,
     pub name: Option<String>,
-    /// Delete every document in this file.
+    /// Delete every object in these files or directories (as `apply -f` reads them):
+    /// SyncSets first, then, once their cleanup on the Clusters to delete is done,
+    /// Clusters, then Secrets.
     #[arg(short = 'f', long = "filename", conflicts_with_all = ["kind", "name"])]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// With -f: how long to wait for the deleted SyncSets' cleanup on the Clusters
+    /// about to be deleted (past it, those Clusters and the Secrets are left in place).
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    pub cleanup_timeout: Duration,
     /// Default: the context's tenant, else `default`.
-    #[arg(long)]
+    #[arg(short = 'n', long, alias = "namespace")]
     pub tenant: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,

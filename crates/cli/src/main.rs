@@ -6,10 +6,14 @@ mod agent;
 mod access;
 mod client;
 mod context;
+mod delete;
 mod demo;
+mod inputs;
 mod plugin;
 mod serve;
 mod stores;
+mod tables;
+mod tenants;
 mod token;
 
 use clap::Parser;
@@ -39,7 +43,7 @@ fn main() -> ExitCode {
             Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
             Command::Apply(a) => client::apply(server, a).await.map(|()| true),
             Command::Get(a) => client::get(server, a).await.map(|()| true),
-            Command::Delete(a) => client::delete(server, a).await.map(|()| true),
+            Command::Delete(a) => delete::delete(server, a).await.map(|()| true),
             Command::Token(TokenCommand::Create(a)) => token::create(server, a).await.map(|()| true),
             Command::Token(TokenCommand::List(a)) => token::list(server, a).await.map(|()| true),
             Command::Token(TokenCommand::Revoke(a)) => token::revoke(server, a).await.map(|()| true),

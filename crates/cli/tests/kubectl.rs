@@ -1,0 +1,201 @@
+//! The client as a kubectl user drives it, output asserted as printed: `-n`/`-A`,
+//! `-o wide`, lists as `kind: List` that `apply -f` takes back, `-f` repeated and
+//! directories, and `delete -f` in an order that lets Sync-mode cleanup run.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TEAM_A: &str = "\
+apiVersion: fleetsync.io/v1
+kind: Cluster
+metadata: {name: a-1, namespace: team-a, labels: {env: dev}}
+spec: {endpoint: {http: {url: 'http://127.0.0.1:9/clusters/a-1'}}}
+---
+apiVersion: fleetsync.io/v1
+kind: SyncSet
+metadata: {name: tools, namespace: team-a}
+spec:
+  clusterNames: [a-1]
+  resources:
+    - {apiVersion: v1, kind: ConfigMap, metadata: {name: t, namespace: x}, data: {k: v}}
+";
+
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "{}", stderr(out));
+    stdout(out)
+}
+
+fn apply_text(hub: &Hub, name: &str, text: &str) -> String {
+    let path = hub.dir.path().join(name);
+    std::fs::write(&path, text).expect("write");
+    ok(&hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]))
+}
+
+/// Runs a client command with `input` on its standard input.
+fn with_stdin(hub: &Hub, args: &[&str], input: &str) -> Output {
+    let mut child = bin()
+        .args(args)
+        .args(["--server", &hub.url])
+        .env("FLEETSYNC_TOKEN", &hub.token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run client");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+#[test]
+fn tenants_and_wide_tables() {
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    apply_text(&hub, "team-a.yaml", TEAM_A);
+
+    assert_eq!(
+        ok(&hub.cli(&["get", "clusters", "-n", "team-a"])),
+        "NAME  GENERATION  ENDPOINT  LABELS\na-1   1           http      env=dev\n"
+    );
+    assert_eq!(
+        ok(&hub.cli(&["get", "clusters", "-A"])),
+        "\
+TENANT   NAME       GENERATION  ENDPOINT   LABELS
+default  eu-west-1  1           simulator  env=prod,region=eu
+default  us-east-1  1           simulator  env=prod,region=us
+team-a   a-1        1           http       env=dev
+"
+    );
+    assert_eq!(
+        ok(&hub.cli(&["get", "clusters", "-o", "wide", "--namespace", "team-a"])),
+        "NAME  GENERATION  ENDPOINT  LABELS   TARGET\na-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1\n"
+    );
+    assert_eq!(
+        ok(&hub.cli(&["get", "syncsets", "-A", "-o", "wide"])),
+        "\
+TENANT   NAME     GENERATION  MODE    RESOURCES  CLUSTERS            KINDS
+default  base     1           Sync    2          selector(env=prod)  Namespace,ConfigMap
+default  eu-only  1           Upsert  1          eu-west-1           ConfigMap
+team-a   tools    1           Upsert  1          a-1                 ConfigMap
+"
+    );
+    assert_eq!(ok(&hub.cli(&["get", "syncsets", "-A", "-o", "name"])), "syncset/base\nsyncset/eu-only\nsyncset/tools\n");
+
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let items = status_items(h);
+        items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
+    });
+    let status = ok(&hub.cli(&["get", "status", "-A", "-o", "wide"]));
+    let lines: Vec<&str> = status.lines().collect();
+    assert!(lines[0].starts_with("TENANT   CLUSTER    SYNCSET  PHASE"), "{status}");
+    assert!(lines[0].contains("  DRIFT  LAST APPLIED") && lines[0].contains("NEXT ATTEMPT") && lines[0].ends_with("LAST ERROR"), "{status}");
+    assert_eq!(lines.len(), 5, "3 keys of default, 1 of team-a: {status}");
+    assert!(lines[4].starts_with("team-a   a-1        tools"), "{status}");
+
+    let out = hub.cli(&["get", "clusters", "eu-west-1", "-A"]);
+    assert!(!out.status.success() && stderr(&out).contains("-A/--all-tenants lists"), "{}", stderr(&out));
+}
+
+/// A tenant's viewer sees its own tenant with -A, not the others.
+#[test]
+fn all_tenants_is_what_the_caller_may_see() {
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    apply_text(&hub, "team-a.yaml", TEAM_A);
+    let token = ok(&hub.cli(&["token", "create", "--tenant", "team-a", "--role", "viewer"])).trim().to_string();
+    let out = bin().args(["get", "clusters", "-A", "-o", "name", "--server", &hub.url]).env("FLEETSYNC_TOKEN", &token).output().expect("run");
+    assert_eq!(ok(&out), "cluster/a-1\n");
+}
+
+#[test]
+fn lists_print_as_kind_list_and_apply_back_unchanged() {
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    apply_text(&hub, "team-a.yaml", TEAM_A);
+
+    let yaml = ok(&hub.cli(&["get", "clusters", "-o", "yaml"]));
+    assert!(yaml.starts_with("apiVersion: v1\nkind: List\nitems:\n"), "{yaml}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&hub.cli(&["get", "syncsets", "-A", "-o", "json"]))).expect("JSON");
+    assert_eq!((json["apiVersion"].as_str(), json["kind"].as_str()), (Some("v1"), Some("List")));
+    assert_eq!(json["items"].as_array().map(Vec::len), Some(3));
+
+    let back = ok(&with_stdin(&hub, &["apply", "-f", "-"], &yaml));
+    assert_eq!(
+        back,
+        "cluster/eu-west-1 unchanged (generation 1, 0 keys enqueued)\ncluster/us-east-1 unchanged (generation 1, 0 keys enqueued)\n"
+    );
+    for what in ["clusters", "syncsets", "secrets"] {
+        for format in ["yaml", "json"] {
+            let list = ok(&hub.cli(&["get", what, "-A", "-o", format]));
+            let back = with_stdin(&hub, &["apply", "-f", "-"], &list);
+            if what == "secrets" {
+                assert!(!back.status.success() && stderr(&back).contains("no documents"), "no secrets, nothing to apply: {}", stderr(&back));
+                continue;
+            }
+            let back = ok(&back);
+            assert!(back.lines().count() >= 2 && back.lines().all(|l| l.contains(" unchanged ")), "{what} -o {format}: {back}");
+        }
+    }
+}
+
+#[test]
+fn files_repeat_and_directories_read_in_name_order() {
+    let hub = Hub::start();
+    let dir = hub.dir.path().join("manifests");
+    std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+    let cluster = |name: &str| format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n");
+    std::fs::write(dir.join("b.yml"), cluster("b")).expect("write");
+    std::fs::write(dir.join("a.yaml"), cluster("a")).expect("write");
+    std::fs::write(dir.join("sub/c.json"), r#"{"apiVersion": "fleetsync.io/v1", "kind": "Cluster", "metadata": {"name": "c"}, "spec": {"endpoint": {"simulator": {}}}}"#).expect("write");
+    std::fs::write(dir.join("README.md"), "not a manifest").expect("write");
+    let extra = hub.dir.path().join("extra.yaml");
+    std::fs::write(&extra, cluster("d")).expect("write");
+    let (dir_s, extra_s) = (dir.to_str().expect("utf-8"), extra.to_str().expect("utf-8"));
+
+    let out = ok(&hub.cli(&["apply", "-f", dir_s, "-f", extra_s]));
+    let applied: Vec<&str> = out.lines().map(|l| l.split(' ').next().unwrap_or_default()).collect();
+    assert_eq!(applied, ["cluster/a", "cluster/b", "cluster/d"], "{out}");
+    let out = ok(&hub.cli(&["apply", "-R", "-f", dir_s]));
+    assert!(out.contains("cluster/c created") && out.contains("cluster/a unchanged"), "{out}");
+
+    let bad = hub.dir.path().join("bad");
+    std::fs::create_dir_all(&bad).expect("mkdir");
+    std::fs::write(bad.join("x.yaml"), "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n").expect("write");
+    let out = hub.cli(&["apply", "-f", extra_s, "-f", bad.to_str().expect("utf-8")]);
+    assert!(!out.status.success() && stderr(&out).contains("x.yaml") && stderr(&out).contains("metadata.name"), "{}", stderr(&out));
+    let out = hub.cli(&["apply", "-f", hub.dir.path().join("manifests/sub/..").join("nothing").to_str().expect("utf-8")]);
+    assert!(!out.status.success() && stderr(&out).contains("cannot read"), "{}", stderr(&out));
+}
+
+/// `delete -f` of a file listing the Cluster before its Sync-mode SyncSet: the SyncSet
+/// goes first and its resources are deleted from the cluster before the Cluster is.
+#[test]
+fn delete_f_lets_sync_mode_cleanup_run() {
+    let sim = SimChild::start(0.0);
+    let hub = Hub::start();
+    let file = format!(
+        "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: unused}}\nstringData: {{k: v}}\n---\n\
+         apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c1}}\nspec: {{endpoint: {{http: {{url: 'http://{}/clusters/c1'}}}}}}\n---\n\
+         apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: app}}\nspec:\n  clusterNames: [c1]\n  resourceApplyMode: Sync\n  resources:\n\
+         \x20   - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm, namespace: default}}, data: {{k: v}}}}\n",
+        sim.addr
+    );
+    apply_text(&hub, "app.yaml", &file);
+    let cm = format!("http://{}/clusters/c1/api/v1/namespaces/default/configmaps/cm", sim.addr);
+    let held = || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async { reqwest::get(&cm).await.expect("reach the sim").status().as_u16() == 200 })
+    };
+    let start = Instant::now();
+    while !held() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the ConfigMap was never applied");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let path = hub.dir.path().join("app.yaml");
+    let out = ok(&hub.cli(&["delete", "-f", path.to_str().expect("utf-8")]));
+    assert_eq!(out, "syncset/app deleted\ncluster/c1 deleted\nsecret/unused deleted\n");
+    assert!(!held(), "the SyncSet's cleanup ran before its Cluster was deleted");
+}
