@@ -473,13 +473,18 @@ pub struct GetArgs {
     pub all_tenants: bool,
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// Events: keep following the log and print each new event as it is committed
-    /// (reconnects, resuming from the last event seen, when the hub restarts).
+    /// Events: keep following the log and print each new event as it is committed,
+    /// from now on unless --after or --since says otherwise (reconnects, resuming from
+    /// the last event seen, when the hub restarts).
     #[arg(short = 'w', long)]
     pub watch: bool,
-    /// Events: only those after this sequence number (a cursor).
+    /// Events: only those after this sequence number (a cursor), oldest first.
     #[arg(long)]
     pub after: Option<u64>,
+    /// Events: only those of this last while (e.g. 10m, 2h), newest first (with
+    /// --watch: oldest first, then following). Without it or --after: the newest 10,000.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub since: Option<Duration>,
     /// Clusters: only those whose labels match this selector, in kubectl's syntax
     /// (`env=prod,tier in (a,b),!canary`).
     #[arg(short = 'l', long)]

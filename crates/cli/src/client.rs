@@ -4,15 +4,14 @@
 use crate::args::{ApplyArgs, Format, GetArgs, Resource};
 use crate::inputs;
 use crate::output::{names, structured, structured_list, NAME_LISTS_OBJECTS_ONLY};
-use crate::tables::{self, event_cells, Columns, EVENT_COLUMNS};
+use crate::events;
+use crate::tables::{self, Columns};
 use crate::tenants;
 use anyhow::{anyhow, bail, Result};
 use crate::context::{connect, HubFlags};
 use fleetsync::outln;
-use fleetsync_api::{all_pages, describe, Client, ClientError, Event, PageParams, StatusFilter, WatchLine};
+use fleetsync_api::{all_pages, describe, ClientError, PageParams, StatusFilter};
 use fleetsync_model::Kind;
-use std::io::Write;
-use std::time::Duration;
 
 /// What to tell the user about a failed call: for an unreachable hub, where to point
 /// the client; for an expired event cursor, what to do.
@@ -30,7 +29,7 @@ pub(crate) fn explain(e: ClientError) -> anyhow::Error {
     }
 }
 
-fn cursor_gone(cursor: u64, horizon: u64) -> String {
+pub(crate) fn cursor_gone(cursor: u64, horizon: u64) -> String {
     format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
 }
 
@@ -49,7 +48,7 @@ pub async fn apply(server: HubFlags<'_>, a: ApplyArgs) -> Result<()> {
 }
 
 /// Prints a list as a `kind: List` in JSON or YAML, or as a table.
-fn print_list<T: serde::Serialize>(format: Format, items: &[T], rows: impl Fn(&[T]) -> std::io::Result<()>) -> Result<()> {
+pub(crate) fn print_list<T: serde::Serialize>(format: Format, items: &[T], rows: impl Fn(&[T]) -> std::io::Result<()>) -> Result<()> {
     if !structured_list(format, items)? {
         rows(items)?;
     }
@@ -58,8 +57,11 @@ fn print_list<T: serde::Serialize>(format: Format, items: &[T], rows: impl Fn(&[
 
 /// Refuses flags given where they do not apply, naming where they do.
 fn check_flags(a: &GetArgs) -> Result<()> {
-    if (a.watch || a.after.is_some()) && !matches!(a.resource, Resource::Events) {
-        bail!("--watch and --after apply to `get events` only");
+    if (a.watch || a.after.is_some() || a.since.is_some()) && !matches!(a.resource, Resource::Events) {
+        bail!("--watch, --after and --since apply to `get events` only");
+    }
+    if a.after.is_some() && a.since.is_some() {
+        bail!("--after and --since both say where to start: give one");
     }
     if a.selector.is_some() && !matches!(a.resource, Resource::Clusters) {
         bail!("-l/--selector applies to `get clusters` only");
@@ -86,8 +88,8 @@ pub async fn get(server: HubFlags<'_>, a: GetArgs) -> Result<()> {
     }
     let conn = connect(server, &a.conn)?;
     let hub = &conn.client;
-    if a.watch {
-        return watch_events(hub, a.after, a.output).await;
+    if matches!(a.resource, Resource::Events) {
+        return events::get(hub, &a).await;
     }
     let per_tenant = object_kind.is_some() || matches!(a.resource, Resource::Status);
     let tenants = match a.all_tenants && per_tenant {
@@ -136,123 +138,11 @@ pub async fn get(server: HubFlags<'_>, a: GetArgs) -> Result<()> {
                 print_list(format, &items, |items| tables::status(items, cols))
             }
         },
-        (Resource::Members, _, _) => print_list(format, &hub.members().await.map_err(explain)?, tables::members),
-        _ => print_list(format, &hub.events(a.after, Some(10_000)).await.map_err(explain)?, tables::events),
+        _ => print_list(format, &hub.members().await.map_err(explain)?, tables::members),
     }
 }
 
 /// The page of `limit` items after the one whose token is `token`.
 fn page(limit: u16, token: Option<String>) -> PageParams {
     PageParams { limit: Some(usize::from(limit)), continue_: token }
-}
-
-/// First delay before reconnecting a watch; doubles up to [`RECONNECT_MAX`].
-const RECONNECT_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(2);
-
-/// How a watch stream ended.
-enum Ended {
-    /// The stream ended or broke (hub shutting down or gone, store failure): reconnect.
-    Closed(String),
-    /// The cursor fell off the log.
-    Gone(String),
-    /// Standard output is closed (e.g. piped into `head`): stop quietly.
-    StdoutClosed,
-}
-
-/// `get events --watch`: prints the log from the cursor, then each event as the hub
-/// commits it, until interrupted. When the stream ends (the hub restarts) it
-/// reconnects from the last cursor it saw, so nothing is missed or printed twice. Fails
-/// when the hub cannot be reached at first, or when the cursor fell off the log.
-async fn watch_events(hub: &Client, after: Option<u64>, format: Format) -> Result<()> {
-    let mut printer = EventPrinter { format, header_done: false };
-    let mut cursor = after;
-    let mut connected = false;
-    let mut backoff = RECONNECT_MIN;
-    loop {
-        let watch = match hub.watch_events(cursor).await {
-            Ok(watch) => watch,
-            Err(e @ (ClientError::Unreachable { .. } | ClientError::TimedOut { .. })) if !connected => return Err(explain(e)),
-            Err(ClientError::Unreachable { .. } | ClientError::TimedOut { .. }) => {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(RECONNECT_MAX);
-                continue;
-            }
-            Err(e) if connected && e.status().is_some_and(|s| s.is_server_error()) => {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(RECONNECT_MAX);
-                continue;
-            }
-            Err(e) => return Err(explain(e)),
-        };
-        connected = true;
-        backoff = RECONNECT_MIN;
-        match follow(watch, &mut cursor, &mut printer).await {
-            Ended::Gone(msg) => bail!(msg),
-            Ended::StdoutClosed => return Ok(()),
-            Ended::Closed(why) => {
-                let from = cursor.map_or("the start".to_string(), |c| format!("seq {c}"));
-                eprintln!("watch: {why}; reconnecting after {from}");
-            }
-        }
-    }
-}
-
-/// Reads one watch stream to its end, printing events and advancing `cursor`.
-async fn follow(mut watch: fleetsync_api::EventWatch, cursor: &mut Option<u64>, printer: &mut EventPrinter) -> Ended {
-    loop {
-        let line = match watch.next().await {
-            Ok(Some(line)) => line,
-            Ok(None) => return Ended::Closed("the hub ended the stream".into()),
-            Err(e @ ClientError::Undecodable { .. }) => return Ended::Closed(describe(&e)),
-            Err(e) => return Ended::Closed(format!("the stream broke ({})", describe(&e))),
-        };
-        let mut stdout = std::io::stdout().lock();
-        match line {
-            WatchLine::Event { event } => {
-                if printer.print(&mut stdout, &event).is_err() || stdout.flush().is_err() {
-                    return Ended::StdoutClosed;
-                }
-                *cursor = Some(event.seq);
-            }
-            WatchLine::Bookmark { seq } => *cursor = Some(seq),
-            WatchLine::Error(e) => {
-                if let (410, Some(c), Some(h)) = (e.code, e.body.cursor, e.body.horizon) {
-                    return Ended::Gone(cursor_gone(c, h));
-                }
-                return Ended::Closed(format!("the hub reported: {}", e.body.error));
-            }
-            WatchLine::Unknown => {} // unknown line types are for newer clients
-        }
-    }
-}
-
-/// Prints events one at a time: table rows under a header printed once, or one JSON
-/// object per line, or YAML documents.
-struct EventPrinter {
-    format: Format,
-    header_done: bool,
-}
-
-impl EventPrinter {
-    fn print(&mut self, out: &mut impl Write, event: &Event) -> std::io::Result<()> {
-        match self.format {
-            Format::Json => writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default()),
-            Format::Yaml => write!(out, "---\n{}", serde_saphyr::to_string(event).unwrap_or_default()),
-            // `get` refuses `-o name` for events before it watches.
-            Format::Table | Format::Wide | Format::Name => {
-                if !self.header_done {
-                    self.header_done = true;
-                    let header: Vec<String> = EVENT_COLUMNS.iter().map(|(h, _)| h.to_string()).collect();
-                    writeln!(out, "{}", padded(&header))?;
-                }
-                writeln!(out, "{}", padded(&event_cells(event)))
-            }
-        }
-    }
-}
-
-fn padded(cells: &[String]) -> String {
-    let cols = cells.iter().zip(EVENT_COLUMNS).map(|(c, (_, w))| format!("{c:<w$}")).collect::<Vec<_>>();
-    cols.join("  ").trim_end().to_string()
 }

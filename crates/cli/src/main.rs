@@ -8,6 +8,7 @@ mod client;
 mod context;
 mod delete;
 mod demo;
+mod events;
 mod inputs;
 mod plugin;
 mod serve;

@@ -199,3 +199,61 @@ fn delete_f_lets_sync_mode_cleanup_run() {
     assert_eq!(out, "syncset/app deleted\ncluster/c1 deleted\nsecret/unused deleted\n");
     assert!(!held(), "the SyncSet's cleanup ran before its Cluster was deleted");
 }
+
+/// `get events` is newest first, `--since` keeps the last while, and `--watch` follows
+/// from now: nothing of the backlog, then each new event.
+#[test]
+fn events_newest_first_since_and_watch_from_now() {
+    use std::io::BufRead;
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let items = status_items(h);
+        items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
+    });
+    let events = |args: &[&str]| -> Vec<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(&ok(&hub.cli(&[&["get", "events", "-o", "json"], args].concat()))).expect("JSON");
+        v["items"].as_array().cloned().expect("items")
+    };
+    let seq = |e: &serde_json::Value| e["seq"].as_u64().expect("seq");
+    let all = events(&[]);
+    assert!(all.len() >= 7, "4 objects created, 3 keys applied: {all:?}");
+    assert!(all.windows(2).all(|w| seq(&w[0]) > seq(&w[1])), "newest first: {all:?}");
+    assert_eq!(events(&["--limit", "2"]).len(), all.len(), "--limit sizes the pages, not the output");
+    let newest = seq(&all[0]);
+
+    std::thread::sleep(Duration::from_millis(1500));
+    apply_text(&hub, "team-a.yaml", TEAM_A);
+    let recent = events(&["--since", "1s"]);
+    assert!(!recent.is_empty() && recent.iter().all(|e| e["tenant"] == "team-a"), "{recent:?}");
+
+    let mut watcher = bin()
+        .args(["get", "events", "--watch", "-o", "json", "-A", "--server", &hub.url])
+        .env("FLEETSYNC_TOKEN", &hub.token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn watcher");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = watcher.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str::<serde_json::Value>(&line).expect("an event per line"));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    let latest = seq(&events(&[])[0]);
+    apply_text(&hub, "z.yaml", "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: z}\nspec: {endpoint: {simulator: {}}}\n");
+    let start = Instant::now();
+    loop {
+        let e = rx.recv_timeout(Duration::from_secs(10)).expect("the new event, watched");
+        assert!(seq(&e) > newest, "nothing of the backlog before the watch: {e}");
+        if e["name"] == "z" {
+            assert!(seq(&e) > latest, "{e}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no event of z");
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
