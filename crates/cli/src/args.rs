@@ -43,6 +43,13 @@ pub enum Command {
     Get(GetArgs),
     /// Delete a cluster or syncset, by name or by file.
     Delete(DeleteArgs),
+    /// Show a cluster or syncset in detail: metadata, spec, its keys' phases, the first
+    /// failures, recent events.
+    Describe(DescribeArgs),
+    /// Wait until a SyncSet has applied everywhere (or a Cluster is Ready).
+    Wait(WaitArgs),
+    /// Run a SyncSet on a cluster again now (also a parked one).
+    Retry(RetryArgs),
     /// Run an embedded hub against a simulated fleet and report how fast it converges.
     Demo(DemoArgs),
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks): runs
@@ -523,6 +530,49 @@ pub struct DeleteArgs {
     pub tenant: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+/// Where a command about one object of one tenant acts.
+#[derive(Debug, Clone, Args)]
+pub struct TenantArgs {
+    /// Default: the context's tenant, else `default`.
+    #[arg(short = 'n', long, alias = "namespace")]
+    pub tenant: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// `cluster` or `syncset`.
+    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets"])]
+    pub kind: String,
+    pub name: String,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// What to wait for: `syncset/NAME` (every key Applied at the SyncSet's current
+    /// generation) or `cluster/NAME` (Ready).
+    pub target: String,
+    /// The condition: `condition=Applied` for a SyncSet, `condition=Ready` for a Cluster.
+    #[arg(long = "for", value_name = "condition=NAME")]
+    pub condition: String,
+    /// Give up after this long, exiting non-zero.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    pub cluster: String,
+    pub syncset: String,
+    #[command(flatten)]
+    pub at: TenantArgs,
 }
 
 #[derive(Debug, Args)]

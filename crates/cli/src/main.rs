@@ -8,14 +8,17 @@ mod client;
 mod context;
 mod delete;
 mod demo;
+mod describe;
 mod events;
 mod inputs;
 mod plugin;
+mod retry;
 mod serve;
 mod stores;
 mod tables;
 mod tenants;
 mod token;
+mod wait;
 
 use clap::Parser;
 use fleetsync::args::{Cli, Command, TokenCommand};
@@ -45,6 +48,9 @@ fn main() -> ExitCode {
             Command::Apply(a) => client::apply(server, a).await.map(|()| true),
             Command::Get(a) => client::get(server, a).await.map(|()| true),
             Command::Delete(a) => delete::delete(server, a).await.map(|()| true),
+            Command::Describe(a) => describe::describe(server, a).await.map(|()| true),
+            Command::Wait(a) => wait::wait(server, a).await.map(|()| true),
+            Command::Retry(a) => retry::retry(server, a).await.map(|()| true),
             Command::Token(TokenCommand::Create(a)) => token::create(server, a).await.map(|()| true),
             Command::Token(TokenCommand::List(a)) => token::list(server, a).await.map(|()| true),
             Command::Token(TokenCommand::Revoke(a)) => token::revoke(server, a).await.map(|()| true),

@@ -257,3 +257,57 @@ fn events_newest_first_since_and_watch_from_now() {
     let _ = watcher.kill();
     let _ = watcher.wait();
 }
+
+/// `wait` until a SyncSet applied (or time out saying why), `retry` a key, and
+/// `describe` a cluster and a SyncSet.
+#[test]
+fn wait_retry_and_describe() {
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    apply_text(&hub, "team-a.yaml", TEAM_A);
+
+    let out = ok(&hub.cli(&["wait", "--for=condition=Applied", "syncset/base", "--timeout=30s"]));
+    assert_eq!(out, "syncset/base condition met: 2 of 2 keys Applied, 2 at generation 1\n");
+    let out = ok(&hub.cli(&["wait", "--for", "condition=Ready", "cluster/us-east-1"]));
+    assert!(out.starts_with("cluster/us-east-1 condition met: ready=true reason=Converged"), "{out}");
+    let started = Instant::now();
+    let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/tools", "-n", "team-a", "--timeout", "2s"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("timed out after 2s waiting for syncset/tools (condition=Applied): 0 of 1 keys Applied"), "{err}");
+    assert!(err.contains("on a-1 after") && err.contains("unreachable"), "the first failure, named: {err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/nope"]);
+    assert!(!out.status.success() && stderr(&out).contains("404"), "{}", stderr(&out));
+
+    assert_eq!(ok(&hub.cli(&["retry", "a-1", "tools", "-n", "team-a"])), "a-1/tools queued to run again (tenant team-a)\n");
+    let out = hub.cli(&["retry", "a-1", "nope", "-n", "team-a"]);
+    assert!(!out.status.success() && stderr(&out).contains("404"), "{}", stderr(&out));
+
+    let out = ok(&hub.cli(&["describe", "cluster", "eu-west-1"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..8],
+        [
+            "Name:       eu-west-1",
+            "Tenant:     default",
+            "Generation: 1",
+            "Labels:     env=prod, region=eu",
+            "Endpoint:   simulator",
+            "Condition:  Ready=true Converged (2 of 2 SyncSets applied)",
+            "SyncSets:",
+            "  SYNCSET  PHASE    GENERATION  OBSERVED  ATTEMPTS  LAST ERROR",
+        ],
+        "{out}"
+    );
+    assert!(lines.iter().any(|l| l.contains("Cluster  eu-west-1") && l.contains("Created")), "its own event: {out}");
+    assert!(lines.iter().any(|l| l.contains("Status   eu-west-1/base") && l.contains("Applied")), "its keys': {out}");
+
+    let out = ok(&hub.cli(&["describe", "syncset", "tools", "-n", "team-a"]));
+    for want in ["Name:       tools", "Tenant:     team-a", "Mode:       Upsert", "Clusters:   a-1", "  v1 ConfigMap x/t", "Failures:", "  a-1 "] {
+        assert!(out.contains(want), "{want:?} in {out}");
+    }
+    assert!(out.contains("Keys:       1 (") && out.contains("0 at the current generation"), "{out}");
+    let out = hub.cli(&["describe", "secret", "x"]);
+    assert!(!out.status.success() && stderr(&out).contains("possible values: cluster"), "{}", stderr(&out));
+}
