@@ -482,7 +482,8 @@ pub struct GetArgs {
     pub conn: ConnArgs,
     /// Events: keep following the log and print each new event as it is committed,
     /// from now on unless --after or --since says otherwise (reconnects, resuming from
-    /// the last event seen, when the hub restarts).
+    /// the last event seen, when the hub restarts). Status: print it again after each
+    /// change.
     #[arg(short = 'w', long)]
     pub watch: bool,
     /// Events: only those after this sequence number (a cursor), oldest first.

@@ -6,11 +6,11 @@ use crate::inputs;
 use crate::output::{names, structured, structured_list, NAME_LISTS_OBJECTS_ONLY};
 use crate::events;
 use crate::tables::{self, Columns};
-use crate::tenants;
+use crate::{status, tenants};
 use anyhow::{anyhow, bail, Result};
 use crate::context::{connect, HubFlags};
 use fleetsync::outln;
-use fleetsync_api::{all_pages, describe, ClientError, PageParams, StatusFilter};
+use fleetsync_api::{all_pages, describe, ClientError, PageParams};
 use fleetsync_model::Kind;
 
 /// What to tell the user about a failed call: for an unreachable hub, where to point
@@ -57,8 +57,11 @@ pub(crate) fn print_list<T: serde::Serialize>(format: Format, items: &[T], rows:
 
 /// Refuses flags given where they do not apply, naming where they do.
 fn check_flags(a: &GetArgs) -> Result<()> {
-    if (a.watch || a.after.is_some() || a.since.is_some()) && !matches!(a.resource, Resource::Events) {
-        bail!("--watch, --after and --since apply to `get events` only");
+    if a.watch && !matches!(a.resource, Resource::Events | Resource::Status) {
+        bail!("--watch applies to `get events` and `get status` only");
+    }
+    if (a.after.is_some() || a.since.is_some()) && !matches!(a.resource, Resource::Events) {
+        bail!("--after and --since apply to `get events` only");
     }
     if a.after.is_some() && a.since.is_some() {
         bail!("--after and --since both say where to start: give one");
@@ -119,30 +122,13 @@ pub async fn get(server: HubFlags<'_>, a: GetArgs) -> Result<()> {
             }
             print_list(format, &items, |items| tables::objects(a.resource, items, cols))
         }
-        (_, None, _) if matches!(a.resource, Resource::Status) => match &a.name {
-            Some(n) => {
-                let status = hub.cluster_status(t, n).await.map_err(explain)?;
-                if !structured(format, &status)? {
-                    let c = &status.condition;
-                    outln!("cluster {}: ready={} reason={} ({})", status.cluster, c.ready, c.reason, c.message)?;
-                    tables::status(&status.syncsets, cols)?;
-                }
-                Ok(())
-            }
-            None => {
-                let mut items = Vec::new();
-                for t in &tenants {
-                    let filter = StatusFilter { tenant: Some(t.clone()), phase: a.phase.clone(), stale: a.stale, ..StatusFilter::default() };
-                    items.extend(all_pages(|token| hub.status_page(&filter, page(a.limit, token))).await.map_err(explain)?);
-                }
-                print_list(format, &items, |items| tables::status(items, cols))
-            }
-        },
+        (Resource::Status, _, _) if a.watch => status::watch(hub, &tenants, &a, cols).await,
+        (Resource::Status, _, _) => status::print(hub, &tenants, &a, cols).await,
         _ => print_list(format, &hub.members().await.map_err(explain)?, tables::members),
     }
 }
 
 /// The page of `limit` items after the one whose token is `token`.
-fn page(limit: u16, token: Option<String>) -> PageParams {
+pub(crate) fn page(limit: u16, token: Option<String>) -> PageParams {
     PageParams { limit: Some(usize::from(limit)), continue_: token }
 }

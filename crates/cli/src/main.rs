@@ -14,6 +14,7 @@ mod inputs;
 mod plugin;
 mod retry;
 mod serve;
+mod status;
 mod stores;
 mod tables;
 mod tenants;

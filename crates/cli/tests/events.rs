@@ -188,7 +188,9 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
     apply_text(&hub, &syncset("late", 0));
     assert_eq!(watcher.wait_for(6, Duration::from_secs(30))[5].name, "late");
 
-    let out = hub.cli(&["get", "status", "--watch"]);
+    let out = hub.cli(&["get", "clusters", "--watch"]);
+    assert!(!out.status.success() && stderr(&out).contains("--watch applies to `get events` and `get status` only"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "status", "--after", "3"]);
     assert!(!out.status.success() && stderr(&out).contains("apply to `get events` only"), "{}", stderr(&out));
 }
 

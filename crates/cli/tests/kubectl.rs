@@ -311,3 +311,50 @@ fn wait_retry_and_describe() {
     let out = hub.cli(&["describe", "secret", "x"]);
     assert!(!out.status.success() && stderr(&out).contains("possible values: cluster"), "{}", stderr(&out));
 }
+
+/// `get status --watch` prints the status, then again after each change of the
+/// tenant's keys: a new SyncSet's key shows up, Pending then Applied.
+#[test]
+fn status_watch_prints_again_on_changes() {
+    use std::io::BufRead;
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let items = status_items(h);
+        items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
+    });
+    let mut watcher = bin()
+        .args(["get", "status", "--watch", "--server", &hub.url])
+        .env("FLEETSYNC_TOKEN", &hub.token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn watcher");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = watcher.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || rx.recv_timeout(Duration::from_secs(15)).expect("a line");
+    assert!(next().starts_with("CLUSTER    SYNCSET  PHASE"), "the header first");
+    for _ in 0..3 {
+        assert!(next().contains(" Applied "), "the three keys");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    apply_text(&hub, "more.yaml", "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: more}\nspec:\n  clusterNames: [us-east-1]\n  resources:\n    - {apiVersion: v1, kind: ConfigMap, metadata: {name: m, namespace: x}, data: {k: v}}\n");
+    let start = Instant::now();
+    let mut tables = 0;
+    loop {
+        let line = next();
+        tables += usize::from(line.is_empty());
+        if line.starts_with("us-east-1  more") && line.contains(" Applied ") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "the new key never showed Applied");
+    }
+    assert!(tables >= 1, "printed again after a blank line");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
