@@ -7,16 +7,10 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(name = "fleetsync", version, about = "Applies desired state to a fleet of targets, at fleet scale.")]
 pub struct Cli {
-    /// The hub's API, for apply, get, delete and token (default: the current context's,
-    /// else http://127.0.0.1:8080).
-    #[arg(long, global = true, env = "FLEETSYNC_SERVER")]
-    pub server: Option<String>,
     /// How logs are written to stderr: `text` (coloured only on a terminal) or `json`
     /// (one object per line, for log collectors). Levels: `RUST_LOG`.
     #[arg(long, global = true, env = "FLEETSYNC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    #[command(flatten)]
-    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -70,23 +64,6 @@ pub enum Command {
     Version(VersionArgs),
 }
 
-/// How the client commands talk to the hub, whatever the command.
-#[derive(Debug, Clone, Args)]
-pub struct ClientArgs {
-    /// How long one request to the hub may take, answer included (e.g. 30s, 500ms;
-    /// default 30s, for `agent` 10s); for `get events --watch`, how long the hub may
-    /// take to start answering.
-    #[arg(long, global = true, env = "FLEETSYNC_REQUEST_TIMEOUT", value_parser = humantime::parse_duration)]
-    pub request_timeout: Option<Duration>,
-}
-
-impl ClientArgs {
-    /// The timeout of the client commands' requests.
-    pub fn timeout(&self) -> Duration {
-        self.request_timeout.unwrap_or(Duration::from_secs(30))
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct CompletionArgs {
     /// The shell to complete for.
@@ -105,6 +82,14 @@ pub struct VersionArgs {
 /// the current context of the config file.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ConnArgs {
+    /// The hub's API (default: the current context's, else http://127.0.0.1:8080).
+    #[arg(long, env = "FLEETSYNC_SERVER")]
+    pub server: Option<String>,
+    /// How long one request to the hub may take, answer included (e.g. 30s, 500ms;
+    /// default 30s); for `get events --watch` and `get status --watch`, how long the hub
+    /// may take to start answering.
+    #[arg(long, env = "FLEETSYNC_REQUEST_TIMEOUT", value_parser = humantime::parse_duration)]
+    pub request_timeout: Option<Duration>,
     /// The bearer token to send (default: the context's, or for a hub on this machine
     /// the token `fleetsync serve` wrote beside its database).
     #[arg(long, env = "FLEETSYNC_TOKEN", hide_env_values = true)]
@@ -123,6 +108,13 @@ pub struct ConnArgs {
     pub client_certificate: Option<PathBuf>,
     #[arg(long, env = "FLEETSYNC_CLIENT_KEY", requires = "client_certificate")]
     pub client_key: Option<PathBuf>,
+}
+
+impl ConnArgs {
+    /// The timeout of each request to the hub.
+    pub fn timeout(&self) -> Duration {
+        self.request_timeout.unwrap_or(Duration::from_secs(30))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -224,8 +216,12 @@ pub struct WorkerArgs {
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    #[command(flatten)]
-    pub pg: PgArgs,
+    /// e.g. postgres://user@host:5432/db; unset parts come from PGHOST, PGUSER, … .
+    #[arg(long, env = "FLEETSYNC_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// The schema fleetsync's tables live in (created if missing).
+    #[arg(long, env = "FLEETSYNC_DATABASE_SCHEMA")]
+    pub schema: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -636,9 +632,8 @@ pub struct AgentArgs {
     pub backoff_base: Duration,
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub backoff_cap: Duration,
-    /// How long one request (to the hub or the target) may take: the global
-    /// `--request-timeout`, else 10s.
-    #[arg(skip = Duration::from_secs(10))]
+    /// How long one request (to the hub or the target) may take.
+    #[arg(long, env = "FLEETSYNC_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
     #[command(flatten)]
     pub tls: AgentTlsArgs,

@@ -8,7 +8,7 @@ use crate::events;
 use crate::tables::{self, Columns};
 use crate::{status, tenants};
 use anyhow::{anyhow, bail, Result};
-use crate::context::{connect, HubFlags};
+use crate::context::connect;
 use fleetsync::outln;
 use fleetsync_api::{all_pages, describe, ClientError, PageParams};
 use fleetsync_model::Kind;
@@ -33,14 +33,14 @@ pub(crate) fn cursor_gone(cursor: u64, horizon: u64) -> String {
     format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
 }
 
-pub async fn apply(server: HubFlags<'_>, a: ApplyArgs) -> Result<()> {
+pub async fn apply(a: ApplyArgs) -> Result<()> {
     let inputs = inputs::read(&a.files, a.recursive)?;
     // Validate here first: a bad file fails fast, without a hub, naming the problem.
     for input in &inputs {
         input.documents()?;
     }
     let body = inputs.into_iter().map(|i| i.text).collect::<Vec<_>>().join("\n---\n");
-    for r in connect(server, &a.conn)?.client.apply(body).await.map_err(explain)? {
+    for r in connect(&a.conn)?.client.apply(body).await.map_err(explain)? {
         let kind = r.kind.as_str().to_ascii_lowercase();
         outln!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued)?;
     }
@@ -78,7 +78,7 @@ fn check_flags(a: &GetArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn get(server: HubFlags<'_>, a: GetArgs) -> Result<()> {
+pub async fn get(a: GetArgs) -> Result<()> {
     check_flags(&a)?;
     let object_kind = match a.resource {
         Resource::Clusters => Some(Kind::Cluster),
@@ -89,7 +89,7 @@ pub async fn get(server: HubFlags<'_>, a: GetArgs) -> Result<()> {
     if a.output == Format::Name && object_kind.is_none() {
         bail!(NAME_LISTS_OBJECTS_ONLY);
     }
-    let conn = connect(server, &a.conn)?;
+    let conn = connect(&a.conn)?;
     let hub = &conn.client;
     if matches!(a.resource, Resource::Events) {
         return events::get(hub, &a).await;

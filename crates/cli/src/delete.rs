@@ -6,7 +6,7 @@
 
 use crate::args::DeleteArgs;
 use crate::client::explain;
-use crate::context::{connect, HubFlags};
+use crate::context::connect;
 use crate::inputs;
 use anyhow::{anyhow, bail, Result};
 use fleetsync::outln;
@@ -20,8 +20,8 @@ const POLL: Duration = Duration::from_millis(250);
 /// What to delete: kind, tenant, name.
 type Target = (Kind, String, String);
 
-pub async fn delete(server: HubFlags<'_>, a: DeleteArgs) -> Result<()> {
-    let conn = connect(server, &a.conn)?;
+pub async fn delete(a: DeleteArgs) -> Result<()> {
+    let conn = connect(&a.conn)?;
     let targets: Vec<Target> = match (a.files.is_empty(), &a.kind, &a.name) {
         (false, _, _) => {
             let mut targets = Vec::new();

@@ -4,7 +4,7 @@
 
 use crate::args::DescribeArgs;
 use crate::client::explain;
-use crate::context::{connect, HubFlags};
+use crate::context::connect;
 use crate::output::{clip, table, text, text_of};
 use anyhow::Result;
 use fleetsync::outln;
@@ -16,8 +16,8 @@ use serde_json::Value;
 const EVENTS_SHOWN: usize = 10;
 const EVENTS_SEARCHED: usize = 2_000;
 
-pub async fn describe(server: HubFlags<'_>, a: DescribeArgs) -> Result<()> {
-    let conn = connect(server, &a.at.conn)?;
+pub async fn describe(a: DescribeArgs) -> Result<()> {
+    let conn = connect(&a.at.conn)?;
     let (hub, tenant) = (&conn.client, conn.tenant_or(&a.at.tenant));
     let kind = if a.kind.starts_with("cluster") { Kind::Cluster } else { Kind::SyncSet };
     let object = hub.get(kind, &tenant, &a.name).await.map_err(explain)?;

@@ -4,7 +4,7 @@
 
 use crate::args::WaitArgs;
 use crate::client::explain;
-use crate::context::{connect, HubFlags};
+use crate::context::connect;
 use anyhow::{bail, Result};
 use fleetsync::outln;
 use fleetsync_api::{Client, PageParams};
@@ -37,9 +37,9 @@ fn target(what: &str, condition: &str) -> Result<Target> {
     }
 }
 
-pub async fn wait(server: HubFlags<'_>, a: WaitArgs) -> Result<()> {
+pub async fn wait(a: WaitArgs) -> Result<()> {
     let target = target(&a.target, &a.condition)?;
-    let conn = connect(server, &a.at.conn)?;
+    let conn = connect(&a.at.conn)?;
     let tenant = conn.tenant_or(&a.at.tenant);
     let start = Instant::now();
     loop {
