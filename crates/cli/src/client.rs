@@ -1,5 +1,6 @@
-//! `apply`, `get` and `delete`: a thin front of the hub's API client
-//! ([`fleetsync_api::Client`]), printing its answers for people or scripts.
+//! `apply` and `get`: a thin front of the hub's API client ([`fleetsync_api::Client`]),
+//! printing its answers for people or scripts; and what the client commands share
+//! (errors explained, lists printed).
 
 use crate::args::{ApplyArgs, Format, GetArgs, Resource};
 use crate::inputs;
@@ -39,7 +40,12 @@ pub async fn apply(a: ApplyArgs) -> Result<()> {
     for input in &inputs {
         input.documents()?;
     }
+    let many = inputs.len() > 1;
     let body = inputs.into_iter().map(|i| i.text).collect::<Vec<_>>().join("\n---\n");
+    if many {
+        // The same object in two files.
+        fleetsync_model::parse_documents(&body).map_err(|e| anyhow!("the files together: {e}"))?;
+    }
     for r in connect(&a.conn)?.client.apply(body).await.map_err(explain)? {
         let kind = r.kind.as_str().to_ascii_lowercase();
         outln!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued)?;

@@ -161,6 +161,9 @@ fn files_repeat_and_directories_read_in_name_order() {
     let out = ok(&hub.cli(&["apply", "-R", "-f", dir_s]));
     assert!(out.contains("cluster/c created") && out.contains("cluster/a unchanged"), "{out}");
 
+    let out = hub.cli(&["apply", "-f", extra_s, "-f", extra_s]);
+    assert!(!out.status.success() && stderr(&out).contains("the files together") && stderr(&out).contains("also document 1"), "{}", stderr(&out));
+
     let bad = hub.dir.path().join("bad");
     std::fs::create_dir_all(&bad).expect("mkdir");
     std::fs::write(bad.join("x.yaml"), "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n").expect("write");
