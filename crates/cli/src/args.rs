@@ -31,11 +31,11 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Bring the PostgreSQL schema up to date and exit.
     Migrate(MigrateArgs),
-    /// Create or update the Clusters and SyncSets in a YAML file (idempotent).
+    /// Create or update the Clusters, SyncSets and Secrets of YAML or JSON files (idempotent).
     Apply(ApplyArgs),
-    /// Show clusters, syncsets or status.
+    /// Show clusters, syncsets, secrets, status, events or members.
     Get(GetArgs),
-    /// Delete a cluster or syncset, by name or by file.
+    /// Delete a cluster, syncset or secret, by name, or what files name.
     Delete(DeleteArgs),
     /// Show a cluster or syncset in detail: metadata, spec, its keys' phases, the first
     /// failures, recent events.
