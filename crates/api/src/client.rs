@@ -228,6 +228,17 @@ impl Client {
         Ok(self.get_json::<Items<Event>>("/v1/events", &query).await?.items)
     }
 
+    /// `GET /v1/events?order=desc`: up to `limit` of the newest events older than the
+    /// cursor `before` (none: the newest of all), newest first.
+    pub async fn events_newest(&self, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        let mut query = vec![("order", "desc".to_string()), ("limit", limit.to_string())];
+        if let Some(before) = before {
+            query.push(("before", before.to_string()));
+        }
+        let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Ok(self.get_json::<Items<Event>>("/v1/events", &query).await?.items)
+    }
+
     /// `GET /v1/events?watch=true`: the events after `after`, then each new one as the
     /// hub commits it. An expired cursor fails here, before any line. The client's
     /// timeout bounds the wait for the answer's head only, not the stream.

@@ -50,6 +50,15 @@ impl Client {
         self.get_page("/v1/status", &query).await
     }
 
+    /// `GET /v1/status/syncsets/{name}?limit=&continue=`: a SyncSet's summary (of all
+    /// its keys, whatever the page) and one page of its keys.
+    pub async fn syncset_status_page(&self, tenant: &str, syncset: &str, page: PageParams) -> Result<crate::SyncSetStatus> {
+        let mut query = vec![("tenant", tenant.to_string())];
+        page.push(&mut query);
+        let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.get_json(&format!("/v1/status/syncsets/{syncset}"), &query).await
+    }
+
     /// `GET /v1/live?limit=&continue=`: one page of a cluster's live state.
     pub async fn live_page(&self, tenant: &str, cluster: &str, page: PageParams) -> Result<Items<LiveResource>> {
         let mut query = vec![("tenant", tenant.to_string()), ("cluster", cluster.to_string())];

@@ -1,7 +1,7 @@
 //! `fleetsync completion SHELL` and `fleetsync version`: about the command line itself.
 
 use crate::args::{Cli, CompletionArgs, VersionArgs};
-use crate::context::{connect, HubFlags};
+use crate::context::connect;
 use crate::output::structured;
 use anyhow::Result;
 use clap::CommandFactory;
@@ -30,9 +30,9 @@ struct Versions {
 /// Prints this client's version and what is known of the hub's: its API has no route
 /// that reports a version, so the server's is `null`, with a note (on standard error
 /// for `-o json|yaml`) saying whether the hub answered at all.
-pub async fn version(server: HubFlags<'_>, a: VersionArgs) -> Result<()> {
+pub async fn version(a: VersionArgs) -> Result<()> {
     let versions = Versions { client: env!("CARGO_PKG_VERSION"), server: None };
-    let note = match connect(server, &a.conn) {
+    let note = match connect(&a.conn) {
         Ok(conn) => match conn.client.health().await {
             Ok(_) => format!("the hub at {} answers but does not report its version", conn.client.base()),
             Err(e) => format!("{:#}", crate::client::explain(e)),

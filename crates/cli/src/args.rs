@@ -7,16 +7,10 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(name = "fleetsync", version, about = "Applies desired state to a fleet of targets, at fleet scale.")]
 pub struct Cli {
-    /// The hub's API, for apply, get, delete and token (default: the current context's,
-    /// else http://127.0.0.1:8080).
-    #[arg(long, global = true, env = "FLEETSYNC_SERVER")]
-    pub server: Option<String>,
     /// How logs are written to stderr: `text` (coloured only on a terminal) or `json`
     /// (one object per line, for log collectors). Levels: `RUST_LOG`.
     #[arg(long, global = true, env = "FLEETSYNC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    #[command(flatten)]
-    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -37,12 +31,19 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Bring the PostgreSQL schema up to date and exit.
     Migrate(MigrateArgs),
-    /// Create or update the Clusters and SyncSets in a YAML file (idempotent).
+    /// Create or update the Clusters, SyncSets and Secrets of YAML or JSON files (idempotent).
     Apply(ApplyArgs),
-    /// Show clusters, syncsets or status.
+    /// Show clusters, syncsets, secrets, status, events or members.
     Get(GetArgs),
-    /// Delete a cluster or syncset, by name or by file.
+    /// Delete a cluster, syncset or secret, by name, or what files name.
     Delete(DeleteArgs),
+    /// Show a cluster or syncset in detail: metadata, spec, its keys' phases, the first
+    /// failures, recent events.
+    Describe(DescribeArgs),
+    /// Wait until a SyncSet has applied everywhere (or a Cluster is Ready).
+    Wait(WaitArgs),
+    /// Run a SyncSet on a cluster again now (also a parked one).
+    Retry(RetryArgs),
     /// Run an embedded hub against a simulated fleet and report how fast it converges.
     Demo(DemoArgs),
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks): runs
@@ -63,23 +64,6 @@ pub enum Command {
     Version(VersionArgs),
 }
 
-/// How the client commands talk to the hub, whatever the command.
-#[derive(Debug, Clone, Args)]
-pub struct ClientArgs {
-    /// How long one request to the hub may take, answer included (e.g. 30s, 500ms;
-    /// default 30s, for `agent` 10s); for `get events --watch`, how long the hub may
-    /// take to start answering.
-    #[arg(long, global = true, env = "FLEETSYNC_REQUEST_TIMEOUT", value_parser = humantime::parse_duration)]
-    pub request_timeout: Option<Duration>,
-}
-
-impl ClientArgs {
-    /// The timeout of the client commands' requests.
-    pub fn timeout(&self) -> Duration {
-        self.request_timeout.unwrap_or(Duration::from_secs(30))
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct CompletionArgs {
     /// The shell to complete for.
@@ -98,6 +82,14 @@ pub struct VersionArgs {
 /// the current context of the config file.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ConnArgs {
+    /// The hub's API (default: the current context's, else http://127.0.0.1:8080).
+    #[arg(long, env = "FLEETSYNC_SERVER")]
+    pub server: Option<String>,
+    /// How long one request to the hub may take, answer included (e.g. 30s, 500ms;
+    /// default 30s); for `get events --watch` and `get status --watch`, how long the hub
+    /// may take to start answering.
+    #[arg(long, env = "FLEETSYNC_REQUEST_TIMEOUT", value_parser = humantime::parse_duration)]
+    pub request_timeout: Option<Duration>,
     /// The bearer token to send (default: the context's, or for a hub on this machine
     /// the token `fleetsync serve` wrote beside its database).
     #[arg(long, env = "FLEETSYNC_TOKEN", hide_env_values = true)]
@@ -116,6 +108,13 @@ pub struct ConnArgs {
     pub client_certificate: Option<PathBuf>,
     #[arg(long, env = "FLEETSYNC_CLIENT_KEY", requires = "client_certificate")]
     pub client_key: Option<PathBuf>,
+}
+
+impl ConnArgs {
+    /// The timeout of each request to the hub.
+    pub fn timeout(&self) -> Duration {
+        self.request_timeout.unwrap_or(Duration::from_secs(30))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,8 +216,12 @@ pub struct WorkerArgs {
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    #[command(flatten)]
-    pub pg: PgArgs,
+    /// e.g. postgres://user@host:5432/db; unset parts come from PGHOST, PGUSER, … .
+    #[arg(long, env = "FLEETSYNC_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// The schema fleetsync's tables live in (created if missing).
+    #[arg(long, env = "FLEETSYNC_DATABASE_SCHEMA")]
+    pub schema: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -416,9 +419,14 @@ pub struct PluginArgs {
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A YAML file of Clusters, SyncSets and Secrets, or - for standard input.
-    #[arg(short = 'f', long = "filename")]
-    pub file: PathBuf,
+    /// A YAML or JSON file of Clusters, SyncSets and Secrets (a `kind: List` stands for
+    /// its items), a directory of them (.yaml, .yml, .json, in name order), or - for
+    /// standard input; repeat for more. All are applied in one transaction.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
@@ -444,6 +452,8 @@ pub enum Resource {
 pub enum Format {
     #[default]
     Table,
+    /// The table with more columns (clusters, syncsets, status).
+    Wide,
     Json,
     Yaml,
     /// `kind/name` per line (Clusters, SyncSets and Secrets), for scripts.
@@ -458,17 +468,27 @@ pub struct GetArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
     /// Default: the context's tenant, else `default`.
-    #[arg(long)]
+    #[arg(short = 'n', long, alias = "namespace")]
     pub tenant: Option<String>,
+    /// Every tenant the caller can see (its grants; for a fleet-admin, every tenant
+    /// named in the event log), with a TENANT column.
+    #[arg(short = 'A', long, conflicts_with = "tenant")]
+    pub all_tenants: bool,
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// Events: keep following the log and print each new event as it is committed
-    /// (reconnects, resuming from the last event seen, when the hub restarts).
+    /// Events: keep following the log and print each new event as it is committed,
+    /// from now on unless --after or --since says otherwise (reconnects, resuming from
+    /// the last event seen, when the hub restarts). Status: print it again after each
+    /// change.
     #[arg(short = 'w', long)]
     pub watch: bool,
-    /// Events: only those after this sequence number (a cursor).
+    /// Events: only those after this sequence number (a cursor), oldest first.
     #[arg(long)]
     pub after: Option<u64>,
+    /// Events: only those of this last while (e.g. 10m, 2h), newest first (with
+    /// --watch: oldest first, then following). Without it or --after: the newest 10,000.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub since: Option<Duration>,
     /// Clusters: only those whose labels match this selector, in kubectl's syntax
     /// (`env=prod,tier in (a,b),!canary`).
     #[arg(short = 'l', long)]
@@ -490,14 +510,66 @@ pub struct DeleteArgs {
     /// `cluster`, `syncset` or `secret` (with a name), unless -f is given.
     pub kind: Option<String>,
     pub name: Option<String>,
-    /// Delete every document in this file.
+    /// Delete every object in these files or directories (as `apply -f` reads them):
+    /// SyncSets first, then, once their cleanup on the Clusters to delete is done,
+    /// Clusters, then Secrets.
     #[arg(short = 'f', long = "filename", conflicts_with_all = ["kind", "name"])]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// With -f: how long to wait for the deleted SyncSets' cleanup on the Clusters
+    /// about to be deleted (past it, those Clusters and the Secrets are left in place).
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    pub cleanup_timeout: Duration,
     /// Default: the context's tenant, else `default`.
-    #[arg(long)]
+    #[arg(short = 'n', long, alias = "namespace")]
     pub tenant: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+/// Where a command about one object of one tenant acts.
+#[derive(Debug, Clone, Args)]
+pub struct TenantArgs {
+    /// Default: the context's tenant, else `default`.
+    #[arg(short = 'n', long, alias = "namespace")]
+    pub tenant: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// `cluster` or `syncset`.
+    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets"])]
+    pub kind: String,
+    pub name: String,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// What to wait for: `syncset/NAME` (every key Applied at the SyncSet's current
+    /// generation) or `cluster/NAME` (Ready).
+    pub target: String,
+    /// The condition: `condition=Applied` for a SyncSet, `condition=Ready` for a Cluster.
+    #[arg(long = "for", value_name = "condition=NAME")]
+    pub condition: String,
+    /// Give up after this long, exiting non-zero.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    pub cluster: String,
+    pub syncset: String,
+    #[command(flatten)]
+    pub at: TenantArgs,
 }
 
 #[derive(Debug, Args)]
@@ -560,9 +632,8 @@ pub struct AgentArgs {
     pub backoff_base: Duration,
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub backoff_cap: Duration,
-    /// How long one request (to the hub or the target) may take: the global
-    /// `--request-timeout`, else 10s.
-    #[arg(skip = Duration::from_secs(10))]
+    /// How long one request (to the hub or the target) may take.
+    #[arg(long, env = "FLEETSYNC_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
     #[command(flatten)]
     pub tls: AgentTlsArgs,

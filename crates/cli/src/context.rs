@@ -21,7 +21,6 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use fleetsync_api::{Client, ClientTls};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Where the hub is when nothing says.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -101,17 +100,10 @@ fn pick(config: Config, wanted: Option<&str>) -> Result<Context> {
     })
 }
 
-/// The global flags of the client commands: `--server` and `--request-timeout`.
-#[derive(Debug, Clone, Copy)]
-pub struct HubFlags<'a> {
-    pub server: Option<&'a str>,
-    pub timeout: Duration,
-}
-
 /// Resolves the connection of a client command.
-pub fn connect(flags: HubFlags<'_>, a: &ConnArgs) -> Result<Conn> {
+pub fn connect(a: &ConnArgs) -> Result<Conn> {
     let ctx = pick(load_config()?, a.context.as_deref())?;
-    let server = flags.server.map(str::to_string).or(ctx.server.clone()).unwrap_or_else(|| DEFAULT_SERVER.to_string());
+    let server = a.server.clone().or(ctx.server.clone()).unwrap_or_else(|| DEFAULT_SERVER.to_string());
     let tls = ClientTls {
         ca_file: a.certificate_authority.clone().or(ctx.certificate_authority.clone()),
         insecure_skip_verify: a.insecure_skip_tls_verify || ctx.insecure_skip_tls_verify,
@@ -126,7 +118,7 @@ pub fn connect(flags: HubFlags<'_>, a: &ConnArgs) -> Result<Conn> {
         (None, None, None) if is_local(&server) => local_token()?,
         _ => None,
     };
-    let mut client = Client::build(&server, &tls, Some(flags.timeout)).map_err(|e| anyhow!("{}", fleetsync_api::describe(&e)))?;
+    let mut client = Client::build(&server, &tls, Some(a.timeout())).map_err(|e| anyhow!("{}", fleetsync_api::describe(&e)))?;
     if let Some(t) = token {
         client = client.with_token(t);
     }

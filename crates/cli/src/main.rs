@@ -6,11 +6,20 @@ mod agent;
 mod access;
 mod client;
 mod context;
+mod delete;
 mod demo;
+mod describe;
+mod events;
+mod inputs;
 mod plugin;
+mod retry;
 mod serve;
+mod status;
 mod stores;
+mod tables;
+mod tenants;
 mod token;
+mod wait;
 
 use clap::Parser;
 use fleetsync::args::{Cli, Command, TokenCommand};
@@ -32,24 +41,23 @@ fn main() -> ExitCode {
     }
     init_tracing(&cli.command, cli.log_format);
     fleetsync::run_command(async move {
-        let server = context::HubFlags { server: cli.server.as_deref(), timeout: cli.client.timeout() };
         match cli.command {
             Command::Serve(a) => serve::run(*a).await.map(|()| true),
             Command::Worker(a) => stores::worker(a).await.map(|()| true),
             Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
-            Command::Apply(a) => client::apply(server, a).await.map(|()| true),
-            Command::Get(a) => client::get(server, a).await.map(|()| true),
-            Command::Delete(a) => client::delete(server, a).await.map(|()| true),
-            Command::Token(TokenCommand::Create(a)) => token::create(server, a).await.map(|()| true),
-            Command::Token(TokenCommand::List(a)) => token::list(server, a).await.map(|()| true),
-            Command::Token(TokenCommand::Revoke(a)) => token::revoke(server, a).await.map(|()| true),
+            Command::Apply(a) => client::apply(a).await.map(|()| true),
+            Command::Get(a) => client::get(a).await.map(|()| true),
+            Command::Delete(a) => delete::delete(a).await.map(|()| true),
+            Command::Describe(a) => describe::describe(a).await.map(|()| true),
+            Command::Wait(a) => wait::wait(a).await.map(|()| true),
+            Command::Retry(a) => retry::retry(a).await.map(|()| true),
+            Command::Token(TokenCommand::Create(a)) => token::create(a).await.map(|()| true),
+            Command::Token(TokenCommand::List(a)) => token::list(a).await.map(|()| true),
+            Command::Token(TokenCommand::Revoke(a)) => token::revoke(a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
-            Command::Agent(mut a) => {
-                a.request_timeout = cli.client.request_timeout.unwrap_or(a.request_timeout);
-                agent::run(a).await.map(|()| true)
-            }
+            Command::Agent(a) => agent::run(a).await.map(|()| true),
             Command::Completion(a) => about::completion(a).map(|()| true),
-            Command::Version(a) => about::version(server, a).await.map(|()| true),
+            Command::Version(a) => about::version(a).await.map(|()| true),
             Command::Bench(_) | Command::Sim(_) => unreachable!("run above, without a runtime"),
         }
     })

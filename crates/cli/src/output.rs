@@ -50,10 +50,25 @@ pub fn structured(format: Format, value: &impl serde::Serialize) -> Result<bool>
     match format {
         Format::Json => outln!("{}", serde_json::to_string_pretty(value)?)?,
         Format::Yaml => std::io::stdout().lock().write_all(serde_saphyr::to_string(value)?.as_bytes())?,
-        Format::Table => return Ok(false),
+        Format::Table | Format::Wide => return Ok(false),
         Format::Name => anyhow::bail!(NAME_LISTS_OBJECTS_ONLY),
     }
     Ok(true)
+}
+
+/// A list as kubectl prints one (`apiVersion: v1`, `kind: List`, `items`), which
+/// `apply -f` takes back.
+#[derive(serde::Serialize)]
+pub struct List<'a, T> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    items: &'a [T],
+}
+
+/// Prints a list as a `kind: List` in JSON or YAML; returns false for the tables.
+pub fn structured_list<T: serde::Serialize>(format: Format, items: &[T]) -> Result<bool> {
+    structured(format, &List { api_version: "v1", kind: "List", items })
 }
 
 /// What `-o name` says where there are no objects to name.

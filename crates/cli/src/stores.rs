@@ -37,9 +37,8 @@ pub(crate) async fn connect(url: &str, pg: &PgArgs, config: StoreConfig) -> Resu
     PgStore::connect_with(url, options, config).await.context("cannot open the PostgreSQL store (check --database-url)")
 }
 
-fn required_url(pg: &PgArgs) -> Result<&str> {
-    pg.database_url
-        .as_deref()
+fn required_url(url: &Option<String>) -> Result<&str> {
+    url.as_deref()
         .ok_or_else(|| anyhow!("--database-url (or FLEETSYNC_DATABASE_URL) is required: workers share a PostgreSQL store"))
 }
 
@@ -53,7 +52,7 @@ pub fn describe(a: &StoreArgs) -> String {
 
 /// `fleetsync worker`: a [`Hub`] of workers alone (no API), until SIGINT or SIGTERM.
 pub async fn worker(a: WorkerArgs) -> Result<()> {
-    let url = required_url(&a.pg)?;
+    let url = required_url(&a.pg.database_url)?;
     let config = runtime_config(&a.engine)?;
     let egress = egress_policy(&a.engine)?;
     let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
@@ -69,8 +68,8 @@ pub async fn worker(a: WorkerArgs) -> Result<()> {
 
 /// `fleetsync migrate`.
 pub async fn migrate(a: MigrateArgs) -> Result<()> {
-    let url = required_url(&a.pg)?;
-    let version = PgStore::migrate(url, a.pg.schema.as_deref()).await.context("migrating the PostgreSQL schema")?;
-    println!("schema {} is at version {version}", a.pg.schema.as_deref().unwrap_or("(search_path)"));
+    let url = required_url(&a.database_url)?;
+    let version = PgStore::migrate(url, a.schema.as_deref()).await.context("migrating the PostgreSQL schema")?;
+    println!("schema {} is at version {version}", a.schema.as_deref().unwrap_or("(search_path)"));
     Ok(())
 }

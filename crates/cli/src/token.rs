@@ -3,7 +3,7 @@
 //! through the hub's API as the caller (an admin of a tenant) with neither.
 
 use crate::args::{TokenCreateArgs, TokenListArgs, TokenRevokeArgs, TokenStoreArgs};
-use crate::context::{connect, HubFlags};
+use crate::context::connect;
 use fleetsync::outln;
 use crate::output::{structured, table, text_of};
 use anyhow::{anyhow, bail, Context, Result};
@@ -20,7 +20,7 @@ enum Target {
     Hub(Client),
 }
 
-async fn target(server: HubFlags<'_>, a: &TokenStoreArgs) -> Result<Target> {
+async fn target(a: &TokenStoreArgs) -> Result<Target> {
     if let Some(url) = &a.pg.database_url {
         return Ok(Target::Store(Arc::new(crate::stores::connect(url, &a.pg, StoreConfig::default()).await?)));
     }
@@ -31,10 +31,10 @@ async fn target(server: HubFlags<'_>, a: &TokenStoreArgs) -> Result<Target> {
         let store = SqliteStore::open(db, StoreConfig::default()).with_context(|| format!("cannot open the store {}", db.display()))?;
         return Ok(Target::Store(Arc::new(store)));
     }
-    Ok(Target::Hub(connect(server, &a.conn)?.client))
+    Ok(Target::Hub(connect(&a.conn)?.client))
 }
 
-pub async fn create(server: HubFlags<'_>, a: TokenCreateArgs) -> Result<()> {
+pub async fn create(a: TokenCreateArgs) -> Result<()> {
     let role: Role = match (&a.role, a.agent) {
         (Some(r), false) => r.parse().map_err(|e: String| anyhow!("--role: {e}"))?,
         (None, true) => Role::Agent,
@@ -42,7 +42,7 @@ pub async fn create(server: HubFlags<'_>, a: TokenCreateArgs) -> Result<()> {
         _ => bail!("give --role, or --agent for an agent credential (not both)"),
     };
     let grant = Grant::new(&a.tenant, role, a.cluster.as_deref()).map_err(|e| anyhow!(e))?;
-    let (token, record) = match target(server, &a.store).await? {
+    let (token, record) = match target(&a.store).await? {
         Target::Store(store) => {
             let req = TokenRequest { grant, name: a.name, ttl: a.ttl, created_by: "cli".into() };
             issue(store.as_ref(), &SystemClock, req).await?
@@ -59,8 +59,8 @@ pub async fn create(server: HubFlags<'_>, a: TokenCreateArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn list(server: HubFlags<'_>, a: TokenListArgs) -> Result<()> {
-    let items = match target(server, &a.store).await? {
+pub async fn list(a: TokenListArgs) -> Result<()> {
+    let items = match target(&a.store).await? {
         Target::Store(store) => store.token_list().await?,
         Target::Hub(hub) => hub.token_list().await.map_err(crate::client::explain)?,
     };
@@ -76,8 +76,8 @@ fn row(t: &TokenRecord) -> Vec<String> {
     vec![t.name.clone(), t.grant.to_string(), expires, text_of(&t.created_at), t.created_by.clone()]
 }
 
-pub async fn revoke(server: HubFlags<'_>, a: TokenRevokeArgs) -> Result<()> {
-    match target(server, &a.store).await? {
+pub async fn revoke(a: TokenRevokeArgs) -> Result<()> {
+    match target(&a.store).await? {
         Target::Store(store) => {
             if !store.token_revoke(&a.name).await? {
                 bail!("no token named {:?}", a.name);

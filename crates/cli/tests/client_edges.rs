@@ -71,7 +71,7 @@ fn silent_server() -> String {
 fn a_hub_that_never_answers_times_out_and_names_the_flag() {
     let url = silent_server();
     let start = Instant::now();
-    let out = run(&["--request-timeout", "1s", "get", "clusters", "--server", &url]);
+    let out = run(&["get", "clusters", "--request-timeout", "1s", "--server", &url]);
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
     assert!(!out.status.success());
     assert!(stderr(&out).contains(&format!("no answer from {url} within 1s (--request-timeout)")), "{}", stderr(&out));
@@ -126,4 +126,27 @@ fn version_prints_the_clients_and_says_the_servers_is_unknown() {
     let out = run(&["version", "--server", "http://127.0.0.1:9"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).starts_with(&format!("client: {}\nserver: unknown (", env!("CARGO_PKG_VERSION"))), "{}", stdout(&out));
+}
+
+/// The hub's connection flags are offered by the commands that talk to a hub only, and
+/// `migrate` does not offer to skip migrating.
+#[test]
+fn flags_show_only_where_they_apply() {
+    let flags = |args: &[&str]| -> Vec<String> {
+        let out = run(&[args, &["--help"]].concat());
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let help = stdout(&out);
+        let offered = |f: &&&str| help.lines().any(|l| l.trim_start().split([' ', '=']).next() == Some(**f));
+        ["--server", "--request-timeout", "--context", "--no-migrate"].iter().filter(offered).map(|f| f.to_string()).collect()
+    };
+    for hub_command in [&["get"][..], &["apply"], &["delete"], &["describe"], &["wait"], &["retry"], &["version"], &["token", "list"]] {
+        assert_eq!(flags(hub_command)[..3], ["--server", "--request-timeout", "--context"], "{hub_command:?}");
+    }
+    assert_eq!(flags(&["serve"]), ["--no-migrate"]);
+    assert_eq!(flags(&["worker"]), ["--no-migrate"]);
+    assert!(flags(&["migrate"]).is_empty());
+    assert!(flags(&["demo"]).is_empty());
+    assert_eq!(flags(&["agent"]), ["--request-timeout"], "the agent's own, to the hub and its target");
+    let out = run(&["serve", "--server", "http://x"]);
+    assert!(!out.status.success() && stderr(&out).contains("unexpected argument '--server'"), "{}", stderr(&out));
 }

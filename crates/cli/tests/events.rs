@@ -37,20 +37,24 @@ fn apply_text(hub: &Hub, text: &str) {
 
 /// The whole log kept, as the API lists it (page by page, from the oldest kept).
 fn log(hub: &Hub) -> Vec<Event> {
+    // The oldest kept come from the newest-first listing (of the last day: all of
+    // them); pages after its newest follow with --after.
+    let mut args = vec!["get".to_string(), "events".into(), "-o".into(), "json".into(), "--since".into(), "1d".into()];
     let mut all: Vec<Event> = Vec::new();
     loop {
-        let mut args = vec!["get".to_string(), "events".into(), "-o".into(), "json".into()];
-        if let Some(seq) = all.last().map(|e| e.seq) {
-            args.extend(["--after".into(), seq.to_string()]);
-        }
         let out = hub.cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(out.status.success(), "{}", stderr(&out));
         let page: Items<Event> = serde_json::from_str(&stdout(&out)).expect("a page of events");
-        let items = page.items;
+        let mut items = page.items;
         if items.is_empty() {
             return all;
         }
+        if all.is_empty() {
+            items.reverse();
+        }
         all.extend(items);
+        let seq = all.last().map(|e| e.seq).unwrap_or_default();
+        args = vec!["get".to_string(), "events".into(), "-o".into(), "json".into(), "--after".into(), seq.to_string()];
     }
 }
 
@@ -184,7 +188,9 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
     apply_text(&hub, &syncset("late", 0));
     assert_eq!(watcher.wait_for(6, Duration::from_secs(30))[5].name, "late");
 
-    let out = hub.cli(&["get", "status", "--watch"]);
+    let out = hub.cli(&["get", "clusters", "--watch"]);
+    assert!(!out.status.success() && stderr(&out).contains("--watch applies to `get events` and `get status` only"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "status", "--after", "3"]);
     assert!(!out.status.success() && stderr(&out).contains("apply to `get events` only"), "{}", stderr(&out));
 }
 

@@ -9,6 +9,13 @@
 //! on past other tenants' events until it is full or the log ends, and a watch moves its
 //! cursor past them (its bookmarks carry it).
 //!
+//! `GET /v1/events?order=desc&limit=M` answers the `M` newest events instead, newest
+//! first; `&before=N` pages back (the newest events older than `N`). `order=desc` takes
+//! no `after` and no `watch`. It reads the log forward in windows below the newest
+//! `seq`, found by a binary search of one-event reads, so it costs a few indexed reads
+//! however long the log. A client that wants to watch "from now" reads the newest
+//! event (`order=desc&limit=1`) and watches after its `seq`.
+//!
 //! `GET /v1/events?after=N&watch=true` streams newline-delimited JSON
 //! (`application/x-ndjson`), one object per line, like a Kubernetes watch:
 //!
@@ -78,6 +85,22 @@ pub struct EventsQuery {
     /// Stream instead of answering one page.
     #[serde(default)]
     pub watch: bool,
+    /// `asc` (oldest first, the default) or `desc` (newest first; no `after`, no `watch`).
+    #[serde(default)]
+    pub order: Order,
+    /// With `order=desc`: only events older than this sequence number (the next page
+    /// back is `before` the last `seq` of this one).
+    #[serde(default)]
+    pub before: Option<u64>,
+}
+
+/// Which end of the log a page starts from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    #[default]
+    Asc,
+    Desc,
 }
 
 fn default_limit() -> usize {
@@ -142,6 +165,17 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
             rule: format!("must be between 1 and {MAX_LIMIT}, got {}", q.limit),
         });
     }
+    if q.order == Order::Desc || q.before.is_some() {
+        let bad = |param: &str, rule: &str| ApiError::InvalidParam { param: format!("query parameter `{param}`"), rule: rule.into() };
+        if q.order != Order::Desc {
+            return Err(bad("before", "needs `order=desc`"));
+        }
+        if q.watch || q.after.is_some() {
+            return Err(bad("order", "`desc` reads back from the newest event: it takes no `after` and no `watch`"));
+        }
+        let items = newest_page(&**state.events.log(), &visible, q.before, q.limit).await?;
+        return Ok(Json(Items::all(items)).into_response());
+    }
     if !q.watch {
         let (_, first) = first_page(&**state.events.log(), q.after, q.limit).await?;
         let items = visible_page(&**state.events.log(), &visible, first, q.limit).await?;
@@ -203,6 +237,75 @@ async fn visible_page(store: &dyn EventLog, visible: &Visible, first: Vec<Event>
             Some(last) if full && items.len() < limit => page = store.events_read(last, limit).await?,
             _ => break,
         }
+    }
+    items.truncate(limit);
+    Ok(items)
+}
+
+/// The horizon: every event kept has a greater sequence number.
+async fn horizon(store: &dyn EventLog) -> Result<u64> {
+    match store.events_read(0, 1).await {
+        Ok(_) => Ok(0),
+        Err(StoreError::CursorExpired { horizon, .. }) => Ok(horizon),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The newest event's sequence number (`floor` when none is after it): the smallest
+/// `x` with no event after it, by an exponential then a binary search of one-event
+/// reads (sequence numbers may have gaps).
+async fn newest_seq(store: &dyn EventLog, floor: u64) -> Result<u64> {
+    let some_after = |x: u64| async move { Ok::<_, ApiError>(!store.events_read(x, 1).await?.is_empty()) };
+    if !some_after(floor).await? {
+        return Ok(floor);
+    }
+    // `lo` has an event after it, `hi` none.
+    let (mut lo, mut step) = (floor, 1u64);
+    let mut hi = loop {
+        let x = lo.saturating_add(step);
+        if x == u64::MAX || !some_after(x).await? {
+            break x;
+        }
+        (lo, step) = (x, step.saturating_mul(2));
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if some_after(mid).await? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// Up to `limit` of the newest events of the `visible` tenants older than `before`
+/// (none: the newest of all), newest first. Reads windows of the log back from the
+/// top, each twice as wide as the last, until it has `limit` or reaches the horizon.
+async fn newest_page(store: &dyn EventLog, visible: &Visible, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+    let floor = horizon(store).await?;
+    // Events up to and including `top` are wanted.
+    let mut top = match before {
+        Some(b) => b.saturating_sub(1),
+        None => newest_seq(store, floor).await?,
+    };
+    let mut width = limit as u64;
+    let mut items = Vec::new();
+    while top > floor && items.len() < limit {
+        let bottom = top.saturating_sub(width).max(floor);
+        let mut window = Vec::new();
+        let mut cursor = bottom;
+        loop {
+            let page = store.events_read(cursor, limit).await?;
+            let (full, last) = (page.len() == limit, page.last().map(|e| e.seq));
+            window.extend(page.into_iter().filter(|e| e.seq <= top && visible.contains(&e.tenant)));
+            match last {
+                Some(last) if full && last < top => cursor = last,
+                _ => break,
+            }
+        }
+        items.extend(window.into_iter().rev());
+        (top, width) = (bottom, width.saturating_mul(2));
     }
     items.truncate(limit);
     Ok(items)

@@ -176,3 +176,40 @@ async fn bad_watch_parameters_are_400() {
         assert!(a.error().contains(&format!("`{param}`")), "{uri}: {}", a.text);
     }
 }
+
+/// `order=desc`: the newest events first, paging back with `before`, past a trimmed
+/// horizon and other tenants' events; a start for a watch "from now".
+#[tokio::test]
+async fn newest_events_first_and_paging_back() {
+    let api = Api::new();
+    updates(&api, 30).await;
+    let ids = |v: Value| v["items"].as_array().map(|a| a.iter().filter_map(|e| e["seq"].as_u64()).collect::<Vec<_>>());
+    assert_eq!(ids(api.get("/v1/events?order=desc&limit=3").await.json()), Some(vec![30, 29, 28]));
+    assert_eq!(ids(api.get("/v1/events?order=desc&limit=3&before=28").await.json()), Some(vec![27, 26, 25]));
+    assert_eq!(ids(api.get("/v1/events?order=desc&limit=5&before=3").await.json()), Some(vec![2, 1]));
+    assert_eq!(ids(api.get("/v1/events?order=desc&limit=100").await.json()).map(|v| v.len()), Some(30));
+
+    api.store.events_trim(EventRetention { max_events: Some(10), max_age: None }).await.expect("trim");
+    assert_eq!(ids(api.get("/v1/events?order=desc&limit=100").await.json()), Some((21..=30).rev().collect()));
+
+    // Another tenant's 50 newer events are skipped, not counted.
+    let b = api.issue("default:viewer", None).await;
+    let other: Vec<String> = (0..50).map(|i| syncset(&format!("o{i}"), 0).replacen("metadata: {name:", "metadata: {namespace: other, name:", 1)).collect();
+    let applied = api.apply(&other.join("---\n")).await;
+    assert_eq!(applied.status, StatusCode::OK, "{}", applied.text);
+    let page = api.call_as(Some(&b), "GET", "/v1/events?order=desc&limit=2", None, "").await;
+    assert_eq!(ids(page.json()), Some(vec![30, 29]), "{}", page.text);
+    let all = ids(api.get("/v1/events?order=desc&limit=1").await.json()).expect("items");
+    assert_eq!(all, vec![80], "a fleet-admin sees every tenant's");
+
+    for (uri, param) in [
+        ("/v1/events?order=desc&watch=true", "order"),
+        ("/v1/events?order=desc&after=3", "order"),
+        ("/v1/events?before=3", "before"),
+        ("/v1/events?order=up", "order"),
+    ] {
+        let a = api.get(uri).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{uri}");
+        assert!(a.error().contains(&format!("`{param}`")), "{uri}: {}", a.text);
+    }
+}

@@ -1,0 +1,100 @@
+//! `delete`: one object by name, or every object of files (`-f`), in an order that lets
+//! Sync-mode cleanup run: SyncSets first; then, once the hub has cleaned their
+//! resources off the Clusters about to be deleted (their keys are gone from those
+//! Clusters' status), the Clusters; Secrets (which may hold those Clusters'
+//! kubeconfigs) last.
+
+use crate::args::DeleteArgs;
+use crate::client::explain;
+use crate::context::connect;
+use crate::inputs;
+use anyhow::{anyhow, bail, Result};
+use fleetsync::outln;
+use fleetsync_api::Client;
+use fleetsync_model::Kind;
+use std::time::{Duration, Instant};
+
+/// How often a Cluster's status is read again while its cleanup runs.
+const POLL: Duration = Duration::from_millis(250);
+
+/// What to delete: kind, tenant, name.
+type Target = (Kind, String, String);
+
+pub async fn delete(a: DeleteArgs) -> Result<()> {
+    let conn = connect(&a.conn)?;
+    let targets: Vec<Target> = match (a.files.is_empty(), &a.kind, &a.name) {
+        (false, _, _) => {
+            let mut targets = Vec::new();
+            for input in inputs::read(&a.files, a.recursive)? {
+                let docs = input.documents()?;
+                targets.extend(docs.iter().map(|d| (d.kind(), d.metadata().tenant().to_string(), d.metadata().name.clone())));
+            }
+            targets
+        }
+        (true, Some(kind), Some(name)) => {
+            let kind = Kind::parse(kind).ok_or_else(|| anyhow!("unknown kind {kind:?}: use cluster, syncset or secret"))?;
+            vec![(kind, conn.tenant_or(&a.tenant), name.clone())]
+        }
+        _ => bail!("say what to delete: `delete cluster NAME`, `delete syncset NAME`, `delete secret NAME` or `delete -f FILE`"),
+    };
+    let hub = conn.client;
+    let of = |kind: Kind| targets.iter().filter(move |t| t.0 == kind).cloned().collect::<Vec<_>>();
+    let (syncsets, clusters, secrets) = (of(Kind::SyncSet), of(Kind::Cluster), of(Kind::Secret));
+    let mut failed = delete_all(&hub, &syncsets).await?;
+    if !syncsets.is_empty() && !clusters.is_empty() {
+        if let Err(e) = await_cleanup(&hub, &syncsets, &clusters, a.cleanup_timeout).await {
+            bail!("{e:#}; the Clusters and Secrets were not deleted (run `delete -f` again, or delete them by name)");
+        }
+    }
+    failed += delete_all(&hub, &clusters).await?;
+    failed += delete_all(&hub, &secrets).await?;
+    if failed > 0 {
+        bail!("{failed} deletion(s) failed");
+    }
+    Ok(())
+}
+
+/// Deletes each target, reporting each; returns how many failed.
+async fn delete_all(hub: &Client, targets: &[Target]) -> Result<usize> {
+    let mut failed = 0;
+    for (kind, tenant, name) in targets {
+        let kind_name = kind.as_str().to_ascii_lowercase();
+        match hub.delete(*kind, tenant, name).await {
+            Ok(_) => outln!("{kind_name}/{name} deleted")?,
+            Err(e) => {
+                eprintln!("error: {kind_name}/{name}: {:#}", explain(e));
+                failed += 1;
+            }
+        }
+    }
+    Ok(failed)
+}
+
+/// Waits until none of `clusters` has a key of one of `syncsets` left (the hub removes
+/// a key once its cleanup is done), or fails after `timeout` naming the keys left.
+async fn await_cleanup(hub: &Client, syncsets: &[Target], clusters: &[Target], timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let mut left = Vec::new();
+        for (_, tenant, cluster) in clusters {
+            let status = match hub.cluster_status(tenant, cluster).await {
+                Ok(s) => s,
+                // A Cluster that is not there has nothing to clean up.
+                Err(e) if e.status().is_some_and(|s| s.as_u16() == 404) => continue,
+                Err(e) => return Err(explain(e)),
+            };
+            let deleted = |s: &str| syncsets.iter().any(|(_, t, n)| t == tenant && n == s);
+            left.extend(status.syncsets.iter().filter(|k| deleted(&k.key.syncset)).map(|k| {
+                let error = k.last_error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                format!("{cluster}/{} ({}{error})", k.key.syncset, k.phase.as_str())
+            }));
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            bail!("the cleanup of the deleted SyncSets has not finished after {} (--cleanup-timeout) on: {}", humantime::format_duration(timeout), left.join(", "));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,131 @@
+//! `describe cluster|syncset NAME`: one object for people, as kubectl describes one:
+//! its metadata and spec in short, how its keys stand, the first failures, and its
+//! recent events.
+
+use crate::args::DescribeArgs;
+use crate::client::explain;
+use crate::context::connect;
+use crate::output::{clip, table, text, text_of};
+use anyhow::Result;
+use fleetsync::outln;
+use fleetsync_api::{Client, Event, PageParams};
+use fleetsync_model::{Kind, StatusSummary};
+use serde_json::Value;
+
+/// Recent events shown, and how many of the newest events are searched for them.
+const EVENTS_SHOWN: usize = 10;
+const EVENTS_SEARCHED: usize = 2_000;
+
+pub async fn describe(a: DescribeArgs) -> Result<()> {
+    let conn = connect(&a.at.conn)?;
+    let (hub, tenant) = (&conn.client, conn.tenant_or(&a.at.tenant));
+    let kind = if a.kind.starts_with("cluster") { Kind::Cluster } else { Kind::SyncSet };
+    let object = hub.get(kind, &tenant, &a.name).await.map_err(explain)?;
+    let meta = &object["metadata"];
+    field("Name", &text(&meta["name"]))?;
+    field("Tenant", &text(&meta["namespace"]))?;
+    field("Generation", &text(&meta["generation"]))?;
+    let labels = meta["labels"].as_object().map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(", "));
+    field("Labels", labels.as_deref().filter(|l| !l.is_empty()).unwrap_or("<none>"))?;
+    match kind {
+        Kind::Cluster => cluster(hub, &tenant, &a.name, &object).await?,
+        _ => syncset(hub, &tenant, &a.name, &object).await?,
+    }
+    events(hub, kind, &tenant, &a.name).await
+}
+
+fn field(name: &str, value: &str) -> std::io::Result<()> {
+    outln!("{:<12}{value}", format!("{name}:"))
+}
+
+async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Result<()> {
+    let endpoint = object["spec"]["endpoint"].as_object().and_then(|o| o.iter().next());
+    let detail = endpoint.and_then(|(_, v)| v.get("url").or_else(|| v.get("secretRef"))).map(text);
+    let endpoint = endpoint.map(|(k, _)| k.clone()).unwrap_or_default();
+    field("Endpoint", &detail.map_or(endpoint.clone(), |d| format!("{endpoint} {d}")))?;
+    let status = hub.cluster_status(tenant, name).await.map_err(explain)?;
+    let c = &status.condition;
+    field("Condition", &format!("Ready={} {} ({})", c.ready, c.reason, c.message))?;
+    outln!("SyncSets:")?;
+    if status.syncsets.is_empty() {
+        return Ok(outln!("  <none>")?);
+    }
+    let rows: Vec<Vec<String>> = status
+        .syncsets
+        .iter()
+        .map(|k| {
+            let error = clip(k.last_error.clone().unwrap_or_else(|| "-".into()), 60);
+            let cells = [format!("  {}", k.key.syncset), k.phase.as_str().into(), k.generation.to_string(), k.observed_generation.to_string()];
+            cells.into_iter().chain([k.attempts.to_string(), error]).collect()
+        })
+        .collect();
+    Ok(table(&["  SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "LAST ERROR"], &rows)?)
+}
+
+async fn syncset(hub: &Client, tenant: &str, name: &str, object: &Value) -> Result<()> {
+    let spec = &object["spec"];
+    field("Mode", &spec.get("resourceApplyMode").map_or("Upsert".into(), text))?;
+    if let Some(names) = spec["clusterNames"].as_array() {
+        field("Clusters", &names.iter().map(text).collect::<Vec<_>>().join(", "))?;
+    }
+    if let Some(selector) = spec.get("clusterSelector").filter(|s| !s.is_null()) {
+        field("Selector", &selector.to_string())?;
+    }
+    let resources = spec["resources"].as_array().map(Vec::as_slice).unwrap_or_default();
+    outln!("Resources:  {}", resources.len())?;
+    for r in resources {
+        let (ns, n) = (&r["metadata"]["namespace"], text(&r["metadata"]["name"]));
+        let at = if ns.is_null() { n } else { format!("{}/{n}", text(ns)) };
+        outln!("  {} {} {at}", text(&r["apiVersion"]), text(&r["kind"]))?;
+    }
+    let page = PageParams { limit: Some(1), continue_: None };
+    let status = hub.syncset_status_page(tenant, name, page).await.map_err(explain)?;
+    summary(&status.summary)
+}
+
+fn summary(s: &StatusSummary) -> Result<()> {
+    let phases: Vec<String> = s.phases.iter().filter(|(_, n)| **n > 0).map(|(p, n)| format!("{}={n}", p.as_str())).collect();
+    let phases = if phases.is_empty() { "no keys".to_string() } else { phases.join(", ") };
+    field("Keys", &format!("{} ({phases}); {} at the current generation", s.total, s.at_generation))?;
+    if let Some(since) = &s.oldest_pending_since {
+        field("Waiting", &format!("since {}", text_of(since)))?;
+    }
+    if s.failures.is_empty() {
+        return Ok(());
+    }
+    outln!("Failures:")?;
+    let rows: Vec<Vec<String>> = s
+        .failures
+        .iter()
+        .map(|f| {
+            let error = clip(f.last_error.clone().unwrap_or_else(|| "-".into()), 80);
+            vec![format!("  {}", f.cluster), f.phase.as_str().into(), f.attempts.to_string(), error]
+        })
+        .collect();
+    Ok(table(&["  CLUSTER", "PHASE", "ATTEMPTS", "LAST ERROR"], &rows)?)
+}
+
+/// The object's recent events (its own, and its keys' status changes), newest first,
+/// from the newest events of the log.
+async fn events(hub: &Client, kind: Kind, tenant: &str, name: &str) -> Result<()> {
+    let recent = hub.events_newest(None, EVENTS_SEARCHED).await.map_err(explain)?;
+    let key_of = |e: &Event| {
+        let (cluster, syncset) = e.name.split_once('/')?;
+        Some(if kind == Kind::Cluster { cluster } else { syncset } == name)
+    };
+    let mine: Vec<&Event> = recent
+        .iter()
+        .filter(|e| e.tenant == tenant)
+        .filter(|e| (e.kind == kind.as_str() && e.name == name) || (e.kind == "Status" && key_of(e) == Some(true)))
+        .take(EVENTS_SHOWN)
+        .collect();
+    outln!("Events:")?;
+    if mine.is_empty() {
+        return Ok(outln!("  <none>")?);
+    }
+    let rows: Vec<Vec<String>> = mine
+        .iter()
+        .map(|e| vec![format!("  {}", text_of(&e.at)), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string()])
+        .collect();
+    Ok(table(&["  AT", "KIND", "NAME", "ACTION", "GENERATION"], &rows)?)
+}

@@ -1,0 +1,16 @@
+//! `retry CLUSTER SYNCSET`: runs a key again now, resetting its backoff (also a parked
+//! key).
+
+use crate::args::RetryArgs;
+use crate::client::explain;
+use crate::context::connect;
+use anyhow::Result;
+use fleetsync::outln;
+
+pub async fn retry(a: RetryArgs) -> Result<()> {
+    let conn = connect(&a.at.conn)?;
+    let tenant = conn.tenant_or(&a.at.tenant);
+    let key = conn.client.retry(&tenant, &a.cluster, &a.syncset).await.map_err(explain)?;
+    outln!("{}/{} queued to run again (tenant {})", key.cluster, key.syncset, key.tenant)?;
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! The tables of `get`: which columns each resource shows, with `-o wide` adding more
+//! and `-A` a TENANT column first (as kubectl adds NAMESPACE).
+
+use crate::args::Resource;
+use crate::output::{clip, table, text, text_of};
+use fleetsync_api::{Event, Member};
+use fleetsync_model::KeyStatus;
+use serde_json::Value;
+
+/// Which columns a table shows beyond the usual ones.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Columns {
+    /// `-o wide`.
+    pub wide: bool,
+    /// `-A`: the tenant of each row, first.
+    pub tenant: bool,
+}
+
+/// Prints rows, each with its tenant, under `headers`; the TENANT column only if asked.
+fn print(cols: Columns, headers: &[&str], rows: Vec<(String, Vec<String>)>) -> std::io::Result<()> {
+    if !cols.tenant {
+        return table(headers, &rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>());
+    }
+    let headers: Vec<&str> = std::iter::once("TENANT").chain(headers.iter().copied()).collect();
+    let rows: Vec<Vec<String>> = rows.into_iter().map(|(t, r)| std::iter::once(t).chain(r).collect()).collect();
+    table(&headers, &rows)
+}
+
+/// Objects as users write them (JSON documents), one row each.
+pub fn objects(resource: Resource, items: &[Value], cols: Columns) -> std::io::Result<()> {
+    let row = |o: &Value, cells: Vec<String>| (text(&o["metadata"]["namespace"]), cells);
+    let name_gen = |o: &Value| vec![text(&o["metadata"]["name"]), text(&o["metadata"]["generation"])];
+    match resource {
+        Resource::Clusters => {
+            let rows = items.iter().map(|c| {
+                let endpoint = c["spec"]["endpoint"].as_object().and_then(|o| o.iter().next());
+                let ep = endpoint.map(|(k, _)| k.clone()).unwrap_or_default();
+                let labels = c["metadata"]["labels"].as_object().map(|l| {
+                    l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(",")
+                });
+                let mut cells = name_gen(c);
+                cells.extend([ep, labels.unwrap_or_default()]);
+                if cols.wide {
+                    // Where it points: the URL, or the Secret holding the kubeconfig.
+                    let target = endpoint.and_then(|(_, v)| v.get("url").or_else(|| v.get("secretRef")));
+                    cells.push(target.map_or("-".into(), text));
+                }
+                row(c, cells)
+            });
+            let headers: &[&str] = if cols.wide { &["NAME", "GENERATION", "ENDPOINT", "LABELS", "TARGET"] } else { &["NAME", "GENERATION", "ENDPOINT", "LABELS"] };
+            print(cols, headers, rows.collect())
+        }
+        Resource::Syncsets => {
+            let rows = items.iter().map(|s| {
+                let resources = s["spec"]["resources"].as_array().map(Vec::as_slice).unwrap_or_default();
+                let mode = s["spec"].get("resourceApplyMode").map_or("Upsert".into(), text);
+                let mut cells = name_gen(s);
+                cells.extend([mode, resources.len().to_string()]);
+                if cols.wide {
+                    cells.extend([targets(&s["spec"]), kinds(resources)]);
+                }
+                row(s, cells)
+            });
+            let headers: &[&str] = if cols.wide {
+                &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "KINDS"]
+            } else {
+                &["NAME", "GENERATION", "MODE", "RESOURCES"]
+            };
+            print(cols, headers, rows.collect())
+        }
+        _ => {
+            let rows = items.iter().map(|s| {
+                let keys = s["stringData"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>().join(","));
+                let mut cells = name_gen(s);
+                cells.push(keys.unwrap_or_default());
+                row(s, cells)
+            });
+            print(cols, &["NAME", "GENERATION", "KEYS"], rows.collect())
+        }
+    }
+}
+
+/// Which clusters a SyncSet spec targets: its names, its selector, or both.
+fn targets(spec: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(names) = spec["clusterNames"].as_array() {
+        parts.push(names.iter().map(text).collect::<Vec<_>>().join(","));
+    }
+    if let Some(sel) = spec.get("clusterSelector").filter(|s| !s.is_null()) {
+        let labels = sel["matchLabels"].as_object().map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>());
+        let exprs = sel["matchExpressions"].as_array().map_or(0, Vec::len);
+        let mut s = labels.unwrap_or_default().join(",");
+        if exprs > 0 {
+            s = format!("{s}{}+{exprs} expression(s)", if s.is_empty() { "" } else { "," });
+        }
+        parts.push(format!("selector({s})"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The distinct kinds of a SyncSet's resources, in first-seen order.
+fn kinds(resources: &[Value]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for kind in resources.iter().map(|r| text(&r["kind"])) {
+        if !seen.contains(&kind) {
+            seen.push(kind);
+        }
+    }
+    if seen.is_empty() {
+        "-".into()
+    } else {
+        seen.join(",")
+    }
+}
+
+pub fn status(items: &[KeyStatus], cols: Columns) -> std::io::Result<()> {
+    let rows = items.iter().map(|k| {
+        let error = k.last_error.clone().unwrap_or_else(|| "-".into());
+        let mut cells = vec![
+            k.key.cluster.clone(),
+            k.key.syncset.clone(),
+            k.phase.as_str().to_string(),
+            k.generation.to_string(),
+            k.observed_generation.to_string(),
+            k.attempts.to_string(),
+            k.drift.len().to_string(),
+        ];
+        if cols.wide {
+            let when = |t: &Option<fleetsync_model::Timestamp>| t.as_ref().map_or("-".into(), text_of);
+            cells.extend([when(&k.last_applied_at), when(&k.next_attempt_at), error]);
+        } else {
+            cells.push(clip(error, 60));
+        }
+        (k.key.tenant.clone(), cells)
+    });
+    let headers: &[&str] = if cols.wide {
+        &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST APPLIED", "NEXT ATTEMPT", "LAST ERROR"]
+    } else {
+        &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"]
+    };
+    print(cols, headers, rows.collect())
+}
+
+pub fn members(items: &[Member]) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|m| {
+            let w = &m.member;
+            vec![w.id.clone(), m.shards.to_string(), w.in_flight.to_string(), text_of(&w.heartbeat_at), text_of(&w.started_at)]
+        })
+        .collect();
+    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"], &rows)
+}
+
+pub fn events(items: &[Event]) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = items.iter().map(event_cells).collect();
+    table(&EVENT_COLUMNS.map(|(h, _)| h), &rows)
+}
+
+/// An event's cells, in the order of [`EVENT_COLUMNS`].
+pub fn event_cells(e: &Event) -> Vec<String> {
+    let at = text_of(&e.at);
+    let actor = e.actor.clone().unwrap_or_else(|| "-".into());
+    vec![e.seq.to_string(), at, e.tenant.clone(), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string(), actor]
+}
+
+/// Columns of the event table, and the width each is padded to when streaming (rows
+/// are printed as they come, so widths cannot be measured first).
+pub const EVENT_COLUMNS: [(&str, usize); 8] =
+    [("SEQ", 8), ("AT", 24), ("TENANT", 10), ("KIND", 8), ("NAME", 28), ("ACTION", 9), ("GENERATION", 10), ("ACTOR", 0)];
