@@ -90,3 +90,17 @@ fn a_bad_kube_source_url_says_what_to_fix() {
     let err = stderr(&out);
     assert!(err.contains("--kube-source-url") && err.contains("scheme must be http or https"), "{err}");
 }
+
+#[test]
+fn a_kubeconfig_context_that_does_not_exist_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("hub.db");
+    let db = db.to_str().expect("utf-8");
+    let out = run(&["serve", "--db", db, "--listen", "127.0.0.1:0", "--kube-source-context", "no-such-context"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("--kube-source") && err.contains("\"no-such-context\""), "{err}");
+
+    let out = run(&["serve", "--db", db, "--kube-source", "--kube-source-url", "http://127.0.0.1:1"]);
+    assert!(!out.status.success(), "a URL and inferred credentials are one or the other");
+}

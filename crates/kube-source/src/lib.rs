@@ -7,6 +7,10 @@
 //! [`StoreReconciler`] writes it into the fleetsync store. The reconcile's outcome
 //! goes back to the object's `status` subresource.
 //!
+//! The client comes from a URL without credentials ([`client_for`]) or from
+//! credentials found as kubectl finds them ([`client_inferred`]: a kubeconfig and
+//! its contexts, else the pod's service account).
+//!
 //! Its own status writes do not re-trigger it (status does not move
 //! `metadata.generation`), and after each one it records the `resourceVersion` the
 //! write returned and does not act on an older state of that object until the
@@ -20,5 +24,5 @@ pub mod source;
 pub mod store_reconciler;
 
 pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
-pub use source::{api_resource, client_for, ConnectError, KubeSource, ObjectKey, SourceConfig};
+pub use source::{api_resource, client_for, client_inferred, ConnectError, Credentials, KubeSource, ObjectKey, SourceConfig};
 pub use store_reconciler::{document, StoreReconciler};

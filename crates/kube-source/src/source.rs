@@ -15,6 +15,7 @@ use kube::Client;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -44,6 +45,19 @@ pub enum ConnectError {
     Url { url: String, reason: String },
     #[error("cannot make a client for the hub cluster at {url}: {reason}")]
     Client { url: String, reason: String },
+    /// Neither a kubeconfig nor an in-cluster service account was found.
+    #[error("no credentials for the hub cluster: no kubeconfig (KUBECONFIG or ~/.kube/config) and not in a pod with a service account")]
+    Infer(#[source] kube::config::InferConfigError),
+    /// The kubeconfig named, or its context, could not be used.
+    #[error("cannot use the kubeconfig{}", context.as_ref().map(|c| format!(" context {c:?}")).unwrap_or_default())]
+    Kubeconfig {
+        context: Option<String>,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The credentials were found but make no client (e.g. a CA that does not load).
+    #[error("cannot make a client for the hub cluster from its credentials")]
+    Credentials(#[source] kube::Error),
 }
 
 /// A client for the hub cluster's API server at `url`, without credentials: for
@@ -58,6 +72,37 @@ pub fn client_for(url: &str) -> Result<Client, ConnectError> {
         return Err(bad("no host".into()));
     }
     Client::try_from(kube::Config::new(uri)).map_err(|e| ConnectError::Client { url: url.to_string(), reason: e.to_string() })
+}
+
+/// Where the hub cluster's credentials come from when no URL is given: found the
+/// way kubectl and kube-rs find them.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// A kubeconfig file; when not given, `KUBECONFIG` or `~/.kube/config`, and
+    /// without either (and without a context) the pod's service account
+    /// (`KUBERNETES_SERVICE_HOST` and the mounted token and CA).
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use; its current context when not given.
+    pub context: Option<String>,
+}
+
+/// A client for the hub cluster with credentials found as [`Credentials`] says:
+/// a kubeconfig (with its certificates, tokens, exec plugins) or the in-cluster
+/// service account, whose token is read again as it rotates.
+pub async fn client_inferred(credentials: &Credentials) -> Result<Client, ConnectError> {
+    let context = credentials.context.clone();
+    let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
+    let kubeconfig_error = |source| ConnectError::Kubeconfig { context: context.clone(), source };
+    let config = match (&credentials.kubeconfig, &credentials.context) {
+        (Some(path), _) => {
+            let file = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+            kube::Config::from_custom_kubeconfig(file, &options).await.map_err(kubeconfig_error)?
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await.map_err(kubeconfig_error)?,
+        (None, None) => kube::Config::infer().await.map_err(ConnectError::Infer)?,
+    };
+    tracing::debug!(url = %config.cluster_url, "hub cluster credentials found");
+    Client::try_from(config).map_err(ConnectError::Credentials)
 }
 
 /// Which object: kind, namespace, name.
