@@ -74,10 +74,18 @@ fn custom_resources_in_a_hub_cluster_are_applied_and_get_status() {
         get(&rt, &format!("{target}/api/v1/namespaces/apps/configmaps/web-config"))["data"]["v"] == "2"
     });
 
-    // The status subresource carries what the store said.
+    // The status subresource carries what the store said, and becomes Ready once
+    // generation 2 is applied: a change of status, not of spec.
     eventually("status written back", || {
         let cr = get(&rt, &format!("{hub_cluster}/apis/fleetsync.io/v1/namespaces/default/syncsets/web"));
         cr["status"]["storeGeneration"] == 2
+    });
+    eventually("Ready once generation 2 is applied", || {
+        let cr = get(&rt, &format!("{hub_cluster}/apis/fleetsync.io/v1/namespaces/default/syncsets/web"));
+        let conditions = cr["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().any(|c| {
+            c["type"] == "Ready" && c["status"] == "True" && c["reason"] == "Applied" && c["observedGeneration"] == 2
+        })
     });
 }
 

@@ -5,7 +5,9 @@
 //! the [`EventHandler`]s (each version of each object once, in order), and gives the
 //! [`Reconciler`] the latest state of an object whose spec changed;
 //! [`StoreReconciler`] writes it into the fleetsync store. The reconcile's outcome
-//! goes back to the object's `status` subresource.
+//! goes back to the object's `status` subresource, with `observedGeneration` and the
+//! conditions `Synced` and `Ready` in Kubernetes' standard shape; while the spec stays
+//! the same, [`Reconciler::refresh`] keeps that status current (keys applied since).
 //!
 //! The client comes from a URL without credentials ([`client_for`]) or from
 //! credentials found as kubectl finds them ([`client_inferred`]: a kubeconfig and
@@ -24,5 +26,5 @@ pub mod source;
 pub mod store_reconciler;
 
 pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
-pub use source::{api_resource, client_for, client_inferred, ConnectError, Credentials, KubeSource, ObjectKey, SourceConfig};
+pub use source::{api_resource, client_for, client_inferred, ConnectError, Credentials, KubeSource, ObjectKey, SourceConfig, READY, SYNCED};
 pub use store_reconciler::{document, StoreReconciler};

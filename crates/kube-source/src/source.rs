@@ -6,13 +6,14 @@
 //! reconcile never runs beside another one of the same object.
 
 use crate::expect::{version, Tracker};
-use crate::handler::{Change, CrKind, EventHandler, Reconciler, SourceEvent};
+use crate::handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 use kube::Client;
-use serde_json::json;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
@@ -30,11 +31,19 @@ pub struct SourceConfig {
     pub own_write_timeout: Duration,
     /// The pause after a watch error before the watch is retried.
     pub retry_after: Duration,
+    /// How often the status of objects whose spec did not change is refreshed
+    /// (see [`Reconciler::refresh`]); 5 s by default.
+    pub status_interval: Duration,
 }
 
 impl Default for SourceConfig {
     fn default() -> Self {
-        Self { namespace: None, own_write_timeout: Duration::from_secs(5), retry_after: Duration::from_millis(200) }
+        Self {
+            namespace: None,
+            own_write_timeout: Duration::from_secs(5),
+            retry_after: Duration::from_millis(200),
+            status_interval: Duration::from_secs(5),
+        }
     }
 }
 
@@ -177,6 +186,8 @@ impl KubeSource {
             .collect();
         let mut events = stream::select_all(streams);
         let mut state = RunState::new(self.config.own_write_timeout);
+        let mut refresh = tokio::time::interval(self.config.status_interval);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         loop {
             let deadline = state.tracker.next_deadline();
@@ -190,6 +201,7 @@ impl KubeSource {
                     }
                     None => return,
                 },
+                _ = refresh.tick() => self.refresh(&mut state).await,
                 () = sleep_until(deadline) => {
                     for (key, object) in state.tracker.expire(Instant::now()) {
                         tracing::debug!(?key, "own write not seen in time: acting on the newest known state");
@@ -263,14 +275,30 @@ impl KubeSource {
         let generation = object.metadata.generation.unwrap_or(0);
         let outcome = self.reconciler.reconcile(key.kind, &object).await;
         state.tracker.acted(key, generation);
-        let mut status = match outcome {
-            Ok(status) => status,
-            Err(e) => json!({"error": e.to_string()}),
-        };
-        if let Some(map) = status.as_object_mut() {
-            map.insert("observedGeneration".into(), generation.into());
-            map.entry("error").or_insert(serde_json::Value::Null);
+        let status = status_of(outcome, &object, Timestamp::now());
+        self.write_status(state, key, status).await;
+    }
+
+    /// Asks the reconciler for the current status of every settled object (neither
+    /// held nor due for a reconcile) and writes the ones that changed.
+    async fn refresh(&self, state: &mut RunState) {
+        let keys: Vec<ObjectKey> = state.delivered.keys().cloned().collect();
+        for key in keys {
+            let Some(object) = state.tracker.settled(&key, Instant::now()).cloned() else { continue };
+            match self.reconciler.refresh(key.kind, &object).await {
+                None => {}
+                Some(Err(e)) => tracing::warn!(?key, error = %e, "refreshing status failed"),
+                Some(Ok(status)) => {
+                    let status = status_of(Ok(status), &object, Timestamp::now());
+                    if !unchanged(&status, object.data.get("status")) {
+                        self.write_status(state, &key, status).await;
+                    }
+                }
+            }
         }
+    }
+
+    async fn write_status(&self, state: &mut RunState, key: &ObjectKey, status: Value) {
         let api = self.api(key.kind, Some(&key.namespace));
         let patch = Patch::Merge(json!({"status": status}));
         match api.patch_status(&key.name, &PatchParams::default(), &patch).await {
@@ -282,6 +310,50 @@ impl KubeSource {
         }
     }
 }
+
+/// The status to write for a reconcile's outcome on `object`: `observedGeneration`,
+/// `error` (null when it succeeded), and the conditions in Kubernetes' standard shape,
+/// each stamped with the generation and with the time its status last changed (kept
+/// from the object's current status while the status stays the same).
+fn status_of(outcome: Result<Value, ReconcileError>, object: &DynamicObject, now: Timestamp) -> Value {
+    let generation = object.metadata.generation.unwrap_or(0);
+    let mut status = match outcome {
+        Ok(status) => status,
+        Err(e) => {
+            let failed = |kind: &str| json!({"type": kind, "status": "False", "reason": "ReconcileFailed", "message": e.to_string()});
+            json!({"error": e.to_string(), "conditions": [failed(SYNCED), failed(READY)]})
+        }
+    };
+    let Some(map) = status.as_object_mut() else { return status };
+    map.insert("observedGeneration".into(), generation.into());
+    map.entry("error").or_insert(Value::Null);
+    let previous = object.data.get("status").and_then(|s| s.get("conditions")).and_then(Value::as_array);
+    if let Some(conditions) = map.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conditions.iter_mut().filter_map(Value::as_object_mut) {
+            let before = previous.and_then(|p| p.iter().find(|p| p.get("type") == c.get("type")));
+            let since = match before {
+                Some(b) if b.get("status") == c.get("status") => b.get("lastTransitionTime").cloned(),
+                _ => None,
+            };
+            let now = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            c.insert("lastTransitionTime".into(), since.unwrap_or_else(|| now.into()));
+            c.insert("observedGeneration".into(), generation.into());
+        }
+    }
+    status
+}
+
+/// Whether writing `status` would change nothing in `current`.
+fn unchanged(status: &Value, current: Option<&Value>) -> bool {
+    let (Some(new), Some(current)) = (status.as_object(), current) else { return false };
+    new.iter().all(|(k, v)| current.get(k).unwrap_or(&Value::Null) == v)
+}
+
+/// The condition that the spec was accepted into fleetsync's store.
+pub const SYNCED: &str = "Synced";
+/// The condition that what the object asks for is in place (for a SyncSet: applied
+/// on every cluster it selects).
+pub const READY: &str = "Ready";
 
 /// What was last delivered to handlers for one object.
 struct Delivered {
