@@ -8,6 +8,7 @@
 //! goes back to the object's `status` subresource, with `observedGeneration` and the
 //! conditions `Synced` and `Ready` in Kubernetes' standard shape; while the spec stays
 //! the same, [`Reconciler::refresh`] keeps that status current (keys applied since).
+//! The CRD definitions are generated from the types in [`crd`].
 //!
 //! The client comes from a URL without credentials ([`client_for`]) or from
 //! credentials found as kubectl finds them ([`client_inferred`]: a kubeconfig and
@@ -20,6 +21,7 @@
 //! default) passes: see [`expect`]. This is DESIGN.md's guarantee 8 for an external
 //! source of truth.
 
+pub mod crd;
 pub mod expect;
 pub mod handler;
 pub mod source;
