@@ -381,3 +381,51 @@ async fn sleep_until(deadline: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(status: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "fleetsync.io/v1", "kind": "SyncSet",
+            "metadata": {"name": "s", "namespace": "t", "generation": 4}, "status": status,
+        }))
+        .expect("object")
+    }
+
+    fn ready(status: &str) -> Value {
+        json!({"conditions": [{"type": READY, "status": status, "reason": "R", "message": "m"}]})
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).expect("time")
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let first = status_of(Ok(ready("False")), &object(Value::Null), at(1_000_000_000));
+        let c = &first["conditions"][0];
+        assert_eq!((c["lastTransitionTime"].as_str(), c["observedGeneration"].as_i64()), (Some("2001-09-09T01:46:40Z"), Some(4)));
+        assert_eq!((first["observedGeneration"].as_i64(), first["error"].is_null()), (Some(4), true));
+
+        let same = status_of(Ok(ready("False")), &object(first.clone()), at(1_000_000_100));
+        assert_eq!(same["conditions"][0]["lastTransitionTime"], c["lastTransitionTime"]);
+        assert!(unchanged(&same, Some(&first)), "nothing to write");
+
+        let flipped = status_of(Ok(ready("True")), &object(first.clone()), at(1_000_000_100));
+        assert_eq!(flipped["conditions"][0]["lastTransitionTime"], "2001-09-09T01:48:20Z");
+        assert!(!unchanged(&flipped, Some(&first)));
+    }
+
+    #[test]
+    fn a_failed_reconcile_is_neither_synced_nor_ready() {
+        let s = status_of(Err(ReconcileError("spec.x: bad".into())), &object(Value::Null), at(0));
+        assert_eq!(s["error"], "spec.x: bad");
+        for (i, kind) in [SYNCED, READY].into_iter().enumerate() {
+            let c = &s["conditions"][i];
+            assert_eq!((c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()), (Some(kind), Some("False"), Some("ReconcileFailed")));
+            assert_eq!(c["message"], "spec.x: bad");
+        }
+    }
+}
