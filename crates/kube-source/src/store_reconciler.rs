@@ -160,6 +160,47 @@ mod tests {
         assert_eq!(s.spec.resources.len(), 1);
     }
 
+    fn key(cluster: &str, phase: Phase, generation: i64, observed: i64) -> KeyStatus {
+        KeyStatus {
+            key: fleetsync_model::WorkKey::new("team", cluster, "s"),
+            phase,
+            desired: true,
+            generation,
+            observed_generation: observed,
+            attempts: 0,
+            last_error: None,
+            resources: vec![],
+            next_attempt_at: None,
+            last_applied_at: None,
+            updated_at: fleetsync_model::time::Timestamp(0),
+            drift: vec![],
+        }
+    }
+
+    fn ready(keys: &[KeyStatus]) -> (String, String, String) {
+        let c = readiness(keys);
+        let field = |f: &str| c[f].as_str().unwrap_or_default().to_string();
+        (field("status"), field("reason"), field("message"))
+    }
+
+    #[test]
+    fn ready_once_every_selected_cluster_applied_the_latest_generation() {
+        let applied = key("c1", Phase::Applied, 2, 2);
+        assert_eq!(ready(std::slice::from_ref(&applied)), ("True".into(), "Applied".into(), "applied on 1 of 1 clusters".into()));
+        let behind = key("c2", Phase::Applied, 3, 2);
+        assert_eq!(ready(&[applied.clone(), behind]).1, "Progressing", "applied, but an older generation");
+        let mut failed = key("c3", Phase::Parked, 2, 1);
+        failed.last_error = Some("forbidden".into());
+        let (status, reason, message) = ready(&[applied.clone(), failed]);
+        assert_eq!((status.as_str(), reason.as_str()), ("False", "ApplyFailed"));
+        assert!(message.contains("c3") && message.contains("forbidden"), "{message}");
+        let mut leaving = key("c4", Phase::Pending, 2, 1);
+        leaving.desired = false;
+        assert_eq!(ready(&[applied, leaving.clone()]).1, "Applied", "clusters being cleaned up do not count");
+        assert_eq!(ready(&[leaving]).1, "NoClusters");
+        assert_eq!(ready(&[]), ("False".into(), "NoClusters".into(), "selects no cluster (yet)".into()));
+    }
+
     #[test]
     fn an_invalid_spec_names_the_field() {
         let err = document(CrKind::Cluster, &cr("Cluster", json!({"endpoint": {"http": {"url": "ftp://x"}}})))
