@@ -20,6 +20,7 @@
 //! A refused token (401/403) ends the agent with the hub's message: retrying cannot fix it.
 
 mod hub;
+pub mod in_cluster;
 mod outbox;
 mod target;
 mod token;
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use target::{ObjectKey, Target, WatchEvent};
+pub use in_cluster::{InCluster, InClusterError};
 pub use target::TargetError;
 pub use token::TokenError;
 use token::TokenFile;

@@ -301,10 +301,18 @@ fn tenant_quota(s: &str) -> Result<(String, fleetsync_store::Quota), String> {
 /// Kubernetes cluster, watched into the store, with status written back.
 #[derive(Debug, Clone, Args)]
 pub struct KubeSourceArgs {
-    /// The hub cluster's API server (no credentials: `fleetsync sim`, or a local
-    /// `kubectl proxy`); off when not given.
+    /// The hub cluster's API server, reached without credentials (`fleetsync sim`,
+    /// or a local `kubectl proxy`). Off when neither this, --kube-source nor
+    /// --kube-source-context is given.
     #[arg(long, env = "FLEETSYNC_KUBE_SOURCE_URL")]
     pub kube_source_url: Option<String>,
+    /// Watch the hub cluster with credentials found as kubectl finds them: KUBECONFIG
+    /// or ~/.kube/config, else the pod's service account.
+    #[arg(long, env = "FLEETSYNC_KUBE_SOURCE", conflicts_with = "kube_source_url")]
+    pub kube_source: bool,
+    /// The kubeconfig context of the hub cluster (implies --kube-source).
+    #[arg(long, env = "FLEETSYNC_KUBE_SOURCE_CONTEXT", conflicts_with = "kube_source_url")]
+    pub kube_source_context: Option<String>,
     /// Watch one namespace (tenant) only; all when not given.
     #[arg(long, env = "FLEETSYNC_KUBE_SOURCE_NAMESPACE")]
     pub kube_source_namespace: Option<String>,
@@ -614,8 +622,9 @@ pub struct AgentArgs {
     #[arg(long, env = "FLEETSYNC_AGENT_TOKEN_FILE")]
     pub token_file: PathBuf,
     /// The cluster's Kubernetes API, e.g. http://HOST:PORT/clusters/NAME of `fleetsync sim`.
+    /// Without it: the cluster the agent runs in, through its pod's service account.
     #[arg(long, env = "FLEETSYNC_AGENT_TARGET")]
-    pub target: String,
+    pub target: Option<String>,
     /// How long one watch of a kind lasts before the agent lists the kind again in
     /// full (a safety net: changes arrive through the watch at once).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]

@@ -8,7 +8,7 @@ use crate::stores::{describe, open_store};
 use anyhow::{Context, Result};
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_hub::{ConnectionLimits, EventTrim, Hub, TlsConfig, WatchLimits};
-use fleetsync_kube_source::{KubeSource, SourceConfig, StoreReconciler};
+use fleetsync_kube_source::{Credentials, KubeSource, SourceConfig, StoreReconciler};
 use fleetsync_store::{EventRetention, Store};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     }
     let shutdown = CancellationToken::new();
     let access = crate::access::settings(&a.access, shutdown.clone()).await?;
-    let source = kube_source(&a.kube_source, &store)?;
+    let source = kube_source(&a.kube_source, &store).await?;
     let tls = tls_config(&a.tls)?;
     let (connections, watches) = serve_limits(&a.limits)?;
     let listener = tokio::net::TcpListener::bind(&a.listen)
@@ -48,20 +48,31 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// The Kubernetes source, if `--kube-source-url` is given: it writes the hub cluster's
-/// custom resources into `store` and their keys' status back.
-fn kube_source(a: &KubeSourceArgs, store: &Arc<dyn Store>) -> Result<Option<KubeSource>> {
-    let Some(url) = &a.kube_source_url else { return Ok(None) };
+/// The Kubernetes source, if `--kube-source-url`, `--kube-source` or
+/// `--kube-source-context` is given: it writes the hub cluster's custom resources
+/// into `store` and their status back.
+async fn kube_source(a: &KubeSourceArgs, store: &Arc<dyn Store>) -> Result<Option<KubeSource>> {
+    let client = match (&a.kube_source_url, a.kube_source || a.kube_source_context.is_some()) {
+        (Some(url), _) => {
+            tracing::info!(url, "watching SyncSet and Cluster custom resources in the hub cluster");
+            fleetsync_kube_source::client_for(url).context("--kube-source-url")?
+        }
+        (None, true) => {
+            let credentials = Credentials { kubeconfig: None, context: a.kube_source_context.clone() };
+            let client = fleetsync_kube_source::client_inferred(&credentials).await.context("--kube-source")?;
+            tracing::info!(context = ?a.kube_source_context, "watching SyncSet and Cluster custom resources in the hub cluster");
+            client
+        }
+        (None, false) => return Ok(None),
+    };
     if a.kube_source_own_write_timeout.is_zero() {
         anyhow::bail!("--kube-source-own-write-timeout must be above zero");
     }
-    let client = fleetsync_kube_source::client_for(url).context("--kube-source-url")?;
     let config = SourceConfig {
         namespace: a.kube_source_namespace.clone(),
         own_write_timeout: a.kube_source_own_write_timeout,
         ..SourceConfig::default()
     };
-    tracing::info!(url, "watching SyncSet and Cluster custom resources in the hub cluster");
     Ok(Some(KubeSource::new(client, Arc::new(StoreReconciler::new(store.clone()))).config(config)))
 }
 

@@ -415,3 +415,16 @@ fn credentials_are_per_cluster_and_bad_flags_are_named() {
     let bad = bin().args(["agent", "--hub", "localhost:1", "--cluster", "c2", "--token-file", "x", "--target", &target]).output().expect("run");
     assert!(!bad.status.success() && stderr(&bad).contains("--hub must be an http://"), "{}", stderr(&bad));
 }
+
+#[test]
+fn without_a_target_outside_a_pod_the_agent_says_what_is_missing() {
+    let out = bin()
+        .args(["agent", "--hub", "http://127.0.0.1:1", "--cluster", "c1", "--token-file", "x"])
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("FLEETSYNC_AGENT_TARGET")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("--target") && err.contains("KUBERNETES_SERVICE_HOST is not set"), "{err}");
+}

@@ -74,10 +74,18 @@ fn custom_resources_in_a_hub_cluster_are_applied_and_get_status() {
         get(&rt, &format!("{target}/api/v1/namespaces/apps/configmaps/web-config"))["data"]["v"] == "2"
     });
 
-    // The status subresource carries what the store said.
+    // The status subresource carries what the store said, and becomes Ready once
+    // generation 2 is applied: a change of status, not of spec.
     eventually("status written back", || {
         let cr = get(&rt, &format!("{hub_cluster}/apis/fleetsync.io/v1/namespaces/default/syncsets/web"));
         cr["status"]["storeGeneration"] == 2
+    });
+    eventually("Ready once generation 2 is applied", || {
+        let cr = get(&rt, &format!("{hub_cluster}/apis/fleetsync.io/v1/namespaces/default/syncsets/web"));
+        let conditions = cr["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().any(|c| {
+            c["type"] == "Ready" && c["status"] == "True" && c["reason"] == "Applied" && c["observedGeneration"] == 2
+        })
     });
 }
 
@@ -89,4 +97,18 @@ fn a_bad_kube_source_url_says_what_to_fix() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("--kube-source-url") && err.contains("scheme must be http or https"), "{err}");
+}
+
+#[test]
+fn a_kubeconfig_context_that_does_not_exist_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("hub.db");
+    let db = db.to_str().expect("utf-8");
+    let out = run(&["serve", "--db", db, "--listen", "127.0.0.1:0", "--kube-source-context", "no-such-context"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("--kube-source") && err.contains("\"no-such-context\""), "{err}");
+
+    let out = run(&["serve", "--db", db, "--kube-source", "--kube-source-url", "http://127.0.0.1:1"]);
+    assert!(!out.status.success(), "a URL and inferred credentials are one or the other");
 }

@@ -137,6 +137,13 @@ impl<K: Eq + Hash + Clone> Tracker<K> {
         ended.into_iter().filter_map(|k| self.due(&k, now).map(|o| (k, o))).collect()
     }
 
+    /// The newest state of an object that is neither held nor due for a reconcile:
+    /// one whose status may be refreshed.
+    pub fn settled(&self, key: &K, now: Instant) -> Option<&DynamicObject> {
+        let t = self.objects.get(key)?;
+        (!self.is_held(key, now) && t.acted == Some(generation(&t.latest))).then_some(&t.latest)
+    }
+
     /// The state to reconcile now: not held, and at a generation not reconciled yet.
     fn due(&self, key: &K, now: Instant) -> Option<DynamicObject> {
         let t = self.objects.get(key)?;

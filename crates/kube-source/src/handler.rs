@@ -79,8 +79,22 @@ pub struct ReconcileError(pub String);
 /// older than the source's own last write to it, never because of a status write).
 #[async_trait]
 pub trait Reconciler: Send + Sync {
-    /// Answers the status to write back (the source adds `observedGeneration`).
+    /// Answers the status to write back. The source adds `observedGeneration`, and
+    /// stamps each of its `conditions` (`type`, `status`, `reason`, `message`) with
+    /// `observedGeneration` and `lastTransitionTime`; when the reconcile fails it
+    /// writes `error` and the conditions `Synced` and `Ready` as `False` itself.
     async fn reconcile(&self, kind: CrKind, object: &DynamicObject) -> Result<serde_json::Value, ReconcileError>;
+
+    /// The status of an object whose spec has not changed since it was last
+    /// reconciled, asked for every [`SourceConfig::status_interval`] so that status
+    /// follows what happens after the reconcile (keys applied, failing); written
+    /// only when it differs. `None` (the default): nothing to refresh.
+    ///
+    /// [`SourceConfig::status_interval`]: crate::SourceConfig::status_interval
+    async fn refresh(&self, kind: CrKind, object: &DynamicObject) -> Option<Result<serde_json::Value, ReconcileError>> {
+        let _ = (kind, object);
+        None
+    }
 
     /// The object was deleted.
     async fn deleted(&self, kind: CrKind, object: &DynamicObject) -> Result<(), ReconcileError> {

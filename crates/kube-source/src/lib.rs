@@ -5,7 +5,14 @@
 //! the [`EventHandler`]s (each version of each object once, in order), and gives the
 //! [`Reconciler`] the latest state of an object whose spec changed;
 //! [`StoreReconciler`] writes it into the fleetsync store. The reconcile's outcome
-//! goes back to the object's `status` subresource.
+//! goes back to the object's `status` subresource, with `observedGeneration` and the
+//! conditions `Synced` and `Ready` in Kubernetes' standard shape; while the spec stays
+//! the same, [`Reconciler::refresh`] keeps that status current (keys applied since).
+//! The CRD definitions are generated from the types in [`crd`].
+//!
+//! The client comes from a URL without credentials ([`client_for`]) or from
+//! credentials found as kubectl finds them ([`client_inferred`]: a kubeconfig and
+//! its contexts, else the pod's service account).
 //!
 //! Its own status writes do not re-trigger it (status does not move
 //! `metadata.generation`), and after each one it records the `resourceVersion` the
@@ -14,11 +21,12 @@
 //! default) passes: see [`expect`]. This is DESIGN.md's guarantee 8 for an external
 //! source of truth.
 
+pub mod crd;
 pub mod expect;
 pub mod handler;
 pub mod source;
 pub mod store_reconciler;
 
 pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
-pub use source::{api_resource, client_for, ConnectError, KubeSource, ObjectKey, SourceConfig};
+pub use source::{api_resource, client_for, client_inferred, ConnectError, Credentials, KubeSource, ObjectKey, SourceConfig, READY, SYNCED};
 pub use store_reconciler::{document, StoreReconciler};

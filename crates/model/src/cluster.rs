@@ -11,6 +11,7 @@ pub struct Cluster {
     pub spec: ClusterSpec,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
@@ -19,6 +20,7 @@ pub struct ClusterSpec {
 }
 
 /// How a cluster is reached. Exactly one variant is given.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Endpoint {

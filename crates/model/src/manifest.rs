@@ -12,6 +12,26 @@ use std::fmt;
 #[serde(transparent)]
 pub struct Manifest(pub serde_json::Value);
 
+/// Any object: Kubernetes keeps every field of a manifest as it is.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Manifest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Manifest".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A full manifest (apiVersion, kind, metadata.name, and whatever else the target understands).",
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+        })
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
 /// What identifies a resource on a target: `apiVersion`, `kind`, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

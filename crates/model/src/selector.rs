@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 /// A label selector; `matchLabels` must all be present with equal values. An empty
 /// selector matches every cluster of the tenant.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelSelector {

@@ -13,6 +13,7 @@ pub struct SyncSet {
     pub spec: SyncSetSpec,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncSetSpec {
@@ -30,6 +31,7 @@ pub struct SyncSetSpec {
 }
 
 /// What happens to resources removed from a SyncSet.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum ApplyMode {
     /// Removed resources are left on the target.
