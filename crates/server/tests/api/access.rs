@@ -10,7 +10,7 @@ use fleetsync_store::{StatusFilter, Store};
 use std::time::Duration;
 
 /// Tenant `a` holds cluster c1, SyncSet s1 (on c1) and Secret sec1; tenant `b` holds c2.
-const FLEET: &str = r#"
+pub(crate) const FLEET: &str = r#"
 apiVersion: fleetsync.io/v1
 kind: Cluster
 metadata: {name: c1, namespace: a}

@@ -2,6 +2,7 @@
 //! what a session cookie may do — read, from the hub's own pages, with the rights of
 //! the token it signed in with; never write, never from another origin.
 
+use crate::access::FLEET;
 use crate::harness::{Answer, Api};
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
@@ -9,27 +10,6 @@ use tower::ServiceExt;
 
 const HOST: &str = "hub.test:8080";
 const ORIGIN: &str = "http://hub.test:8080";
-
-/// Tenant `a` holds cluster c1 and SyncSet s1; tenant `b` holds cluster c2.
-const FLEET: &str = r#"
-apiVersion: fleetsync.io/v1
-kind: Cluster
-metadata: {name: c1, namespace: a}
-spec: {endpoint: {simulator: {}}}
----
-apiVersion: fleetsync.io/v1
-kind: SyncSet
-metadata: {name: s1, namespace: a}
-spec:
-  clusterNames: [c1]
-  resources:
-    - {apiVersion: v1, kind: Namespace, metadata: {name: app}}
----
-apiVersion: fleetsync.io/v1
-kind: Cluster
-metadata: {name: c2, namespace: b}
-spec: {endpoint: {simulator: {}}}
-"#;
 
 /// A request with these headers; answers the status, the headers we look at, the body.
 async fn send(api: &Api, method: &str, uri: &str, headers: &[(&str, &str)], body: &str) -> (Answer, Option<String>, Option<String>) {
