@@ -7,7 +7,7 @@ use crate::wire::{
 };
 use crate::tls::{ClientBuildError, ClientTls};
 use crate::ApplyResult;
-use crate::wire::{IssuedToken, Revoked, TenantStatus, TokenCreate, WhoAmI};
+use crate::wire::{IssuedToken, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
 use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, TokenRecord, WorkKey};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -276,6 +276,11 @@ impl Client {
     /// `GET /healthz`: `Ok` while the hub can read its store.
     pub async fn health(&self) -> Result<Health> {
         self.get_json("/healthz", &[]).await
+    }
+
+    /// `GET /v1/version`: the hub's build.
+    pub async fn server_version(&self) -> Result<ServerVersion> {
+        self.get_json("/v1/version", &[]).await
     }
 
     /// `GET /v1/whoami`: who the hub takes this client for.

@@ -78,6 +78,12 @@ pub struct SyncSetStatus {
     pub continue_: Option<String>,
 }
 
+/// `GET /v1/version`: the hub's build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerVersion {
+    pub version: String,
+}
+
 /// `GET /v1/status/summary`: every key of a tenant summed up, as a SyncSet's are (each
 /// failure names its SyncSet).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

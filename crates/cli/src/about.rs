@@ -23,27 +23,30 @@ pub fn completion(a: CompletionArgs) -> Result<()> {
 #[derive(Debug, serde::Serialize)]
 struct Versions {
     client: &'static str,
-    /// The hub's version, when it reports one (its API does not, so far).
+    /// The hub's version (`GET /v1/version`); `null` when it cannot be asked.
     server: Option<String>,
 }
 
-/// Prints this client's version and what is known of the hub's: its API has no route
-/// that reports a version, so the server's is `null`, with a note (on standard error
-/// for `-o json|yaml`) saying whether the hub answered at all.
+/// Prints this client's version and the hub's. When the hub cannot be asked, the
+/// server's is `null`, with a note (on standard error for `-o json|yaml`) saying why.
 pub async fn version(a: VersionArgs) -> Result<()> {
-    let versions = Versions { client: env!("CARGO_PKG_VERSION"), server: None };
-    let note = match connect(&a.conn) {
-        Ok(conn) => match conn.client.health().await {
-            Ok(_) => format!("the hub at {} answers but does not report its version", conn.client.base()),
-            Err(e) => format!("{:#}", crate::client::explain(e)),
-        },
-        Err(e) => format!("{e:#}"),
+    let asked = match connect(&a.conn) {
+        Ok(conn) => conn.client.server_version().await.map(|v| v.version).map_err(|e| format!("{:#}", crate::client::explain(e))),
+        Err(e) => Err(format!("{e:#}")),
     };
-    if !structured(a.output, &versions)? {
-        outln!("client: {}", versions.client)?;
-        outln!("server: unknown ({note})")?;
-    } else {
-        eprintln!("note: server version unknown: {note}");
+    let versions = Versions { client: env!("CARGO_PKG_VERSION"), server: asked.as_ref().ok().cloned() };
+    let structured_out = structured(a.output, &versions)?;
+    match (&asked, structured_out) {
+        (Ok(_), true) => {}
+        (Ok(server), false) => {
+            outln!("client: {}", versions.client)?;
+            outln!("server: {server}")?;
+        }
+        (Err(note), true) => eprintln!("note: server version unknown: {note}"),
+        (Err(note), false) => {
+            outln!("client: {}", versions.client)?;
+            outln!("server: unknown ({note})")?;
+        }
     }
     Ok(())
 }

@@ -128,6 +128,19 @@ fn version_prints_the_clients_and_says_the_servers_is_unknown() {
     assert!(stdout(&out).starts_with(&format!("client: {}\nserver: unknown (", env!("CARGO_PKG_VERSION"))), "{}", stdout(&out));
 }
 
+/// A hub that answers reports its version (`GET /v1/version`).
+#[test]
+fn version_prints_the_hubs_when_it_answers() {
+    let hub = Hub::start();
+    let out = hub.cli(&["version", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!((&v["client"], &v["server"]), (&Value::from(env!("CARGO_PKG_VERSION")), &Value::from(env!("CARGO_PKG_VERSION"))), "{v}");
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let out = hub.cli(&["version"]);
+    assert_eq!(stdout(&out), format!("client: {0}\nserver: {0}\n", env!("CARGO_PKG_VERSION")));
+}
+
 /// The hub's connection flags are offered by the commands that talk to a hub only, and
 /// `migrate` does not offer to skip migrating.
 #[test]

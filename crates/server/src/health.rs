@@ -10,7 +10,7 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use fleetsync_api::Health;
+use fleetsync_api::{Health, ServerVersion};
 
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     match state.store.store_ready().await {
@@ -21,6 +21,11 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
             (StatusCode::SERVICE_UNAVAILABLE, Json(health))
         }
     }
+}
+
+/// `GET /v1/version`: this build's version (any caller with a credential).
+pub async fn version() -> Json<ServerVersion> {
+    Json(ServerVersion { version: env!("CARGO_PKG_VERSION").into() })
 }
 
 /// `GET /livez`: the process is up and serving requests; nothing is checked beyond that,

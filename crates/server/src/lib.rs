@@ -119,6 +119,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens", post(tokens::create).get(tokens::list))
         .route("/v1/tokens/{name}", delete(tokens::revoke))
         .route("/v1/whoami", get(tokens::whoami))
+        .route("/v1/version", get(health::version))
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::healthz))
         .route("/healthz", get(health::healthz))

@@ -67,6 +67,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/agent/resources", Need::Checked),
     rule(Method::GET, "/v1/live", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/whoami", Need::Checked),
+    rule(Method::GET, "/v1/version", Need::Checked),
     rule(Method::POST, "/v1/tokens", Need::Checked),
     rule(Method::GET, "/v1/tokens", Need::Checked),
     rule(Method::DELETE, "/v1/tokens/{name}", Need::Checked),

@@ -97,7 +97,7 @@ fn request(method: &str, path: &str) -> (String, String) {
             let p = p.replace("/v1/clusters/{name}", "/v1/clusters/c1").replace("/v1/syncsets/{name}", "/v1/syncsets/s1");
             let p = p.replace("/v1/secrets/{name}", "/v1/secrets/sec1").replace("/v1/status/clusters/{name}", "/v1/status/clusters/c1");
             let p = p.replace("/v1/status/syncsets/{name}", "/v1/status/syncsets/s1");
-            let tenant = if matches!(p.as_str(), "/v1/events" | "/v1/members" | "/v1/tokens" | "/v1/whoami") { "" } else { "?tenant=a" };
+            let tenant = if matches!(p.as_str(), "/v1/events" | "/v1/members" | "/v1/tokens" | "/v1/whoami" | "/v1/version") { "" } else { "?tenant=a" };
             (format!("{p}{tenant}"), "")
         }
         (_, p) => (p.to_string(), ""),
@@ -127,7 +127,7 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         ("GET", "/v1/members") => row(403, 403, 403, 403, 200, 403),
         ("GET", "/v1/events") => row(200, 200, 200, 200, 200, 403),
         ("POST", "/v1/agent/reports") | ("GET", "/v1/agent/resources") => row(403, 403, 403, 403, 403, 200),
-        ("GET", "/v1/whoami" | "/v1/tokens") => row(200, 200, 200, 200, 200, 200),
+        ("GET", "/v1/whoami" | "/v1/tokens" | "/v1/version") => row(200, 200, 200, 200, 200, 200),
         ("POST", "/v1/tokens") => row(403, 403, 201, 403, 201, 403),
         ("DELETE", "/v1/tokens/{name}") => row(404, 404, 200, 404, 200, 404),
         (m, p) => panic!("no row for {m} {p}: add one to the access matrix"),
