@@ -19,6 +19,7 @@
 //! | `GET /v1/live?cluster=` | live state reported by agents |
 //! | `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` | hub-issued tokens ([`tokens`]) |
 //! | `GET /v1/whoami` | the caller's subject and grants |
+//! | `GET /v1/version` | the hub's build |
 //! | `GET /livez`, `GET /readyz`, `GET /healthz`, `GET /metrics` | operations |
 //! | `GET /`, `/ui/…` | the dashboard ([`dashboard`]) |
 //!
