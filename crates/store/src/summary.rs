@@ -8,6 +8,7 @@
 
 use crate::lifecycle::status_phase;
 use fleetsync_model::{KeyFailure, Phase, StatusSummary, Timestamp};
+use std::collections::BTreeMap;
 
 /// How many failures a summary names.
 pub const SUMMARY_FAILURES: usize = 5;
@@ -57,19 +58,27 @@ pub(crate) fn failures_sql(syncset: bool) -> String {
     )
 }
 
+/// The keys of these groups counted by phase, every phase named (0 where none is): a
+/// summary's `phases`, and the store-wide counts behind `/metrics`.
+pub(crate) fn phases<'a>(groups: impl IntoIterator<Item = &'a Group>) -> BTreeMap<Phase, u64> {
+    let mut phases: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+    for g in groups {
+        *phases.entry(status_phase(&g.db_phase, u32::from(g.failed), g.failed)).or_default() += g.count;
+    }
+    phases
+}
+
 /// The summary of these groups, the time the longest-waiting key became due, and
 /// these failures.
 pub(crate) fn summarize(groups: impl IntoIterator<Item = Group>, oldest_due: Option<Timestamp>, failures: Vec<FailureRow>) -> StatusSummary {
-    let mut summary = StatusSummary { phases: Phase::ALL.iter().map(|p| (*p, 0)).collect(), ..StatusSummary::default() };
-    for g in groups.into_iter().filter(|g| g.count > 0) {
-        let phase = status_phase(&g.db_phase, u32::from(g.failed), g.failed);
-        summary.total += g.count;
-        *summary.phases.entry(phase).or_default() += g.count;
-        if g.at_generation {
-            summary.at_generation += g.count;
-        }
-    }
-    summary.oldest_pending_since = oldest_due;
+    let groups: Vec<Group> = groups.into_iter().filter(|g| g.count > 0).collect();
+    let mut summary = StatusSummary {
+        total: groups.iter().map(|g| g.count).sum(),
+        phases: phases(&groups),
+        at_generation: groups.iter().filter(|g| g.at_generation).map(|g| g.count).sum(),
+        oldest_pending_since: oldest_due,
+        failures: vec![],
+    };
     summary.failures = failures
         .into_iter()
         .take(SUMMARY_FAILURES)

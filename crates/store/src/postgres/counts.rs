@@ -10,7 +10,6 @@
 //! deltas few.
 
 use super::{query, PgResult, Tx};
-use crate::lifecycle::status_phase;
 use crate::summary::Group;
 use deadpool_postgres::GenericClient;
 use fleetsync_model::Phase;
@@ -23,8 +22,12 @@ const ALL: &str = "SELECT phase, failed, SUM(n)::bigint FROM (
      GROUP BY 1, 2";
 
 /// The groups of a tenant's keys, or of one SyncSet's (see [`crate::summary::scope`]).
-pub(super) async fn groups<C: GenericClient>(c: &C, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Group>> {
-    let scope = crate::summary::scope("", params.len() > 1);
+pub(super) async fn groups<C: GenericClient>(c: &C, tenant: &str, syncset: Option<&str>) -> PgResult<Vec<Group>> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant];
+    if let Some(syncset) = &syncset {
+        params.push(syncset);
+    }
+    let scope = crate::summary::scope("", syncset.is_some());
     let sql = format!(
         "SELECT phase, failed, at_generation, SUM(n)::bigint FROM (
             SELECT phase, failed, at_generation, n FROM key_counts WHERE {scope}
@@ -32,7 +35,7 @@ pub(super) async fn groups<C: GenericClient>(c: &C, params: &[&(dyn ToSql + Sync
             SELECT phase, failed, at_generation, n FROM key_count_deltas WHERE {scope}) c
          GROUP BY 1, 2, 3"
     );
-    query(c, &sql, params)
+    query(c, &sql, &params)
         .await?
         .iter()
         .map(|r| {
@@ -47,13 +50,15 @@ pub(super) async fn groups<C: GenericClient>(c: &C, params: &[&(dyn ToSql + Sync
 }
 
 pub(super) async fn by_phase<C: GenericClient>(c: &C) -> PgResult<BTreeMap<Phase, u64>> {
-    let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
-    for r in query(c, ALL, &[]).await? {
-        let failed: bool = r.try_get(1)?;
-        let n = r.try_get::<_, Option<i64>>(2)?.unwrap_or(0).max(0).unsigned_abs();
-        *by_phase.entry(status_phase(r.try_get(0)?, u32::from(failed), failed)).or_default() += n;
-    }
-    Ok(by_phase)
+    let groups = query(c, ALL, &[])
+        .await?
+        .iter()
+        .map(|r| {
+            let count = r.try_get::<_, Option<i64>>(2)?.unwrap_or(0).max(0).unsigned_abs();
+            Ok(Group { db_phase: r.try_get(0)?, failed: r.try_get(1)?, at_generation: false, count })
+        })
+        .collect::<PgResult<Vec<_>>>()?;
+    Ok(crate::summary::phases(&groups))
 }
 
 /// Moves every delta committed so far into `key_counts`, unless another process is

@@ -1,8 +1,7 @@
 //! A SyncSet's status summary (see [`crate::summary`]) and the store-wide counts, from
 //! `key_counts` (kept by the schema's triggers) without reading keys.
 
-use crate::lifecycle::status_phase;
-use crate::summary::{failures_sql, scope, summarize, FailureRow, Group};
+use crate::summary::{failures_sql, phases, scope, summarize, FailureRow, Group};
 use crate::Result;
 use fleetsync_model::{Phase, StatusSummary, Timestamp};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
@@ -59,12 +58,11 @@ pub(super) fn status_summary(c: &Connection, tenant: &str, syncset: Option<&str>
 
 /// Every key counted by phase.
 pub(super) fn count_by_phase(c: &Connection) -> Result<BTreeMap<Phase, u64>> {
-    let mut by_phase: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
     let mut stmt = c.prepare_cached("SELECT phase, failed, SUM(n) FROM key_counts GROUP BY 1, 2")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, i64>(2)?)))?;
-    for row in rows {
-        let (db, failed, n) = row?;
-        *by_phase.entry(status_phase(&db, u32::from(failed), failed)).or_default() += n.max(0).unsigned_abs();
-    }
-    Ok(by_phase)
+    let groups = stmt
+        .query_map([], |r| {
+            Ok(Group { db_phase: r.get(0)?, failed: r.get(1)?, at_generation: false, count: r.get::<_, i64>(2)?.max(0).unsigned_abs() })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(phases(&groups))
 }
