@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::TestHub;
+use common::{promtool, report, TestHub};
 use fleetsync_runtime::RuntimeConfig;
-use fleetsync_testkit::tools::installed;
 use fleetsync_testkit::FleetShape;
 use std::path::Path;
 use std::process::Command;
@@ -118,10 +117,8 @@ async fn a_flood_shows_in_the_saturation_metrics_fires_the_alert_and_drains_whil
     let dir = tempfile::tempdir().expect("tempdir");
     let test = dir.path().join("flood.test.yaml");
     std::fs::write(&test, alert_test(samples, flood - 1)).expect("write the rule test");
-    let promtool = installed("promtool", &["prometheus"]);
-    let out = Command::new(promtool).args(["test", "rules"]).arg(&test).output().expect("run promtool");
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the saturation alert did not fire on what was scraped ({seen:?}):\n{said}");
+    let (ok, said) = report(&Command::new(promtool()).args(["test", "rules"]).arg(&test).output().expect("run promtool"));
+    assert!(ok, "the saturation alert did not fire on what was scraped ({seen:?}):\n{said}");
 
     let readyz: Vec<Duration> = samples.iter().map(|s| s.readyz).collect();
     let pages: Vec<Duration> = samples.iter().map(|s| s.status_page).collect();

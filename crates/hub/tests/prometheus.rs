@@ -8,25 +8,15 @@
 
 mod common;
 
-use common::TestHub;
+use common::{promtool, report, TestHub};
 use fleetsync_runtime::RuntimeConfig;
-use fleetsync_testkit::tools::installed;
 use fleetsync_testkit::FleetShape;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn promtool() -> PathBuf {
-    installed("promtool", &["prometheus"])
-}
-
-/// promtool's answer, as text, with whether it passed.
-fn report(out: &Output) -> (bool, String) {
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
-pub fn check_metrics(text: &str) -> (bool, String) {
+fn check_metrics(text: &str) -> (bool, String) {
     let mut child = Command::new(promtool())
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

@@ -14,10 +14,22 @@ use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
 use fleetsync_testkit::{cluster_name, hive_fleet, hive_syncset, syncset_name, FleetShape};
+use std::path::PathBuf;
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// promtool, from Debian's `prometheus` package (installed as root if missing).
+pub fn promtool() -> PathBuf {
+    fleetsync_testkit::tools::installed("promtool", &["prometheus"])
+}
+
+/// What promtool answered, as text, with whether it passed.
+pub fn report(out: &Output) -> (bool, String) {
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
 
 pub struct TestHub {
     pub url: String,
@@ -32,6 +44,11 @@ pub struct TestHub {
 impl TestHub {
     /// A hub whose simulated applies take the fleet workload's latency × `latency_scale`.
     pub async fn start(config: RuntimeConfig, latency_scale: f64) -> TestHub {
+        TestHub::start_with(config, latency_scale, |hub| hub).await
+    }
+
+    /// [`TestHub::start`], with `more` setting up the hub further before it runs.
+    pub async fn start_with(config: RuntimeConfig, latency_scale: f64, more: impl FnOnce(Hub) -> Hub) -> TestHub {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, _) = SqliteStore::open_for_work(dir.path().join("hub.db"), StoreConfig::default()).await.expect("open");
         let store: Arc<dyn Store> = Arc::new(store);
@@ -42,7 +59,7 @@ impl TestHub {
         let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
         let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
         let shutdown = CancellationToken::new();
-        let running = tokio::spawn(Hub::new(store, applier, config).api(listener).run(shutdown.clone()));
+        let running = tokio::spawn(more(Hub::new(store, applier, config).api(listener)).run(shutdown.clone()));
         TestHub { url, token, sim, http: reqwest::Client::new(), shutdown, running, _dir: dir }
     }
 
