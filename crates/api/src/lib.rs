@@ -29,5 +29,5 @@ pub use pages::{all_pages, PageParams, DEFAULT_PAGE_LIMIT};
 pub use tls::{ClientBuildError, ClientTls};
 pub use wire::{
     Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, IssuedToken, Items, LiveResource,
-    Member, ReportResult, Retried, Revoked, ServerVersion, SyncSetStatus, TenantStatus, TokenCreate, WatchError, WatchLine, WhoAmI,
+    Member, ReportResult, Retried, Revoked, SchemaVersion, ServerVersion, SyncSetStatus, TenantStatus, TokenCreate, WatchError, WatchLine, WhoAmI,
 };

@@ -78,10 +78,24 @@ pub struct SyncSetStatus {
     pub continue_: Option<String>,
 }
 
-/// `GET /v1/version`: the hub's build.
+/// `GET /v1/version`: the hub's build, and the schema of its store (`null` when the
+/// store cannot be read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerVersion {
     pub version: String,
+    #[serde(default)]
+    pub schema: Option<SchemaVersion>,
+}
+
+/// The schema a hub's store holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaVersion {
+    /// `sqlite` or `postgres`.
+    pub store: String,
+    /// Migrations applied to the store.
+    pub version: u64,
+    /// The newest migration the hub's build keeps.
+    pub latest: u64,
 }
 
 /// `GET /v1/status/summary`: every key of a tenant summed up, as a SyncSet's are (each

@@ -25,22 +25,33 @@ struct Versions {
     client: &'static str,
     /// The hub's version (`GET /v1/version`); `null` when it cannot be asked.
     server: Option<String>,
+    /// The schema of the hub's store (`null` when it cannot be read).
+    schema: Option<fleetsync_api::SchemaVersion>,
 }
 
 /// Prints this client's version and the hub's. When the hub cannot be asked, the
 /// server's is `null`, with a note (on standard error for `-o json|yaml`) saying why.
 pub async fn version(a: VersionArgs) -> Result<()> {
     let asked = match connect(&a.conn) {
-        Ok(conn) => conn.client.server_version().await.map(|v| v.version).map_err(|e| format!("{:#}", crate::client::explain(e))),
+        Ok(conn) => conn.client.server_version().await.map_err(|e| format!("{:#}", crate::client::explain(e))),
         Err(e) => Err(format!("{e:#}")),
     };
-    let versions = Versions { client: env!("CARGO_PKG_VERSION"), server: asked.as_ref().ok().cloned() };
+    let server = asked.as_ref().ok();
+    let versions = Versions {
+        client: env!("CARGO_PKG_VERSION"),
+        server: server.map(|s| s.version.clone()),
+        schema: server.and_then(|s| s.schema.clone()),
+    };
     let structured_out = structured(a.output, &versions)?;
     match (&asked, structured_out) {
         (Ok(_), true) => {}
         (Ok(server), false) => {
             outln!("client: {}", versions.client)?;
-            outln!("server: {server}")?;
+            outln!("server: {}", server.version)?;
+            match &server.schema {
+                Some(s) => outln!("schema: {} {} (the hub's build keeps {})", s.store, s.version, s.latest)?,
+                None => outln!("schema: unknown (the hub cannot read its store)")?,
+            }
         }
         (Err(note), true) => eprintln!("note: server version unknown: {note}"),
         (Err(note), false) => {

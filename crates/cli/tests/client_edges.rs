@@ -136,9 +136,14 @@ fn version_prints_the_hubs_when_it_answers() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert_eq!((&v["client"], &v["server"]), (&Value::from(env!("CARGO_PKG_VERSION")), &Value::from(env!("CARGO_PKG_VERSION"))), "{v}");
+    let schema = &v["schema"];
+    assert_eq!(schema["store"], "sqlite", "{v}");
+    let (version, latest) = (schema["version"].as_u64().expect("a version"), schema["latest"].as_u64().expect("the latest"));
+    assert!(version >= 1 && version == latest, "a hub migrates its store when it starts: {v}");
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     let out = hub.cli(&["version"]);
-    assert_eq!(stdout(&out), format!("client: {0}\nserver: {0}\n", env!("CARGO_PKG_VERSION")));
+    let text = format!("client: {0}\nserver: {0}\nschema: sqlite {version} (the hub's build keeps {latest})\n", env!("CARGO_PKG_VERSION"));
+    assert_eq!(stdout(&out), text);
 }
 
 /// The hub's connection flags are offered by the commands that talk to a hub only, and

@@ -194,7 +194,7 @@ impl StatusRead for ExpireAfterClaim {
         self.inner.queue_stats().await
     }
 
-    async fn store_ready(&self) -> Result<()> {
+    async fn store_ready(&self) -> Result<fleetsync_store::Schema> {
         self.inner.store_ready().await
     }
 

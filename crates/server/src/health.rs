@@ -10,7 +10,7 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use fleetsync_api::{Health, ServerVersion};
+use fleetsync_api::{Health, SchemaVersion, ServerVersion};
 
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     match state.store.store_ready().await {
@@ -23,9 +23,18 @@ pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>
     }
 }
 
-/// `GET /v1/version`: this build's version (any caller with a credential).
-pub async fn version() -> Json<ServerVersion> {
-    Json(ServerVersion { version: env!("CARGO_PKG_VERSION").into() })
+/// `GET /v1/version`: this build's version and its store's schema (any caller with a
+/// credential). A store that cannot be read gives no schema, not an error: the version
+/// is still worth knowing.
+pub async fn version(State(state): State<AppState>) -> Json<ServerVersion> {
+    let schema = match state.store.store_ready().await {
+        Ok(s) => Some(SchemaVersion { store: s.backend.into(), version: s.version as u64, latest: s.latest as u64 }),
+        Err(e) => {
+            tracing::warn!(error = %e, "version: the store's schema is unknown");
+            None
+        }
+    };
+    Json(ServerVersion { version: env!("CARGO_PKG_VERSION").into(), schema })
 }
 
 /// `GET /livez`: the process is up and serving requests; nothing is checked beyond that,

@@ -76,11 +76,20 @@ impl StoreError {
     }
 }
 
+/// The schema a ready store holds: `version` (migrations applied) of its `backend`
+/// (`sqlite` or `postgres`), and `latest`, the version this build keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schema {
+    pub backend: &'static str,
+    pub version: usize,
+    pub latest: usize,
+}
+
 /// Readiness: a schema at `found` serves this build, which keeps `latest`, only if it is
 /// up to date; one behind is transient (a `fleetsync migrate`, or the hub's start, fixes it).
-pub(crate) fn schema_ready(step: &'static str, found: usize, latest: usize) -> Result<()> {
+pub(crate) fn schema_ready(step: &'static str, backend: &'static str, found: usize, latest: usize) -> Result<Schema> {
     if found >= latest {
-        return Ok(());
+        return Ok(Schema { backend, version: found, latest });
     }
     let why = format!("the schema is at version {found} and this build keeps version {latest}: run `fleetsync migrate`");
     Err(StoreError::backend(step, true, why))
@@ -110,9 +119,9 @@ mod tests {
 
     #[test]
     fn a_schema_behind_the_build_is_not_ready_and_says_what_to_run() {
-        assert!(schema_ready("s", 12, 12).is_ok());
-        assert!(schema_ready("s", 13, 12).is_ok());
-        let e = schema_ready("checking readiness", 11, 12).expect_err("schema 11 is behind 12");
+        assert_eq!(schema_ready("s", "sqlite", 12, 12).ok(), Some(Schema { backend: "sqlite", version: 12, latest: 12 }));
+        assert!(schema_ready("s", "sqlite", 13, 12).is_ok());
+        let e = schema_ready("checking readiness", "postgres", 11, 12).expect_err("schema 11 is behind 12");
         assert!(e.is_transient());
         assert!(e.to_string().ends_with("version 11 and this build keeps version 12: run `fleetsync migrate`"), "{e}");
     }

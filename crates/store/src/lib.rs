@@ -37,7 +37,7 @@ pub mod sqlite;
 mod stored;
 
 pub use consumer::{check_consumer_name, MAX_CONSUMER_NAME};
-pub use error::{Result, StoreError};
+pub use error::{Result, Schema, StoreError};
 pub use event::{Event, EventRetention, EventsTrimmed};
 pub use live::{LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 pub use queue::{

@@ -172,8 +172,8 @@ pub trait StatusRead: Send + Sync + 'static {
     /// Whether the store answers and holds the schema this build keeps (readiness), at a
     /// cost that does not grow with the fleet: one small read, never a scan of the keys.
     /// A schema behind this build's is a transient [`StoreError::Backend`](crate::StoreError::Backend)
-    /// (a `fleetsync migrate` fixes it).
-    async fn store_ready(&self) -> Result<()>;
+    /// (a `fleetsync migrate` fixes it). A ready store tells which schema it holds.
+    async fn store_ready(&self) -> Result<crate::Schema>;
     /// The summary of one SyncSet's keys on every cluster, or with no SyncSet named of
     /// every key of the tenant (see [`crate::summary`]): counts by phase and generation
     /// kept by the store (no key is read), the longest wait, and the first

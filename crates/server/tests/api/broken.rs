@@ -143,7 +143,7 @@ impl StatusRead for Broken {
         fail()
     }
 
-    async fn store_ready(&self) -> Result<()> {
+    async fn store_ready(&self) -> Result<fleetsync_store::Schema> {
         fail()
     }
 

@@ -255,10 +255,10 @@ impl StatusRead for PgStore {
         self.read("reading queue stats", |c, now| Box::pin(rows::queue_stats(c, now))).await
     }
 
-    async fn store_ready(&self) -> Result<()> {
+    async fn store_ready(&self) -> Result<crate::Schema> {
         const STEP: &str = "checking readiness";
         let found = self.read(STEP, |c, _| Box::pin(rows::schema_version(c))).await?;
-        crate::error::schema_ready(STEP, usize::try_from(found).unwrap_or(0), usize::try_from(schema::latest()).unwrap_or(0))
+        crate::error::schema_ready(STEP, "postgres", usize::try_from(found).unwrap_or(0), usize::try_from(schema::latest()).unwrap_or(0))
     }
 
     async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {

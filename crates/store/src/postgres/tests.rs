@@ -295,7 +295,9 @@ async fn readiness_needs_the_schema_this_build_keeps() {
     use crate::roles::StatusRead;
     let h = harness().await;
     let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
-    store.store_ready().await.expect("a migrated schema is ready");
+    let ready = store.store_ready().await.expect("a migrated schema is ready");
+    let latest = usize::try_from(schema::latest()).expect("a count");
+    assert_eq!(ready, crate::Schema { backend: "postgres", version: latest, latest });
     let admin = admin(&h.schema.name).await;
     admin.execute("DELETE FROM fleetsync_schema_migrations WHERE version = $1", &[&schema::latest()]).await.expect("forget the newest");
     let e = store.store_ready().await.expect_err("a schema behind the build is not ready");

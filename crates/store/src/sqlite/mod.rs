@@ -425,12 +425,12 @@ impl StatusRead for SqliteStore {
         self.read("reading queue stats", rows::queue_stats).await
     }
 
-    async fn store_ready(&self) -> Result<()> {
+    async fn store_ready(&self) -> Result<crate::Schema> {
         const STEP: &str = "checking readiness";
         let found: usize = self
             .read(STEP, |c, _| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
             .await?;
-        crate::error::schema_ready(STEP, found, schema::latest())
+        crate::error::schema_ready(STEP, "sqlite", found, schema::latest())
     }
 
     async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {
@@ -550,7 +550,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f.db");
         let store = SqliteStore::open(&path, StoreConfig::default()).expect("open");
-        store.store_ready().await.expect("a migrated file is ready");
+        let ready = store.store_ready().await.expect("a migrated file is ready");
+        assert_eq!(ready, crate::Schema { backend: "sqlite", version: schema::latest(), latest: schema::latest() });
         let c = Connection::open(&path).expect("connect");
         c.pragma_update(None, "user_version", schema::latest() - 1).expect("set the version back");
         let e = store.store_ready().await.expect_err("a schema behind the build is not ready");
