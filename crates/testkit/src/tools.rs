@@ -14,6 +14,9 @@ pub fn which(name: &str) -> Option<PathBuf> {
 /// `name`'s path, installing `packages` first (`apt-get install`) if it is missing and
 /// this is root with apt-get; else a panic naming the packages.
 pub fn installed(name: &str, packages: &[&str]) -> PathBuf {
+    // One install at a time: tests of one binary run in parallel, and apt-get holds a lock.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(p) = which(name) {
         return p;
     }
