@@ -21,6 +21,7 @@
 
 mod hub;
 pub mod in_cluster;
+mod metrics;
 mod outbox;
 mod target;
 mod token;
@@ -39,6 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use target::{ObjectKey, Target, WatchEvent};
 pub use in_cluster::{InCluster, InClusterError};
+pub use metrics::AgentMetrics;
 pub use target::TargetError;
 pub use token::TokenError;
 use token::TokenFile;
@@ -74,6 +76,8 @@ pub struct Config {
     pub backoff_cap: Duration,
     /// How long one request (to the hub or the target) may take.
     pub request_timeout: Duration,
+    /// Where the agent counts what it does (registered nowhere by default).
+    pub metrics: AgentMetrics,
 }
 
 /// Why the agent could not start, or stopped.
@@ -140,7 +144,7 @@ pub async fn run(a: Config) -> Result<(), AgentError> {
     let outbox = Arc::new(Outbox::default());
     let backoff = RetryPolicy { base: a.backoff_base, cap: a.backoff_cap, max_attempts: u32::MAX, jitter: 0.2 };
     tracing::info!(hub = a.hub, target = a.target, cluster = a.cluster, "agent starting");
-    let sender = send_loop(hub.clone(), outbox.clone(), a.batch, backoff);
+    let sender = send_loop(hub.clone(), outbox.clone(), a.batch, backoff, a.metrics.clone());
     let watcher = watch_loop(hub, target, outbox, &a, backoff);
     tokio::select! {
         r = sender => r,
@@ -159,10 +163,11 @@ fn read_token(path: &Path) -> Result<String, AgentError> {
 }
 
 /// Sends pending reports until the hub acknowledges them; backs off while it cannot.
-async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPolicy) -> Result<(), AgentError> {
+async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPolicy, metrics: AgentMetrics) -> Result<(), AgentError> {
     let mut failures = 0u32;
     loop {
         let reports = outbox.batch(batch);
+        metrics.pending(outbox.len());
         if reports.is_empty() {
             outbox.wait().await;
             continue;
@@ -171,6 +176,7 @@ async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPo
         match hub.send(reports).await {
             Ok(acks) => {
                 outbox.ack(acks.iter().map(|a| (&a.resource, a.resource_version.as_str())));
+                metrics.acknowledged(acks.len(), outbox.len());
                 if failures > 0 {
                     tracing::info!(after_failures = failures, "the hub acknowledges again");
                 }
@@ -181,6 +187,7 @@ async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPo
             Err(e) if hub::is_fatal(&e) => return Err(AgentError::Refused(e)),
             Err(e) => {
                 failures = failures.saturating_add(1);
+                metrics.not_acknowledged(outbox.len());
                 let wait = backoff.next_delay(failures);
                 tracing::warn!(error = %describe(&e), retry_in = ?wait, pending = outbox.len(), "reports not acknowledged; will resend");
                 tokio::time::sleep(wait).await;
@@ -224,12 +231,14 @@ async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &Config, b
             Err(e) if hub::is_fatal(&e) => return Err(AgentError::Refused(e)),
             Err(e) => {
                 failures = failures.saturating_add(1);
+                a.metrics.hub_answered(false);
                 tracing::warn!(error = %describe(&e), "cannot read what to watch from the hub");
                 tokio::time::sleep(backoff.next_delay(failures)).await;
                 continue;
             }
         };
         failures = 0;
+        a.metrics.hub_answered(true);
         let mut by_kind: BTreeMap<KindId, Watched> = BTreeMap::new();
         for r in list {
             let key = (r.namespace.clone(), r.name.clone());
@@ -243,11 +252,12 @@ async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &Config, b
                 }
                 None => {
                     let (tx, rx) = tokio::sync::watch::channel(resources);
-                    let task = tokio::spawn(watch_kind(target.clone(), rx, outbox.clone(), a.relist_interval, backoff));
-                    kinds.insert(kind, KindWatch { watched: tx, task });
+                    let watch = watch_kind(target.clone(), rx, outbox.clone(), a.relist_interval, backoff, a.metrics.clone());
+                    kinds.insert(kind, KindWatch { watched: tx, task: tokio::spawn(watch) });
                 }
             }
         }
+        a.metrics.watching(kinds.len());
         tokio::time::sleep(a.resources_interval).await;
     }
 }
@@ -326,6 +336,7 @@ async fn watch_kind(
     outbox: Arc<Outbox>,
     relist: Duration,
     backoff: RetryPolicy,
+    metrics: AgentMetrics,
 ) {
     let mut state = KindState::default();
     let mut failures = 0u32;
@@ -338,6 +349,7 @@ async fn watch_kind(
             Ok(()) => failures = 0,
             Err(e) => {
                 failures = failures.saturating_add(1);
+                metrics.watch_failed();
                 tracing::warn!(kind = kind.kind, error = %describe(&e), "cannot watch the target; will re-list");
             }
         }

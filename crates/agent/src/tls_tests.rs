@@ -107,6 +107,7 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
         backoff_base: Duration::from_millis(20),
         backoff_cap: Duration::from_millis(200),
         request_timeout: timeout,
+        metrics: crate::AgentMetrics::default(),
     };
     let agent = tokio::spawn(run(config));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -23,7 +23,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Only warnings, so stdout stays clean for scripts.
-    fleetsync::init_tracing("warn", fleetsync::args::LogFormat::Text);
+    let _telemetry = fleetsync::init_tracing("warn", fleetsync::args::LogFormat::Text);
     fleetsync::run_command(async move {
         match cli.command {
             BenchCommand::HiveFleet(a) => hive_fleet::run(a).await,

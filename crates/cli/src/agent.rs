@@ -1,11 +1,16 @@
 //! `fleetsync agent`: the command line's flags to the agent library's
 //! [`Config`](fleetsync_agent::Config), then the agent ([`fleetsync_agent::run`]).
-//! Without `--target`, the agent reads the cluster it runs in ([`InCluster`]).
+//! Without `--target`, the agent reads the cluster it runs in ([`InCluster`]). With
+//! `--listen`, it serves its probes and metrics there.
 
 use crate::args::{AgentArgs, AgentTlsArgs};
 use anyhow::Context;
-use fleetsync_agent::InCluster;
+use fleetsync_agent::{AgentMetrics, InCluster};
 use fleetsync_api::ClientTls;
+use fleetsync_server::metrics::process::ProcessCollector;
+use fleetsync_server::probes::{serve_probes, ReadyCheck};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
 
 pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
     let (hub_tls, mut target_tls) = tls(&a.tls);
@@ -21,6 +26,21 @@ pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
             pod.url
         }
     };
+    let mut registry = Registry::default();
+    ProcessCollector::register(&mut registry);
+    let metrics = AgentMetrics::register(&mut registry);
+    if let Some(listen) = &a.listen {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen} (is the port in use? set --listen)"))?;
+        tracing::info!(url = %format!("http://{}", listener.local_addr()?), "serving /livez, /readyz and /metrics");
+        let m = metrics.clone();
+        let ready: ReadyCheck = Arc::new(move || {
+            let ok = m.hub_reachable();
+            Box::pin(async move { if ok { Ok(()) } else { Err("the agent's last exchange with the hub failed (or none yet)".into()) } })
+        });
+        tokio::spawn(serve_probes(listener, Arc::new(registry), ready, std::future::pending()));
+    }
     let config = fleetsync_agent::Config {
         hub: a.hub,
         hub_tls,
@@ -36,6 +56,7 @@ pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
         backoff_base: a.backoff_base,
         backoff_cap: a.backoff_cap,
         request_timeout: a.request_timeout,
+        metrics,
     };
     Ok(fleetsync_agent::run(config).await?)
 }

@@ -210,6 +210,10 @@ pub struct PgArgs {
 pub struct WorkerArgs {
     #[command(flatten)]
     pub pg: PgArgs,
+    /// Where the worker serves /livez, /readyz (the store is ready) and /metrics, with
+    /// no credential: bind the pod's address, not a public one. None unless given.
+    #[arg(long, env = "FLEETSYNC_LISTEN")]
+    pub listen: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -644,6 +648,11 @@ pub struct AgentArgs {
     /// How long one request (to the hub or the target) may take.
     #[arg(long, env = "FLEETSYNC_REQUEST_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+    /// Where the agent serves /livez, /readyz (its last exchange with the hub
+    /// succeeded) and /metrics, with no credential: bind the pod's address, not a
+    /// public one. None unless given.
+    #[arg(long, env = "FLEETSYNC_AGENT_LISTEN")]
+    pub listen: Option<String>,
     #[command(flatten)]
     pub tls: AgentTlsArgs,
 }

@@ -5,6 +5,8 @@
 
 pub mod args;
 pub mod engine;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod output;
 pub mod process;
 pub mod report;
@@ -44,14 +46,38 @@ pub fn run_command(command: impl std::future::Future<Output = anyhow::Result<boo
 
 /// Logs go to stderr at `default` level (`RUST_LOG` overrides), as text — coloured only
 /// when stderr is a terminal, so files and pipes get no escape codes — or as one JSON
-/// object per line.
-pub fn init_tracing(default: &str, format: args::LogFormat) {
+/// object per line. With the `otel` feature, spans are also exported over OpenTelemetry
+/// when an endpoint is configured ([`otel`]). Keep what this returns until the process
+/// ends: dropping it sends the spans still batched.
+#[must_use = "dropping it stops the export of spans"]
+pub fn init_tracing(default: &str, format: args::LogFormat) -> Telemetry {
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        args::LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        args::LogFormat::Json => logs.json().with_current_span(true).init(),
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        args::LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        args::LogFormat::Json => logs.json().with_current_span(true).boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(logs);
+    #[cfg(feature = "otel")]
+    {
+        let (layer, exporter) = otel::layer().unzip();
+        registry.with(layer).init();
+        Telemetry { _exporter: exporter }
     }
+    #[cfg(not(feature = "otel"))]
+    {
+        registry.init();
+        Telemetry {}
+    }
+}
+
+/// What [`init_tracing`] set up that needs the end of the process (see there).
+pub struct Telemetry {
+    #[cfg(feature = "otel")]
+    _exporter: Option<otel::Exporter>,
 }

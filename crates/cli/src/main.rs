@@ -39,7 +39,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => return plugin::run_sim(a.args),
         _ => {}
     }
-    init_tracing(&cli.command, cli.log_format);
+    let _telemetry = init_tracing(&cli.command, cli.log_format);
     fleetsync::run_command(async move {
         match cli.command {
             Command::Serve(a) => serve::run(*a).await.map(|()| true),
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
 
 /// The hub logs at info, one-shot commands only warn, so their stdout stays clean for
 /// scripts.
-fn init_tracing(command: &Command, format: args::LogFormat) {
+fn init_tracing(command: &Command, format: args::LogFormat) -> fleetsync::Telemetry {
     let default = if matches!(command, Command::Serve(_) | Command::Worker(_) | Command::Agent(_)) { "info" } else { "warn" };
-    fleetsync::init_tracing(default, format);
+    fleetsync::init_tracing(default, format)
 }

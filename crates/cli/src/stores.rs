@@ -58,7 +58,14 @@ pub async fn worker(a: WorkerArgs) -> Result<()> {
     let store = connect(url, &a.pg, store_config(&a.engine)?).await?;
     let store: Arc<dyn Store> = Arc::new(store);
     tracing::info!(id = config.worker_id, "fleetsync worker running");
-    let hub = Hub::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store, egress), config);
+    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store, egress), config);
+    if let Some(listen) = &a.listen {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen} (is the port in use? set --listen)"))?;
+        tracing::info!(url = %format!("http://{}", listener.local_addr()?), "serving /livez, /readyz and /metrics");
+        hub = hub.probes(listener);
+    }
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
     hub.run(shutdown).await?;

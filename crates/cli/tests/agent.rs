@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bin, stderr, Hub, SimChild};
+use common::{bin, free_address, http_get, stderr, Hub, SimChild};
 use fleetsync_model::{LiveState, Phase};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -138,12 +138,17 @@ struct Agent {
 
 impl Agent {
     fn start(hub: &str, sim: &str, token: &Path, log: &Path) -> Agent {
+        Agent::start_with(hub, sim, token, log, &[])
+    }
+
+    fn start_with(hub: &str, sim: &str, token: &Path, log: &Path, more: &[&str]) -> Agent {
         let args: Vec<String> = [
             "agent", "--hub", hub, "--cluster", "c1", "--token-file", token.to_str().expect("utf-8"),
             "--target", &format!("http://{sim}/clusters/c1"), "--resources-interval", "1s",
             "--request-timeout", "1s", "--backoff-base", "20ms", "--backoff-cap", "400ms", "--batch", "500",
         ]
         .iter()
+        .chain(more)
         .map(|s| s.to_string())
         .collect();
         let log = log.to_path_buf();
@@ -427,4 +432,47 @@ fn without_a_target_outside_a_pod_the_agent_says_what_is_missing() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("--target") && err.contains("KUBERNETES_SERVICE_HOST is not set"), "{err}");
+}
+
+/// The agent's probes and metrics (`--listen`) follow what it does: ready and with
+/// nothing pending once the hub has its full state; while the link to the hub is cut,
+/// not ready, with the change made meanwhile pending and failed sends counted; ready
+/// again, with nothing pending, once the link is back.
+#[test]
+fn the_agents_probes_and_metrics_follow_its_link_to_the_hub() {
+    let (hub, sim, http, dir) = setup(5);
+    let proxy = Proxy::start(hub.url.trim_start_matches("http://"));
+    let probes = free_address();
+    let (token, log) = (dir.path().join("token"), dir.path().join("agent.log"));
+    let _agent = Agent::start_with(&format!("http://{}", proxy.addr), &sim.addr, &token, &log, &["--listen", &probes]);
+    let metric = |name: &str| -> f64 {
+        let (_, text) = http_get(&probes, "/metrics").expect("the agent's /metrics");
+        let line = text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}:\n{text}"));
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+    };
+    let ready = || http_get(&probes, "/readyz").map(|a| a.0);
+    wait_for("the full state", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
+    wait_for("readiness", Duration::from_secs(10), || ready() == Some(200));
+    assert_eq!(http_get(&probes, "/livez").map(|a| a.0), Some(200));
+    assert!(metric("fleetsync_agent_reports_acknowledged_total") >= 5.0);
+    assert_eq!(metric("fleetsync_agent_pending_reports"), 0.0);
+    assert_eq!(metric("fleetsync_agent_watched_kinds"), 1.0);
+    assert!(metric("fleetsync_agent_last_acknowledged_timestamp_seconds") > 0.0);
+    assert!(metric("process_resident_memory_bytes") > 0.0);
+
+    proxy.set(BLACKHOLE);
+    // A read the proxy had begun before may still pass: let it end first.
+    std::thread::sleep(Duration::from_millis(200));
+    http.meddle(&sim.addr, vec![("cm-0".to_string(), "v", "while-cut".to_string())], |_| {});
+    wait_for("a failed send", Duration::from_secs(20), || metric("fleetsync_agent_send_failures_total") >= 1.0);
+    assert_eq!(ready(), Some(503), "not ready while the hub is cut off");
+    assert!(metric("fleetsync_agent_pending_reports") >= 1.0);
+    assert_eq!(http_get(&probes, "/livez").map(|a| a.0), Some(200), "alive all the same");
+
+    proxy.set(RESET);
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.set(PASS);
+    wait_for("the hub to hold the change", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
+    wait_for("ready again", Duration::from_secs(10), || ready() == Some(200));
+    assert_eq!(metric("fleetsync_agent_pending_reports"), 0.0);
 }

@@ -153,7 +153,9 @@ fn hub_and_worker_share_a_postgres_store() {
 
     let store = ["--database-url", url.as_str(), "--schema", schema.0.as_str(), "--no-migrate"];
     let mut hub = Hub::start_with(tempfile::tempdir().expect("tempdir"), &store);
-    let mut worker = bin().arg("worker").args(store).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("worker");
+    let probes = common::free_address();
+    let mut worker =
+        bin().arg("worker").args(store).args(["--listen", &probes]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("worker");
     let file = example();
     let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -161,6 +163,16 @@ fn hub_and_worker_share_a_postgres_store() {
         let items = status_items(h);
         items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
     });
+    // The worker's probes and metrics (`--listen`): ready on a ready store, and its own
+    // runtime's and process's series.
+    assert_eq!(common::http_get(&probes, "/livez").map(|a| a.0), Some(200));
+    assert_eq!(common::http_get(&probes, "/readyz").map(|a| a.0), Some(200));
+    let (status, metrics) = common::http_get(&probes, "/metrics").expect("the worker's /metrics");
+    assert_eq!(status, 200);
+    for series in ["fleetsync_claimed_keys_total ", "fleetsync_members ", "fleetsync_lease_renewal_failures_total ", "process_resident_memory_bytes "] {
+        assert!(metrics.contains(series), "{series} in the worker's metrics:\n{metrics}");
+    }
+    assert!(!metrics.contains("fleetsync_keys{"), "the store-wide gauges are the API's, not a worker's:\n{metrics}");
     let _ = worker.kill();
     let _ = worker.wait();
     assert!(hub.terminate().success());

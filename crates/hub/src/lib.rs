@@ -5,7 +5,8 @@
 //! what this process also serves: the HTTP API on a listener ([`Hub::api`], over https
 //! with [`Hub::api_tls`]), the event
 //! log's trimming ([`Hub::event_trim`], see [`trim`]), the Kubernetes source
-//! ([`Hub::kube_source`]) and a metrics registry of your own ([`Hub::registry`]).
+//! ([`Hub::kube_source`]), the probes and metrics of a process without the API
+//! ([`Hub::probes`]) and a metrics registry of your own ([`Hub::registry`]).
 //! [`Hub::run`] runs it all until its shutdown token is cancelled, then drains — the
 //! API lets requests in flight finish, the workers let runs in flight finish within
 //! their grace — and returns.
@@ -21,6 +22,8 @@ pub use trim::{EventTrim, TrimError};
 use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
+use fleetsync_server::metrics::process::ProcessCollector;
+use fleetsync_server::probes::{serve_probes, ReadyCheck};
 use fleetsync_server::{AppState, QueueMetrics, ServerTls};
 use fleetsync_store::{Quotas, Store};
 use fleetsync_server::access::{Access, AccessSettings};
@@ -36,6 +39,7 @@ pub struct Hub {
     applier: Arc<dyn Applier>,
     config: RuntimeConfig,
     api: Option<TcpListener>,
+    probes: Option<TcpListener>,
     tls: Option<TlsConfig>,
     access: AccessSettings,
     quotas: Quotas,
@@ -51,6 +55,7 @@ impl std::fmt::Debug for Hub {
         f.debug_struct("Hub")
             .field("config", &self.config)
             .field("api", &self.api)
+            .field("probes", &self.probes)
             .field("tls", &self.tls)
             .field("trim", &self.trim)
             .field("source", &self.source)
@@ -83,6 +88,7 @@ impl Hub {
             applier,
             config,
             api: None,
+            probes: None,
             tls: None,
             access,
             quotas: Quotas::default(),
@@ -97,6 +103,14 @@ impl Hub {
     /// Also serves the HTTP API (and `/metrics`) on `listener`.
     pub fn api(mut self, listener: TcpListener) -> Hub {
         self.api = Some(listener);
+        self
+    }
+
+    /// Serves `/livez`, `/readyz` (the store is ready) and `/metrics` on `listener`:
+    /// a worker's probes and metrics, on a process without the API (which serves the
+    /// same itself).
+    pub fn probes(mut self, listener: TcpListener) -> Hub {
+        self.probes = Some(listener);
         self
     }
 
@@ -165,8 +179,23 @@ impl Hub {
         let tls = self.tls.map(ServerTls::load).transpose().map_err(HubError::Tls)?;
         let stop = shutdown.child_token();
         let mut registry = self.registry;
+        ProcessCollector::register(&mut registry);
         let runtime_metrics = RuntimeMetrics::register(&mut registry);
         let api = self.api.map(|listener| (listener, QueueMetrics::register(&mut registry)));
+        let registry = Arc::new(registry);
+        let probes = self.probes.map(|listener| {
+            let store = self.store.clone();
+            let ready: ReadyCheck = Arc::new(move || {
+                let store = store.clone();
+                Box::pin(async move {
+                    store.store_ready().await.map(|_| ()).map_err(|e| {
+                        tracing::error!(error = %e, "readiness check: the store is not ready");
+                        "the store is not ready".to_string()
+                    })
+                })
+            });
+            tokio::spawn(serve_probes(listener, registry.clone(), ready, stop.clone().cancelled_owned()))
+        });
 
         let runtime = Runtime::new(self.store.clone(), self.applier, self.config, runtime_metrics);
         let workers = tokio::spawn(runtime.run(stop.clone()));
@@ -176,7 +205,7 @@ impl Hub {
 
         let mut served = Ok(());
         if let Some((listener, queue_metrics)) = api {
-            let mut state = AppState::new(self.store, Arc::new(registry), queue_metrics);
+            let mut state = AppState::new(self.store, registry, queue_metrics);
             state.access = Access::configured(state.access.authenticator.clone(), self.access);
             state.quotas = Arc::new(self.quotas);
             state.watches = state.watches.with_limits(self.watches);
@@ -186,6 +215,11 @@ impl Hub {
         }
         let workers = workers.await;
         stop.cancel();
+        if let Some(p) = probes {
+            if let Ok(Err(e)) = p.await {
+                tracing::error!(error = %e, "the probes' server failed");
+            }
+        }
         if let Some(t) = trimmer {
             let _ = t.await;
         }

@@ -59,6 +59,11 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
         "fleetsync_store_call_duration_seconds_count{call=\"claim\"} ",
         "fleetsync_store_call_errors_total{call=\"complete\"} 0\n",
         "fleetsync_run_duration_seconds_count 6\n",
+        // Each key's change applied once: six latencies, from the apply to each result.
+        "fleetsync_change_to_applied_seconds_count 6\n",
+        "fleetsync_lease_takeovers_total 0\n",
+        "process_resident_memory_bytes ",
+        "process_cpu_seconds_total ",
     ] {
         assert!(classic.contains(series), "no {series:?} in\n{classic}");
     }

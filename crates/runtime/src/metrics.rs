@@ -43,6 +43,8 @@ pub struct RuntimeMetrics {
     pub claimed: Counter,
     /// Keys claimed from other members' shards (work stealing), also in `claimed`.
     pub stolen: Counter,
+    /// Keys claimed from expired leases (their holder died or stalled), also in `claimed`.
+    pub taken_over: Counter,
     /// Leases whose runs were cancelled: `refused` (a renewal found another holder)
     /// or `unrenewed` (about to end with no renewal, e.g. the store unreachable).
     pub leases_lost: Family<ReasonLabel, Counter>,
@@ -53,6 +55,9 @@ pub struct RuntimeMetrics {
     pub shards_owned: Gauge,
     /// A key's run, from its claim to its result committed.
     pub run_duration: Histogram,
+    /// From a change asked for to its result committed by a successful run
+    /// ([`ClaimedItem::changed_at`](fleetsync_store::ClaimedItem::changed_at)).
+    pub change_latency: Histogram,
     /// The runtime's calls to the store, timed, and those that failed.
     pub store_call_duration: Durations<CallLabel>,
     pub store_call_errors: Family<CallLabel, Counter>,
@@ -72,12 +77,14 @@ impl RuntimeMetrics {
             commit_transactions: Counter::default(),
             claimed: Counter::default(),
             stolen: Counter::default(),
+            taken_over: Counter::default(),
             leases_lost: Family::default(),
             lease_renewal_failures: Counter::default(),
             heartbeat_failures: Counter::default(),
             members: Gauge::default(),
             shards_owned: Gauge::default(),
             run_duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            change_latency: Histogram::new(exponential_buckets(0.01, 2.0, 17)),
             // 0.5 ms to about 8 s.
             store_call_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 15))),
             store_call_errors: Family::default(),
@@ -93,6 +100,7 @@ impl RuntimeMetrics {
         r.register("commit_transactions", "Store transactions that committed completions", m.commit_transactions.clone());
         r.register("claimed_keys", "Keys claimed by this process", m.claimed.clone());
         r.register("stolen_keys", "Keys this process claimed from other members' shards (their owner was behind)", m.stolen.clone());
+        r.register("lease_takeovers", "Keys this process claimed from expired leases (their holder died or stalled)", m.taken_over.clone());
         // Both reasons from the start: a series at 0, not absent, until a lease is lost.
         for reason in ["refused", "unrenewed"] {
             let _ = m.leases_lost.get_or_create(&ReasonLabel { reason });
@@ -103,6 +111,11 @@ impl RuntimeMetrics {
         r.register("members", "Live worker processes, as this process last saw them", m.members.clone());
         r.register("shards_owned", "Shards this process owns", m.shards_owned.clone());
         r.register("run_duration_seconds", "Time a key's run took, from its claim to its result committed", m.run_duration.clone());
+        r.register(
+            "change_to_applied_seconds",
+            "From a change (an apply, a delete, a retry) to its result committed by a run that applied it",
+            m.change_latency.clone(),
+        );
         for call in STORE_CALLS {
             let _ = m.store_call_errors.get_or_create(&CallLabel { call });
         }

@@ -46,6 +46,8 @@ struct Shared {
     slots: ClusterSlots,
     /// Fires when shutdown's grace runs out: runs stop and give their keys back.
     abort: CancellationToken,
+    /// The clock the store's timestamps are on (for change latency).
+    clock: Arc<dyn Clock>,
 }
 
 impl Runtime {
@@ -87,6 +89,7 @@ impl Runtime {
             metrics: self.metrics.clone(),
             slots: ClusterSlots::new(cfg.max_per_cluster),
             abort: CancellationToken::new(),
+            clock: self.clock.clone(),
         });
 
         let mut tasks = JoinSet::new();
@@ -186,6 +189,11 @@ impl Runtime {
         let claimed_at = Moment::now();
         let got = items.len();
         self.metrics.claimed.inc_by(got as u64);
+        let taken_over = items.iter().filter(|i| i.taken_over).count();
+        if taken_over > 0 {
+            self.metrics.taken_over.inc_by(taken_over as u64);
+            tracing::info!(keys = taken_over, "took over keys whose leases had expired");
+        }
         for item in items {
             match slots.split(1) {
                 Some(permit) => {
@@ -291,9 +299,15 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
                 RunOutcome::Failed { error } => Some(error.clone()),
                 _ => None,
             };
+            // A run that applied (or removed) what was asked ends its change's latency.
+            let applied = matches!(completion.outcome, RunOutcome::Applied { .. } | RunOutcome::Removed);
             match shared.committer.commit(completion).await {
                 Ok(outcome) => {
                     shared.metrics.run_duration.observe(started.elapsed().as_secs_f64());
+                    if let (true, false, Some(asked)) = (applied, outcome == CompleteOutcome::Stale, item.changed_at) {
+                        let latency = shared.clock.now().millis().saturating_sub(asked.millis()).max(0);
+                        shared.metrics.change_latency.observe(latency as f64 / 1000.0);
+                    }
                     record(&shared.metrics, item, error.as_deref(), outcome);
                 }
                 Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),

@@ -43,7 +43,9 @@ async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
         ..RuntimeConfig::default()
     };
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(Runtime::new(store.clone(), applier, config, RuntimeMetrics::unregistered()).run(shutdown.clone()));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = RuntimeMetrics::register(&mut registry);
+    let task = tokio::spawn(Runtime::new(store.clone(), applier, config, metrics).run(shutdown.clone()));
 
     let start = Instant::now();
     loop {
@@ -56,6 +58,9 @@ async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
     }
     shutdown.cancel();
     task.await.expect("joins").expect("runs");
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(text.contains("\nfleetsync_lease_takeovers_total 1\n"), "the take-over is counted:\n{text}");
 }
 
 /// The SQLite store, except that the clock jumps past the dead worker's lease right

@@ -42,6 +42,7 @@ pub mod members;
 pub mod metrics;
 pub mod objects;
 pub mod paging;
+pub mod probes;
 pub mod serve;
 pub mod status;
 pub mod tls;

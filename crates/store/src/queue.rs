@@ -1,6 +1,6 @@
 //! The params and results of the work queue's operations.
 
-use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, WorkKey};
+use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, Timestamp, WorkKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -115,6 +115,21 @@ pub struct ClaimedItem {
     pub inventory: Vec<ResourceRef>,
     /// This attempt's number for the current generation (1 = first).
     pub attempt: u32,
+    /// Whether the key was claimed from a lease that had expired (its holder died, or
+    /// stalled past its lease): a take-over, rather than a claim of a ready key.
+    pub taken_over: bool,
+    /// When the oldest change this run applies was asked for, on the store's clock: the
+    /// start of its change latency. Kept with the key by one rule in both backends:
+    /// - a change that makes the key dirty (an apply, a delete, a retry) records its
+    ///   time as `pending_since` unless an earlier unclaimed change did;
+    /// - a claim moves `pending_since` into `running_since`, except a claim that runs the
+    ///   same change again (after a failed attempt, or taking over an expired lease:
+    ///   attempts above 0), which keeps `running_since`;
+    /// - a resync records no change: its runs carry none.
+    ///
+    /// `None` when the run applies no change (a resync, a key claimed before the store
+    /// kept these times).
+    pub changed_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone)]

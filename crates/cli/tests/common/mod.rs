@@ -77,8 +77,7 @@ impl Hub {
     }
 
     fn spawn(dir: tempfile::TempDir, store: &[&str], log: Option<&Path>) -> Hub {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-        let listen = format!("127.0.0.1:{port}");
+        let listen = free_address();
         let mut args = vec!["--listen".to_string(), listen.clone()];
         args.extend(store.iter().map(|s| s.to_string()));
         let log = log.map(Path::to_path_buf);
@@ -192,6 +191,25 @@ pub fn status_items(hub: &Hub) -> Vec<fleetsync_model::KeyStatus> {
     assert!(out.status.success(), "{}", stderr(&out));
     let status: fleetsync_api::Items<fleetsync_model::KeyStatus> = serde_json::from_str(&stdout(&out)).expect("key statuses");
     status.items
+}
+
+/// A loopback address with a port free at the time of asking, for a child to listen on.
+pub fn free_address() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    format!("127.0.0.1:{port}")
+}
+
+/// `GET http://{address}{path}`: its status and body, or `None` while nothing answers.
+pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(address).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(tcp, "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).ok()?;
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
 }
 
 pub fn database_url() -> String {

@@ -19,6 +19,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 pub mod http;
+pub mod process;
 pub mod text;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -89,14 +90,8 @@ pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result
     let stats = state.store.queue_stats().await?;
     state.queue_metrics.set(&stats);
     state.queue_metrics.watches.set(i64::try_from(state.watches.open()).unwrap_or(i64::MAX));
-    let mut body = String::new();
-    prometheus_client::encoding::text::encode(&mut body, &state.registry)
-        .map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    Ok(match text::wants_open_metrics(accept) {
-        true => ([(header::CONTENT_TYPE, text::OPEN_METRICS)], body),
-        false => ([(header::CONTENT_TYPE, text::CLASSIC)], text::classic(&body)),
-    })
+    text::encode(&state.registry, accept).map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })
 }
 
 #[cfg(test)]

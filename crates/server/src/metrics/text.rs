@@ -30,6 +30,21 @@ pub fn wants_open_metrics(accept: Option<&str>) -> bool {
     })
 }
 
+/// `registry` as an answer in the format `accept` asks for: OpenMetrics, or else the
+/// classic text format.
+pub fn encode(
+    registry: &prometheus_client::registry::Registry,
+    accept: Option<&str>,
+) -> Result<([(axum::http::HeaderName, &'static str); 1], String), std::fmt::Error> {
+    let mut body = String::new();
+    prometheus_client::encoding::text::encode(&mut body, registry)?;
+    let content_type = axum::http::header::CONTENT_TYPE;
+    Ok(match wants_open_metrics(accept) {
+        true => ([(content_type, OPEN_METRICS)], body),
+        false => ([(content_type, CLASSIC)], classic(&body)),
+    })
+}
+
 /// `open_metrics` in the classic text format.
 pub fn classic(open_metrics: &str) -> String {
     let mut out = String::with_capacity(open_metrics.len());

@@ -47,7 +47,7 @@ macro_rules! conformance_tests {
             expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor, quotas_refuse_whole_applies,
             cluster_pages_see_each_item_once_under_changes, status_pages_see_each_key_once_under_changes,
             status_filtered_by_phase_and_staleness, clusters_filtered_by_labels, other_lists_page,
-            summaries_equal_a_full_count);
+            summaries_equal_a_full_count, change_times_follow_the_oldest_unclaimed_change);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -73,7 +73,7 @@ pub use queue::{
     backoff_schedule, parking_and_redrive, durability_across_reopen, removal, wakes_waiters, release_does_not_count,
     cluster_limit_holds_back, crowded_cluster_hides_no_other, requeue_runs_again_after_its_delay,
     requeue_yields_to_a_newer_change, a_result_the_backend_cannot_hold_is_refused_whole,
-    inventory_recorded_ahead_outlives_failed_and_lost_runs,
+    inventory_recorded_ahead_outlives_failed_and_lost_runs, change_times_follow_the_oldest_unclaimed_change,
 };
 pub use objects::{
     idempotent_apply, relabel_moves_keys, secrets_stored_and_rotated, own_write_leaves_the_writer_clean,

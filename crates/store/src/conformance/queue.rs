@@ -81,6 +81,7 @@ pub async fn lease_expiry_and_takeover(h: &dyn Harness) {
     let (s, clock) = open(h).await;
     one_key(&*s).await;
     let first = claim(&*s, "w1", 1).await.remove(0);
+    assert!(!first.taken_over, "a ready key is claimed, not taken over");
     clock.advance(TTL - Duration::from_secs(1));
     assert!(claim(&*s, "w2", 1).await.is_empty(), "lease still valid");
     let lost = s.lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: TTL }).await.expect("renew");
@@ -92,6 +93,7 @@ pub async fn lease_expiry_and_takeover(h: &dyn Harness) {
     assert_eq!(taken.len(), 1, "expired lease is taken over");
     assert_eq!(taken[0].attempt, 2);
     assert!(taken[0].fence > first.fence);
+    assert!(taken[0].taken_over, "the claim says it took an expired lease");
 }
 
 /// Failures retry after base·2^(n−1), capped; nothing is claimable before then.
@@ -358,4 +360,47 @@ pub async fn inventory_recorded_ahead_outlives_failed_and_lost_runs(h: &dyn Harn
     s.work_resync().await.expect("resync");
     let fourth = claim(&*s, "w2", 1).await.remove(0);
     assert_eq!(fourth.inventory, vec![b], "a successful run's inventory replaces the recorded one");
+}
+
+/// A run carries when the oldest change it applies was asked for: coalesced changes
+/// keep the first's time, a failed attempt and a take-over keep it, a change during a
+/// run starts the next run's, a resync carries none and a retry its own.
+pub async fn change_times_follow_the_oldest_unclaimed_change(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    let asked = clock.now();
+    one_key(&*s).await;
+    clock.advance(Duration::from_secs(1));
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("a second change, coalesced");
+    clock.advance(Duration::from_secs(1));
+    let first = claim(&*s, "w1", 1).await.remove(0);
+    assert_eq!(first.changed_at, Some(asked), "coalesced changes keep the oldest's time");
+
+    assert_eq!(complete(&*s, &first, failed("boom")).await, CompleteOutcome::Committed(Phase::Failed));
+    clock.advance(Duration::from_secs(10));
+    let again = claim(&*s, "w1", 1).await.remove(0);
+    assert_eq!(again.changed_at, Some(asked), "another attempt at the same change");
+    clock.advance(TTL + Duration::from_millis(1));
+    let taken = claim(&*s, "w2", 1).await.remove(0);
+    assert!(taken.taken_over);
+    assert_eq!(taken.changed_at, Some(asked), "a take-over runs the same change");
+
+    let during = clock.now();
+    s.objects_apply(vec![syncset("s1", 2, "v3")]).await.expect("a change during the run");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(complete(&*s, &taken, applied(&taken)).await, CompleteOutcome::Committed(Phase::Pending));
+    let next = claim(&*s, "w2", 1).await.remove(0);
+    assert_eq!(next.changed_at, Some(during), "the run after carries the change made during the last");
+    assert_eq!(complete(&*s, &next, applied(&next)).await, CompleteOutcome::Committed(Phase::Applied));
+
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(s.work_resync().await.expect("resync"), 1);
+    let resynced = claim(&*s, "w1", 1).await.remove(0);
+    assert_eq!(resynced.changed_at, None, "a resync is no change");
+    assert_eq!(complete(&*s, &resynced, applied(&resynced)).await, CompleteOutcome::Committed(Phase::Applied));
+
+    clock.advance(Duration::from_secs(1));
+    let retried_at = clock.now();
+    s.work_retry(&resynced.key).await.expect("retry");
+    let retried = claim(&*s, "w1", 1).await.remove(0);
+    assert_eq!(retried.changed_at, Some(retried_at), "a retry is asked for, like a change");
 }

@@ -219,7 +219,7 @@ const LIMITED: &str = "ranked AS MATERIALIZED (
 ///   snapshot has them, for the cursor (`Seen`): usually none.
 ///
 /// Result rows, by column 0: [`CLAIMED`] (1–4 the key and `run_at`, 5–11 the item, 13
-/// its `work` row's id), [`LEFT`] (1–4 the position, 14–16 phase, `run_at` and
+/// its `work` row's id, 18 whether its lease had expired, 19 when its change was asked for), [`LEFT`] (1–4 the position, 14–16 phase, `run_at` and
 /// lease, 17 allowed), and one row for the window (1–4 its last position, 12 its size)
 /// unless it was empty.
 fn claim_sql(ranked: &str) -> String {
@@ -232,7 +232,7 @@ fn claim_sql(ranked: &str) -> String {
                  LIMIT $5),
              {ranked}
              took AS MATERIALIZED (
-                 SELECT w.id FROM work w
+                 SELECT w.id, w.phase = 'running' AS expired FROM work w
                  WHERE w.id = ANY(ARRAY(SELECT id FROM ranked WHERE allowed))
                    AND ((w.phase = 'ready' AND w.run_at <= $1) OR (w.phase = 'running' AND w.lease_expires_at <= $1))
                  ORDER BY w.run_at, w.tenant COLLATE \"C\", w.cluster COLLATE \"C\", w.syncset COLLATE \"C\"
@@ -240,10 +240,11 @@ fn claim_sql(ranked: &str) -> String {
                  FOR UPDATE SKIP LOCKED),
              claimed AS (
                  UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
-                     lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1
+                     lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1,
+                     running_since = CASE WHEN w.attempts > 0 THEN w.running_since ELSE w.pending_since END, pending_since = NULL
                  WHERE w.id = ANY(ARRAY(SELECT id FROM took))
                  RETURNING w.tenant, w.cluster, w.syncset, w.run_at, w.desired, w.generation, w.apply_mode, w.inventory,
-                     w.attempts, w.fence, w.id),
+                     w.attempts, w.fence, w.id, w.running_since),
              -- Each cluster's generation, looked up once per cluster (a claim takes a
              -- cluster's keys together).
              gens AS MATERIALIZED (
@@ -254,15 +255,16 @@ fn claim_sql(ranked: &str) -> String {
              left_rows AS MATERIALIZED (
                  SELECT w.id, w.phase, w.run_at, w.lease_expires_at FROM work w WHERE w.id = ANY(ARRAY(SELECT id FROM left_keys)))
              SELECT 0, c.tenant, c.cluster, c.syncset, c.run_at, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts,
-                 c.fence, COALESCE(g.generation, 0), NULL::bigint, c.id, NULL::text, NULL::bigint, NULL::bigint, NULL::bool
-             FROM claimed c JOIN gens g ON g.tenant = c.tenant AND g.cluster = c.cluster
+                 c.fence, COALESCE(g.generation, 0), NULL::bigint, c.id, NULL::text, NULL::bigint, NULL::bigint, NULL::bool,
+                 t.expired, c.running_since
+             FROM claimed c JOIN gens g ON g.tenant = c.tenant AND g.cluster = c.cluster JOIN took t ON t.id = c.id
              UNION ALL
              SELECT 1, l.tenant, l.cluster, l.syncset, l.due_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                 w.phase, w.run_at, w.lease_expires_at, l.allowed
+                 w.phase, w.run_at, w.lease_expires_at, l.allowed, NULL, NULL
              FROM left_keys l LEFT JOIN left_rows w ON w.id = l.id
              UNION ALL
              SELECT 2, z.tenant, z.cluster, z.syncset, z.due_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                 (SELECT count(*) FROM cand), NULL, NULL, NULL, NULL, NULL
+                 (SELECT count(*) FROM cand), NULL, NULL, NULL, NULL, NULL, NULL, NULL
              FROM (SELECT * FROM cand ORDER BY due_at DESC, tenant DESC, cluster DESC, syncset DESC LIMIT 1) z"
     )
 }
@@ -295,6 +297,8 @@ fn claimed_item(r: &Row) -> PgResult<ClaimedItem> {
         attempt: attempts(r.try_get(9)?)?,
         fence: Fence::new(r.try_get(10)?),
         cluster_generation: r.try_get(11)?,
+        taken_over: r.try_get(18)?,
+        changed_at: r.try_get::<_, Option<i64>>(19)?.map(Timestamp),
     })
 }
 

@@ -60,8 +60,9 @@ const LOCK_KEYS: &str = "SELECT w.tenant, w.cluster, w.syncset, w.phase, w.run_a
 
 /// The enqueue itself (see [`enqueue`]); returns where each key's row in `due` goes.
 const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
-                                   phase, run_at, fence, attempts, observed_generation, updated_at, shard)
-             SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, u.bump, 0, 'ready', $7, 0, 0, 0, $7, u.shard
+                                   phase, run_at, fence, attempts, observed_generation, updated_at, shard, pending_since)
+             SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, u.bump, 0, 'ready', $7, 0, 0, 0, $7, u.shard,
+                 CASE WHEN u.bump = 1 THEN $7::bigint END
              FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[], $8::smallint[], $9::bigint[])
                   AS u(tenant, cluster, syncset, desired, mode, generation, shard, bump)
              ORDER BY u.tenant, u.cluster, u.syncset
@@ -70,6 +71,7 @@ const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, 
                  apply_mode = CASE WHEN EXCLUDED.desired THEN EXCLUDED.apply_mode ELSE w.apply_mode END,
                  generation = CASE WHEN EXCLUDED.desired THEN EXCLUDED.generation ELSE w.generation END,
                  want_seq = w.want_seq + EXCLUDED.want_seq,
+                 pending_since = CASE WHEN EXCLUDED.want_seq = 1 THEN COALESCE(w.pending_since, EXCLUDED.updated_at) ELSE w.pending_since END,
                  attempts = CASE WHEN EXCLUDED.want_seq = 1 THEN 0 ELSE w.attempts END,
                  run_at = CASE WHEN w.phase = 'running' THEN w.run_at ELSE EXCLUDED.run_at END,
                  phase = CASE WHEN w.phase = 'running' THEN 'running' ELSE 'ready' END,
@@ -217,7 +219,7 @@ pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
                  SELECT id, phase AS was_phase, run_at AS was_run_at FROM work
                  WHERE tenant = $2 AND cluster = $3 AND syncset = $4
                  FOR UPDATE)
-             UPDATE work SET want_seq = want_seq + 1, attempts = 0,
+             UPDATE work SET want_seq = want_seq + 1, attempts = 0, pending_since = COALESCE(pending_since, $1),
                  run_at = CASE WHEN phase = 'running' THEN run_at ELSE $1 END,
                  phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
                  updated_at = $1

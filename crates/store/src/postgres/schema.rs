@@ -241,6 +241,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE INDEX work_failed ON work (tenant, syncset, cluster) WHERE last_error IS NOT NULL;
     "#,
     ),
+    (
+        "when the change a run applies was asked for",
+        r#"
+    -- See `crate::queue`'s change latency. Nullable, with no default: adding them
+    -- rewrites no row.
+    ALTER TABLE work ADD COLUMN pending_since bigint, ADD COLUMN running_since bigint;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

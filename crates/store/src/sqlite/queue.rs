@@ -22,9 +22,11 @@ pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: En
     let shard = shard_of(&key.tenant, &key.cluster);
     tx.prepare_cached(
         "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
-                           phase, run_at, fence, attempts, observed_generation, updated_at, shard)
-         VALUES (?1, ?2, ?3, COALESCE(?4, 1), COALESCE(?5, 'Upsert'), COALESCE(?6, 0), 1, 0, 'ready', ?7, 0, 0, 0, ?7, ?8)
+                           phase, run_at, fence, attempts, observed_generation, updated_at, shard, pending_since)
+         VALUES (?1, ?2, ?3, COALESCE(?4, 1), COALESCE(?5, 'Upsert'), COALESCE(?6, 0), 1, 0, 'ready', ?7, 0, 0, 0, ?7, ?8,
+                 CASE WHEN ?9 = 1 THEN ?7 END)
          ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
+             pending_since = CASE WHEN ?9 = 1 THEN COALESCE(pending_since, ?7) ELSE pending_since END,
              desired = COALESCE(?4, desired),
              apply_mode = COALESCE(?5, apply_mode),
              generation = COALESCE(?6, generation),
@@ -51,6 +53,7 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
         limit,
         shards.as_deref(),
     )?;
+    let expired = ids.len();
     let left = limit - i64::try_from(ids.len()).unwrap_or(0);
     if left > 0 {
         // Equal run_at (one transaction's changes) is ordered by cluster, so a cluster's
@@ -67,13 +70,14 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     let expires = now.millis().saturating_add(ms(p.lease_ttl));
     let mut update = tx.prepare_cached(
         "UPDATE work SET phase = 'running', fence = ?1, lease_owner = ?2, lease_expires_at = ?3,
-             claimed_seq = want_seq, attempts = attempts + 1, updated_at = ?4
+             claimed_seq = want_seq, attempts = attempts + 1, updated_at = ?4,
+             running_since = CASE WHEN attempts > 0 THEN running_since ELSE pending_since END, pending_since = NULL
          WHERE id = ?5
-         RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts",
+         RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts, running_since",
     )?;
     let mut cluster_gen = tx.prepare_cached("SELECT generation FROM clusters WHERE tenant = ?1 AND name = ?2")?;
     let mut items = Vec::with_capacity(ids.len());
-    for id in ids {
+    for (n, id) in ids.into_iter().enumerate() {
         fence += 1;
         let row = update.query_row(params![fence, p.owner, expires, now.millis(), id], |r| {
             Ok((
@@ -83,9 +87,10 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
                 r.get::<_, String>(5)?,
                 r.get::<_, String>(6)?,
                 r.get::<_, u32>(7)?,
+                r.get::<_, Option<i64>>(8)?,
             ))
         })?;
-        let (key, desired, generation, mode, inventory, attempt) = row;
+        let (key, desired, generation, mode, inventory, attempt, changed_at) = row;
         let cluster_generation =
             cluster_gen.query_row(params![key.tenant, key.cluster], |r| r.get(0)).optional()?.unwrap_or(0);
         items.push(ClaimedItem {
@@ -97,6 +102,8 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
             apply_mode: ApplyMode::parse(&mode).ok_or_else(|| corrupt("work", format!("apply mode {mode:?}")))?,
             inventory: decode("work", &inventory)?,
             attempt,
+            taken_over: n < expired,
+            changed_at: changed_at.map(Timestamp),
         });
     }
     tx.execute("UPDATE meta SET v = ?1 WHERE k = 'fence'", params![fence])?;

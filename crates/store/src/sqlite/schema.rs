@@ -113,6 +113,11 @@ const MIGRATIONS: &[&str] = &[
     END;
     CREATE INDEX work_failed ON work (tenant, syncset, cluster) WHERE last_error IS NOT NULL;
     "#,
+    // 9: when the change a run applies was asked for (`crate::queue` `change_latency`).
+    r#"
+    ALTER TABLE work ADD COLUMN pending_since INTEGER;
+    ALTER TABLE work ADD COLUMN running_since INTEGER;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.
