@@ -37,37 +37,37 @@ const DEFAULTS: Expect = Expect {
     external_secrets: USERS_SECRETS,
 };
 
-/// The chart rendered with `args`, CRDs included, and checked against `expect`.
-fn rendered_and_checked(args: &[&str], expect: &Expect) {
-    let origin = format!("helm template {}", args.join(" "));
-    let args: Vec<&str> = args.iter().copied().chain(["--include-crds"]).collect();
+/// The chart rendered with its defaults or a values file of its `ci/` directory, CRDs
+/// included, and checked against `expect`.
+fn rendered_and_checked(values: Option<&str>, expect: &Expect) {
+    let origin = format!("helm template{}", values.map(|f| format!(" -f ci/{f}")).unwrap_or_default());
+    let file = values.map(ci_values);
+    let args: Vec<&str> = file.iter().flat_map(|f| ["-f", f.as_str()]).chain(["--include-crds"]).collect();
     let text = helm::template(&args).unwrap_or_else(|e| panic!("{origin}: {e}"));
     check(&origin, &parse(&origin, &documents(&origin, &text)), expect);
 }
 
 #[test]
 fn the_chart_with_its_defaults() {
-    rendered_and_checked(&[], &DEFAULTS);
+    rendered_and_checked(None, &DEFAULTS);
 }
 
 #[test]
 fn the_chart_with_every_option_on_and_the_secrets_it_makes() {
-    let everything = ci_values("everything-values.yaml");
-    rendered_and_checked(&["-f", &everything], &Expect { monitor: true, external_secrets: &[], ..DEFAULTS });
+    rendered_and_checked(Some("everything-values.yaml"), &Expect { monitor: true, external_secrets: &[], ..DEFAULTS });
 }
 
 #[test]
 fn the_chart_with_secrets_of_your_own() {
-    let existing = ci_values("existing-secrets-values.yaml");
     let secrets: &[(&str, &[&str])] = &[("my-database", DATABASE_KEYS), ("my-certificate", TLS_KEYS)];
-    rendered_and_checked(&["-f", &existing], &Expect { monitor: true, external_secrets: secrets, ..DEFAULTS });
+    rendered_and_checked(Some("existing-secrets-values.yaml"), &Expect { monitor: true, external_secrets: secrets, ..DEFAULTS });
 }
 
 #[test]
 fn the_chart_with_plain_http_and_nothing_optional() {
-    let plain = ci_values("plain-http-values.yaml");
     let expect = Expect { tls: false, kube_source: false, autoscaler: false, budgets: 0, monitor: true, ..DEFAULTS };
-    rendered_and_checked(&["-f", &plain], &Expect { external_secrets: &[("fleetsync-database", DATABASE_KEYS)], ..expect });
+    let secrets: &[(&str, &[&str])] = &[("fleetsync-database", DATABASE_KEYS)];
+    rendered_and_checked(Some("plain-http-values.yaml"), &Expect { external_secrets: secrets, ..expect });
 }
 
 #[test]
