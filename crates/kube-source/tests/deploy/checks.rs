@@ -38,8 +38,9 @@ pub fn check(origin: &str, p: &Parsed, e: &Expect) {
 
 fn kinds(origin: &str, p: &Parsed, e: &Expect) {
     assert_eq!(p.deployments.len(), 2, "{origin}: a hub and a worker Deployment");
-    let counts = (p.services.len(), p.monitors.len(), p.autoscalers.len(), p.budgets.len());
-    assert_eq!(counts, (1, e.monitor as usize, e.autoscaler as usize, e.budgets), "{origin}: Services, ServiceMonitors, HPAs, PDBs");
+    let counts = (p.services.len(), p.monitors.len(), p.pod_monitors.len(), p.autoscalers.len(), p.budgets.len());
+    let want = (1, e.monitor as usize, e.monitor as usize, e.autoscaler as usize, e.budgets);
+    assert_eq!(counts, want, "{origin}: Services, ServiceMonitors, PodMonitors, HPAs, PDBs");
     let crds: BTreeSet<String> = p.crds.iter().map(|c| name(c).to_string()).collect();
     let generated: BTreeSet<String> = definitions().iter().map(|c| name(c).to_string()).collect();
     assert_eq!(crds, generated, "{origin}: the generated CRDs are part of the install");
@@ -81,6 +82,16 @@ fn selectors(origin: &str, p: &Parsed) {
             assert_eq!(e["path"], "/metrics", "{origin}");
         }
     }
+    for monitor in &p.pod_monitors {
+        let selector: BTreeMap<String, String> =
+            serde_json::from_value(monitor.data["spec"]["selector"]["matchLabels"].clone()).expect("matchLabels");
+        assert!(selects(&selector, &pod_labels(worker)) && !selects(&selector, &pod_labels(hub)), "{origin}: the PodMonitor selects the workers");
+        for e in monitor.data["spec"]["podMetricsEndpoints"].as_array().expect("endpoints") {
+            let port = IntOrString::String(e["port"].as_str().expect("a port name").to_string());
+            assert!(container_port(container(worker), &port).is_some(), "{origin}: PodMonitor port {} is a worker port", e["port"]);
+            assert_eq!((&e["path"], &e["scheme"]), (&"/metrics".into(), &"http".into()), "{origin}");
+        }
+    }
 }
 
 /// The hub is probed where it listens, over what it serves (https with TLS), and the
@@ -97,6 +108,14 @@ fn probes(origin: &str, p: &Parsed, e: &Expect) {
         assert_eq!(get.path.as_deref(), Some(path), "{origin}");
         assert_eq!(container_port(hub, &get.port), Some(listen_port), "{origin}: {path} probes the port the hub listens on");
         assert_eq!(get.scheme.as_deref().map(str::to_lowercase).as_deref(), Some(scheme), "{origin}: {path}'s scheme");
+    }
+    let worker = container(deployment(p, "worker"));
+    let listen = arg_after(worker, "--listen").expect("the worker's --listen");
+    let listen_port: i32 = listen.rsplit(':').next().and_then(|s| s.parse().ok()).expect("a port");
+    for (probe, path) in [(&worker.liveness_probe, "/livez"), (&worker.readiness_probe, "/readyz")] {
+        let get = probe.as_ref().and_then(|p| p.http_get.as_ref()).expect("an HTTP probe of the worker");
+        assert_eq!(get.path.as_deref(), Some(path), "{origin}");
+        assert_eq!(container_port(worker, &get.port), Some(listen_port), "{origin}: the worker's {path} probes where it listens");
     }
     let service = &p.services[0];
     let port_names: Vec<_> = service.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| p.name.as_deref()).collect();
@@ -228,9 +247,13 @@ fn autoscaling(origin: &str, p: &Parsed, e: &Expect) {
         let metric = spec.metrics.iter().flatten().find_map(|m| m.external.as_ref()).expect("an External metric");
         let metric = metric.metric.name.as_str();
         let deployment = std::fs::read_to_string(deploy_dir().join("../docs/deployment.md")).expect("docs/deployment.md");
-        assert!(deployment.contains(&format!("seriesQuery: '{metric}'")), "{origin}: docs/deployment.md has the adapter rule for {metric}");
+        let rule = adapter_rule(&deployment, metric).unwrap_or_else(|| panic!("{origin}: docs/deployment.md has the adapter rule for {metric}"));
         let operations = std::fs::read_to_string(deploy_dir().join("../docs/operations.md")).expect("docs/operations.md");
-        assert!(operations.contains(&format!("| `{metric}` |")), "{origin}: {metric} is a metric the hub exports");
+        let series: Vec<&str> = rule.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("fleetsync_")).collect();
+        assert!(!series.is_empty(), "{origin}: the rule for {metric} reads fleetsync's series: {rule}");
+        for s in series.iter().filter(|s| **s != metric) {
+            assert!(operations.contains(&format!("`{s}`")), "{origin}: {s}, which the rule for {metric} reads, is in docs/operations.md's metrics");
+        }
     }
 }
 
@@ -243,3 +266,25 @@ fn environment(origin: &str, p: &Parsed) {
         }
     }
 }
+
+/// The prometheus-adapter rule in `doc` that serves `metric` (named `as:` it, or the
+/// series itself): its lines, from its `- seriesQuery:` to the next rule or the end
+/// of its block.
+fn adapter_rule(doc: &str, metric: &str) -> Option<String> {
+    let mut rules: Vec<Vec<&str>> = Vec::new();
+    for line in doc.lines() {
+        if line.trim_start().starts_with("- seriesQuery:") {
+            rules.push(vec![line]);
+        } else if line.starts_with("```") || line.trim().is_empty() {
+            rules.push(Vec::new());
+        } else if let Some(rule) = rules.last_mut().filter(|r| !r.is_empty()) {
+            rule.push(line);
+        }
+    }
+    let serves = |rule: &&Vec<&str>| {
+        let text = rule.join("\n");
+        text.contains(&format!("as: {metric}")) || (text.contains(&format!("seriesQuery: '{metric}'")) && !text.contains("as: "))
+    };
+    rules.iter().find(serves).map(|r| r.join("\n"))
+}
+

@@ -68,6 +68,7 @@ pub struct Parsed {
     pub budgets: Vec<PodDisruptionBudget>,
     pub autoscalers: Vec<HorizontalPodAutoscaler>,
     pub monitors: Vec<DynamicObject>,
+    pub pod_monitors: Vec<DynamicObject>,
     pub crds: Vec<CustomResourceDefinition>,
     pub namespaces: Vec<Namespace>,
     pub secrets: Vec<Secret>,
@@ -94,6 +95,11 @@ pub fn parse(origin: &str, objects: &[Value]) -> Parsed {
                 let m: DynamicObject = serde_json::from_value(o.clone()).unwrap_or_else(|e| panic!("{origin}: {e}"));
                 assert!(m.data["spec"]["endpoints"].is_array(), "{origin}: a ServiceMonitor with endpoints");
                 p.monitors.push(m);
+            }
+            ("monitoring.coreos.com/v1", "PodMonitor") => {
+                let m: DynamicObject = serde_json::from_value(o.clone()).unwrap_or_else(|e| panic!("{origin}: {e}"));
+                assert!(m.data["spec"]["podMetricsEndpoints"].is_array(), "{origin}: a PodMonitor with endpoints");
+                p.pod_monitors.push(m);
             }
             other => panic!("{origin}: an object this test does not know: {other:?}"),
         }
