@@ -154,8 +154,8 @@ fn hub_and_worker_share_a_postgres_store() {
     let store = ["--database-url", url.as_str(), "--schema", schema.0.as_str(), "--no-migrate"];
     let mut hub = Hub::start_with(tempfile::tempdir().expect("tempdir"), &store);
     let probes = common::free_address();
-    let mut worker =
-        bin().arg("worker").args(store).args(["--listen", &probes]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("worker");
+    let worker = bin().arg("worker").args(store).args(["--listen", &probes]).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+    let _worker = common::Killed(worker.expect("worker"));
     let file = example();
     let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -173,8 +173,6 @@ fn hub_and_worker_share_a_postgres_store() {
         assert!(metrics.contains(series), "{series} in the worker's metrics:\n{metrics}");
     }
     assert!(!metrics.contains("fleetsync_keys{"), "the store-wide gauges are the API's, not a worker's:\n{metrics}");
-    let _ = worker.kill();
-    let _ = worker.wait();
     assert!(hub.terminate().success());
 }
 

@@ -193,6 +193,16 @@ pub fn status_items(hub: &Hub) -> Vec<fleetsync_model::KeyStatus> {
     status.items
 }
 
+/// A child process killed when dropped, so a failing test leaves none behind.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A loopback address with a port free at the time of asking, for a child to listen on.
 pub fn free_address() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
