@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
 use fleetsync_model::{parse_documents_with, Cluster, Document, Endpoint, Kind, LabelQuery, ParseBudget};
-use fleetsync_store::{ClusterFilter, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT};
+use fleetsync_store::{ClusterFilter, Commit, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,7 +81,7 @@ pub async fn apply(
     for doc in &docs {
         may_write(&caller, &state.access, doc)?;
     }
-    let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas).await?;
+    let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas, Commit::Yes).await?;
     Ok(Json(ApplyResponse { results: results.into_iter().map(crate::wire::apply_result).collect() }))
 }
 
