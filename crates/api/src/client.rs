@@ -34,6 +34,10 @@ pub enum ClientError {
     /// (without a cursor) and resume from the newest `seq` read.
     #[error("the cursor {cursor} fell off the event log (oldest kept is {})", horizon + 1)]
     CursorExpired { cursor: u64, horizon: u64 },
+    /// The hub answered a dry run as an apply: it does not know dry runs, and the
+    /// documents were applied.
+    #[error("the hub at {url} applied the documents instead of a dry run (it predates dry runs?)")]
+    NotDryRun { url: String },
     /// The hub answered something this client cannot read (a different version?).
     #[error("the hub's answer to {what} is not understood")]
     Undecodable {
@@ -164,6 +168,19 @@ impl Client {
     pub async fn apply(&self, documents: String) -> Result<Vec<ApplyResult>> {
         let req = self.http.post(self.url("/v1/apply")).header("content-type", "application/yaml").body(documents);
         Ok(self.call::<ApplyResponse>(req, "POST /v1/apply").await?.results)
+    }
+
+    /// `POST /v1/apply?dryRun=All`: what applying the documents would do — the same
+    /// checks, refusals and results as [`Client::apply`] — with nothing written. An
+    /// answer that does not say it was a dry run is an error: the hub applied them.
+    pub async fn apply_dry_run(&self, documents: String) -> Result<Vec<ApplyResult>> {
+        let req = self.http.post(self.url("/v1/apply")).query(&[("dryRun", "All")]);
+        let req = req.header("content-type", "application/yaml").body(documents);
+        let answer = self.call::<ApplyResponse>(req, "POST /v1/apply?dryRun=All").await?;
+        match answer.dry_run {
+            true => Ok(answer.results),
+            false => Err(ClientError::NotDryRun { url: self.base.clone() }),
+        }
     }
 
     /// `GET /v1/<plural>`: every object of `kind` in `tenant`, as users write them.

@@ -28,10 +28,14 @@ impl<T> Items<T> {
     }
 }
 
-/// `POST /v1/apply`: what happened to each document, in order.
+/// `POST /v1/apply`: what happened to each document, in order — or, for a dry run
+/// (`?dryRun=All`, `"dryRun": true`), what would have happened, nothing written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyResponse {
     pub results: Vec<ApplyResult>,
+    /// Present (`true`) on the answer to a dry run only.
+    #[serde(default, rename = "dryRun", skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// What happened to one applied document.
@@ -303,9 +307,11 @@ mod tests {
     fn apply_results_name_the_kind_as_documents_do() {
         let r = ApplyResult { kind: Kind::SyncSet, tenant: "default".into(), name: "base".into(), generation: 2, result: "updated".into(), enqueued: 3 };
         assert_eq!(
-            round_trip(&ApplyResponse { results: vec![r] }),
+            round_trip(&ApplyResponse { results: vec![r.clone()], dry_run: false }),
             json!({ "results": [{ "kind": "SyncSet", "tenant": "default", "name": "base", "generation": 2, "result": "updated", "enqueued": 3 }] })
         );
+        let dry = round_trip(&ApplyResponse { results: vec![r], dry_run: true });
+        assert_eq!(dry["dryRun"], json!(true), "a dry run says so: {dry}");
         let d = DeleteResponse { deleted: Deleted { kind: Kind::Cluster, tenant: "default".into(), name: "c1".into() } };
         assert_eq!(round_trip(&d), json!({ "deleted": { "kind": "Cluster", "tenant": "default", "name": "c1" } }));
     }

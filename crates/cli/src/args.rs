@@ -33,6 +33,10 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Create or update the Clusters, SyncSets and Secrets of YAML or JSON files (idempotent).
     Apply(ApplyArgs),
+    /// Show how the objects of files differ from the hub's, as a unified diff per object
+    /// (a server dry run; Secret values are never shown). Exit 0: no differences, 1:
+    /// differences, 2: an error.
+    Diff(DiffArgs),
     /// Show clusters, syncsets, secrets, status, events or members.
     Get(GetArgs),
     /// Delete a cluster, syncset or secret, by name, or what files name.
@@ -434,6 +438,33 @@ pub struct ApplyArgs {
     /// A YAML or JSON file of Clusters, SyncSets and Secrets (a `kind: List` stands for
     /// its items), a directory of them (.yaml, .yml, .json, in name order), or - for
     /// standard input; repeat for more. All are applied in one transaction.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f recursively.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// `server`: the hub runs the whole apply (rights, quotas, what would change) and
+    /// writes nothing; `client`: only check the files here, without the hub; `none`:
+    /// apply.
+    #[arg(long, value_enum, default_value_t = DryRun::None, require_equals = true, value_name = "none|client|server")]
+    pub dry_run: DryRun,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `apply --dry-run=…`, as kubectl spells it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    #[default]
+    None,
+    Client,
+    Server,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The files, directories or - (standard input) to compare with the hub, as
+    /// `apply -f` reads them; repeat for more.
     #[arg(short = 'f', long = "filename", required = true)]
     pub files: Vec<PathBuf>,
     /// Read the directories given with -f recursively.

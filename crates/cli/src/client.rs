@@ -2,7 +2,7 @@
 //! printing its answers for people or scripts; and what the client commands share
 //! (errors explained, lists printed).
 
-use crate::args::{ApplyArgs, Format, GetArgs, Resource};
+use crate::args::{ApplyArgs, DryRun, Format, GetArgs, Resource};
 use crate::inputs;
 use crate::output::{names, structured, structured_list, NAME_LISTS_OBJECTS_ONLY};
 use crate::events;
@@ -34,19 +34,26 @@ pub(crate) fn cursor_gone(cursor: u64, horizon: u64) -> String {
     format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
 }
 
+/// `apply -f`, or with `--dry-run` what it would do: `server`, as the hub answers a dry
+/// run (`syncset/web updated (server dry run: generation 2, 3 keys would be
+/// enqueued)`); `client`, the objects the files hold, checked here and not sent.
 pub async fn apply(a: ApplyArgs) -> Result<()> {
-    let inputs = inputs::read(&a.files, a.recursive)?;
-    // Validate here first: a bad file fails fast, without a hub, naming the problem.
-    for input in &inputs {
-        input.documents()?;
+    let (docs, body) = inputs::documents_and_body(inputs::read(&a.files, a.recursive)?)?;
+    if a.dry_run == DryRun::Client {
+        for doc in &docs {
+            outln!("{}/{} valid (client dry run, not sent)", doc.kind().as_str().to_ascii_lowercase(), doc.metadata().name)?;
+        }
+        return Ok(());
     }
-    let many = inputs.len() > 1;
-    let body = inputs.into_iter().map(|i| i.text).collect::<Vec<_>>().join("\n---\n");
-    if many {
-        // The same object in two files.
-        fleetsync_model::parse_documents(&body).map_err(|e| anyhow!("the files together: {e}"))?;
+    let hub = connect(&a.conn)?.client;
+    if a.dry_run == DryRun::Server {
+        for r in hub.apply_dry_run(body).await.map_err(explain)? {
+            let kind = r.kind.as_str().to_ascii_lowercase();
+            outln!("{kind}/{} {} (server dry run: generation {}, {} keys would be enqueued)", r.name, r.result, r.generation, r.enqueued)?;
+        }
+        return Ok(());
     }
-    for r in connect(&a.conn)?.client.apply(body).await.map_err(explain)? {
+    for r in hub.apply(body).await.map_err(explain)? {
         let kind = r.kind.as_str().to_ascii_lowercase();
         outln!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued)?;
     }

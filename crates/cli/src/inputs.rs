@@ -24,6 +24,22 @@ impl Input {
     }
 }
 
+/// The inputs' documents, each file checked here first (a bad file fails fast, without
+/// a hub, naming the problem), and the body that sends them all in one request.
+pub fn documents_and_body(inputs: Vec<Input>) -> Result<(Vec<Document>, String)> {
+    let mut docs = Vec::new();
+    for input in &inputs {
+        docs.extend(input.documents()?);
+    }
+    let many = inputs.len() > 1;
+    let body = inputs.into_iter().map(|i| i.text).collect::<Vec<_>>().join("\n---\n");
+    if many {
+        // The same object in two files.
+        parse_documents(&body).map_err(|e| anyhow!("the files together: {e}"))?;
+    }
+    Ok((docs, body))
+}
+
 /// Reads every input the `-f` flags name, Lists expanded.
 pub fn read(paths: &[PathBuf], recursive: bool) -> Result<Vec<Input>> {
     let mut files = Vec::new();

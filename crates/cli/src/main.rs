@@ -9,6 +9,7 @@ mod context;
 mod delete;
 mod demo;
 mod describe;
+mod diff;
 mod events;
 mod inputs;
 mod plugin;
@@ -40,8 +41,13 @@ fn main() -> ExitCode {
         _ => {}
     }
     let _telemetry = init_tracing(&cli.command, cli.log_format);
+    let command = match cli.command {
+        // Exits as `kubectl diff` does: 1 says differences were found, 2 an error.
+        Command::Diff(a) => return diff::run(a),
+        other => other,
+    };
     fleetsync::run_command(async move {
-        match cli.command {
+        match command {
             Command::Serve(a) => serve::run(*a).await.map(|()| true),
             Command::Worker(a) => stores::worker(a).await.map(|()| true),
             Command::Migrate(a) => stores::migrate(a).await.map(|()| true),
@@ -58,7 +64,7 @@ fn main() -> ExitCode {
             Command::Agent(a) => agent::run(a).await.map(|()| true),
             Command::Completion(a) => about::completion(a).map(|()| true),
             Command::Version(a) => about::version(a).await.map(|()| true),
-            Command::Bench(_) | Command::Sim(_) => unreachable!("run above, without a runtime"),
+            Command::Bench(_) | Command::Sim(_) | Command::Diff(_) => unreachable!("run above"),
         }
     })
 }

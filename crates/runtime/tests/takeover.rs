@@ -73,8 +73,8 @@ struct ExpireAfterClaim {
 
 #[async_trait]
 impl Objects for ExpireAfterClaim {
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>> {
-        self.inner.objects_apply_within(docs, actor, quotas).await
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
+        self.inner.objects_apply_within(docs, actor, quotas, commit).await
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {

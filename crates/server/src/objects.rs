@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
 use fleetsync_model::{parse_documents_with, Cluster, Document, Endpoint, Kind, LabelQuery, ParseBudget};
-use fleetsync_store::{ClusterFilter, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT};
+use fleetsync_store::{ClusterFilter, Commit, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,20 +57,40 @@ impl ObjectKind for Secrets {
     const PATH_NAME: &'static str = "Secret name in the path";
 }
 
-/// `POST /v1/apply` takes no query parameters: each document names its own tenant
-/// (`metadata.namespace`), so a `?tenant=` would only mislead.
+/// `POST /v1/apply?dryRun=All`: `dryRun` is the only query parameter. Each document
+/// names its own tenant (`metadata.namespace`), so a `?tenant=` would only mislead.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ApplyQuery {}
+pub struct ApplyQuery {
+    #[serde(rename = "dryRun")]
+    pub dry_run: Option<String>,
+}
+
+impl ApplyQuery {
+    /// Whether the apply commits: `dryRun=All` (Kubernetes' one value) runs it whole
+    /// and rolls it back.
+    fn commit(&self) -> Result<Commit> {
+        match self.dry_run.as_deref() {
+            None => Ok(Commit::Yes),
+            Some("All") => Ok(Commit::No),
+            Some(other) => Err(ApiError::InvalidParam {
+                param: "query parameter `dryRun`".into(),
+                rule: format!("`{other}` is not a dry run this hub knows: the one accepted value is `All` (leave it out to apply)"),
+            }),
+        }
+    }
+}
 
 /// `POST /v1/apply`: parses every document, then applies them all in one store
-/// transaction (all or nothing), within the tenants' quotas.
+/// transaction (all or nothing), within the tenants' quotas. A dry run does all of it,
+/// rights and quotas included, and rolls the transaction back.
 pub async fn apply(
     State(state): State<AppState>,
     caller: Caller,
-    ApiQuery(ApplyQuery {}): ApiQuery<ApplyQuery>,
+    ApiQuery(query): ApiQuery<ApplyQuery>,
     ApiText(text): ApiText,
 ) -> Result<Json<ApplyResponse>> {
+    let commit = query.commit()?;
     // Parsing up to 64 MiB of YAML is CPU work: keep it off the async workers, within a
     // time budget, and stop it when this future is dropped (the client hung up, or shutdown).
     let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
@@ -81,8 +101,9 @@ pub async fn apply(
     for doc in &docs {
         may_write(&caller, &state.access, doc)?;
     }
-    let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas).await?;
-    Ok(Json(ApplyResponse { results: results.into_iter().map(crate::wire::apply_result).collect() }))
+    let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas, commit).await?;
+    let results = results.into_iter().map(crate::wire::apply_result).collect();
+    Ok(Json(ApplyResponse { results, dry_run: commit == Commit::No }))
 }
 
 /// How long parsing one `POST /v1/apply` body may take.

@@ -41,7 +41,7 @@ pub use error::{Result, Schema, StoreError};
 pub use event::{Event, EventRetention, EventsTrimmed};
 pub use live::{LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 pub use queue::{
-    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,
+    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,
     RenewParams, RunOutcome, StatusFilter,
 };
 pub use page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT};

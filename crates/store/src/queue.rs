@@ -138,6 +138,15 @@ pub struct RenewParams {
     pub lease_ttl: Duration,
 }
 
+/// How a write's transaction ends: `Yes` commits it; `No` runs it whole — every check,
+/// every decision, the outcomes — and then rolls it back, so nothing it wrote, logged or
+/// enqueued remains and no one is woken (a server-side dry run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    Yes,
+    No,
+}
+
 /// Who makes an own write ([`Store::objects_apply_own`](crate::Store::objects_apply_own)):
 /// the key a reconciler holds and the fencing token of its lease.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! plain params structs, after River's driver interface.
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
+    ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
     LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
@@ -32,11 +32,15 @@ pub trait Objects: Send + Sync + 'static {
     /// Nothing is written if the result would exceed a tenant's limit in `quotas`
     /// ([`StoreError::QuotaExceeded`](crate::StoreError::QuotaExceeded); see
     /// [`crate::quota`]).
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>>;
+    ///
+    /// With [`Commit::No`] (a dry run) all of it runs in the transaction, which is then
+    /// rolled back: the outcomes (and refusals) are those the same apply would have now,
+    /// and nothing is written, logged, enqueued or announced.
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>>;
 
-    /// [`objects_apply_within`](Objects::objects_apply_within) with no quotas.
+    /// [`objects_apply_within`](Objects::objects_apply_within) with no quotas, committed.
     async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
-        self.objects_apply_within(docs, actor, Quotas::NONE).await
+        self.objects_apply_within(docs, actor, Quotas::NONE, Commit::Yes).await
     }
 
     /// [`objects_apply_by`](Objects::objects_apply_by) with no actor (a change made

@@ -18,7 +18,7 @@ fn fail<T>() -> Result<T> {
 
 #[async_trait]
 impl Objects for Broken {
-    async fn objects_apply_within(&self, _: Vec<Document>, _: Option<&str>, _: &Quotas) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(&self, _: Vec<Document>, _: Option<&str>, _: &Quotas, _: Commit) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
 

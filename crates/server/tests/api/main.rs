@@ -4,6 +4,7 @@
 mod access;
 mod agent;
 mod broken;
+mod dry_run;
 mod events;
 mod fuzz;
 mod fanout;

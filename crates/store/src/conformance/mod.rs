@@ -7,9 +7,9 @@
 //! [`ManualClock`]: leases and backoff are tested without sleeping.
 //!
 //! The checks are grouped by the role they exercise: the work queue (`queue.rs`), the
-//! objects (`objects.rs`), the event log and its consumers (`events.rs`), members
-//! (`members.rs`) and live state (`live.rs`). The harness, the macro and the helpers
-//! they share are here.
+//! objects (`objects.rs`) and their dry runs (`dry_run.rs`), the event log and its
+//! consumers (`events.rs`), members (`members.rs`) and live state (`live.rs`). The
+//! harness, the macro and the helpers they share are here.
 
 use crate::{
     ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventRetention, EventsTrimmed, LiveOutcome, LiveRecord, OwnWrite,
@@ -47,7 +47,8 @@ macro_rules! conformance_tests {
             expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor, quotas_refuse_whole_applies,
             cluster_pages_see_each_item_once_under_changes, status_pages_see_each_key_once_under_changes,
             status_filtered_by_phase_and_staleness, clusters_filtered_by_labels, other_lists_page,
-            summaries_equal_a_full_count, change_times_follow_the_oldest_unclaimed_change);
+            summaries_equal_a_full_count, change_times_follow_the_oldest_unclaimed_change,
+            dry_run_answers_as_the_apply_and_writes_nothing);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -67,6 +68,7 @@ mod live;
 mod tokens;
 mod paging;
 mod summary;
+mod dry_run;
 
 pub use queue::{
     coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
@@ -91,6 +93,7 @@ pub use paging::{
     status_pages_see_each_key_once_under_changes,
 };
 pub use summary::summaries_equal_a_full_count;
+pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
 pub use tokens::{
     changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor,
     tokens_found_by_hash_and_revoked,

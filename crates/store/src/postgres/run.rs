@@ -5,20 +5,31 @@ use super::failure::{Failure, PgResult};
 use super::tx::{BoxFuture, Committed, Tx};
 use super::{due, listen, PgStore};
 use crate::retry::write_again;
-use crate::Result;
+use crate::{Commit, Result};
 use fleetsync_model::Timestamp;
 use std::time::Duration;
 
 impl PgStore {
     /// Runs `f` in a transaction and commits it, retrying what is safe to retry.
-    pub(super) async fn write<T, F>(&self, step: &'static str, mut f: F) -> Result<T>
+    pub(super) async fn write<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>> + Send,
+    {
+        self.write_ending(step, Commit::Yes, f).await
+    }
+
+    /// [`write`](Self::write), whose transaction `commit` says whether to commit or to
+    /// roll back once `f` has run (a dry run: no event appended, nothing moved in `due`,
+    /// no one notified).
+    pub(super) async fn write_ending<T, F>(&self, step: &'static str, commit: Commit, mut f: F) -> Result<T>
     where
         T: Send,
         F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>> + Send,
     {
         let mut attempt = 1;
         loop {
-            match self.write_once(&mut f).await {
+            match self.write_once(commit, &mut f).await {
                 Ok((out, committed)) => {
                     if let Some(run_at) = committed.wake_at {
                         self.inner.cursors.lower(Some(run_at));
@@ -41,7 +52,7 @@ impl PgStore {
         }
     }
 
-    async fn write_once<T, F>(&self, f: &mut F) -> PgResult<(T, Committed)>
+    async fn write_once<T, F>(&self, commit: Commit, f: &mut F) -> PgResult<(T, Committed)>
     where
         F: for<'t, 'c> FnMut(&'t mut Tx<'c>) -> BoxFuture<'t, PgResult<T>>,
     {
@@ -63,7 +74,13 @@ impl PgStore {
                 return Err(e);
             }
         };
-        let committed = tx.commit().await?;
+        let committed = match commit {
+            Commit::Yes => tx.commit().await?,
+            Commit::No => {
+                tx.rollback().await;
+                Committed::NOTHING
+            }
+        };
         Ok((out, committed))
     }
 

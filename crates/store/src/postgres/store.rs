@@ -4,7 +4,7 @@
 use super::{claim, complete, consumers, live, members, objects, pages, queue, rows, schema, summary, PgStore};
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Event, EventRetention,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
     RenewParams, Result, StatusFilter,
 };
@@ -35,10 +35,10 @@ impl PgStore {
 
 #[async_trait]
 impl Objects for PgStore {
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
         let (docs, quotas) = (Arc::new(docs), Arc::new(quotas.clone()));
         let actor = actor.map(str::to_string);
-        self.write("applying documents", |tx| {
+        self.write_ending("applying documents", commit, |tx| {
             let (docs, quotas) = (docs.clone(), quotas.clone());
             tx.actor = actor.clone();
             Box::pin(async move { objects::apply(tx, &docs, &quotas).await })

@@ -37,6 +37,11 @@ pub(super) struct Committed {
     pub(super) logged: bool,
 }
 
+impl Committed {
+    /// What a transaction rolled back tells: nothing.
+    pub(super) const NOTHING: Committed = Committed { wake_at: None, logged: false };
+}
+
 /// An event to append at commit.
 pub(super) struct NewEvent {
     tenant: String,

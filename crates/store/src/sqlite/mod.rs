@@ -17,7 +17,7 @@ mod summary;
 mod tokens;
 
 use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, CompleteOutcome, Completion, Event, EventRetention,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
     RenewParams, Result, StatusFilter, StoreConfig, StoreError,
 };
@@ -151,7 +151,17 @@ impl SqliteStore {
     /// Runs `f` in an immediate write transaction on the blocking pool and commits it;
     /// runs it again, in a new transaction, while it fails as contention (a busy or
     /// locked file), as [`write_again`] says. Anything else fails at once.
-    async fn write<T, F>(&self, step: &'static str, mut f: F) -> Result<T>
+    async fn write<T, F>(&self, step: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&Transaction<'_>, Timestamp, &StoreConfig) -> Result<T> + Send + 'static,
+    {
+        self.write_ending(step, Commit::Yes, f).await
+    }
+
+    /// [`write`](Self::write), whose transaction `commit` says whether to commit or to
+    /// roll back once `f` has run (a dry run).
+    async fn write_ending<T, F>(&self, step: &'static str, commit: Commit, mut f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&Transaction<'_>, Timestamp, &StoreConfig) -> Result<T> + Send + 'static,
@@ -164,7 +174,10 @@ impl SqliteStore {
                 let once = |conn: &mut Connection, f: &mut F| -> Result<T, Retried> {
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                     let out = f(&tx, inner.clock.now(), &inner.config)?;
-                    tx.commit()?;
+                    match commit {
+                        Commit::Yes => tx.commit()?,
+                        Commit::No => tx.rollback()?,
+                    }
                     Ok(out)
                 };
                 let e = match once(&mut conn, &mut f) {
@@ -263,11 +276,13 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 
 #[async_trait]
 impl Objects for SqliteStore {
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
         let (actor, quotas) = (actor.map(str::to_string), quotas.clone());
-        let (out, announce) =
-            self.write("applying documents", move |tx, now, _| objects::apply(tx, now, &docs, actor.as_deref(), &quotas)).await?;
-        self.announce(announce);
+        let apply = move |tx: &Transaction<'_>, now, _: &StoreConfig| objects::apply(tx, now, &docs, actor.as_deref(), &quotas);
+        let (out, announce) = self.write_ending("applying documents", commit, apply).await?;
+        if commit == Commit::Yes {
+            self.announce(announce);
+        }
         Ok(out)
     }
 
