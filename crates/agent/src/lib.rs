@@ -19,8 +19,8 @@
 //!
 //! A refused token (401/403) ends the agent with the hub's message: retrying cannot fix it.
 
+mod credentials;
 mod hub;
-pub mod in_cluster;
 mod metrics;
 mod outbox;
 mod target;
@@ -39,7 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use target::{ObjectKey, Target, WatchEvent};
-pub use in_cluster::{InCluster, InClusterError};
+pub use credentials::{TargetConfigError, TargetSource};
+pub use fleetsync_kube_source::Credentials;
 pub use metrics::AgentMetrics;
 pub use target::TargetError;
 pub use token::TokenError;
@@ -57,13 +58,9 @@ pub struct Config {
     pub cluster: String,
     /// A file holding the cluster's agent token.
     pub token_file: PathBuf,
-    /// The cluster's Kubernetes API.
-    pub target: String,
-    /// How the agent speaks https to the target: the CA it trusts, whether it verifies.
-    pub target_tls: ClientTls,
-    /// A file holding a bearer token for the target's API (e.g. a Kubernetes
-    /// service-account token), read again each minute so a rotated token is used.
-    pub target_token_file: Option<PathBuf>,
+    /// The cluster's Kubernetes API and the agent's credentials there: `--target` and
+    /// its flags, or a kubeconfig, or the pod's service account.
+    pub target: TargetSource,
     /// How long one watch of a kind lasts before the kind is listed again in full.
     pub relist_interval: Duration,
     /// How often the list of resources to watch is read from the hub again.
@@ -97,13 +94,25 @@ pub enum AgentError {
     },
     #[error("the token file {} is empty: put the cluster's agent token in it", path.display())]
     TokenEmpty { path: PathBuf },
-    /// The client of the hub or of the target could not be built (a CA or client
-    /// certificate file that does not load).
+    /// The client of the hub could not be built (a CA or client certificate file
+    /// that does not load).
     #[error("cannot build the HTTP client of the {which}")]
     Client {
         which: &'static str,
         #[source]
         source: ClientBuildError,
+    },
+    /// No client configuration for the target (no `--target`, kubeconfig or pod;
+    /// a kubeconfig or context that cannot be used).
+    #[error(transparent)]
+    TargetConfig(#[from] TargetConfigError),
+    /// The target's client could not be built from its configuration (a CA, client
+    /// certificate or token file that cannot be read).
+    #[error("cannot build the client of the target {url}")]
+    TargetClient {
+        url: String,
+        #[source]
+        source: kube::Error,
     },
     #[error("--target-token-file")]
     TargetToken(#[source] TokenError),
@@ -118,7 +127,11 @@ impl Config {
         for (flag, value) in [("cluster", &self.cluster), ("tenant", &self.tenant)] {
             check_dns1123_label(value).map_err(|rule| AgentError::InvalidName { flag, value: value.clone(), rule })?;
         }
-        for (flag, url) in [("hub", &self.hub), ("target", &self.target)] {
+        let target = match &self.target {
+            TargetSource::Url { url, .. } => Some(url),
+            TargetSource::Found(_) => None,
+        };
+        for (flag, url) in std::iter::once(("hub", &self.hub)).chain(target.map(|t| ("target", t))) {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(AgentError::NotHttp { flag, url: url.clone() });
             }
@@ -133,17 +146,22 @@ impl Config {
 /// Runs the agent until the hub refuses its token or the process is interrupted.
 pub async fn run(a: Config) -> Result<(), AgentError> {
     a.check()?;
+    let target_config = a.target.config().await?;
     let token = read_token(&a.token_file)?;
     let client = |which| move |source| AgentError::Client { which, source };
     let hub = Hub::new(&a.hub, &a.hub_tls, token, &a.tenant, &a.cluster, a.request_timeout).map_err(client("hub"))?;
-    let target_token = match &a.target_token_file {
-        Some(path) => Some(Arc::new(TokenFile::open(path, TokenFile::REFRESH).map_err(AgentError::TargetToken)?)),
-        None => None,
+    let target_url = target_config.cluster_url.to_string();
+    let bearer = match &a.target {
+        TargetSource::Url { token_file: Some(path), .. } => {
+            Some(Arc::new(TokenFile::open(path, TokenFile::REFRESH).map_err(AgentError::TargetToken)?))
+        }
+        _ => None,
     };
-    let target = Target::new(&a.target, &a.target_tls, target_token, a.request_timeout).map_err(client("target"))?;
+    let target = Target::new(target_config, a.request_timeout, bearer)
+        .map_err(|source| AgentError::TargetClient { url: target_url.clone(), source })?;
     let outbox = Arc::new(Outbox::default());
     let backoff = RetryPolicy { base: a.backoff_base, cap: a.backoff_cap, max_attempts: u32::MAX, jitter: 0.2 };
-    tracing::info!(hub = a.hub, target = a.target, cluster = a.cluster, "agent starting");
+    tracing::info!(hub = a.hub, target = target_url, cluster = a.cluster, "agent starting");
     let sender = send_loop(hub.clone(), outbox.clone(), a.batch, backoff, a.metrics.clone());
     let watcher = watch_loop(hub, target, outbox, &a, backoff);
     tokio::select! {

@@ -1,33 +1,48 @@
 //! The cluster the agent runs beside, read through its Kubernetes API: discovery
 //! (the plural name of each kind), lists and watches of the kinds fleetsync applied.
 //!
-//! Each kind is listed and watched across all namespaces in one request, so the
-//! cost does not grow with the number of objects. The watch is read by hand (not
-//! with kube-rs's `watcher`) because the agent needs the list's collection version:
-//! it is the version an absent object is reported deleted at, and the hub refuses a
-//! report older than the one it holds.
+//! Requests go through kube's [`kube::Client`], built from a [`kube::Config`] (see
+//! [`crate::credentials`]): it speaks TLS and sends credentials as kubectl does
+//! (certificates, bearer tokens and token files it reads again as they rotate,
+//! exec plugins). Each kind is listed and watched across all namespaces in one
+//! request, so the cost does not grow with the number of objects. The watch is read
+//! by hand (not with kube-rs's `watcher`) because the agent needs the list's
+//! collection version: it is the version an absent object is reported deleted at,
+//! and the hub refuses a report older than the one it holds.
 
-use crate::token::TokenFile;
-use fleetsync_api::{ClientBuildError, ClientTls};
+use futures_util::io::AsyncBufReadExt;
 use fleetsync_model::ResourceRef;
 use serde_json::Value;
 use std::collections::HashMap;
+use crate::token::TokenFile;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Why reading the target failed. Each names the URL it was reading.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// The request failed, or the connection broke while the answer was read.
+    /// The request failed (no connection, TLS, credentials that cannot be had).
     #[error("GET {url}")]
     Unreachable {
         url: String,
         #[source]
-        source: reqwest::Error,
+        source: kube::Error,
     },
-    /// The target answered with an error status (`body`: the start of its answer).
+    /// The connection broke while the answer or a watch was read.
+    #[error("GET {url}: the connection broke")]
+    Broken {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No answer (or, for a watch, no end) in time.
+    #[error("GET {url}: no answer within {after:?}")]
+    TimedOut { url: String, after: Duration },
+    /// The target answered with an error status (`body`: the start of its message).
     #[error("GET {url}: {status}: {body}")]
-    Refused { url: String, status: reqwest::StatusCode, body: String },
+    Refused { url: String, status: http::StatusCode, body: String },
     /// The answer or a watch line is not JSON.
     #[error("GET {url}: an answer that is not JSON")]
     NotJson {
@@ -68,29 +83,38 @@ pub enum WatchEvent {
 }
 
 /// An open watch: newline-delimited JSON events read as they arrive.
-#[derive(Debug)]
 pub struct Watch {
-    response: reqwest::Response,
+    lines: Pin<Box<dyn futures_util::io::AsyncBufRead + Send>>,
     buffer: Vec<u8>,
     url: String,
+    /// When the watch must have ended (the server's timeout, and a request's more).
+    deadline: Instant,
+    /// How long the watch may last in all.
+    allowed: Duration,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch").field("url", &self.url).field("deadline", &self.deadline).finish_non_exhaustive()
+    }
 }
 
 impl Watch {
-    /// The next event, or `None` once the server ended the watch.
+    /// The next event, or `None` once the server ended the watch. Cancel-safe: a line
+    /// read in part stays in the buffer for the next call.
     pub async fn next(&mut self) -> Result<Option<WatchEvent>, TargetError> {
         loop {
-            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return parse_event(&self.url, &line).map(Some);
+            let read = tokio::time::timeout_at(self.deadline, self.lines.read_until(b'\n', &mut self.buffer)).await;
+            let read = read.map_err(|_| TargetError::TimedOut { url: self.url.clone(), after: self.allowed })?;
+            let n = read.map_err(|source| TargetError::Broken { url: self.url.clone(), source })?;
+            if n == 0 {
+                return Ok(None);
             }
-            match self.response.chunk().await {
-                Ok(Some(bytes)) => self.buffer.extend_from_slice(&bytes),
-                Ok(None) => return Ok(None),
-                Err(source) => return Err(TargetError::Unreachable { url: self.url.clone(), source }),
+            let line = std::mem::take(&mut self.buffer);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
             }
+            return parse_event(&self.url, &line).map(Some);
         }
     }
 }
@@ -126,32 +150,47 @@ pub fn key_of(object: &Value) -> Option<ObjectKey> {
 }
 
 /// The target's API.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Target {
-    http: reqwest::Client,
+    client: kube::Client,
+    /// The API server's URL, for messages.
     base: String,
     timeout: Duration,
-    /// Sent as `Authorization: Bearer`, if given.
-    token: Option<Arc<TokenFile>>,
     /// `(apiVersion, kind)` → the collection's path, from discovery.
     paths: HashMap<(String, String), String>,
 }
 
-impl Target {
-    /// The API at `base` (http or https, as `tls` says), with the bearer token in
-    /// `token`'s file if given; each request may take at most `timeout`.
-    pub fn new(base: &str, tls: &ClientTls, token: Option<Arc<TokenFile>>, timeout: Duration) -> Result<Target, ClientBuildError> {
-        let http = tls.builder()?.timeout(timeout).build().map_err(ClientBuildError::Http)?;
-        Ok(Target { http, base: base.trim_end_matches('/').to_string(), timeout, token, paths: HashMap::new() })
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").field("base", &self.base).field("timeout", &self.timeout).finish_non_exhaustive()
     }
+}
 
-    /// A GET of `url`, with the token if there is one.
-    fn request(&self, url: &str) -> reqwest::RequestBuilder {
-        let request = self.http.get(url);
-        match &self.token {
-            Some(token) => request.bearer_auth(token.current()),
-            None => request,
-        }
+impl Target {
+    /// The API server `config` names, with its credentials; each request may take at
+    /// most `timeout` (a watch: as long as it lasts, and `timeout` more).
+    ///
+    /// With `bearer`, each request carries its token (`--target-token-file`: read again
+    /// as it rotates, and trimmed as kubectl trims it, which kube's own token files are not).
+    pub fn new(mut config: kube::Config, timeout: Duration, bearer: Option<Arc<TokenFile>>) -> Result<Target, kube::Error> {
+        let base = config.cluster_url.to_string().trim_end_matches('/').to_string();
+        // Requests are bounded here, by `timeout`; a watch may be quiet for long.
+        config.read_timeout = None;
+        config.connect_timeout = Some(timeout);
+        let builder = kube::client::ClientBuilder::try_from(config)?;
+        let client = match bearer {
+            None => builder.build(),
+            Some(token) => builder
+                .with_layer(&tower::util::MapRequestLayer::new(move |mut request: http::Request<kube::client::Body>| {
+                    if let Ok(mut value) = http::HeaderValue::try_from(format!("Bearer {}", token.current())) {
+                        value.set_sensitive(true);
+                        request.headers_mut().insert(http::header::AUTHORIZATION, value);
+                    }
+                    request
+                }))
+                .build(),
+        };
+        Ok(Target { client, base, timeout, paths: HashMap::new() })
     }
 
     /// Lists every object of `r`'s kind (in all namespaces).
@@ -168,14 +207,13 @@ impl Target {
     pub async fn watch(&mut self, r: &ResourceRef, resource_version: &str, lasting: Duration) -> Result<Watch, TargetError> {
         let path = self.collection(&r.api_version, &r.kind).await?;
         let seconds = lasting.as_secs().max(1);
-        let url = format!(
-            "{}{path}?watch=true&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={seconds}",
-            self.base
-        );
-        // The client's timeout bounds a whole request; a watch lasts `lasting`.
-        let request = self.request(&url).timeout(lasting + self.timeout);
-        let response = answer(request, &url).await?;
-        Ok(Watch { response, buffer: Vec::new(), url })
+        let path = format!("{path}?watch=true&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={seconds}");
+        let url = format!("{}{path}", self.base);
+        let allowed = lasting + self.timeout;
+        let deadline = Instant::now() + allowed;
+        let request = get_request(&path, &url)?;
+        let lines = self.bounded(&url, self.client.request_stream(request)).await?;
+        Ok(Watch { lines: Box::pin(lines), buffer: Vec::new(), url, deadline, allowed })
     }
 
     /// The path of a kind's collection across namespaces, found by discovery once.
@@ -200,22 +238,40 @@ impl Target {
 
     async fn get(&self, path: &str) -> Result<Value, TargetError> {
         let url = format!("{}{path}", self.base);
-        let resp = answer(self.request(&url), &url).await?;
-        let body = resp.bytes().await.map_err(|source| TargetError::Unreachable { url: url.clone(), source })?;
-        serde_json::from_slice(&body).map_err(|source| TargetError::NotJson { url, source })
+        let request = get_request(path, &url)?;
+        let text = self.bounded(&url, self.client.request_text(request)).await?;
+        serde_json::from_str(&text).map_err(|source| TargetError::NotJson { url, source })
+    }
+
+    /// A request's answer within the timeout; an error status is a
+    /// [`TargetError::Refused`] with the start of the server's message.
+    async fn bounded<T>(&self, url: &str, request: impl std::future::Future<Output = Result<T, kube::Error>>) -> Result<T, TargetError> {
+        let answer = tokio::time::timeout(self.timeout, request).await;
+        match answer.map_err(|_| TargetError::TimedOut { url: url.to_string(), after: self.timeout })? {
+            Ok(t) => Ok(t),
+            Err(e) => Err(answer_error(url, e)),
+        }
     }
 }
 
-/// Sends a request; a 2xx answer is returned unread, any other is a
-/// [`TargetError::Refused`] with the start of its body.
-async fn answer(request: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, TargetError> {
-    let response = request.send().await.map_err(|source| TargetError::Unreachable { url: url.to_string(), source })?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
+/// A GET of `path` (under the API server's URL).
+fn get_request(path: &str, url: &str) -> Result<http::Request<Vec<u8>>, TargetError> {
+    http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| TargetError::Unreachable { url: url.to_string(), source: kube::Error::HttpError(e) })
+}
+
+/// kube's error for a request: an error status is [`TargetError::Refused`], the rest
+/// [`TargetError::Unreachable`].
+fn answer_error(url: &str, e: kube::Error) -> TargetError {
+    match e {
+        kube::Error::Api(status) if status.code != 0 => TargetError::Refused {
+            url: url.to_string(),
+            status: http::StatusCode::from_u16(status.code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR),
+            body: status.message.chars().take(200).collect(),
+        },
+        source => TargetError::Unreachable { url: url.to_string(), source },
     }
-    let body = response.text().await.unwrap_or_default();
-    Err(TargetError::Refused { url: url.to_string(), status, body: body.chars().take(200).collect() })
 }
 
 #[cfg(test)]

@@ -98,9 +98,7 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
         tenant: "default".into(),
         cluster: "c1".into(),
         token_file: dir.path().join("agent-token"),
-        target: target_url,
-        target_tls: trusting(&ca_file),
-        target_token_file: Some(dir.path().join("target-token")),
+        target: TargetSource::Url { url: target_url, tls: trusting(&ca_file), token_file: Some(dir.path().join("target-token")) },
         relist_interval: Duration::from_secs(60),
         resources_interval: Duration::from_secs(60),
         batch: 100,
@@ -138,18 +136,25 @@ async fn a_target_refuses_a_wrong_token_and_the_error_says_so() {
 
     let token_path = dir.path().join("token");
     std::fs::write(&token_path, "wrong").expect("write");
-    let token = Arc::new(TokenFile::open(&token_path, Duration::ZERO).expect("token"));
-    let mut target = Target::new(&url, &trusting(&ca_file), Some(token), Duration::from_secs(5)).expect("target");
+    // The token file is read again once its token is a minute old: a new client here
+    // reads the rotated one at once.
+    let source = TargetSource::Url { url: url.clone(), tls: trusting(&ca_file), token_file: Some(token_path.clone()) };
+    let target = || async {
+        let bearer = crate::TokenFile::open(&token_path, crate::TokenFile::REFRESH).expect("token file");
+        Target::new(source.config().await.expect("config"), Duration::from_secs(5), Some(std::sync::Arc::new(bearer))).expect("target")
+    };
+    let mut wrong = target().await;
     let kind = ResourceRef {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
         namespace: Some("apps".into()),
         name: "cm-0".into(),
     };
-    let e = target.list(&kind).await.expect_err("a wrong token");
+    let e = wrong.list(&kind).await.expect_err("a wrong token");
     assert!(matches!(&e, TargetError::Refused { status, .. } if *status == StatusCode::UNAUTHORIZED), "{e:?}");
+    assert!(e.to_string().starts_with(&format!("GET {url}/api/v1/configmaps: 401 Unauthorized")), "{e}");
     std::fs::write(&token_path, "target-token").expect("rotate");
-    let listing = target.list(&kind).await.expect("the rotated token, read again");
+    let listing = target().await.list(&kind).await.expect("the rotated token");
     assert_eq!(listing.resource_version, "5");
     server.abort();
 }

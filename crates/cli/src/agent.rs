@@ -1,11 +1,12 @@
 //! `fleetsync agent`: the command line's flags to the agent library's
 //! [`Config`](fleetsync_agent::Config), then the agent ([`fleetsync_agent::run`]).
-//! Without `--target`, the agent reads the cluster it runs in ([`InCluster`]). With
+//! Without `--target`, the agent finds its cluster as kubectl does (`--kubeconfig`,
+//! `--context`, else KUBECONFIG or ~/.kube/config, else the pod's service account). With
 //! `--listen`, it serves its probes and metrics there.
 
 use crate::args::{AgentArgs, AgentTlsArgs};
 use anyhow::Context;
-use fleetsync_agent::{AgentMetrics, InCluster};
+use fleetsync_agent::{AgentMetrics, Credentials, TargetSource};
 use fleetsync_api::ClientTls;
 use fleetsync_server::metrics::process::ProcessCollector;
 use fleetsync_server::probes::{serve_probes, ReadyCheck};
@@ -13,18 +14,10 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
 pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
-    let (hub_tls, mut target_tls) = tls(&a.tls);
-    let mut target_token_file = a.tls.target_token_file;
+    let (hub_tls, target_tls) = tls(&a.tls);
     let target = match a.target {
-        Some(url) => url,
-        None => {
-            // In a pod: its cluster's API server, CA and service-account token (flags
-            // given for the CA or the token still win).
-            let pod = InCluster::from_env().context("--target")?;
-            target_tls.ca_file = target_tls.ca_file.or(Some(pod.ca_file));
-            target_token_file = target_token_file.or(Some(pod.token_file));
-            pod.url
-        }
+        Some(url) => TargetSource::Url { url, tls: target_tls, token_file: a.tls.target_token_file },
+        None => TargetSource::Found(Credentials { kubeconfig: a.kubeconfig, context: a.context }),
     };
     let mut registry = Registry::default();
     ProcessCollector::register(&mut registry);
@@ -48,8 +41,6 @@ pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
         cluster: a.cluster,
         token_file: a.token_file,
         target,
-        target_tls,
-        target_token_file,
         relist_interval: a.relist_interval,
         resources_interval: a.resources_interval,
         batch: a.batch,

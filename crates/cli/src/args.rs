@@ -656,10 +656,19 @@ pub struct AgentArgs {
     /// --tenant T --cluster C`).
     #[arg(long, env = "FLEETSYNC_AGENT_TOKEN_FILE")]
     pub token_file: PathBuf,
-    /// The cluster's Kubernetes API, e.g. http://HOST:PORT/clusters/NAME of `fleetsync sim`.
-    /// Without it: the cluster the agent runs in, through its pod's service account.
+    /// The cluster's Kubernetes API, e.g. http://HOST:PORT/clusters/NAME of `fleetsync sim`,
+    /// with the --target-* flags. Without it, the agent finds its cluster as kubectl
+    /// does: --kubeconfig (or KUBECONFIG, or ~/.kube/config), else the pod's service account.
     #[arg(long, env = "FLEETSYNC_AGENT_TARGET")]
     pub target: Option<String>,
+    /// A kubeconfig naming the cluster and the agent's credentials there (its current
+    /// context, or --context); default: KUBECONFIG, else ~/.kube/config, else the
+    /// pod's service account.
+    #[arg(long, env = "FLEETSYNC_AGENT_KUBECONFIG", conflicts_with = "target")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (default: its current-context).
+    #[arg(long, env = "FLEETSYNC_AGENT_CONTEXT", conflicts_with = "target")]
+    pub context: Option<String>,
     /// How long one watch of a kind lasts before the agent lists the kind again in
     /// full (a safety net: changes arrive through the watch at once).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
@@ -724,15 +733,15 @@ pub struct AgentTlsArgs {
     /// The private key (PEM) of --client-certificate.
     #[arg(long, env = "FLEETSYNC_AGENT_CLIENT_KEY", requires = "client_certificate")]
     pub client_key: Option<PathBuf>,
-    /// Trust only the CA certificates (PEM) in this file for the target's API server.
-    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_CERTIFICATE_AUTHORITY")]
+    /// Trust only the CA certificates (PEM) in this file for the --target API server.
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_CERTIFICATE_AUTHORITY", requires = "target")]
     pub target_certificate_authority: Option<PathBuf>,
-    /// Do not verify the target API server's certificate (insecure).
-    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_INSECURE_SKIP_TLS_VERIFY")]
+    /// Do not verify the --target API server's certificate (insecure).
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_INSECURE_SKIP_TLS_VERIFY", requires = "target")]
     pub target_insecure_skip_tls_verify: bool,
-    /// A file holding a bearer token for the target's API server (e.g. a Kubernetes
+    /// A file holding a bearer token for the --target API server (e.g. a Kubernetes
     /// service-account token); read again each minute, so a rotated token is used.
-    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_TOKEN_FILE")]
+    #[arg(long, env = "FLEETSYNC_AGENT_TARGET_TOKEN_FILE", requires = "target")]
     pub target_token_file: Option<PathBuf>,
 }
 

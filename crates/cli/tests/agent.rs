@@ -423,15 +423,64 @@ fn credentials_are_per_cluster_and_bad_flags_are_named() {
 
 #[test]
 fn without_a_target_outside_a_pod_the_agent_says_what_is_missing() {
-    let out = bin()
-        .args(["agent", "--hub", "http://127.0.0.1:1", "--cluster", "c1", "--token-file", "x"])
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("FLEETSYNC_AGENT_TARGET")
-        .output()
-        .expect("run");
+    let home = tempfile::tempdir().expect("an empty home: no ~/.kube/config");
+    let agent = |more: &[&str]| {
+        bin()
+            .args(["agent", "--hub", "http://127.0.0.1:1", "--cluster", "c1", "--token-file", "x"])
+            .args(more)
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("FLEETSYNC_AGENT_TARGET")
+            .env_remove("FLEETSYNC_AGENT_KUBECONFIG")
+            .env_remove("FLEETSYNC_AGENT_CONTEXT")
+            .output()
+            .expect("run")
+    };
+    let out = agent(&[]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("--target") && err.contains("KUBERNETES_SERVICE_HOST is not set"), "{err}");
+    assert!(err.contains("--target") && err.contains("--kubeconfig") && err.contains("service account"), "{err}");
+    let missing = home.path().join("no-such-kubeconfig");
+    let out = agent(&["--kubeconfig", missing.to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(&format!("cannot use the kubeconfig {}", missing.display())), "{err}");
+}
+
+/// The agent finds its cluster through a kubeconfig (`--kubeconfig`, `--context`), as
+/// kubectl would, and reports the live state as it does with `--target`.
+#[test]
+fn an_agent_given_a_kubeconfig_reports_live_state_like_with_a_target() {
+    let (hub, sim, http, dir) = setup(3);
+    let kubeconfig = dir.path().join("kubeconfig");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\n\
+         clusters:\n- {{name: nowhere, cluster: {{server: 'http://127.0.0.1:1'}}}}\n\
+         - {{name: sim, cluster: {{server: 'http://{}/clusters/c1'}}}}\n\
+         users:\n- {{name: agent, user: {{}}}}\n\
+         contexts:\n- {{name: elsewhere, context: {{cluster: nowhere, user: agent}}}}\n\
+         - {{name: c1, context: {{cluster: sim, user: agent}}}}\n",
+        sim.addr
+    );
+    std::fs::write(&kubeconfig, yaml).expect("write");
+    let token = dir.path().join("token");
+    let args: Vec<String> = [
+        "agent", "--hub", &hub.url, "--cluster", "c1", "--token-file", token.to_str().expect("utf-8"),
+        "--kubeconfig", kubeconfig.to_str().expect("utf-8"), "--context", "c1", "--resources-interval", "1s",
+        "--request-timeout", "1s", "--backoff-base", "20ms", "--backoff-cap", "400ms",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let log = dir.path().join("agent.log");
+    let _agent = Agent { child: Agent::spawn(&args, &log), args, log: log.clone() };
+    let full = || http.converged(&hub.url, &sim.addr);
+    wait_for("the full state through the kubeconfig", Duration::from_secs(30), full);
+    http.meddle(&sim.addr, vec![("cm-1".to_string(), "v", "changed".to_string())], |_| {});
+    wait_for("the change through the kubeconfig's watch", Duration::from_secs(30), full);
+    let text = std::fs::read_to_string(&log).expect("agent log");
+    assert!(text.contains(&format!("http://{}/clusters/c1", sim.addr)), "the agent should name the context's server: {text}");
 }
 
 /// The agent's probes and metrics (`--listen`) follow what it does: ready and with

@@ -99,19 +99,26 @@ pub struct Credentials {
 /// a kubeconfig (with its certificates, tokens, exec plugins) or the in-cluster
 /// service account, whose token is read again as it rotates.
 pub async fn client_inferred(credentials: &Credentials) -> Result<Client, ConnectError> {
+    let config = config_inferred(credentials).await?;
+    tracing::debug!(url = %config.cluster_url, "hub cluster credentials found");
+    Client::try_from(config).map_err(ConnectError::Credentials)
+}
+
+/// The client configuration [`Credentials`] find, the way kubectl finds it: the
+/// kubeconfig given (and its context), else `KUBECONFIG` or `~/.kube/config`, else
+/// (without a context) the pod's service account. Also the agent's, for its target.
+pub async fn config_inferred(credentials: &Credentials) -> Result<kube::Config, ConnectError> {
     let context = credentials.context.clone();
     let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
     let kubeconfig_error = |source| ConnectError::Kubeconfig { context: context.clone(), source };
-    let config = match (&credentials.kubeconfig, &credentials.context) {
+    Ok(match (&credentials.kubeconfig, &credentials.context) {
         (Some(path), _) => {
             let file = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
             kube::Config::from_custom_kubeconfig(file, &options).await.map_err(kubeconfig_error)?
         }
         (None, Some(_)) => kube::Config::from_kubeconfig(&options).await.map_err(kubeconfig_error)?,
         (None, None) => kube::Config::infer().await.map_err(ConnectError::Infer)?,
-    };
-    tracing::debug!(url = %config.cluster_url, "hub cluster credentials found");
-    Client::try_from(config).map_err(ConnectError::Credentials)
+    })
 }
 
 /// Which object: kind, namespace, name.
