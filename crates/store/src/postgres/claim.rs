@@ -256,8 +256,8 @@ fn claim_sql(ranked: &str) -> String {
                  SELECT w.id, w.phase, w.run_at, w.lease_expires_at FROM work w WHERE w.id = ANY(ARRAY(SELECT id FROM left_keys)))
              SELECT 0, c.tenant, c.cluster, c.syncset, c.run_at, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts,
                  c.fence, COALESCE(g.generation, 0), NULL::bigint, c.id, NULL::text, NULL::bigint, NULL::bigint, NULL::bool,
-                 t.expired, c.running_since
-             FROM claimed c JOIN gens g ON g.tenant = c.tenant AND g.cluster = c.cluster JOIN took t ON t.id = c.id
+                 (SELECT t.expired FROM took t WHERE t.id = c.id), c.running_since
+             FROM claimed c JOIN gens g ON g.tenant = c.tenant AND g.cluster = c.cluster
              UNION ALL
              SELECT 1, l.tenant, l.cluster, l.syncset, l.due_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                  w.phase, w.run_at, w.lease_expires_at, l.allowed, NULL, NULL
