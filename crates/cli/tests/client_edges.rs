@@ -164,7 +164,8 @@ fn flags_show_only_where_they_apply() {
     assert_eq!(flags(&["worker"]), ["--no-migrate"]);
     assert!(flags(&["migrate"]).is_empty());
     assert!(flags(&["demo"]).is_empty());
-    assert_eq!(flags(&["agent"]), ["--request-timeout"], "the agent's own, to the hub and its target");
+    // The agent's own: its requests' timeout, and the context of its target's kubeconfig.
+    assert_eq!(flags(&["agent"]), ["--request-timeout", "--context"], "the agent's own, to the hub and its target");
     let out = run(&["serve", "--server", "http://x"]);
     assert!(!out.status.success() && stderr(&out).contains("unexpected argument '--server'"), "{}", stderr(&out));
 }
