@@ -6,7 +6,7 @@
 //! them (`fleetsync_model::Document::to_value`), carried as JSON.
 
 use fleetsync_model::{Grant, Kind, ResourceRef, TokenRecord, WorkKey};
-use fleetsync_model::{KeyStatus, StatusSummary};
+use fleetsync_model::{ClusterConditions, KeyStatus, StatusSummary};
 use serde::{Deserialize, Serialize};
 
 /// Defined with the model: the store keeps them as clients read them.
@@ -108,6 +108,9 @@ pub struct SchemaVersion {
 pub struct TenantStatus {
     pub tenant: String,
     pub summary: StatusSummary,
+    /// The tenant's clusters that have keys, by condition.
+    #[serde(default)]
+    pub clusters: ClusterConditions,
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` (202).

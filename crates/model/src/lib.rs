@@ -44,6 +44,6 @@ pub use manifest::{Manifest, ResourceRef};
 pub use member::Member;
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
-pub use status::{ClusterCondition, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome, ResourceResult, StatusSummary};
+pub use status::{ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome, ResourceResult, StatusSummary};
 pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

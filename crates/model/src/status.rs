@@ -155,6 +155,20 @@ impl ClusterStatus {
     }
 }
 
+/// A tenant's clusters counted by their roll-up condition ([`ClusterStatus::roll_up`]),
+/// from counts the store keeps per cluster: clusters with at least one key, each in
+/// exactly one of the three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConditions {
+    /// Every key applied, none being removed (`Converged`).
+    pub ready: u64,
+    /// No key failed or parked, some not applied yet (`Progressing`).
+    pub progressing: u64,
+    /// Some key failed or parked (`Degraded`).
+    pub degraded: u64,
+}
+
 /// What a group of keys (a SyncSet's, on every cluster) sums to: counts by phase, how
 /// many applied the current generation, the oldest wait, and the first failures. Read
 /// from the store in one grouped query, without listing the keys.

@@ -206,6 +206,10 @@ impl StatusRead for ExpireAfterClaim {
     async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {
         self.inner.status_summary(tenant, syncset).await
     }
+
+    async fn cluster_conditions(&self, tenant: &str) -> Result<fleetsync_model::ClusterConditions> {
+        self.inner.cluster_conditions(tenant).await
+    }
 }
 
 #[async_trait]
@@ -220,6 +224,10 @@ impl EventLog for ExpireAfterClaim {
 
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.inner.events_read(after, limit).await
+    }
+
+    async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        self.inner.events_of(object, before, limit).await
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {

@@ -13,6 +13,7 @@
 //! | `GET /v1/status?cluster=&syncset=&phase=&stale=` | key status |
 //! | `GET /v1/status/clusters/{name}`, `GET /v1/status/syncsets/{name}` | roll-ups |
 //! | `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` | explicit retry |
+//! | `GET /v1/status/clusters/{cluster}/syncsets/{syncset}/events?limit=&before=` | a key's newest events |
 //! | `GET /v1/events?after=&limit=` | the event log (410 if the cursor was trimmed) |
 //! | `GET /v1/events?after=&watch=true` | the event log, then each new event: NDJSON ([`events`]) |
 //! | `POST /v1/agent/reports`, `GET /v1/agent/resources` | agents (token per cluster, [`agent`]) |
@@ -114,6 +115,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status/clusters/{name}", get(status::cluster))
         .route("/v1/status/syncsets/{name}", get(status::syncset))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))
+        .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/events", get(status::key_events))
         .route("/v1/events", get(events::list))
         .route("/v1/agent/reports", post(agent::report))
         .route("/v1/agent/resources", get(agent::resources))

@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase, WorkKey};
-use fleetsync_store::{StatusFilter, StoreError};
+use fleetsync_store::{Event, EventObject, StatusFilter, StoreError};
 use fleetsync_api::{Retried, SyncSetStatus, TenantStatus};
 use serde::Deserialize;
 
@@ -146,12 +146,55 @@ pub async fn syncset(
     }))
 }
 
-/// `GET /v1/status/summary?tenant=`: every key of the tenant summed up, from the
-/// store's counts (no key is read).
+/// `GET /v1/status/summary?tenant=`: every key of the tenant summed up, and its
+/// clusters counted by condition, from the store's counts (no key is read).
 pub async fn summary(State(state): State<AppState>, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<TenantStatus>> {
     let tenant = q.tenant()?;
-    let summary = state.store.status_summary(tenant, None).await?;
-    Ok(Json(TenantStatus { tenant: tenant.into(), summary }))
+    let (summary, clusters) = tokio::try_join!(state.store.status_summary(tenant, None), state.store.cluster_conditions(tenant))?;
+    Ok(Json(TenantStatus { tenant: tenant.into(), summary, clusters }))
+}
+
+/// `GET /v1/status/clusters/{cluster}/syncsets/{syncset}/events?tenant=&limit=&before=`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEventsQuery {
+    #[serde(default = "default_tenant")]
+    pub tenant: String,
+    #[serde(default = "default_key_events")]
+    pub limit: usize,
+    /// Only events older than this sequence number: the next page back is `before`
+    /// the last `seq` of this one.
+    pub before: Option<u64>,
+}
+
+/// Events a key's page holds when the client names no `limit`.
+pub const DEFAULT_KEY_EVENTS: usize = 20;
+/// The most a key's page holds.
+pub const MAX_KEY_EVENTS: usize = 1_000;
+
+fn default_key_events() -> usize {
+    DEFAULT_KEY_EVENTS
+}
+
+/// `GET /v1/status/clusters/{cluster}/syncsets/{syncset}/events`: the key's newest
+/// status events (each run's outcome), newest first, read from the log's index by
+/// object: a page costs its own size, whatever the log's.
+pub async fn key_events(
+    State(state): State<AppState>,
+    ApiPath((cluster, syncset)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<KeyEventsQuery>,
+) -> Result<Json<Items<Event>>> {
+    check_name("cluster name in the path", &cluster)?;
+    check_name("SyncSet name in the path", &syncset)?;
+    let tenant = check_tenant(&q.tenant)?;
+    if !(1..=MAX_KEY_EVENTS).contains(&q.limit) {
+        return Err(ApiError::InvalidParam {
+            param: "query parameter `limit`".into(),
+            rule: format!("must be between 1 and {MAX_KEY_EVENTS}, got {}", q.limit),
+        });
+    }
+    let object = EventObject { tenant: tenant.into(), kind: "Status".into(), name: format!("{cluster}/{syncset}") };
+    Ok(Json(Items::all(state.store.events_of(&object, q.before, q.limit).await?)))
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again

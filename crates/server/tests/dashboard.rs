@@ -4,7 +4,7 @@
 //!
 //! Signed in as a fleet-admin, the page's counts match the API, the phase filter
 //! narrows the matrix, drill-downs show a cluster's and a SyncSet's keys and a key's
-//! resources, an apply made through the API appears without a reload, and signing out
+//! resources and recent events, an apply made through the API appears without a reload, and signing out
 //! ends the session; signed in as a viewer of tenant `b`, the page
 //! shows nothing of the other tenant. Screenshots of each step are kept in
 //! `target/dashboard-screenshots/`.
@@ -112,7 +112,8 @@ async fn sign_in(browser: &Client, hub: &Hub, token: &str, shots: &Screenshots) 
     assert_eq!(cookie_visible, json!(""), "the session cookie is HttpOnly");
 }
 
-/// The totals the fleet view shows equal the sums of the API's SyncSet summaries.
+/// The totals the fleet view shows equal the sums of the API's SyncSet summaries, and
+/// its clusters by condition equal the keys' roll-up per cluster.
 async fn counts_match_the_api(browser: &Client, hub: &Hub, tenant: &str, shots: &Screenshots) {
     let start = Instant::now();
     let last = loop {
@@ -184,6 +185,21 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
     assert_eq!(shown, want);
     let outcomes = js(browser, "return document.getElementById('resources').innerText").await;
     assert!(outcomes.as_str().is_some_and(|t| t.contains("Applied")), "{outcomes}");
+    // The key's recent events, as the API lists them (newest first).
+    let want: Vec<u64> = hub.get("/v1/status/clusters/cluster-00001/syncsets/syncset-002/events").await["items"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    assert!(!want.is_empty(), "the key ran, so it has events");
+    let shown = eventually_value("the key's events", || async {
+        let rows = js(browser, "return [...document.querySelectorAll('#key-events tr[data-seq]')].map(r => Number(r.dataset.seq))").await;
+        let rows: Vec<u64> = serde_json::from_value(rows).unwrap_or_default();
+        (!rows.is_empty()).then_some(rows)
+    })
+    .await;
+    assert_eq!(shown, want);
     shots.take(browser, "key").await;
 
     // The cluster and the SyncSet pages: a row per key, as the API lists them.
@@ -372,7 +388,9 @@ async fn page_totals(browser: &Client) -> Value {
         "const t = document.getElementById('total'); if (!t) return null;
          const phases = {};
          document.querySelectorAll('#totals [data-phase-total]').forEach(n => phases[n.dataset.phaseTotal] = Number(n.textContent));
-         return {total: Number(t.textContent), atGeneration: Number(document.getElementById('at-generation').textContent), phases};",
+         const clusters = {};
+         document.querySelectorAll('#cluster-conditions [data-clusters]').forEach(n => clusters[n.dataset.clusters] = Number(n.textContent));
+         return {total: Number(t.textContent), atGeneration: Number(document.getElementById('at-generation').textContent), phases, clusters};",
     )
     .await
 }
@@ -530,7 +548,23 @@ impl Hub {
                 phases.insert(phase.clone(), json!(sum));
             }
         }
-        json!({"total": total.0, "atGeneration": total.1, "phases": phases})
+        // Clusters by condition, rolled up the long way from every key.
+        let mut by_cluster: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for k in self.get(&format!("/v1/status?tenant={tenant}")).await["items"].as_array().expect("items") {
+            by_cluster.entry(k["cluster"].as_str().unwrap_or("").into()).or_default().push(k["phase"].as_str().unwrap_or("").into());
+        }
+        let mut clusters = json!({"ready": 0, "progressing": 0, "degraded": 0});
+        for phases in by_cluster.values() {
+            let condition = if phases.iter().any(|p| p == "Failed" || p == "Parked") {
+                "degraded"
+            } else if phases.iter().all(|p| p == "Applied") {
+                "ready"
+            } else {
+                "progressing"
+            };
+            clusters[condition] = json!(clusters[condition].as_u64().unwrap_or(0) + 1);
+        }
+        json!({"total": total.0, "atGeneration": total.1, "phases": phases, "clusters": clusters})
     }
 
     /// Waits until every reachable key has applied (the unreachable one keeps failing).

@@ -3,6 +3,14 @@
 
 pub use fleetsync_model::Event;
 
+/// One object's place in the event log: its tenant, kind (`Cluster`, `SyncSet`,
+/// `Secret` or `Status`) and name (for `Status`, `cluster/syncset`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventObject {
+    pub tenant: String,
+    pub kind: String,
+    pub name: String,
+}
 
 /// How much of the event log to keep; see [`EventLog::events_trim`](crate::EventLog::events_trim).
 /// `None` leaves that bound off; both `None` keeps everything.

@@ -38,7 +38,7 @@ mod stored;
 
 pub use consumer::{check_consumer_name, MAX_CONSUMER_NAME};
 pub use error::{Result, Schema, StoreError};
-pub use event::{Event, EventRetention, EventsTrimmed};
+pub use event::{Event, EventObject, EventRetention, EventsTrimmed};
 pub use live::{LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 pub use queue::{
     ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,

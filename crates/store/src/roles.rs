@@ -11,12 +11,12 @@
 //! plain params structs, after River's driver interface.
 
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventRetention, EventsTrimmed, Fence,
+    ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention, EventsTrimmed, Fence,
     LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -184,6 +184,10 @@ pub trait StatusRead: Send + Sync + 'static {
     /// [`SUMMARY_FAILURES`](crate::summary::SUMMARY_FAILURES) failures by SyncSet and
     /// cluster. An unknown SyncSet or tenant sums to zero.
     async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary>;
+    /// The tenant's clusters that have keys, counted by condition from counts the store
+    /// keeps per cluster in the transactions that change keys: one row per cluster is
+    /// read, never a key.
+    async fn cluster_conditions(&self, tenant: &str) -> Result<ClusterConditions>;
 }
 
 /// The event log of every change, its retention, and its named consumers' cursors.
@@ -195,6 +199,11 @@ pub trait EventLog: Send + Sync + 'static {
     /// reader then knows to re-list instead of silently missing events. `after` equal
     /// to the horizon is fine.
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// Up to `limit` of one object's newest events with a sequence number below
+    /// `before` (none: the newest), newest first. Served by an index on the object, so
+    /// it costs the page, not the log. Trimmed events are simply gone.
+    async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>>;
 
     /// Applies retention: deletes the oldest events beyond `keep` and raises the log's
     /// horizon (durably, in the same transaction) to the last deleted sequence number.

@@ -58,6 +58,18 @@ pub(crate) fn failures_sql(syncset: bool) -> String {
     )
 }
 
+/// A tenant's clusters counted by condition, from per-cluster counts: `source` yields
+/// `n` (keys), `bad` (failed or parked) and `done` (applied and wanted) per cluster, one
+/// row each. The rule is [`ClusterStatus::roll_up`](fleetsync_model::ClusterStatus::roll_up)'s:
+/// degraded if a key failed or parked, else ready if every key is done, else progressing.
+pub(crate) fn cluster_conditions_sql(source: &str) -> String {
+    format!(
+        "SELECT COUNT(*) FILTER (WHERE bad = 0 AND done = n), COUNT(*) FILTER (WHERE bad = 0 AND done < n),
+                COUNT(*) FILTER (WHERE bad > 0)
+         FROM ({source}) c WHERE n > 0"
+    )
+}
+
 /// The keys of these groups counted by phase, every phase named (0 where none is): a
 /// summary's `phases`, and the store-wide counts behind `/metrics`.
 pub(crate) fn phases<'a>(groups: impl IntoIterator<Item = &'a Group>) -> BTreeMap<Phase, u64> {

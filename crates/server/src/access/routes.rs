@@ -62,6 +62,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/status/clusters/{name}", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/syncsets/{name}", Need::InTenant(Right::Read)),
     rule(Method::POST, "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", Need::InTenant(Right::Edit)),
+    rule(Method::GET, "/v1/status/clusters/{cluster}/syncsets/{syncset}/events", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/events", Need::Checked),
     rule(Method::POST, "/v1/agent/reports", Need::Checked),
     rule(Method::GET, "/v1/agent/resources", Need::Checked),

@@ -93,6 +93,7 @@ fn request(method: &str, path: &str) -> (String, String) {
         ("POST", "/v1/tokens") => ("/v1/tokens".into(), r#"{"grant": "a:viewer"}"#),
         ("DELETE", "/v1/tokens/{name}") => ("/v1/tokens/victim".into(), ""),
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => ("/v1/status/clusters/c1/syncsets/s1/retry?tenant=a".into(), ""),
+        ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => ("/v1/status/clusters/c1/syncsets/s1/events?tenant=a".into(), ""),
         (_, p) if p.starts_with("/v1/") => {
             let p = p.replace("/v1/clusters/{name}", "/v1/clusters/c1").replace("/v1/syncsets/{name}", "/v1/syncsets/s1");
             let p = p.replace("/v1/secrets/{name}", "/v1/secrets/sec1").replace("/v1/status/clusters/{name}", "/v1/status/clusters/c1");
@@ -118,7 +119,8 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         ("DELETE", "/ui/session") => [204; 9],
         ("POST", "/v1/apply") => row(403, 200, 200, 403, 200, 403),
         ("GET", "/v1/clusters" | "/v1/clusters/{name}" | "/v1/syncsets" | "/v1/syncsets/{name}") => row(200, 200, 200, 403, 200, 403),
-        ("GET", "/v1/status" | "/v1/status/summary" | "/v1/status/clusters/{name}" | "/v1/status/syncsets/{name}" | "/v1/live") => {
+        ("GET", "/v1/status" | "/v1/status/summary" | "/v1/status/clusters/{name}" | "/v1/status/syncsets/{name}" | "/v1/live")
+        | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => {
             row(200, 200, 200, 403, 200, 403)
         }
         ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}") => row(403, 200, 200, 403, 200, 403),

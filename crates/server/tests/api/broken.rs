@@ -150,6 +150,10 @@ impl StatusRead for Broken {
     async fn status_summary(&self, _: &str, _: Option<&str>) -> Result<StatusSummary> {
         fail()
     }
+
+    async fn cluster_conditions(&self, _: &str) -> Result<fleetsync_model::ClusterConditions> {
+        fail()
+    }
 }
 
 #[async_trait]
@@ -163,6 +167,10 @@ impl EventLog for Broken {
     }
 
     async fn events_read(&self, _: u64, _: usize) -> Result<Vec<Event>> {
+        fail()
+    }
+
+    async fn events_of(&self, _: &EventObject, _: Option<u64>, _: usize) -> Result<Vec<Event>> {
         fail()
     }
 

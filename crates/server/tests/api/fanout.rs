@@ -6,7 +6,7 @@ use crate::harness::{Api, Lines, FLEET};
 use async_trait::async_trait;
 use axum::http::StatusCode;
 use fleetsync_server::{EventFeed, WatchLimits, Watches};
-use fleetsync_store::{Event, EventLog, EventRetention, EventsTrimmed, Result};
+use fleetsync_store::{Event, EventLog, EventObject, EventRetention, EventsTrimmed, Result};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,6 +24,10 @@ impl EventLog for Counting {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.log.events_read(after, limit).await
+    }
+
+    async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        self.log.events_of(object, before, limit).await
     }
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
         self.log.events_trim(keep).await

@@ -148,3 +148,49 @@ async fn retry() {
     let bad = api.call("POST", "/v1/status/clusters/C1/syncsets/base/retry", "").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+/// A key's events: its own runs only, newest first, paged back with `before`; a bad
+/// `limit` is a 400 naming the limit.
+#[tokio::test]
+async fn a_keys_events_are_its_runs_newest_first() {
+    use fleetsync_store::{ClaimParams, Completion, RunOutcome};
+    use std::time::Duration;
+    let api = Api::new();
+    api.apply(FLEET).await;
+    let run = |fail: bool| {
+        let api = &api;
+        async move {
+            let claimed = api.store.work_claim(ClaimParams::new("w", 2, Duration::from_secs(30))).await.expect("claim");
+            let completions = claimed
+                .iter()
+                .map(|c| {
+                    let outcome = match (fail, c.key.cluster.as_str()) {
+                        (true, "c1") => RunOutcome::Failed { error: "denied".into() },
+                        _ => RunOutcome::Applied { generation: c.generation, inventory: vec![] },
+                    };
+                    Completion { key: c.key.clone(), fence: c.fence, outcome, resources: vec![] }
+                })
+                .collect();
+            api.store.work_complete(completions).await.expect("complete");
+        }
+    };
+    run(true).await;
+    api.call("POST", "/v1/status/clusters/c1/syncsets/base/retry", "").await;
+    run(false).await;
+
+    let uri = "/v1/status/clusters/c1/syncsets/base/events";
+    let page: Items<Event> = api.get(uri).await.typed();
+    let actions: Vec<&str> = page.items.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["Applied", "Failed"], "newest first: {page:?}");
+    assert!(page.items.iter().all(|e| e.kind == "Status" && e.name == "c1/base"), "{page:?}");
+    assert!(page.items[0].seq > page.items[1].seq);
+    let older: Items<Event> = api.get(&format!("{uri}?limit=1&before={}", page.items[0].seq)).await.typed();
+    assert_eq!(older.items.iter().map(|e| e.seq).collect::<Vec<_>>(), [page.items[1].seq]);
+    let c2: Items<Event> = api.get("/v1/status/clusters/c2/syncsets/base/events").await.typed();
+    assert_eq!(c2.items.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["Applied"]);
+    let elsewhere: Items<Event> = api.get(&format!("{uri}?tenant=other")).await.typed();
+    assert!(elsewhere.items.is_empty(), "another tenant's key of the same name: {elsewhere:?}");
+    let bad = api.get(&format!("{uri}?limit=0")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.error().contains("between 1 and 1000"), "{}", bad.text);
+}

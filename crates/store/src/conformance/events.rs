@@ -18,6 +18,33 @@ pub async fn events_in_order(h: &dyn Harness) {
     assert_eq!(s.events_read(events[1].seq, 100).await.expect("events").len(), 2, "reading from a cursor");
 }
 
+/// One object's events: only its own, newest first, paged back with `before`, and the
+/// same as those the whole log holds for it.
+pub async fn an_objects_events_newest_first(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    one_key(&*s).await;
+    for v in 2..6 {
+        s.objects_apply(vec![syncset("s1", 2, &format!("v{v}"))]).await.expect("update");
+    }
+    s.objects_apply(vec![cluster("c2", &[("env", "dev")])]).await.expect("another object");
+    let object = |kind: &str, name: &str| EventObject { tenant: "default".into(), kind: kind.into(), name: name.into() };
+    let all = s.events_read(0, 1_000).await.expect("the log");
+    let mut want: Vec<u64> = all.iter().filter(|e| e.kind == "SyncSet" && e.name == "s1").map(|e| e.seq).collect();
+    want.reverse();
+    assert_eq!(want.len(), 5, "created and four updates");
+
+    let first = s.events_of(&object("SyncSet", "s1"), None, 3).await.expect("newest three");
+    assert_eq!(first.iter().map(|e| e.seq).collect::<Vec<_>>(), want[..3]);
+    assert!(first.iter().all(|e| e.kind == "SyncSet" && e.name == "s1" && e.tenant == "default"));
+    let rest = s.events_of(&object("SyncSet", "s1"), Some(first[2].seq), 3).await.expect("the page before");
+    assert_eq!(rest.iter().map(|e| e.seq).collect::<Vec<_>>(), want[3..]);
+
+    assert_eq!(s.events_of(&object("Cluster", "c2"), None, 10).await.expect("c2").len(), 1);
+    assert!(s.events_of(&object("Cluster", "s1"), None, 10).await.expect("wrong kind").is_empty());
+    let other_tenant = EventObject { tenant: "other".into(), ..object("SyncSet", "s1") };
+    assert!(s.events_of(&other_tenant, None, 10).await.expect("another tenant").is_empty());
+}
+
 fn expired(r: crate::Result<Vec<crate::Event>>) -> (u64, u64) {
     match r {
         Err(StoreError::CursorExpired { cursor, horizon }) => (cursor, horizon),

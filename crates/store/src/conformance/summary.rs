@@ -1,10 +1,11 @@
-//! A SyncSet's status summary, and the store-wide counts by phase, equal a full count
+//! A SyncSet's status summary, the store-wide counts by phase, and a tenant's clusters
+//! by condition equal a full count
 //! of the keys' statuses after random sequences of changes, claims, successes,
 //! failures (up to parking), retries, deletions of clusters and SyncSets, and
 //! heartbeats (which fold PostgreSQL's count deltas).
 
 use super::*;
-use fleetsync_model::{KeyFailure, KeyStatus, StatusSummary};
+use fleetsync_model::{ClusterConditions, ClusterStatus, KeyFailure, KeyStatus, StatusSummary};
 use crate::summary::SUMMARY_FAILURES;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -94,10 +95,31 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
             assert_eq!(tenant, counted(&all, true), "seed {seed}, step {step}, the tenant");
             assert_eq!(since.is_some(), due(&all), "seed {seed}, step {step}, the tenant's wait");
             assert_eq!(s.queue_stats().await.expect("stats").by_phase, counted(&all, false).phases, "seed {seed}, step {step}");
+            let conditions = s.cluster_conditions("default").await.expect("clusters by condition");
+            assert_eq!(conditions, rolled_up(&all), "seed {seed}, step {step}, the clusters");
         }
     }
     let summary = s.status_summary("default", Some("no-such-set")).await.expect("summary of nothing");
     assert_eq!((summary.total, summary.failures.len()), (0, 0));
     let summary = s.status_summary("no-such-tenant", None).await.expect("summary of no tenant");
     assert_eq!((summary.total, summary.failures.len()), (0, 0));
+    assert_eq!(s.cluster_conditions("no-such-tenant").await.expect("no clusters"), ClusterConditions::default());
+}
+
+/// The clusters of these keys by condition, counted the long way: each cluster's keys
+/// rolled up as `GET /v1/status/clusters/{name}` does.
+fn rolled_up(keys: &[KeyStatus]) -> ClusterConditions {
+    let mut by_cluster: std::collections::BTreeMap<&str, Vec<KeyStatus>> = Default::default();
+    for k in keys {
+        by_cluster.entry(k.key.cluster.as_str()).or_default().push(k.clone());
+    }
+    let mut want = ClusterConditions::default();
+    for (cluster, keys) in by_cluster {
+        match ClusterStatus::roll_up("default", cluster, keys).condition.reason.as_str() {
+            "Converged" => want.ready += 1,
+            "Progressing" => want.progressing += 1,
+            _ => want.degraded += 1,
+        }
+    }
+    want
 }

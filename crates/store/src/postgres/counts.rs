@@ -12,7 +12,7 @@
 use super::{query, PgResult, Tx};
 use crate::summary::Group;
 use deadpool_postgres::GenericClient;
-use fleetsync_model::Phase;
+use fleetsync_model::{ClusterConditions, Phase};
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 
@@ -61,7 +61,22 @@ pub(super) async fn by_phase<C: GenericClient>(c: &C) -> PgResult<BTreeMap<Phase
     Ok(crate::summary::phases(&groups))
 }
 
-/// Moves every delta committed so far into `key_counts`, unless another process is
+/// The tenant's clusters by condition: each cluster's `cluster_counts` row plus its
+/// deltas, one group per cluster.
+pub(super) async fn cluster_conditions<C: GenericClient>(c: &C, tenant: &str) -> PgResult<ClusterConditions> {
+    let sql = crate::summary::cluster_conditions_sql(
+        "SELECT SUM(n) AS n, SUM(bad) AS bad, SUM(done) AS done FROM (
+            SELECT cluster, n, bad, done FROM cluster_counts WHERE tenant = $1
+            UNION ALL
+            SELECT cluster, n, bad, done FROM cluster_count_deltas WHERE tenant = $1) u
+         GROUP BY cluster",
+    );
+    let rows = query(c, &sql, &[&tenant]).await?;
+    let count = |i| -> PgResult<u64> { Ok(rows.first().map(|r| r.try_get::<_, i64>(i)).transpose()?.unwrap_or(0).max(0).unsigned_abs()) };
+    Ok(ClusterConditions { ready: count(0)?, progressing: count(1)?, degraded: count(2)? })
+}
+
+/// Moves every delta committed so far into `key_counts` and `cluster_counts`, unless another process is
 /// doing so now (then it is left to the next call). Returns how many deltas moved.
 pub(super) async fn fold(tx: &mut Tx<'_>) -> PgResult<u64> {
     let locked = tx
@@ -85,5 +100,18 @@ pub(super) async fn fold(tx: &mut Tx<'_>) -> PgResult<u64> {
     if moved > 0 {
         tx.execute("DELETE FROM key_counts WHERE n = 0", &[]).await?;
     }
-    Ok(moved)
+    let clusters = tx
+        .execute(
+            "WITH moved AS (DELETE FROM cluster_count_deltas RETURNING tenant, cluster, n, bad, done)
+             INSERT INTO cluster_counts
+                 SELECT tenant, cluster, SUM(n), SUM(bad), SUM(done) FROM moved GROUP BY 1, 2 ORDER BY 1, 2
+             ON CONFLICT (tenant, cluster) DO UPDATE
+                 SET n = cluster_counts.n + EXCLUDED.n, bad = cluster_counts.bad + EXCLUDED.bad, done = cluster_counts.done + EXCLUDED.done",
+            &[],
+        )
+        .await?;
+    if clusters > 0 {
+        tx.execute("DELETE FROM cluster_counts WHERE n = 0", &[]).await?;
+    }
+    Ok(moved + clusters)
 }

@@ -2,7 +2,7 @@
 //! appended at commit by [`super::Tx`].)
 
 use super::{query, PgResult, Tx};
-use crate::event::{trim_cut, TRIM_CHUNK};
+use crate::event::{trim_cut, EventObject, TRIM_CHUNK};
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
 use crate::page::phase_condition;
@@ -80,20 +80,35 @@ async fn events_page<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgRes
         &[&after, &limit],
     )
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Event {
-                seq: u64::try_from(r.try_get::<_, i64>(0)?).unwrap_or(0),
-                at: Timestamp(r.try_get(1)?),
-                tenant: r.try_get(2)?,
-                kind: r.try_get(3)?,
-                name: r.try_get(4)?,
-                action: r.try_get(5)?,
-                generation: r.try_get(6)?,
-                actor: r.try_get(7)?,
-            })
-        })
-        .collect()
+    rows.iter().map(event_row).collect()
+}
+
+/// The newest events of one object older than `before`, newest first (the
+/// `events_by_object` index, in its order).
+pub(super) async fn events_of<C: GenericClient>(c: &C, object: &EventObject, before: Option<u64>, limit: usize) -> PgResult<Vec<Event>> {
+    let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = query(
+        c,
+        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events
+         WHERE tenant = $1 AND kind = $2 AND name = $3 AND seq < $4 ORDER BY seq DESC LIMIT $5",
+        &[&object.tenant, &object.kind, &object.name, &before, &limit],
+    )
+    .await?;
+    rows.iter().map(event_row).collect()
+}
+
+fn event_row(r: &Row) -> PgResult<Event> {
+    Ok(Event {
+        seq: u64::try_from(r.try_get::<_, i64>(0)?).unwrap_or(0),
+        at: Timestamp(r.try_get(1)?),
+        tenant: r.try_get(2)?,
+        kind: r.try_get(3)?,
+        name: r.try_get(4)?,
+        action: r.try_get(5)?,
+        generation: r.try_get(6)?,
+        actor: r.try_get(7)?,
+    })
 }
 
 fn key_status(r: &Row, now: Timestamp) -> PgResult<KeyStatus> {

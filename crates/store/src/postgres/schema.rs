@@ -249,6 +249,65 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ALTER TABLE work ADD COLUMN pending_since bigint, ADD COLUMN running_since bigint;
     "#,
     ),
+    (
+        "an object's recent events without reading the log",
+        r#"
+    CREATE INDEX events_by_object ON events (tenant, kind, name, seq);
+    "#,
+    ),
+    (
+        "each cluster's keys counted (all, failed or parked, applied and wanted)",
+        r#"
+    -- See `counts.rs`: as `key_counts`, per cluster, with insert-only deltas that
+    -- heartbeats fold. A cluster's counts are its `cluster_counts` row plus its deltas.
+    CREATE TABLE cluster_counts (
+        tenant text NOT NULL, cluster text NOT NULL, n bigint NOT NULL, bad bigint NOT NULL, done bigint NOT NULL,
+        PRIMARY KEY (tenant, cluster));
+    CREATE TABLE cluster_count_deltas (
+        tenant text NOT NULL, cluster text NOT NULL, n bigint NOT NULL, bad bigint NOT NULL, done bigint NOT NULL);
+    CREATE INDEX cluster_count_deltas_cluster ON cluster_count_deltas (tenant, cluster);
+    CREATE FUNCTION cluster_counts_moved() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO cluster_count_deltas
+                SELECT tenant, cluster, COUNT(*),
+                    COUNT(*) FILTER (WHERE phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL)),
+                    COUNT(*) FILTER (WHERE phase = 'idle' AND desired)
+                FROM new_rows GROUP BY 1, 2;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO cluster_count_deltas
+                SELECT tenant, cluster, -COUNT(*),
+                    -COUNT(*) FILTER (WHERE phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL)),
+                    -COUNT(*) FILTER (WHERE phase = 'idle' AND desired)
+                FROM old_rows GROUP BY 1, 2;
+        ELSE
+            INSERT INTO cluster_count_deltas
+                SELECT tenant, cluster, SUM(n), SUM(bad), SUM(done) FROM (
+                    SELECT tenant, cluster, -1 AS n,
+                        -(phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL))::int AS bad,
+                        -(phase = 'idle' AND desired)::int AS done FROM old_rows
+                    UNION ALL
+                    SELECT tenant, cluster, 1,
+                        (phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL))::int,
+                        (phase = 'idle' AND desired)::int FROM new_rows) moved
+                GROUP BY 1, 2 HAVING SUM(n) <> 0 OR SUM(bad) <> 0 OR SUM(done) <> 0;
+        END IF;
+        RETURN NULL;
+    END $fn$;
+    CREATE TRIGGER cluster_counts_insert AFTER INSERT ON work REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION cluster_counts_moved();
+    CREATE TRIGGER cluster_counts_update AFTER UPDATE ON work REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION cluster_counts_moved();
+    CREATE TRIGGER cluster_counts_delete AFTER DELETE ON work REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION cluster_counts_moved();
+    -- After the triggers, as for `key_counts`.
+    INSERT INTO cluster_counts
+        SELECT tenant, cluster, COUNT(*),
+            COUNT(*) FILTER (WHERE phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL)),
+            COUNT(*) FILTER (WHERE phase = 'idle' AND desired)
+        FROM work GROUP BY 1, 2;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -1,16 +1,16 @@
 //! The store's roles for [`PgStore`]: each call as a transaction or a read, by the modules
 //! that write its SQL.
 
-use super::{claim, complete, consumers, live, members, objects, pages, queue, rows, schema, summary, PgStore};
+use super::{claim, complete, consumers, counts, live, members, objects, pages, queue, rows, schema, summary, PgStore};
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion, Event, EventRetention,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
     RenewParams, Result, StatusFilter,
 };
 use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, WorkKey};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -269,12 +269,30 @@ impl StatusRead for PgStore {
         })
         .await
     }
+
+    async fn cluster_conditions(&self, tenant: &str) -> Result<ClusterConditions> {
+        let tenant = tenant.to_string();
+        self.read("counting clusters by condition", move |c, _| {
+            let tenant = tenant.clone();
+            Box::pin(async move { counts::cluster_conditions(c, &tenant).await })
+        })
+        .await
+    }
 }
 
 #[async_trait]
 impl EventLog for PgStore {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.read("reading events", |c, _| Box::pin(rows::events_read(c, after, limit))).await
+    }
+
+    async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        let object = object.clone();
+        self.read("reading an object's events", move |c, _| {
+            let object = object.clone();
+            Box::pin(async move { rows::events_of(c, &object, before, limit).await })
+        })
+        .await
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {

@@ -17,7 +17,7 @@ mod summary;
 mod tokens;
 
 use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventRetention,
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
     RenewParams, Result, StatusFilter, StoreConfig, StoreError,
 };
@@ -27,7 +27,7 @@ use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, Tokens, Wo
 use async_trait::async_trait;
 use crate::retry::{write_again, Transience};
 use crate::stored::json;
-use fleetsync_model::{Clock, Cluster, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -452,12 +452,22 @@ impl StatusRead for SqliteStore {
         let (tenant, syncset) = (tenant.to_string(), syncset.map(str::to_string));
         self.read("summing status", move |c, now| summary::status_summary(c, &tenant, syncset.as_deref(), now)).await
     }
+
+    async fn cluster_conditions(&self, tenant: &str) -> Result<ClusterConditions> {
+        let tenant = tenant.to_string();
+        self.read("counting clusters by condition", move |c, _| summary::cluster_conditions(c, &tenant)).await
+    }
 }
 
 #[async_trait]
 impl EventLog for SqliteStore {
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.read("reading events", move |c, _| rows::events_read(c, after, limit)).await
+    }
+
+    async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        let object = object.clone();
+        self.read("reading an object's events", move |c, _| rows::events_of(c, &object, before, limit)).await
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {

@@ -2,7 +2,7 @@
 
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
-use crate::event::{trim_cut, TRIM_CHUNK};
+use crate::event::{trim_cut, EventObject, TRIM_CHUNK};
 use crate::page::phase_condition;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilter, StoreError};
 use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
@@ -82,19 +82,34 @@ fn events_page(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
     )?;
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(params![after, limit], |r| {
-        Ok(Event {
-            seq: r.get::<_, i64>(0)? as u64,
-            at: Timestamp(r.get(1)?),
-            tenant: r.get(2)?,
-            kind: r.get(3)?,
-            name: r.get(4)?,
-            action: r.get(5)?,
-            generation: r.get(6)?,
-            actor: r.get(7)?,
-        })
-    })?;
+    let rows = stmt.query_map(params![after, limit], event_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The newest events of one object older than `before`, newest first (the
+/// `events_by_object` index, in its order).
+pub(super) fn events_of(c: &Connection, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events
+         WHERE tenant = ?1 AND kind = ?2 AND name = ?3 AND seq < ?4 ORDER BY seq DESC LIMIT ?5",
+    )?;
+    let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![object.tenant, object.kind, object.name, before, limit], event_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        seq: r.get::<_, i64>(0)? as u64,
+        at: Timestamp(r.get(1)?),
+        tenant: r.get(2)?,
+        kind: r.get(3)?,
+        name: r.get(4)?,
+        action: r.get(5)?,
+        generation: r.get(6)?,
+        actor: r.get(7)?,
+    })
 }
 
 const STATUS_COLUMNS: &str = "tenant, cluster, syncset, phase, desired, generation, observed_generation, attempts,

@@ -118,6 +118,52 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE work ADD COLUMN pending_since INTEGER;
     ALTER TABLE work ADD COLUMN running_since INTEGER;
     "#,
+    // 10: an object's recent events without reading the log (`EventLog::events_of`).
+    r#"
+    CREATE INDEX events_by_object ON events (tenant, kind, name, seq);
+    "#,
+    // 11: each cluster's keys counted (all, failed or parked, applied and wanted), kept
+    // by triggers in the transaction that changes a key, so that the fleet's clusters
+    // are counted by condition from one row each (see `crate::summary::ClusterCounts`).
+    r#"
+    CREATE TABLE cluster_counts (
+        tenant TEXT NOT NULL, cluster TEXT NOT NULL,
+        n INTEGER NOT NULL, bad INTEGER NOT NULL, done INTEGER NOT NULL,
+        PRIMARY KEY (tenant, cluster)) WITHOUT ROWID;
+    INSERT INTO cluster_counts
+        SELECT tenant, cluster, COUNT(*),
+            SUM(phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL)),
+            SUM(phase = 'idle' AND desired)
+        FROM work GROUP BY 1, 2;
+    CREATE TRIGGER cluster_counts_insert AFTER INSERT ON work BEGIN
+        INSERT INTO cluster_counts VALUES (NEW.tenant, NEW.cluster, 1,
+            NEW.phase = 'parked' OR (NEW.phase = 'ready' AND NEW.attempts > 0 AND NEW.last_error IS NOT NULL),
+            NEW.phase = 'idle' AND NEW.desired)
+        ON CONFLICT (tenant, cluster) DO UPDATE SET n = n + 1, bad = bad + excluded.bad, done = done + excluded.done;
+    END;
+    CREATE TRIGGER cluster_counts_delete AFTER DELETE ON work BEGIN
+        UPDATE cluster_counts SET n = n - 1,
+            bad = bad - (OLD.phase = 'parked' OR (OLD.phase = 'ready' AND OLD.attempts > 0 AND OLD.last_error IS NOT NULL)),
+            done = done - (OLD.phase = 'idle' AND OLD.desired)
+        WHERE tenant = OLD.tenant AND cluster = OLD.cluster;
+        DELETE FROM cluster_counts WHERE tenant = OLD.tenant AND cluster = OLD.cluster AND n = 0;
+    END;
+    CREATE TRIGGER cluster_counts_update AFTER UPDATE OF tenant, cluster, phase, attempts, last_error, desired ON work
+    WHEN OLD.tenant IS NOT NEW.tenant OR OLD.cluster IS NOT NEW.cluster
+        OR (OLD.phase = 'parked' OR (OLD.phase = 'ready' AND OLD.attempts > 0 AND OLD.last_error IS NOT NULL))
+            IS NOT (NEW.phase = 'parked' OR (NEW.phase = 'ready' AND NEW.attempts > 0 AND NEW.last_error IS NOT NULL))
+        OR (OLD.phase = 'idle' AND OLD.desired) IS NOT (NEW.phase = 'idle' AND NEW.desired)
+    BEGIN
+        UPDATE cluster_counts SET n = n - 1,
+            bad = bad - (OLD.phase = 'parked' OR (OLD.phase = 'ready' AND OLD.attempts > 0 AND OLD.last_error IS NOT NULL)),
+            done = done - (OLD.phase = 'idle' AND OLD.desired)
+        WHERE tenant = OLD.tenant AND cluster = OLD.cluster;
+        INSERT INTO cluster_counts VALUES (NEW.tenant, NEW.cluster, 1,
+            NEW.phase = 'parked' OR (NEW.phase = 'ready' AND NEW.attempts > 0 AND NEW.last_error IS NOT NULL),
+            NEW.phase = 'idle' AND NEW.desired)
+        ON CONFLICT (tenant, cluster) DO UPDATE SET n = n + 1, bad = bad + excluded.bad, done = done + excluded.done;
+    END;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

@@ -1,9 +1,9 @@
 //! A SyncSet's status summary (see [`crate::summary`]) and the store-wide counts, from
 //! `key_counts` (kept by the schema's triggers) without reading keys.
 
-use crate::summary::{failures_sql, phases, scope, summarize, FailureRow, Group};
+use crate::summary::{cluster_conditions_sql, failures_sql, phases, scope, summarize, FailureRow, Group};
 use crate::Result;
-use fleetsync_model::{Phase, StatusSummary, Timestamp};
+use fleetsync_model::{ClusterConditions, Phase, StatusSummary, Timestamp};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 
@@ -65,4 +65,13 @@ pub(super) fn count_by_phase(c: &Connection) -> Result<BTreeMap<Phase, u64>> {
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(phases(&groups))
+}
+
+/// The tenant's clusters by condition, one `cluster_counts` row each.
+pub(super) fn cluster_conditions(c: &Connection, tenant: &str) -> Result<ClusterConditions> {
+    let sql = cluster_conditions_sql("SELECT n, bad, done FROM cluster_counts WHERE tenant = ?1");
+    let count = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0).unsigned_abs()) };
+    Ok(c.prepare_cached(&sql)?.query_row([tenant], |r| {
+        Ok(ClusterConditions { ready: count(r, 0)?, progressing: count(r, 1)?, degraded: count(r, 2)? })
+    })?)
 }

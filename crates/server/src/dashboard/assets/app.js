@@ -7,6 +7,7 @@ const PHASES = ['Pending', 'Applying', 'Applied', 'Failed', 'Parked'];
 const MATRIX_PAGE = 200;
 const KEYS_PAGE = 100;
 const SYNCSETS_PAGE = 100;
+const KEY_EVENTS = 20;
 const MAX_SYNCSETS = 2000;
 
 const state = { subject: '', grants: [], tenant: '', view: null, watch: null };
@@ -274,7 +275,9 @@ class FleetView {
   }
 
   async loadTenantSummary() {
-    this.tenant = (await api('/v1/status/summary?' + tenantQuery())).summary;
+    const status = await api('/v1/status/summary?' + tenantQuery());
+    this.tenant = status.summary;
+    this.clusters = status.clusters;
   }
 
   async loadSummary(name) {
@@ -299,7 +302,14 @@ class FleetView {
         el('td', { text: age(summary.oldestPendingSince) })));
     }
     const waiting = total.oldestPendingSince ? ', the longest-waiting key due for ' + age(total.oldestPendingSince) : '';
+    const clusters = this.clusters || {};
+    const conditions = [['ready', 'Ready', 'Applied'], ['progressing', 'Progressing', 'Applying'], ['degraded', 'Degraded', 'Failed']];
     this.totals.replaceChildren(summaryCards(total, ''),
+      el('div', { class: 'cards', id: 'cluster-conditions' },
+        el('div', { class: 'card' }, el('span', { class: 'n', text: conditions.reduce((n, [c]) => n + (clusters[c] || 0), 0) }), 'clusters with keys'),
+        conditions.map(([c, label, phase]) => el('div', { class: 'card' },
+          el('span', { class: 'n', 'data-clusters': c, text: clusters[c] || 0 }),
+          el('span', { class: 'badge phase-' + phase, text: label })))),
       el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ' listed below)' : '') + waiting }));
     this.failures.replaceChildren(failures.length
       ? table(['key', 'phase', 'attempts', 'last error'], failureRows(failures), { id: 'failure-list' })
@@ -468,7 +478,11 @@ class KeyView {
   }
 
   async load() {
-    const page = await api('/v1/status?' + tenantQuery() + '&cluster=' + q(this.cluster) + '&syncset=' + q(this.syncset) + '&limit=1');
+    const key = q(this.cluster) + '/syncsets/' + q(this.syncset);
+    const [page, events] = await Promise.all([
+      api('/v1/status?' + tenantQuery() + '&cluster=' + q(this.cluster) + '&syncset=' + q(this.syncset) + '&limit=1'),
+      api('/v1/status/clusters/' + key + '/events?' + tenantQuery() + '&limit=' + KEY_EVENTS),
+    ]);
     const k = page.items[0];
     if (!k) { this.body.replaceChildren(el('p', { class: 'muted', text: 'No such key.' })); return; }
     const ref = (r) => r.kind + ' ' + (r.namespace ? r.namespace + '/' : '') + r.name;
@@ -486,7 +500,12 @@ class KeyView {
       el('h2', { text: 'Drift' }),
       (k.drift || []).length ? table(['resource', 'reason', 'live version'], k.drift.map((d) => el('tr', {},
         el('td', { text: ref(d.resource) }), el('td', { text: d.reason }), el('td', { text: d.resourceVersion }))))
-        : el('p', { class: 'muted', text: 'No drift reported.' }));
+        : el('p', { class: 'muted', text: 'No drift reported.' }),
+      el('h2', { text: 'Recent events' }),
+      events.items.length ? table(['seq', 'when', 'outcome', 'generation'], events.items.map((e) => el('tr', { 'data-seq': e.seq },
+        el('td', { class: 'num', text: e.seq }), el('td', { text: age(e.at) + ' ago' }), el('td', {}, badge(e.action)),
+        el('td', { class: 'num', text: e.generation }))), { id: 'key-events' })
+        : el('p', { class: 'muted', id: 'key-events', text: 'No events kept for this key.' }));
   }
 
   async refresh(changed) {
