@@ -187,12 +187,7 @@ impl Hub {
             let store = self.store.clone();
             let ready: ReadyCheck = Arc::new(move || {
                 let store = store.clone();
-                Box::pin(async move {
-                    store.store_ready().await.map(|_| ()).map_err(|e| {
-                        tracing::error!(error = %e, "readiness check: the store is not ready");
-                        "the store is not ready".to_string()
-                    })
-                })
+                Box::pin(async move { fleetsync_server::health::store_readiness(store.as_ref()).await })
             });
             tokio::spawn(serve_probes(listener, registry.clone(), ready, stop.clone().cancelled_owned()))
         });

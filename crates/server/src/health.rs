@@ -10,16 +10,23 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use fleetsync_store::StatusRead;
 use fleetsync_api::{Health, SchemaVersion, ServerVersion};
 
+/// Whether `store` is ready (see [`StatusRead::store_ready`]): the rule of the hub's
+/// probes and a worker's. The cause of a failure is logged here; the answer only says
+/// that the store is not ready.
+pub async fn store_readiness(store: &dyn StatusRead) -> Result<(), String> {
+    store.store_ready().await.map(|_| ()).map_err(|e| {
+        tracing::error!(error = %e, "readiness check: the store is not ready");
+        "the store is not ready".to_string()
+    })
+}
+
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
-    match state.store.store_ready().await {
-        Ok(_) => (StatusCode::OK, Json(Health { status: "ok".into(), error: None })),
-        Err(e) => {
-            tracing::error!(error = %e, "readiness check: the store is not ready");
-            let health = Health { status: "unavailable".into(), error: Some("the store is not ready".into()) };
-            (StatusCode::SERVICE_UNAVAILABLE, Json(health))
-        }
+    match store_readiness(state.store.as_ref()).await {
+        Ok(()) => (StatusCode::OK, Json(Health { status: "ok".into(), error: None })),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable".into(), error: Some(why) })),
     }
 }
 

@@ -21,7 +21,8 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-/// A process's readiness: `Err` says why it is not ready (logged; the probe answers 503).
+/// A process's readiness: `Err` says why it is not ready (the probe answers 503); the
+/// check logs the cause where there is more to say than the answer.
 pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 #[derive(Clone)]
@@ -51,10 +52,8 @@ fn router(registry: Arc<Registry>, ready: ReadyCheck) -> Router {
 async fn readyz(State(p): State<Probes>) -> (StatusCode, Json<Health>) {
     match (p.ready)().await {
         Ok(()) => (StatusCode::OK, Json(Health { status: "ok".into(), error: None })),
-        Err(why) => {
-            tracing::warn!(reason = %why, "readiness check: not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable".into(), error: Some(why) }))
-        }
+        // The check logged its own cause.
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable".into(), error: Some(why) })),
     }
 }
 
