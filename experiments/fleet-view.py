@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How long the fleet views take on a hub: readiness, a metrics scrape, pages of status
 and clusters, a filtered status page, a SyncSet's summary (with one page of its keys,
-and with all of them), and the tenant's summary (absent before that route: its
-request then fails).
+and with all of them), the tenant's summary, and a key's newest events (a route a
+build does not have fails, and is printed as such).
 
     fleet-view.py PORT TOKEN_FILE
 
@@ -19,7 +19,8 @@ def get(path):
     return time.perf_counter() - start, body
 
 name = json.loads(get("/v1/syncsets?limit=1")[1])["items"][0]["metadata"]["name"]
-second = json.loads(get("/v1/status?limit=500")[1])["continue"]
+first = json.loads(get("/v1/status?limit=500")[1])
+second, cluster = first["continue"], first["items"][0]["cluster"]
 views = [
     ("readiness", "/readyz"),
     ("metrics scrape", "/metrics"),
@@ -29,7 +30,8 @@ views = [
     ("status, Failed and Parked only", "/v1/status?limit=500&phase=Failed,Parked"),
     ("SyncSet summary + 100 keys", f"/v1/status/syncsets/{name}?limit=100"),
     ("SyncSet summary + every key", f"/v1/status/syncsets/{name}"),
-    ("tenant summary", "/v1/status/summary"),
+    ("tenant summary (with clusters by condition)", "/v1/status/summary"),
+    ("a key's 20 newest events", f"/v1/status/clusters/{cluster}/syncsets/{name}/events"),
 ]
 for label, path in views:
     try:
