@@ -88,6 +88,11 @@ pub type StatusPage = Page<fleetsync_model::KeyStatus, WorkKey>;
 /// status phase is one of `phases`; `None` if `phases` is empty (no condition). The
 /// inverse of [`status_phase`](crate::lifecycle) — tested against it in the conformance
 /// suite.
+///
+/// A Failed or Parked key always has an error (only a failed run fails or parks a key),
+/// so a condition on those phases alone also says `last_error IS NOT NULL` as a term of
+/// its own: both backends then read the index of keys with an error, in page order
+/// (`work_errors_by_key`), instead of walking every key for the few that failed.
 pub fn phase_condition(phases: &[Phase]) -> Option<String> {
     const FAILED: &str = "attempts > 0 AND last_error IS NOT NULL";
     let one = |p: &Phase| match p {
@@ -97,7 +102,12 @@ pub fn phase_condition(phases: &[Phase]) -> Option<String> {
         Phase::Failed => format!("(phase = 'ready' AND {FAILED})"),
         Phase::Pending => format!("(phase = 'ready' AND NOT ({FAILED}))"),
     };
-    (!phases.is_empty()).then(|| format!("({})", phases.iter().map(one).collect::<Vec<_>>().join(" OR ")))
+    let any = phases.iter().map(one).collect::<Vec<_>>().join(" OR ");
+    let failures_only = phases.iter().all(|p| matches!(p, Phase::Failed | Phase::Parked));
+    (!phases.is_empty()).then(|| match failures_only {
+        true => format!("(last_error IS NOT NULL AND ({any}))"),
+        false => format!("({any})"),
+    })
 }
 
 /// A filtered walk over rows in key order, collecting one page (see the module docs).
@@ -229,5 +239,10 @@ mod tests {
     fn phase_conditions() {
         assert_eq!(phase_condition(&[]), None);
         assert_eq!(phase_condition(&[Phase::Parked, Phase::Applied]).as_deref(), Some("(phase = 'parked' OR phase = 'idle')"));
+        assert_eq!(
+            phase_condition(&[Phase::Parked]).as_deref(),
+            Some("(last_error IS NOT NULL AND (phase = 'parked'))"),
+            "failures alone name the indexed term"
+        );
     }
 }

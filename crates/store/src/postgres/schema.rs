@@ -308,6 +308,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
         FROM work GROUP BY 1, 2;
     "#,
     ),
+    (
+        "keys with an error in page order",
+        r#"
+    -- A page of Failed or Parked keys reads these only (`crate::page::phase_condition`).
+    -- Like `work_failed`, only updates that set or clear an error write it.
+    CREATE INDEX work_errors_by_key ON work (tenant, cluster, syncset) WHERE last_error IS NOT NULL;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -144,19 +144,7 @@ pub(super) fn status_list(c: &Connection, now: Timestamp, f: &StatusFilter) -> R
 
 /// The statuses `f` selects, in key order: after `after` (if given), at most `limit`.
 pub(super) fn status_rows(c: &Connection, now: Timestamp, f: &StatusFilter, after: Option<&WorkKey>, limit: Option<usize>) -> Result<Vec<KeyStatus>> {
-    let mut sql = format!(
-        "SELECT {STATUS_COLUMNS} FROM work
-         WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
-             AND (?4 = 0 OR observed_generation <> generation)"
-    );
-    if let Some(phases) = phase_condition(&f.phases) {
-        sql.push_str(&format!(" AND {phases}"));
-    }
-    if after.is_some() {
-        sql.push_str(" AND (tenant, cluster, syncset) > (?5, ?6, ?7)");
-    }
-    sql.push_str(" ORDER BY tenant, cluster, syncset LIMIT ?8");
-    let mut stmt = c.prepare_cached(&sql)?;
+    let mut stmt = c.prepare_cached(&status_sql(f, after.is_some()))?;
     let (t, cl, s) = after.map(|k| (k.tenant.as_str(), k.cluster.as_str(), k.syncset.as_str())).unwrap_or_default();
     // Negative: no limit. Every numbered parameter is bound, used by the text or not.
     let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
@@ -169,6 +157,24 @@ pub(super) fn status_rows(c: &Connection, now: Timestamp, f: &StatusFilter, afte
             Ok(status)
         })
         .collect()
+}
+
+/// The query of [`status_rows`]: `?1`–`?4` the filter, `?5`–`?7` the key to start
+/// after (when `after`), `?8` the limit.
+fn status_sql(f: &StatusFilter, after: bool) -> String {
+    let mut sql = format!(
+        "SELECT {STATUS_COLUMNS} FROM work
+         WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
+             AND (?4 = 0 OR observed_generation <> generation)"
+    );
+    if let Some(phases) = phase_condition(&f.phases) {
+        sql.push_str(&format!(" AND {phases}"));
+    }
+    if after {
+        sql.push_str(" AND (tenant, cluster, syncset) > (?5, ?6, ?7)");
+    }
+    sql.push_str(" ORDER BY tenant, cluster, syncset LIMIT ?8");
+    sql
 }
 
 pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> {
@@ -186,4 +192,40 @@ pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> 
         oldest_ready_age: oldest.map(|t| now.since(Timestamp(t))).unwrap_or_default(),
         last_event_seq: last_event_seq as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetsync_model::Phase;
+
+    /// How SQLite reads `status_sql` on a migrated schema.
+    fn plan(f: &StatusFilter, after: bool) -> String {
+        let mut c = Connection::open_in_memory().expect("open");
+        super::super::schema::migrate(&mut c).expect("migrate");
+        let sql = format!("EXPLAIN QUERY PLAN {}", status_sql(f, after));
+        let mut stmt = c.prepare(&sql).expect("prepare");
+        let none: Option<String> = None;
+        let rows = stmt
+            .query_map(params!["t", none, none, false, "t", "c", "s", 10], |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .expect("rows");
+        rows.join("; ")
+    }
+
+    /// A page of failures reads the keys with an error only, in page order (no sort),
+    /// from the start and from a cursor; other phases walk the keys in page order.
+    #[test]
+    fn a_page_of_failures_reads_the_index_of_keys_with_an_error() {
+        for phases in [vec![Phase::Failed, Phase::Parked], vec![Phase::Parked], vec![Phase::Failed]] {
+            let f = StatusFilter { tenant: Some("t".into()), phases, ..StatusFilter::default() };
+            for after in [false, true] {
+                let plan = plan(&f, after);
+                assert!(plan.contains("work_errors_by_key") && !plan.contains("TEMP B-TREE"), "{:?}, after {after}: {plan}", f.phases);
+            }
+        }
+        let pending = StatusFilter { phases: vec![Phase::Pending, Phase::Failed], ..StatusFilter::default() };
+        assert!(!plan(&pending, false).contains("work_errors_by_key"), "Pending keys have no error: not in that index");
+    }
 }

@@ -164,6 +164,11 @@ const MIGRATIONS: &[&str] = &[
         ON CONFLICT (tenant, cluster) DO UPDATE SET n = n + 1, bad = bad + excluded.bad, done = done + excluded.done;
     END;
     "#,
+    // 12: keys with an error in page order, so that a page of Failed or Parked keys reads
+    // those keys only (`crate::page::phase_condition`).
+    r#"
+    CREATE INDEX work_errors_by_key ON work (tenant, cluster, syncset) WHERE last_error IS NOT NULL;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.
