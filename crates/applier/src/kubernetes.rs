@@ -188,6 +188,10 @@ impl KubeApplier {
         let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_max_idle_per_host(self.config.max_idle_connections)
             .pool_idle_timeout(self.config.connection_idle)
+            // Without a timer the pool never closes an idle connection by itself, only
+            // when the cluster's next request finds it expired: a cluster that goes
+            // quiet keeps its connections until its client is dropped.
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .build::<_, gate::Gated>(connector);
         let service = tower::ServiceBuilder::new()
             .layer(config.base_uri_layer())

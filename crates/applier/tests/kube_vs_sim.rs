@@ -194,3 +194,43 @@ async fn a_rotated_secret_is_used_by_the_next_claimed_run() {
     assert_eq!(new.server.totals().applies, 6, "every write after the rotation went to the new server");
     assert_eq!(new.server.key_generations()["default/c1/s1"].len(), 3);
 }
+
+/// Client sockets of this process connected to `port` on 127.0.0.1, from
+/// `/proc/net/tcp` (state 01: established).
+fn open_connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table.lines().skip(1).filter(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.get(2) == Some(&remote.as_str()) && cols.get(3) == Some(&"01")
+    })
+    .count()
+}
+
+/// A cluster's idle connections are closed after `connection_idle` while its client
+/// lives on (a burst of SyncSets opens many; a fleet of clusters that each keep theirs
+/// until the client is dropped runs out of file descriptors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_after_connection_idle() {
+    let s = sim(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.2), ..quiet() }).await;
+    let port: u16 = s.base.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the sim's port");
+    let k = Arc::new(KubeApplier::new(KubeConfig {
+        request_timeout: Duration::from_secs(5),
+        egress: loopback(),
+        connection_idle: Duration::from_millis(300),
+        ..KubeConfig::default()
+    }));
+    let c = cluster(&s, "c1");
+    // Several writes at once: several connections.
+    let writes = (0..6).map(|i| {
+        let (k, c) = (k.clone(), c.clone());
+        tokio::spawn(async move { k.apply(&c, &cm(&format!("m{i}"), "1"), &ctx(1, 1, i)).await })
+    });
+    for w in writes.collect::<Vec<_>>() {
+        w.await.expect("join").expect("apply");
+    }
+    assert!(open_connections_to(port) > 1, "a burst keeps several connections for reuse");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(open_connections_to(port), 0, "idle connections closed after connection_idle");
+    assert_eq!(k.open_clients(), 1, "the client itself is kept");
+}
