@@ -79,6 +79,10 @@ pub struct HiveFleetArgs {
     /// PostgreSQL connections in each worker process's pool (with --database-url).
     #[arg(long, default_value_t = 16)]
     pub pool_size: usize,
+    /// Keep the embedded store in this file (a new one) instead of a temporary one, to
+    /// serve the converged fleet afterwards (`fleetsync serve --db FILE`).
+    #[arg(long, conflicts_with = "database_url")]
+    pub db: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

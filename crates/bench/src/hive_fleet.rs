@@ -35,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 struct BenchReport {
     #[serde(flatten)]
     report: Report,
+    /// How long loading the fleet (its Clusters and SyncSets, one apply) took.
+    load_seconds: f64,
     cpu_seconds: f64,
     verdict: Verdict,
     /// Worker processes (with `--database-url` only).
@@ -67,6 +69,7 @@ struct Verdict {
 /// once at the end, and (worker processes) each process's usage.
 pub(crate) struct HubRun {
     pub report: Report,
+    pub load_seconds: f64,
     pub cpu: Duration,
     pub store_bytes: u64,
     pub sim: SimReport,
@@ -95,7 +98,7 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         None => run_hub(&a, shape, &sim_url, &http).await?,
         Some(url) => processes::run(&a, url, shape, &sim_url, &http).await?,
     };
-    let HubRun { report, cpu, store_bytes, sim: sim_report, per_process } = hub;
+    let HubRun { report, load_seconds, cpu, store_bytes, sim: sim_report, per_process } = hub;
     let verdict = verdict(&http, &sim_url, shape, &sim_report).await?;
     let clean = report.converged && verdict == Verdict { latest_generation: true, order_kept: true, overlaps: 0 };
     let baseline = match a.baseline {
@@ -104,7 +107,7 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     };
     let speedup = baseline.as_ref().map(|b| report.applies_per_sec / b.report.applies_per_sec.max(1e-9));
     let processes = a.database_url.is_some().then_some(a.processes);
-    let out = BenchReport { report, cpu_seconds: cpu.as_secs_f64(), verdict, processes, per_process, baseline, speedup };
+    let out = BenchReport { report, load_seconds, cpu_seconds: cpu.as_secs_f64(), verdict, processes, per_process, baseline, speedup };
     if a.json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
@@ -116,9 +119,16 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
 /// Runs the hub on the embedded store, in this process, until the fleet settles.
 async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest::Client) -> Result<HubRun> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
-    let store = Arc::new(SqliteStore::open(dir.path().join("bench.db"), store_config(&a.engine)?)?);
+    let path = match &a.db {
+        Some(path) if path.exists() => bail!("--db {}: the file exists; name a new one", path.display()),
+        Some(path) => path.clone(),
+        None => dir.path().join("bench.db"),
+    };
+    let store = Arc::new(SqliteStore::open(&path, store_config(&a.engine)?)?);
     let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
+    let loading = Instant::now();
     store.objects_apply(hive_fleet(shape, endpoint, "r1")).await.context("loading the fleet")?;
+    let load_seconds = loading.elapsed().as_secs_f64();
 
     let metrics = RuntimeMetrics::unregistered();
     let applies_ok = metrics.applies.get_or_create(&OutcomeLabel { outcome: "ok" }).clone();
@@ -137,7 +147,7 @@ async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest
 
     let sim_report = read_sim_report(http, sim).await?;
     let report = hub_report(&sim_report, seconds, settled, parked, peak_rss_bytes());
-    Ok(HubRun { report, cpu, store_bytes: store.size_bytes(), sim: sim_report, per_process: None })
+    Ok(HubRun { report, load_seconds, cpu, store_bytes: store.size_bytes(), sim: sim_report, per_process: None })
 }
 
 /// `GET /_sim/report`.
@@ -312,6 +322,7 @@ fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usiz
     let mut rows = vec![
         ("converged", if r.converged { "yes".to_string() } else { "NO".to_string() }),
         ("applies", r.applies.to_string()),
+        ("fleet loaded in", format!("{:.1} s", b.load_seconds)),
         ("seconds", format!("{:.1}", r.seconds)),
         ("applies/s", format!("{:.0}", r.applies_per_sec)),
         ("make-span / critical path", format!("p50 {:.3}   p99 {:.3}   max {:.3}", q.p50, q.p99, q.max)),

@@ -110,7 +110,9 @@ async fn run_in(
     let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
     let docs = hive_fleet(shape, endpoint, "r1");
     let cpu0 = workers.cpu();
+    let loading = Instant::now();
     store.objects_apply(docs).await.context("loading the fleet")?;
+    let load_seconds = loading.elapsed().as_secs_f64();
     let start = Instant::now();
     // Fresh planner statistics for the freshly filled tables (see `Admin::analyze`).
     admin.analyze(schema).await?;
@@ -130,7 +132,7 @@ async fn run_in(
     let sim_report = read_sim_report(http, sim).await?;
     let report = hub_report(&sim_report, seconds, settled, parked, usage.iter().map(|u| u.peak_rss_bytes).sum());
     let cpu = Duration::from_secs_f64(usage.iter().map(|u| u.cpu_seconds).sum());
-    Ok(HubRun { report, cpu, store_bytes: u64::try_from(store_bytes).unwrap_or(0), sim: sim_report, per_process: Some(usage) })
+    Ok(HubRun { report, load_seconds, cpu, store_bytes: u64::try_from(store_bytes).unwrap_or(0), sim: sim_report, per_process: Some(usage) })
 }
 
 /// The worker child processes, killed on drop (a failed run leaves none behind).

@@ -9,11 +9,15 @@ use std::process::Stdio;
 
 /// The fleet through the Kubernetes applier over loopback HTTP against a `fleetsync
 /// sim` child process: the sim's verdict must be clean. Speed is not asserted.
+/// `--db` keeps the converged store, and refuses a file that exists.
 #[test]
 fn bench_hive_fleet_small_has_a_clean_verdict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fleet.db");
+    let db = db.to_str().expect("a UTF-8 path");
     let args = [
         "hive-fleet", "--clusters", "50", "--syncsets", "10", "--resources", "5", "--latency-scale", "0.02",
-        "--baseline", "hive", "--baseline-window", "2s", "--json",
+        "--baseline", "hive", "--baseline-window", "2s", "--json", "--db", db,
     ];
     let out = run(&args);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
@@ -24,6 +28,16 @@ fn bench_hive_fleet_small_has_a_clean_verdict() {
     assert!(v["makespan_over_critical"]["p50"].as_f64().expect("p50") >= 0.99, "{v}");
     assert!(v["baseline"]["applies_per_sec"].as_f64().expect("baseline rate") > 0.0, "{v}");
     assert!(v["speedup"].as_f64().expect("speedup") > 0.0);
+    assert!(v["load_seconds"].as_f64().expect("load_seconds") > 0.0, "{v}");
+
+    let kept = tokio::runtime::Runtime::new().expect("runtime").block_on(async {
+        use fleetsync_store::StatusRead;
+        let store = fleetsync_store::sqlite::SqliteStore::open(db, fleetsync_store::StoreConfig::default()).expect("open the kept store");
+        store.queue_stats().await.expect("stats").by_phase
+    });
+    assert_eq!(kept.get(&fleetsync_model::Phase::Applied), Some(&500), "every key applied in the kept store: {kept:?}");
+    let again = run(&args);
+    assert!(!again.status.success() && stderr(&again).contains("--db") && stderr(&again).contains("exists"), "{}", stderr(&again));
 }
 
 #[test]
