@@ -16,6 +16,9 @@
 //! however long the log. A client that wants to watch "from now" reads the newest
 //! event (`order=desc&limit=1`) and watches after its `seq`.
 //!
+//! `since=now` (instead of `after`) starts a list or a watch after the newest event:
+//! a client that only wants what happens from now on (the dashboard) reads no backlog.
+//!
 //! `GET /v1/events?after=N&watch=true` streams newline-delimited JSON
 //! (`application/x-ndjson`), one object per line, like a Kubernetes watch:
 //!
@@ -92,6 +95,17 @@ pub struct EventsQuery {
     /// back is `before` the last `seq` of this one).
     #[serde(default)]
     pub before: Option<u64>,
+    /// `now`: start after the newest event, whoever's it is (no backlog); takes no
+    /// `after`. The cursor is found in a few one-event reads, however long the log.
+    #[serde(default)]
+    pub since: Option<Since>,
+}
+
+/// Where a list or a watch without `after` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Since {
+    Now,
 }
 
 /// Which end of the log a page starts from.
@@ -170,14 +184,24 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
         if q.order != Order::Desc {
             return Err(bad("before", "needs `order=desc`"));
         }
-        if q.watch || q.after.is_some() {
-            return Err(bad("order", "`desc` reads back from the newest event: it takes no `after` and no `watch`"));
+        if q.watch || q.after.is_some() || q.since.is_some() {
+            return Err(bad("order", "`desc` reads back from the newest event: it takes no `after`, `since` or `watch`"));
         }
         let items = newest_page(&**state.events.log(), &visible, q.before, q.limit).await?;
         return Ok(Json(Items::all(items)).into_response());
     }
+    let after = match q.since {
+        Some(Since::Now) if q.after.is_some() => {
+            return Err(ApiError::InvalidParam { param: "query parameter `since`".into(), rule: "`now` takes no `after`".into() });
+        }
+        Some(Since::Now) => {
+            let log = &**state.events.log();
+            Some(newest_seq(log, horizon(log).await?).await?)
+        }
+        None => q.after,
+    };
     if !q.watch {
-        let (_, first) = first_page(&**state.events.log(), q.after, q.limit).await?;
+        let (_, first) = first_page(&**state.events.log(), after, q.limit).await?;
         let items = visible_page(&**state.events.log(), &visible, first, q.limit).await?;
         return Ok(Json(Items::all(items)).into_response());
     }
@@ -186,7 +210,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
     let closing = state.watches.closing.subscribe();
     let pages = state.events.follow(state.watches.poll, closing.clone());
     // Read before answering, so that an expired cursor is a 410, not a broken stream.
-    let (cursor, first) = first_page(&**state.events.log(), q.after, q.limit).await?;
+    let (cursor, first) = first_page(&**state.events.log(), after, q.limit).await?;
     let follow = Follow {
         log: state.events.log().clone(),
         feed: state.events,

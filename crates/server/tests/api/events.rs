@@ -68,6 +68,28 @@ async fn a_watch_sends_the_backlog_then_every_commit_as_it_happens() {
     assert_eq!((&event(&got[0])["action"], event(&got[0])["seq"].as_u64()), (&Value::from("Deleted"), Some(6)));
 }
 
+/// `since=now` starts after the newest event: a watch sends no backlog (its first line
+/// is a bookmark at the newest event), then each new commit; a list is empty. It takes
+/// no `after`, and no `order=desc`.
+#[tokio::test]
+async fn since_now_skips_the_backlog() {
+    let api = Api::with_watches(Watches::new(Duration::from_secs(600), Duration::from_secs(600)));
+    updates(&api, 30).await;
+    let (status, _, mut lines) = api.stream("/v1/events?watch=true&since=now&limit=5").await;
+    assert_eq!(status, StatusCode::OK);
+    let first = lines.expect_chunk().await;
+    assert_eq!(first.len(), 1, "no backlog: {first:?}");
+    assert_eq!(bookmark(&first[0]), 30, "caught up at the newest event");
+    api.apply(&syncset("s", 99)).await;
+    assert_eq!(seqs(&lines.expect_chunk().await), vec![31], "then each new commit");
+
+    let list = api.get("/v1/events?since=now").await;
+    assert_eq!((list.status, list.json()["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{}", list.text);
+    for bad in ["/v1/events?since=now&after=3", "/v1/events?since=now&order=desc", "/v1/events?since=later"] {
+        assert_eq!(api.get(bad).await.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+}
+
 /// A long backlog goes out a page at a time (bounded memory), in order, none missing.
 #[tokio::test]
 async fn a_long_backlog_is_sent_page_by_page() {

@@ -153,7 +153,8 @@ async function start() {
   $('sign-in').hidden = true;
   $('session').hidden = false;
   $('view').hidden = false;
-  startWatch();
+  // The view is read once the watch has its cursor (or after 2 s without one).
+  await Promise.race([startWatch(), new Promise((r) => setTimeout(r, 2000))]);
   render();
 }
 
@@ -559,23 +560,28 @@ function stopWatch() {
   setLive(false);
 }
 
-// Follows /v1/events?watch=true from where it left off. The backlog (before the first
-// bookmark) is what the page has just read, so it is skipped; after a 410 it starts over
-// and re-reads the view once.
+// Follows /v1/events?watch=true from now on (`since=now`: the page never reads the
+// log's backlog, at fleet scale millions of events it has no use for; every event after
+// that is a change to re-read), then from where it left off; after a 410 it starts from
+// now again and re-reads the view once.
+//
+// Answers a promise that settles once the watch has its cursor (its first bookmark) or
+// has failed: a view read after that misses no change.
 function startWatch() {
   stopWatch();
   const ctl = new AbortController();
   state.watch = ctl;
   let after = null;
-  let caughtUp = false;
   let backoff = 1000;
+  let started;
+  const cursor = new Promise((resolve) => { started = resolve; });
   (async () => {
     while (!ctl.signal.aborted) {
       let gone = false;
       try {
-        const url = '/v1/events?watch=true' + (after !== null ? '&after=' + after : '');
+        const url = '/v1/events?watch=true' + (after !== null ? '&after=' + after : '&since=now');
         const resp = await fetch(url, { credentials: 'same-origin', signal: ctl.signal });
-        if (resp.status === 401) { signedOut(); return; }
+        if (resp.status === 401) { started(); signedOut(); return; }
         if (resp.status === 410) gone = true;
         else if (!resp.ok || !resp.body) throw new Error('watch: HTTP ' + resp.status);
         else {
@@ -584,27 +590,29 @@ function startWatch() {
           gone = await readLines(resp.body, (line) => {
             if (line.type === 'EVENT') {
               after = line.event.seq;
-              if (caughtUp) noteEvent(line.event);
+              noteEvent(line.event);
             } else if (line.type === 'BOOKMARK') {
               after = line.seq;
-              caughtUp = true;
+              started();
             }
           });
         }
       } catch (e) {
-        if (ctl.signal.aborted) return;
+        if (ctl.signal.aborted) { started(); return; }
       }
+      started();
       setLive(false);
       if (gone) {
         after = null;
-        caughtUp = false;
         refresh({ ...emptyChange(), all: true });
         continue;
       }
       await new Promise((r) => setTimeout(r, backoff));
       backoff = Math.min(backoff * 2, 30000);
     }
+    started();
   })();
+  return cursor;
 }
 
 // Reads newline-delimited JSON; answers whether the stream ended with a 410.
