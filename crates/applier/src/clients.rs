@@ -1,5 +1,8 @@
 //! The Kubernetes applier's clients: one per cluster, built on first use, reused, and
-//! dropped after it has been idle for `idle_after`.
+//! dropped after it has been idle for `idle_after`, or sooner when more than
+//! `max_clients` clusters have one (the least recently used go first): a client with
+//! its connection pool and discovery cache is kilobytes, and a hub of 100,000 clusters
+//! would otherwise hold one per cluster it reached in the last `idle_after`.
 //!
 //! A client is built from what the cluster's endpoint names. A URL (or `inCluster`) is
 //! in the Cluster object itself, which a run reads at its claimed generation or newer,
@@ -92,12 +95,28 @@ impl ClusterClient {
 pub(crate) struct Clients {
     by_cluster: Mutex<ByCluster>,
     idle_after: Duration,
+    max_clients: usize,
 }
 
 struct ByCluster {
     slots: HashMap<String, Arc<Slot>>,
     /// When idle slots were last swept out.
     swept: Instant,
+}
+
+impl ByCluster {
+    /// Drops the least recently used slots that no call holds until at most `keep` are
+    /// left (or only held ones). Down to a tenth below the cap, so that a full map
+    /// sorts its slots once per tenth of the cap of new clusters, not per call.
+    fn evict_to(&mut self, keep: usize) {
+        let mut idle: Vec<(Instant, String)> =
+            self.slots.iter().filter(|(_, s)| Arc::strong_count(s) == 1).map(|(id, s)| (*lock(&s.last_used), id.clone())).collect();
+        idle.sort_unstable();
+        let excess = self.slots.len().saturating_sub(keep);
+        for (_, id) in idle.into_iter().take(excess) {
+            self.slots.remove(&id);
+        }
+    }
 }
 
 /// One cluster: its client once built, and the turn its builds and re-reads take.
@@ -108,8 +127,9 @@ pub(crate) struct Slot {
 }
 
 impl Clients {
-    pub fn new(idle_after: Duration) -> Self {
-        Self { by_cluster: Mutex::new(ByCluster { slots: HashMap::new(), swept: Instant::now() }), idle_after }
+    pub fn new(idle_after: Duration, max_clients: usize) -> Self {
+        let by_cluster = Mutex::new(ByCluster { slots: HashMap::new(), swept: Instant::now() });
+        Self { by_cluster, idle_after, max_clients: max_clients.max(1) }
     }
 
     /// The cluster's slot (created if need be), marked used. Sweeps out idle ones too.
@@ -121,6 +141,9 @@ impl Clients {
             let idle = self.idle_after;
             by.slots.retain(|_, s| now.duration_since(*lock(&s.last_used)) < idle);
             by.swept = now;
+        }
+        if by.slots.len() >= self.max_clients && !by.slots.contains_key(id) {
+            by.evict_to(self.max_clients - self.max_clients.div_ceil(10));
         }
         let slot = by.slots.entry(id.to_string()).or_insert_with(|| {
             Arc::new(Slot { client: Mutex::default(), turn: tokio::sync::Mutex::new(()), last_used: Mutex::new(now) })
@@ -186,6 +209,27 @@ mod tests {
         assert!(!read.covers(Some(later_claim), now, refresh), "the claim may have seen a change the read did not");
         // However fresh the read is by the clock.
         assert!(!read.covers(Some(later_claim), read.at, Duration::MAX));
+    }
+
+    /// Past `max_clients`, the least recently used clusters lose their slot (a tenth
+    /// below the cap at once); a slot a call holds is kept.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_cap_the_least_recently_used_clients_go() {
+        let clients = Clients::new(Duration::from_secs(600), 10);
+        let held = clients.slot("c0");
+        for i in 1..10 {
+            tokio::time::advance(Duration::from_millis(10)).await;
+            clients.slot(&format!("c{i}"));
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+        clients.slot("c1"); // used again: now the most recent of the first ones
+        tokio::time::advance(Duration::from_millis(10)).await;
+        clients.slot("c10");
+        let kept: std::collections::BTreeSet<String> = lock(&clients.by_cluster).slots.keys().cloned().collect();
+        let want: std::collections::BTreeSet<String> =
+            ["c0", "c1", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10"].into_iter().map(String::from).collect();
+        assert_eq!(kept, want, "c2, the least recently used, went; c0, older, is held by a call");
+        drop(held);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!   Secret (`kubeconfig`, read through [`Credentials`]; see [`crate::kubeconfig`]), or
 //!   through the pod's service account (`inCluster`). `https` uses rustls.
 //! * One client per cluster, created on first use and reused, dropped after it has
-//!   been idle for `idle_after`. A kubeconfig client re-reads its Secret for a run
+//!   been idle for `idle_after`, or when more than `max_clients` clusters have one
+//!   (least recently used first). A kubeconfig client re-reads its Secret for a run
 //!   claimed after its last read, so that the run a Secret change enqueued uses the
 //!   new Secret, and is rebuilt only when the Secret's generation changed (see
 //!   `clients.rs`). Its connection pool keeps at most
@@ -62,6 +63,8 @@ pub struct KubeConfig {
     pub request_timeout: Duration,
     /// Drop a cluster's client after this long unused.
     pub idle_after: Duration,
+    /// Clusters with a client at most; past it the least recently used lose theirs.
+    pub max_clients: usize,
     /// Idle connections kept per cluster.
     pub max_idle_connections: usize,
     /// How long an idle connection is kept.
@@ -82,6 +85,7 @@ impl Default for KubeConfig {
             force: true,
             request_timeout: Duration::from_secs(30),
             idle_after: Duration::from_secs(600),
+            max_clients: 10_000,
             max_idle_connections: 8,
             connection_idle: Duration::from_secs(5),
             secret_refresh: Duration::from_secs(10),
@@ -102,7 +106,7 @@ pub struct KubeApplier {
 
 impl KubeApplier {
     pub fn new(config: KubeConfig) -> Self {
-        let clients = Arc::new(Clients::new(config.idle_after));
+        let clients = Arc::new(Clients::new(config.idle_after, config.max_clients));
         let egress = Arc::new(config.egress.clone());
         Self { config, clients, credentials: None, egress }
     }
