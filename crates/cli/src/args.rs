@@ -239,6 +239,11 @@ pub struct ServeArgs {
     /// Where the HTTP API listens.
     #[arg(long, env = "FLEETSYNC_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
+    /// A cluster with neither a successful run nor a report from its agent for this
+    /// long is counted stale. Keep it above --resync-every, which re-applies every key
+    /// (and so gives each healthy cluster a successful run) that often.
+    #[arg(long, env = "FLEETSYNC_STALE_AFTER", default_value = "3h", value_parser = humantime::parse_duration)]
+    pub stale_after: Duration,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Fraction of simulated applies that fail (clusters with a `simulator` endpoint).

@@ -43,7 +43,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
         hub = hub.kube_source(source);
     }
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    hub.access(access).quotas(a.quotas.quotas()).run(shutdown).await?;
+    hub.access(access).quotas(a.quotas.quotas()).stale_after(a.stale_after).run(shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

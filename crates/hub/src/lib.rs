@@ -29,6 +29,7 @@ use fleetsync_store::{Quotas, Store};
 use fleetsync_server::access::{Access, AccessSettings};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +44,7 @@ pub struct Hub {
     tls: Option<TlsConfig>,
     access: AccessSettings,
     quotas: Quotas,
+    stale_after: Duration,
     connections: ConnectionLimits,
     watches: WatchLimits,
     trim: Option<EventTrim>,
@@ -92,6 +94,7 @@ impl Hub {
             tls: None,
             access,
             quotas: Quotas::default(),
+            stale_after: fleetsync_server::DEFAULT_STALE_AFTER,
             connections: ConnectionLimits::default(),
             watches: WatchLimits::default(),
             trim: None,
@@ -134,6 +137,13 @@ impl Hub {
     /// Default: no limits.
     pub fn quotas(mut self, quotas: Quotas) -> Hub {
         self.quotas = quotas;
+        self
+    }
+
+    /// How long a cluster may go without a successful run or an agent report before
+    /// the API counts it stale. Default: [`DEFAULT_STALE_AFTER`](fleetsync_server::DEFAULT_STALE_AFTER).
+    pub fn stale_after(mut self, stale_after: Duration) -> Hub {
+        self.stale_after = stale_after;
         self
     }
 
@@ -203,6 +213,7 @@ impl Hub {
             let mut state = AppState::new(self.store, registry, queue_metrics);
             state.access = Access::configured(state.access.authenticator.clone(), self.access);
             state.quotas = Arc::new(self.quotas);
+            state.stale_after = self.stale_after;
             state.watches = state.watches.with_limits(self.watches);
             let stopped = stop.clone().cancelled_owned();
             served = fleetsync_server::serve_with(listener, state, tls, self.connections, stopped).await.map_err(HubError::Serve);

@@ -157,7 +157,7 @@ impl ClusterStatus {
 
 /// A tenant's clusters counted by their roll-up condition ([`ClusterStatus::roll_up`]),
 /// from counts the store keeps per cluster: clusters with at least one key, each in
-/// exactly one of the three.
+/// exactly one of the three; and, across them, the stale ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterConditions {
@@ -167,6 +167,11 @@ pub struct ClusterConditions {
     pub progressing: u64,
     /// Some key failed or parked (`Degraded`).
     pub degraded: u64,
+    /// Clusters with no sign of life for the stale-after window: neither a successful
+    /// run nor a report from their agent in it (or since their first key, when none
+    /// ever came). Each is also counted in one of the three above.
+    #[serde(default)]
+    pub stale: u64,
 }
 
 /// What a group of keys (a SyncSet's, on every cluster) sums to: counts by phase, how

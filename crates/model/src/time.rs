@@ -21,6 +21,11 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }
 
+    /// This instant moved back by `d` (saturating).
+    pub fn minus(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+    }
+
     /// How long after `earlier` this instant is; zero if it is not after it.
     pub fn since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(u64::try_from(self.0 - earlier.0).unwrap_or(0))

@@ -207,8 +207,8 @@ impl StatusRead for ExpireAfterClaim {
         self.inner.status_summary(tenant, syncset).await
     }
 
-    async fn cluster_conditions(&self, tenant: &str) -> Result<fleetsync_model::ClusterConditions> {
-        self.inner.cluster_conditions(tenant).await
+    async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<fleetsync_model::ClusterConditions> {
+        self.inner.cluster_conditions(tenant, stale_after).await
     }
 }
 

@@ -71,6 +71,7 @@ use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -88,14 +89,30 @@ pub struct AppState {
     pub quotas: Arc<Quotas>,
     /// The event log, and its one reader that feeds every watch.
     pub events: EventFeed,
+    /// How long a cluster may go without a sign of life before the tenant's summary
+    /// counts it stale ([`StatusRead::cluster_conditions`](fleetsync_store::StatusRead::cluster_conditions)).
+    pub stale_after: Duration,
 }
+
+/// [`AppState::stale_after`] unless the operator chooses: above the default resync
+/// interval (2 h), which gives every healthy cluster a successful run.
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(3 * 3600);
 
 impl AppState {
     /// The state with default watch settings, accepting the store's hub-issued tokens.
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, queue_metrics: QueueMetrics) -> Self {
         let access = Access::new(Authenticator::new(store.clone(), store.clock()));
         let events = EventFeed::new(store.clone());
-        Self { store, registry, queue_metrics, watches: Watches::default(), access, quotas: Arc::default(), events }
+        Self {
+            store,
+            registry,
+            queue_metrics,
+            watches: Watches::default(),
+            access,
+            quotas: Arc::default(),
+            events,
+            stale_after: DEFAULT_STALE_AFTER,
+        }
     }
 }
 

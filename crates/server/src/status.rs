@@ -150,7 +150,7 @@ pub async fn syncset(
 /// clusters counted by condition, from the store's counts (no key is read).
 pub async fn summary(State(state): State<AppState>, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<TenantStatus>> {
     let tenant = q.tenant()?;
-    let (summary, clusters) = tokio::try_join!(state.store.status_summary(tenant, None), state.store.cluster_conditions(tenant))?;
+    let (summary, clusters) = tokio::try_join!(state.store.status_summary(tenant, None), state.store.cluster_conditions(tenant, state.stale_after))?;
     Ok(Json(TenantStatus { tenant: tenant.into(), summary, clusters }))
 }
 

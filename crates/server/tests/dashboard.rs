@@ -564,6 +564,8 @@ impl Hub {
             };
             clusters[condition] = json!(clusters[condition].as_u64().unwrap_or(0) + 1);
         }
+        // Staleness is a matter of time the keys do not show: the API's own count.
+        clusters["stale"] = self.get(&format!("/v1/status/summary?tenant={tenant}")).await["clusters"]["stale"].clone();
         json!({"total": total.0, "atGeneration": total.1, "phases": phases, "clusters": clusters})
     }
 

@@ -18,6 +18,7 @@ use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, Page
 use async_trait::async_trait;
 use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// Clusters, SyncSets and Secrets: written all or nothing, each change enqueuing the keys
@@ -186,8 +187,10 @@ pub trait StatusRead: Send + Sync + 'static {
     async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary>;
     /// The tenant's clusters that have keys, counted by condition from counts the store
     /// keeps per cluster in the transactions that change keys: one row per cluster is
-    /// read, never a key.
-    async fn cluster_conditions(&self, tenant: &str) -> Result<ClusterConditions>;
+    /// read, never a key. A cluster is stale when its newest successful run and its
+    /// agent's newest report (or, lacking both, its first key) are older than
+    /// `stale_after` before the store's now.
+    async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<ClusterConditions>;
 }
 
 /// The event log of every change, its retention, and its named consumers' cursors.

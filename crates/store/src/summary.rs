@@ -59,13 +59,18 @@ pub(crate) fn failures_sql(syncset: bool) -> String {
 }
 
 /// A tenant's clusters counted by condition, from per-cluster counts: `source` yields
-/// `n` (keys), `bad` (failed or parked) and `done` (applied and wanted) per cluster, one
-/// row each. The rule is [`ClusterStatus::roll_up`](fleetsync_model::ClusterStatus::roll_up)'s:
-/// degraded if a key failed or parked, else ready if every key is done, else progressing.
-pub(crate) fn cluster_conditions_sql(source: &str) -> String {
+/// `n` (keys), `bad` (failed or parked), `done` (applied and wanted), `since` (when the
+/// cluster got its first key) and `seen` (its newest successful run or agent report,
+/// if any) per cluster, one row each; `cutoff` is the parameter holding the time before
+/// which a cluster is stale. The rule is
+/// [`ClusterStatus::roll_up`](fleetsync_model::ClusterStatus::roll_up)'s: degraded if a
+/// key failed or parked, else ready if every key is done, else progressing; stale, across
+/// the three, when its newest sign of life (or its first key, lacking one) is older than
+/// the cutoff.
+pub(crate) fn cluster_conditions_sql(source: &str, cutoff: &str) -> String {
     format!(
         "SELECT COUNT(*) FILTER (WHERE bad = 0 AND done = n), COUNT(*) FILTER (WHERE bad = 0 AND done < n),
-                COUNT(*) FILTER (WHERE bad > 0)
+                COUNT(*) FILTER (WHERE bad > 0), COUNT(*) FILTER (WHERE COALESCE(seen, since) < {cutoff})
          FROM ({source}) c WHERE n > 0"
     )
 }

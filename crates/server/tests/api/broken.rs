@@ -151,7 +151,7 @@ impl StatusRead for Broken {
         fail()
     }
 
-    async fn cluster_conditions(&self, _: &str) -> Result<fleetsync_model::ClusterConditions> {
+    async fn cluster_conditions(&self, _: &str, _: std::time::Duration) -> Result<fleetsync_model::ClusterConditions> {
         fail()
     }
 }

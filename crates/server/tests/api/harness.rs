@@ -89,6 +89,11 @@ impl Api {
         Self::with(Watches::default(), |state| state.quotas = Arc::new(quotas))
     }
 
+    /// The API counting a cluster stale after `stale_after` without a sign of life.
+    pub fn with_stale_after(stale_after: Duration) -> Self {
+        Self::with(Watches::default(), |state| state.stale_after = stale_after)
+    }
+
     fn with(watches: Watches, configure: impl FnOnce(&mut AppState)) -> Self {
         Self::with_feed(watches, EventFeed::new, configure)
     }

@@ -194,3 +194,18 @@ async fn a_keys_events_are_its_runs_newest_first() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert!(bad.error().contains("between 1 and 1000"), "{}", bad.text);
 }
+
+/// The tenant's summary counts stale clusters by the hub's window: none at the default
+/// (3 h) right after an apply, every cluster with keys when the window is zero and a
+/// moment has passed, since no key has run.
+#[tokio::test]
+async fn the_summary_counts_clusters_stale_by_the_hubs_window() {
+    for (window, want) in [(fleetsync_server::DEFAULT_STALE_AFTER, 0), (std::time::Duration::ZERO, 2)] {
+        let api = Api::with_stale_after(window);
+        api.apply(FLEET).await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let summary: fleetsync_api::TenantStatus = api.get("/v1/status/summary").await.typed();
+        assert_eq!(summary.clusters.stale, want, "stale after {window:?}: {:?}", summary.clusters);
+        assert_eq!(summary.clusters.progressing, 2, "stale clusters are counted in their condition too");
+    }
+}

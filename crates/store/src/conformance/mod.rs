@@ -47,7 +47,7 @@ macro_rules! conformance_tests {
             expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor, quotas_refuse_whole_applies,
             cluster_pages_see_each_item_once_under_changes, status_pages_see_each_key_once_under_changes,
             status_filtered_by_phase_and_staleness, clusters_filtered_by_labels, other_lists_page,
-            summaries_equal_a_full_count, change_times_follow_the_oldest_unclaimed_change,
+            summaries_equal_a_full_count, stale_clusters_are_those_without_a_sign_of_life, change_times_follow_the_oldest_unclaimed_change,
             dry_run_answers_as_the_apply_and_writes_nothing);
     };
     (@each $make:expr; $($name:ident),*) => {$(
@@ -92,7 +92,7 @@ pub use paging::{
     cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page, status_filtered_by_phase_and_staleness,
     status_pages_see_each_key_once_under_changes,
 };
-pub use summary::summaries_equal_a_full_count;
+pub use summary::{stale_clusters_are_those_without_a_sign_of_life, summaries_equal_a_full_count};
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
 pub use tokens::{
     changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor,

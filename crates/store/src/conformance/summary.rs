@@ -95,7 +95,8 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
             assert_eq!(tenant, counted(&all, true), "seed {seed}, step {step}, the tenant");
             assert_eq!(since.is_some(), due(&all), "seed {seed}, step {step}, the tenant's wait");
             assert_eq!(s.queue_stats().await.expect("stats").by_phase, counted(&all, false).phases, "seed {seed}, step {step}");
-            let conditions = s.cluster_conditions("default").await.expect("clusters by condition");
+            // No cluster is stale yet: a stale-after window longer than the test.
+            let conditions = s.cluster_conditions("default", Duration::from_secs(86_400)).await.expect("clusters by condition");
             assert_eq!(conditions, rolled_up(&all), "seed {seed}, step {step}, the clusters");
         }
     }
@@ -103,7 +104,62 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
     assert_eq!((summary.total, summary.failures.len()), (0, 0));
     let summary = s.status_summary("no-such-tenant", None).await.expect("summary of no tenant");
     assert_eq!((summary.total, summary.failures.len()), (0, 0));
-    assert_eq!(s.cluster_conditions("no-such-tenant").await.expect("no clusters"), ClusterConditions::default());
+    let none = s.cluster_conditions("no-such-tenant", Duration::ZERO).await.expect("no clusters");
+    assert_eq!(none, ClusterConditions::default());
+}
+
+/// The stale clusters for each stale-after window, before and after a heartbeat (which
+/// folds PostgreSQL's deltas).
+async fn stale(s: &dyn Store, windows: &[(u64, u64)], when: &str) {
+    for (secs, want) in windows {
+        for folded in [false, true] {
+            let got = s.cluster_conditions("default", Duration::from_secs(*secs)).await.expect("clusters by condition");
+            assert_eq!(got.stale, *want, "{when}: stale after {secs} s, folded {folded}: {got:?}");
+            let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0 };
+            s.member_heartbeat(beat).await.expect("heartbeat");
+        }
+    }
+}
+
+/// A cluster is stale when neither a successful run nor a report from its agent came
+/// within the window (or, lacking both, since its first key): a failure is no sign of
+/// life; a success counts even when a newer change keeps the key pending; a report
+/// counts; a report from a cluster with no keys adds no cluster.
+pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    let prod = [("env", "prod")];
+    s.objects_apply(vec![cluster("a", &prod), cluster("b", &prod), cluster("c", &prod), syncset("s1", 1, "v1")])
+        .await
+        .expect("apply");
+    clock.advance(Duration::from_secs(10));
+    let mut items = claim(s.as_ref(), "w", 10).await;
+    items.sort_by(|x, y| x.key.cmp(&y.key));
+    for item in &items[1..] {
+        complete(s.as_ref(), item, failed("refused")).await;
+    }
+    // A newer generation while `a` runs: its success leaves it pending, but it is alive.
+    s.objects_apply(vec![syncset("s1", 1, "v2")]).await.expect("a new generation");
+    assert_eq!(complete(s.as_ref(), &items[0], applied(&items[0])).await, CompleteOutcome::Committed(Phase::Pending), "a newer change is pending");
+    clock.advance(Duration::from_secs(10));
+    let report = LiveRecord {
+        resource: ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: "s1-0".into() },
+        syncset: "s1".into(),
+        resource_version: "1".into(),
+        state: fleetsync_model::LiveState::Present,
+        object: None,
+        drift: None,
+    };
+    s.live_record("default", "c", vec![report.clone()]).await.expect("c's agent reports");
+    s.live_record("default", "no-keys", vec![report]).await.expect("a cluster with no keys reports");
+    clock.advance(Duration::from_secs(10));
+    // Now T0+30: b never ran well (first key at T0), a succeeded at T0+10, c reported at T0+20.
+    stale(s.as_ref(), &[(3600, 0), (25, 1), (15, 2), (5, 3)], "three clusters").await;
+    let all = s.cluster_conditions("default", Duration::ZERO).await.expect("clusters by condition");
+    assert_eq!(all.ready + all.progressing + all.degraded, 3, "the report of a cluster with no keys adds none: {all:?}");
+    s.objects_apply(vec![cluster("d", &prod)]).await.expect("a new cluster");
+    stale(s.as_ref(), &[(5, 3), (0, 3)], "a new cluster is not stale").await;
+    clock.advance(Duration::from_secs(10));
+    stale(s.as_ref(), &[(5, 4)], "until its window passes").await;
 }
 
 /// The clusters of these keys by condition, counted the long way: each cluster's keys

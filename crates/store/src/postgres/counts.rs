@@ -12,7 +12,7 @@
 use super::{query, PgResult, Tx};
 use crate::summary::Group;
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{ClusterConditions, Phase};
+use fleetsync_model::{ClusterConditions, Phase, Timestamp};
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 
@@ -62,18 +62,19 @@ pub(super) async fn by_phase<C: GenericClient>(c: &C) -> PgResult<BTreeMap<Phase
 }
 
 /// The tenant's clusters by condition: each cluster's `cluster_counts` row plus its
-/// deltas, one group per cluster.
-pub(super) async fn cluster_conditions<C: GenericClient>(c: &C, tenant: &str) -> PgResult<ClusterConditions> {
+/// deltas, one group per cluster; stale when last seen before `cutoff`.
+pub(super) async fn cluster_conditions<C: GenericClient>(c: &C, tenant: &str, cutoff: Timestamp) -> PgResult<ClusterConditions> {
     let sql = crate::summary::cluster_conditions_sql(
-        "SELECT SUM(n) AS n, SUM(bad) AS bad, SUM(done) AS done FROM (
-            SELECT cluster, n, bad, done FROM cluster_counts WHERE tenant = $1
+        "SELECT SUM(n) AS n, SUM(bad) AS bad, SUM(done) AS done, MIN(since) AS since, MAX(seen) AS seen FROM (
+            SELECT cluster, n, bad, done, since, seen FROM cluster_counts WHERE tenant = $1
             UNION ALL
-            SELECT cluster, n, bad, done FROM cluster_count_deltas WHERE tenant = $1) u
+            SELECT cluster, n, bad, done, since, seen FROM cluster_count_deltas WHERE tenant = $1) u
          GROUP BY cluster",
+        "$2",
     );
-    let rows = query(c, &sql, &[&tenant]).await?;
+    let rows = query(c, &sql, &[&tenant, &cutoff.millis()]).await?;
     let count = |i| -> PgResult<u64> { Ok(rows.first().map(|r| r.try_get::<_, i64>(i)).transpose()?.unwrap_or(0).max(0).unsigned_abs()) };
-    Ok(ClusterConditions { ready: count(0)?, progressing: count(1)?, degraded: count(2)? })
+    Ok(ClusterConditions { ready: count(0)?, progressing: count(1)?, degraded: count(2)?, stale: count(3)? })
 }
 
 /// Moves every delta committed so far into `key_counts` and `cluster_counts`, unless another process is
@@ -102,11 +103,12 @@ pub(super) async fn fold(tx: &mut Tx<'_>) -> PgResult<u64> {
     }
     let clusters = tx
         .execute(
-            "WITH moved AS (DELETE FROM cluster_count_deltas RETURNING tenant, cluster, n, bad, done)
+            "WITH moved AS (DELETE FROM cluster_count_deltas RETURNING tenant, cluster, n, bad, done, since, seen)
              INSERT INTO cluster_counts
-                 SELECT tenant, cluster, SUM(n), SUM(bad), SUM(done) FROM moved GROUP BY 1, 2 ORDER BY 1, 2
+                 SELECT tenant, cluster, SUM(n), SUM(bad), SUM(done), MIN(since), MAX(seen) FROM moved GROUP BY 1, 2 ORDER BY 1, 2
              ON CONFLICT (tenant, cluster) DO UPDATE
-                 SET n = cluster_counts.n + EXCLUDED.n, bad = cluster_counts.bad + EXCLUDED.bad, done = cluster_counts.done + EXCLUDED.done",
+                 SET n = cluster_counts.n + EXCLUDED.n, bad = cluster_counts.bad + EXCLUDED.bad, done = cluster_counts.done + EXCLUDED.done,
+                     since = LEAST(cluster_counts.since, EXCLUDED.since), seen = GREATEST(cluster_counts.seen, EXCLUDED.seen)",
             &[],
         )
         .await?;

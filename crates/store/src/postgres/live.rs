@@ -28,6 +28,13 @@ struct Upserts {
 pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, records: &[LiveRecord]) -> PgResult<LiveRecorded> {
     let lock = format!("fleetsync live {} {tenant}/{cluster}", tx.schema);
     tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
+    // A report is a sign of life (see `crate::summary::cluster_conditions_sql`), kept as
+    // a delta like every change of the cluster's counts (`counts.rs`).
+    tx.execute(
+        "INSERT INTO cluster_count_deltas (tenant, cluster, n, bad, done, seen) VALUES ($1, $2, 0, 0, 0, $3)",
+        &[&tenant, &cluster, &tx.now.millis()],
+    )
+    .await?;
     let ids: Vec<String> = records.iter().map(|r| resource_id(&r.resource)).collect();
     let rows = tx
         .query(

@@ -316,6 +316,55 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE INDEX work_errors_by_key ON work (tenant, cluster, syncset) WHERE last_error IS NOT NULL;
     "#,
     ),
+    (
+        "each cluster's signs of life",
+        r#"
+    -- For stale clusters (`crate::summary::cluster_conditions_sql`): `since`, when the
+    -- cluster got its first key (the least of its rows'); `seen`, its newest successful
+    -- run or agent report (the greatest). Only a successful run moves `last_applied_at`
+    -- forward, and an update's delta carries `seen` only when it does.
+    ALTER TABLE cluster_counts ADD COLUMN since bigint, ADD COLUMN seen bigint;
+    ALTER TABLE cluster_count_deltas ADD COLUMN since bigint, ADD COLUMN seen bigint;
+    CREATE OR REPLACE FUNCTION cluster_counts_moved() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO cluster_count_deltas (tenant, cluster, n, bad, done, since, seen)
+                SELECT tenant, cluster, COUNT(*),
+                    COUNT(*) FILTER (WHERE phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL)),
+                    COUNT(*) FILTER (WHERE phase = 'idle' AND desired),
+                    MIN(updated_at), MAX(last_applied_at)
+                FROM new_rows GROUP BY 1, 2;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO cluster_count_deltas (tenant, cluster, n, bad, done)
+                SELECT tenant, cluster, -COUNT(*),
+                    -COUNT(*) FILTER (WHERE phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL)),
+                    -COUNT(*) FILTER (WHERE phase = 'idle' AND desired)
+                FROM old_rows GROUP BY 1, 2;
+        ELSE
+            INSERT INTO cluster_count_deltas (tenant, cluster, n, bad, done, seen)
+                SELECT tenant, cluster, SUM(n), SUM(bad), SUM(done), MAX(applied) FILTER (WHERE n > 0) FROM (
+                    SELECT tenant, cluster, -1 AS n,
+                        -(phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL))::int AS bad,
+                        -(phase = 'idle' AND desired)::int AS done, last_applied_at AS applied FROM old_rows
+                    UNION ALL
+                    SELECT tenant, cluster, 1,
+                        (phase = 'parked' OR (phase = 'ready' AND attempts > 0 AND last_error IS NOT NULL))::int,
+                        (phase = 'idle' AND desired)::int, last_applied_at FROM new_rows) moved
+                GROUP BY 1, 2
+                HAVING SUM(n) <> 0 OR SUM(bad) <> 0 OR SUM(done) <> 0
+                    OR MAX(applied) FILTER (WHERE n > 0) > COALESCE(MAX(applied) FILTER (WHERE n < 0), -1);
+        END IF;
+        RETURN NULL;
+    END $fn$;
+    -- The ALTERs lock the deltas, so writers of keys wait until this commits: no change
+    -- falls between the new function and the counts it starts from. Deltas not folded
+    -- yet get them too (a least and a greatest are not moved by a repeat).
+    CREATE TEMPORARY TABLE signs ON COMMIT DROP AS
+        SELECT tenant, cluster, MIN(updated_at) AS since, MAX(last_applied_at) AS seen FROM work GROUP BY 1, 2;
+    UPDATE cluster_counts c SET since = w.since, seen = w.seen FROM signs w WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
+    UPDATE cluster_count_deltas c SET since = w.since, seen = w.seen FROM signs w WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -12,6 +12,7 @@ use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue}
 use async_trait::async_trait;
 use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, WorkKey};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// Windows of due keys one claim looks through at most (see `work_claim`).
@@ -270,11 +271,11 @@ impl StatusRead for PgStore {
         .await
     }
 
-    async fn cluster_conditions(&self, tenant: &str) -> Result<ClusterConditions> {
+    async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<ClusterConditions> {
         let tenant = tenant.to_string();
-        self.read("counting clusters by condition", move |c, _| {
+        self.read("counting clusters by condition", move |c, now| {
             let tenant = tenant.clone();
-            Box::pin(async move { counts::cluster_conditions(c, &tenant).await })
+            Box::pin(async move { counts::cluster_conditions(c, &tenant, now.minus(stale_after)).await })
         })
         .await
     }

@@ -12,6 +12,9 @@ use std::collections::BTreeSet;
 pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster: &str, records: &[LiveRecord]) -> Result<LiveRecorded> {
     let mut out = LiveRecorded::default();
     let mut drifted = BTreeSet::new();
+    // A report is a sign of life (see `crate::summary::cluster_conditions_sql`).
+    tx.prepare_cached("UPDATE cluster_counts SET seen = MAX(IFNULL(seen, ?3), ?3) WHERE tenant = ?1 AND cluster = ?2")?
+        .execute(params![tenant, cluster, now.millis()])?;
     for r in records {
         let id = resource_id(&r.resource);
         let stored: Option<String> = tx

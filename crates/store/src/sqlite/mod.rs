@@ -453,9 +453,9 @@ impl StatusRead for SqliteStore {
         self.read("summing status", move |c, now| summary::status_summary(c, &tenant, syncset.as_deref(), now)).await
     }
 
-    async fn cluster_conditions(&self, tenant: &str) -> Result<ClusterConditions> {
+    async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<ClusterConditions> {
         let tenant = tenant.to_string();
-        self.read("counting clusters by condition", move |c, _| summary::cluster_conditions(c, &tenant)).await
+        self.read("counting clusters by condition", move |c, now| summary::cluster_conditions(c, &tenant, now.minus(stale_after))).await
     }
 }
 

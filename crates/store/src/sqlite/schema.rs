@@ -169,6 +169,42 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX work_errors_by_key ON work (tenant, cluster, syncset) WHERE last_error IS NOT NULL;
     "#,
+    // 13: each cluster's signs of life, for stale clusters (`crate::summary::cluster_conditions_sql`):
+    // `since`, when it got its first key; `seen`, its newest successful run or agent
+    // report. Only a successful run moves `last_applied_at` forward.
+    r#"
+    ALTER TABLE cluster_counts ADD COLUMN since INTEGER;
+    ALTER TABLE cluster_counts ADD COLUMN seen INTEGER;
+    UPDATE cluster_counts SET since = w.since, seen = w.seen
+    FROM (SELECT tenant, cluster, MIN(updated_at) AS since, MAX(last_applied_at) AS seen FROM work GROUP BY 1, 2) w
+    WHERE w.tenant = cluster_counts.tenant AND w.cluster = cluster_counts.cluster;
+    DROP TRIGGER cluster_counts_insert;
+    DROP TRIGGER cluster_counts_update;
+    CREATE TRIGGER cluster_counts_insert AFTER INSERT ON work BEGIN
+        INSERT INTO cluster_counts VALUES (NEW.tenant, NEW.cluster, 1,
+            NEW.phase = 'parked' OR (NEW.phase = 'ready' AND NEW.attempts > 0 AND NEW.last_error IS NOT NULL),
+            NEW.phase = 'idle' AND NEW.desired, NEW.updated_at, NEW.last_applied_at)
+        ON CONFLICT (tenant, cluster) DO UPDATE SET n = n + 1, bad = bad + excluded.bad, done = done + excluded.done,
+            seen = COALESCE(MAX(seen, excluded.seen), seen, excluded.seen);
+    END;
+    CREATE TRIGGER cluster_counts_update AFTER UPDATE OF tenant, cluster, phase, attempts, last_error, desired, last_applied_at ON work
+    WHEN OLD.tenant IS NOT NEW.tenant OR OLD.cluster IS NOT NEW.cluster
+        OR (OLD.phase = 'parked' OR (OLD.phase = 'ready' AND OLD.attempts > 0 AND OLD.last_error IS NOT NULL))
+            IS NOT (NEW.phase = 'parked' OR (NEW.phase = 'ready' AND NEW.attempts > 0 AND NEW.last_error IS NOT NULL))
+        OR (OLD.phase = 'idle' AND OLD.desired) IS NOT (NEW.phase = 'idle' AND NEW.desired)
+        OR NEW.last_applied_at > IFNULL(OLD.last_applied_at, -1)
+    BEGIN
+        UPDATE cluster_counts SET n = n - 1,
+            bad = bad - (OLD.phase = 'parked' OR (OLD.phase = 'ready' AND OLD.attempts > 0 AND OLD.last_error IS NOT NULL)),
+            done = done - (OLD.phase = 'idle' AND OLD.desired)
+        WHERE tenant = OLD.tenant AND cluster = OLD.cluster;
+        INSERT INTO cluster_counts VALUES (NEW.tenant, NEW.cluster, 1,
+            NEW.phase = 'parked' OR (NEW.phase = 'ready' AND NEW.attempts > 0 AND NEW.last_error IS NOT NULL),
+            NEW.phase = 'idle' AND NEW.desired, NEW.updated_at, NEW.last_applied_at)
+        ON CONFLICT (tenant, cluster) DO UPDATE SET n = n + 1, bad = bad + excluded.bad, done = done + excluded.done,
+            seen = COALESCE(MAX(seen, excluded.seen), seen, excluded.seen);
+    END;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

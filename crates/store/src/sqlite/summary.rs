@@ -67,11 +67,12 @@ pub(super) fn count_by_phase(c: &Connection) -> Result<BTreeMap<Phase, u64>> {
     Ok(phases(&groups))
 }
 
-/// The tenant's clusters by condition, one `cluster_counts` row each.
-pub(super) fn cluster_conditions(c: &Connection, tenant: &str) -> Result<ClusterConditions> {
-    let sql = cluster_conditions_sql("SELECT n, bad, done FROM cluster_counts WHERE tenant = ?1");
+/// The tenant's clusters by condition, one `cluster_counts` row each; stale when last
+/// seen before `cutoff`.
+pub(super) fn cluster_conditions(c: &Connection, tenant: &str, cutoff: Timestamp) -> Result<ClusterConditions> {
+    let sql = cluster_conditions_sql("SELECT n, bad, done, since, seen FROM cluster_counts WHERE tenant = ?1", "?2");
     let count = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0).unsigned_abs()) };
-    Ok(c.prepare_cached(&sql)?.query_row([tenant], |r| {
-        Ok(ClusterConditions { ready: count(r, 0)?, progressing: count(r, 1)?, degraded: count(r, 2)? })
+    Ok(c.prepare_cached(&sql)?.query_row(rusqlite::params![tenant, cutoff.millis()], |r| {
+        Ok(ClusterConditions { ready: count(r, 0)?, progressing: count(r, 1)?, degraded: count(r, 2)?, stale: count(r, 3)? })
     })?)
 }

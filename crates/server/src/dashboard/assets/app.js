@@ -310,7 +310,10 @@ class FleetView {
         el('div', { class: 'card' }, el('span', { class: 'n', text: conditions.reduce((n, [c]) => n + (clusters[c] || 0), 0) }), 'clusters with keys'),
         conditions.map(([c, label, phase]) => el('div', { class: 'card' },
           el('span', { class: 'n', 'data-clusters': c, text: clusters[c] || 0 }),
-          el('span', { class: 'badge phase-' + phase, text: label })))),
+          el('span', { class: 'badge phase-' + phase, text: label }))),
+        el('div', { class: 'card', title: 'No successful run and no agent report for the stale-after window (of those above)' },
+          el('span', { class: 'n', 'data-clusters': 'stale', text: clusters.stale || 0 }),
+          el('span', { class: 'badge phase-Parked', text: 'Stale' }))),
       el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ' listed below)' : '') + waiting }));
     this.failures.replaceChildren(failures.length
       ? table(['key', 'phase', 'attempts', 'last error'], failureRows(failures), { id: 'failure-list' })
