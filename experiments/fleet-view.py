@@ -20,7 +20,11 @@ def get(path):
 
 name = json.loads(get("/v1/syncsets?limit=1")[1])["items"][0]["metadata"]["name"]
 first = json.loads(get("/v1/status?limit=500")[1])
-second, cluster = first["continue"], first["items"][0]["cluster"]
+second = first["continue"]
+# A key with events: the one of the newest Status event (retention may have trimmed
+# the first keys' events).
+newest = json.loads(get("/v1/events?order=desc&limit=100")[1])["items"]
+cluster, key_set = next((e["name"].split("/", 1) for e in newest if e["kind"] == "Status"), (first["items"][0]["cluster"], name))
 views = [
     ("readiness", "/readyz"),
     ("metrics scrape", "/metrics"),
@@ -31,7 +35,7 @@ views = [
     ("SyncSet summary + 100 keys", f"/v1/status/syncsets/{name}?limit=100"),
     ("SyncSet summary + every key", f"/v1/status/syncsets/{name}"),
     ("tenant summary (with clusters by condition)", "/v1/status/summary"),
-    ("a key's 20 newest events", f"/v1/status/clusters/{cluster}/syncsets/{name}/events"),
+    ("a key's 20 newest events", f"/v1/status/clusters/{cluster}/syncsets/{key_set}/events"),
 ]
 for label, path in views:
     try:
