@@ -288,10 +288,10 @@ mod tests {
 
     #[test]
     fn members_and_live_resources_are_camel_case() {
-        let member = fleetsync_model::Member { id: "w1".into(), started_at: Timestamp(0), heartbeat_at: Timestamp(1), expires_at: Timestamp(2), in_flight: 3 };
+        let member = fleetsync_model::Member { id: "w1".into(), started_at: Timestamp(0), heartbeat_at: Timestamp(1), expires_at: Timestamp(2), in_flight: 3, max_in_flight: 6 };
         let m = Member { member, shards: 4 };
         let v = round_trip(&m);
-        assert_eq!((&v["inFlight"], &v["shards"]), (&json!(3), &json!(4)));
+        assert_eq!((&v["inFlight"], &v["maxInFlight"], &v["shards"]), (&json!(3), &json!(6), &json!(4)));
         assert!(v.get("heartbeatAt").is_some() && v.get("startedAt").is_some() && v.get("expiresAt").is_some(), "{v}");
         let live = LiveResource {
             syncset: "base".into(),

@@ -150,10 +150,11 @@ pub fn members(items: &[Member]) -> std::io::Result<()> {
         .iter()
         .map(|m| {
             let w = &m.member;
-            vec![w.id.clone(), m.shards.to_string(), w.in_flight.to_string(), text_of(&w.heartbeat_at), text_of(&w.started_at)]
+            let limit = if w.max_in_flight == 0 { "-".to_string() } else { w.max_in_flight.to_string() };
+            vec![w.id.clone(), m.shards.to_string(), w.in_flight.to_string(), limit, text_of(&w.heartbeat_at), text_of(&w.started_at)]
         })
         .collect();
-    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "HEARTBEAT", "STARTED"], &rows)
+    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "LIMIT", "HEARTBEAT", "STARTED"], &rows)
 }
 
 pub fn events(items: &[Event]) -> std::io::Result<()> {

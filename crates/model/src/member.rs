@@ -13,4 +13,8 @@ pub struct Member {
     pub expires_at: Timestamp,
     /// Keys it had in flight at its last heartbeat.
     pub in_flight: u64,
+    /// The most it may have in flight (its `--max-in-flight`); 0 when it did not say
+    /// (a process of an older version).
+    #[serde(default)]
+    pub max_in_flight: u64,
 }

@@ -41,14 +41,17 @@ impl View {
 pub struct Membership {
     id: String,
     ttl: Duration,
+    /// This process's `max_in_flight`, told in each heartbeat.
+    max_in_flight: u64,
     view: watch::Sender<View>,
 }
 
 impl Membership {
     /// Registers this process (the first heartbeat), so claims are sharded from the start.
-    pub async fn join(store: &dyn Members, id: String, ttl: Duration, metrics: &RuntimeMetrics) -> Membership {
+    pub async fn join(store: &dyn Members, id: String, ttl: Duration, max_in_flight: usize, metrics: &RuntimeMetrics) -> Membership {
         let (view, _) = watch::channel(View::default());
-        let m = Membership { id, ttl, view };
+        let max_in_flight = u64::try_from(max_in_flight).unwrap_or(u64::MAX);
+        let m = Membership { id, ttl, max_in_flight, view };
         m.beat(store, metrics, 0).await;
         m
     }
@@ -74,7 +77,7 @@ impl Membership {
     }
 
     async fn beat(&self, store: &dyn Members, metrics: &RuntimeMetrics, in_flight: u64) {
-        let beat = MemberBeat { id: self.id.clone(), ttl: self.ttl, in_flight };
+        let beat = MemberBeat { id: self.id.clone(), ttl: self.ttl, in_flight, max_in_flight: self.max_in_flight };
         match metrics.store_call("heartbeat", store.member_heartbeat(beat)).await {
             Ok(live) => {
                 let view = View::of(&self.id, live.into_iter().map(|m| m.id).collect());

@@ -76,7 +76,7 @@ impl Runtime {
         let background = CancellationToken::new();
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.renew_every, background.clone()));
         let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
-        let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, &self.metrics).await;
+        let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, cfg.max_in_flight, &self.metrics).await;
         let view = membership.view();
         let leaving = CancellationToken::new();
         let member = tokio::spawn(membership.run(self.store.clone(), self.metrics.clone(), leaving.clone()));

@@ -36,7 +36,7 @@ mod tests {
     fn wire_types_serialize_as_the_store_values_did() {
         let o = ApplyOutcome { kind: Kind::SyncSet, tenant: "t".into(), name: "n".into(), generation: 2, result: "updated", enqueued: 3 };
         same_json(&o, &apply_result(o.clone()));
-        let m = fleetsync_store::Member { id: "w".into(), started_at: Timestamp(1), heartbeat_at: Timestamp(2), expires_at: Timestamp(3), in_flight: 4 };
+        let m = fleetsync_store::Member { id: "w".into(), started_at: Timestamp(1), heartbeat_at: Timestamp(2), expires_at: Timestamp(3), in_flight: 4, max_in_flight: 8 };
         let mut expected = serde_json::to_value(&m).expect("member");
         expected["shards"] = 7.into();
         assert_eq!(serde_json::to_value(member(m, 7)).expect("wire member"), expected);

@@ -83,6 +83,7 @@ async fn the_dashboard_in_a_headless_browser() {
     let steps = async {
         sign_in(&browser, &hub, &admin, &shots).await;
         counts_match_the_api(&browser, &hub, "default", &shots).await;
+        saturation_is_the_members_in_flight_against_their_limits(&browser, &hub).await;
         the_phase_filter_narrows_the_matrix(&browser, &hub, &shots).await;
         a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
@@ -127,6 +128,24 @@ async fn counts_match_the_api(browser: &Client, hub: &Hub, tenant: &str, shots: 
     };
     assert!(last["total"].as_u64() > Some(0), "{last}");
     shots.take(browser, &format!("fleet-{tenant}")).await;
+}
+
+/// A fleet-admin sees how full the queue is: the members' keys in flight against the
+/// sum of their limits, as `/v1/members` tells them.
+async fn saturation_is_the_members_in_flight_against_their_limits(browser: &Client, hub: &Hub) {
+    let members = hub.get("/v1/members").await;
+    let limit: u64 = members["items"].as_array().expect("items").iter().map(|m| m["maxInFlight"].as_u64().unwrap_or(0)).sum();
+    assert!(limit > 0, "the hub's worker tells its limit: {members}");
+    let shown = eventually_value("the saturation line", || async {
+        js(browser, "const s = document.getElementById('saturation'); return s && [Number(s.dataset.inFlight), Number(s.dataset.limit), s.innerText]")
+            .await
+            .as_array()
+            .cloned()
+    })
+    .await;
+    assert_eq!(shown[1], json!(limit), "the page's limit is the members' sum: {shown:?}");
+    assert!(shown[0].as_u64() <= Some(limit), "in flight within the limit: {shown:?}");
+    assert!(shown[2].as_str().is_some_and(|t| t.contains(&format!("of {limit}"))), "{shown:?}");
 }
 
 async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots: &Screenshots) {

@@ -52,6 +52,8 @@ pub struct MemberBeat {
     pub ttl: Duration,
     /// Keys it has in flight, for `get members`.
     pub in_flight: u64,
+    /// The most it may have in flight, so that readers see how full it is.
+    pub max_in_flight: u64,
 }
 
 pub use fleetsync_model::Member;

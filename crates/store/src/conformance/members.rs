@@ -7,10 +7,11 @@ use super::*;
 pub async fn members_and_shards(h: &dyn Harness) {
     use fleetsync_model::shard::shard_of;
     let (s, clock) = open(h).await;
-    let beat = |id: &str, in_flight| crate::MemberBeat { id: id.into(), ttl: Duration::from_secs(10), in_flight };
+    let beat = |id: &str, in_flight| crate::MemberBeat { id: id.into(), ttl: Duration::from_secs(10), in_flight, max_in_flight: 64 };
     s.member_heartbeat(beat("w1", 3)).await.expect("beat");
     let live = s.member_heartbeat(beat("w2", 0)).await.expect("beat");
-    assert_eq!(live.iter().map(|m| (m.id.as_str(), m.in_flight)).collect::<Vec<_>>(), [("w1", 3), ("w2", 0)]);
+    let seen: Vec<_> = live.iter().map(|m| (m.id.as_str(), m.in_flight, m.max_in_flight)).collect();
+    assert_eq!(seen, [("w1", 3, 64), ("w2", 0, 64)], "each member's keys in flight and its limit");
     clock.advance(Duration::from_secs(6));
     s.member_heartbeat(beat("w1", 1)).await.expect("beat");
     clock.advance(Duration::from_secs(6));

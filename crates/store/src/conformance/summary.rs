@@ -62,7 +62,7 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
                 }
                 5 => clock.advance(Duration::from_secs(rng.random_range(1..10))),
                 6 => {
-                    let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0 };
+                    let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0, max_in_flight: 1 };
                     s.member_heartbeat(beat).await.expect("heartbeat");
                 }
                 7 => {
@@ -115,7 +115,7 @@ async fn stale(s: &dyn Store, windows: &[(u64, u64)], when: &str) {
         for folded in [false, true] {
             let got = s.cluster_conditions("default", Duration::from_secs(*secs)).await.expect("clusters by condition");
             assert_eq!(got.stale, *want, "{when}: stale after {secs} s, folded {folded}: {got:?}");
-            let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0 };
+            let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0, max_in_flight: 1 };
             s.member_heartbeat(beat).await.expect("heartbeat");
         }
     }

@@ -365,6 +365,13 @@ const MIGRATIONS: &[(&str, &str)] = &[
     UPDATE cluster_count_deltas c SET since = w.since, seen = w.seen FROM signs w WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
     "#,
     ),
+    (
+        "each member's limit beside its keys in flight",
+        r#"
+    -- 0: not told (a process of an older version).
+    ALTER TABLE members ADD COLUMN max_in_flight bigint NOT NULL DEFAULT 0;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -205,6 +205,10 @@ const MIGRATIONS: &[&str] = &[
             seen = COALESCE(MAX(seen, excluded.seen), seen, excluded.seen);
     END;
     "#,
+    // 14: each member's limit beside its keys in flight (0: not told).
+    r#"
+    ALTER TABLE members ADD COLUMN max_in_flight INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

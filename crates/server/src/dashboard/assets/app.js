@@ -325,10 +325,18 @@ class FleetView {
   async loadMembers() {
     try {
       const members = await api('/v1/members');
-      this.members.replaceChildren(table(['member', 'shards', 'in flight', 'started', 'heartbeat'],
-        members.items.map((m) => el('tr', {}, el('td', { text: m.id }), el('td', { class: 'num', text: m.shards }),
-          el('td', { class: 'num', text: m.inFlight }), el('td', { text: age(m.startedAt) + ' ago' }),
-          el('td', { text: age(m.heartbeatAt) + ' ago' }))), { id: 'member-list' }));
+      // Saturation: keys in flight against the members' limits (a member that did not
+      // tell its limit counts none).
+      const inFlight = members.items.reduce((n, m) => n + m.inFlight, 0);
+      const limit = members.items.reduce((n, m) => n + (m.maxInFlight || 0), 0);
+      const share = limit ? ' (' + Math.round(100 * inFlight / limit) + '%)' : '';
+      this.members.replaceChildren(
+        el('p', { id: 'saturation', 'data-in-flight': inFlight, 'data-limit': limit,
+          text: 'Keys in flight: ' + inFlight + ' of ' + limit + share + ' across ' + members.items.length + ' members' }),
+        table(['member', 'shards', 'in flight', 'limit', 'started', 'heartbeat'],
+          members.items.map((m) => el('tr', {}, el('td', { text: m.id }), el('td', { class: 'num', text: m.shards }),
+            el('td', { class: 'num', text: m.inFlight }), el('td', { class: 'num', text: m.maxInFlight || '-' }),
+            el('td', { text: age(m.startedAt) + ' ago' }), el('td', { text: age(m.heartbeatAt) + ' ago' }))), { id: 'member-list' }));
     } catch (e) {
       if (e.status !== 403) throw e;
       this.members.replaceChildren(el('p', { class: 'muted', text: 'Members are shown to fleet-admins.' }));
