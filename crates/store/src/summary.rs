@@ -65,12 +65,12 @@ pub(crate) fn failures_sql(syncset: bool) -> String {
 /// which a cluster is stale. The rule is
 /// [`ClusterStatus::roll_up`](fleetsync_model::ClusterStatus::roll_up)'s: degraded if a
 /// key failed or parked, else ready if every key is done, else progressing; stale, across
-/// the three, when its newest sign of life (or its first key, lacking one) is older than
-/// the cutoff.
+/// the three, when the later of its newest sign of life and its first key is older than
+/// the cutoff (a report from before its first key does not make a new cluster stale).
 pub(crate) fn cluster_conditions_sql(source: &str, cutoff: &str) -> String {
     format!(
         "SELECT COUNT(*) FILTER (WHERE bad = 0 AND done = n), COUNT(*) FILTER (WHERE bad = 0 AND done < n),
-                COUNT(*) FILTER (WHERE bad > 0), COUNT(*) FILTER (WHERE COALESCE(seen, since) < {cutoff})
+                COUNT(*) FILTER (WHERE bad > 0), COUNT(*) FILTER (WHERE COALESCE(CASE WHEN seen > since THEN seen ELSE since END, seen) < {cutoff})
          FROM ({source}) c WHERE n > 0"
     )
 }

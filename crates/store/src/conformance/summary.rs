@@ -124,7 +124,8 @@ async fn stale(s: &dyn Store, windows: &[(u64, u64)], when: &str) {
 /// A cluster is stale when neither a successful run nor a report from its agent came
 /// within the window (or, lacking both, since its first key): a failure is no sign of
 /// life; a success counts even when a newer change keeps the key pending; a report
-/// counts; a report from a cluster with no keys adds no cluster.
+/// counts; a report from a cluster with no keys adds no cluster, nor makes it stale
+/// once it has keys.
 pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
     let (s, clock) = open(h).await;
     let prod = [("env", "prod")];
@@ -150,12 +151,15 @@ pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
         drift: None,
     };
     s.live_record("default", "c", vec![report.clone()]).await.expect("c's agent reports");
-    s.live_record("default", "no-keys", vec![report]).await.expect("a cluster with no keys reports");
+    s.live_record("default", "no-keys", vec![report.clone()]).await.expect("a cluster with no keys reports");
     clock.advance(Duration::from_secs(10));
     // Now T0+30: b never ran well (first key at T0), a succeeded at T0+10, c reported at T0+20.
     stale(s.as_ref(), &[(3600, 0), (25, 1), (15, 2), (5, 3)], "three clusters").await;
     let all = s.cluster_conditions("default", Duration::ZERO).await.expect("clusters by condition");
     assert_eq!(all.ready + all.progressing + all.degraded, 3, "the report of a cluster with no keys adds none: {all:?}");
+    // A report from before its first key (no heartbeat between) does not make it stale.
+    s.live_record("default", "d", vec![report]).await.expect("d's agent reports before d has keys");
+    clock.advance(Duration::from_secs(1));
     s.objects_apply(vec![cluster("d", &prod)]).await.expect("a new cluster");
     stale(s.as_ref(), &[(5, 3), (0, 3)], "a new cluster is not stale").await;
     clock.advance(Duration::from_secs(10));

@@ -358,11 +358,18 @@ const MIGRATIONS: &[(&str, &str)] = &[
     END $fn$;
     -- The ALTERs lock the deltas, so writers of keys wait until this commits: no change
     -- falls between the new function and the counts it starts from. Deltas not folded
-    -- yet get them too (a least and a greatest are not moved by a repeat).
-    CREATE TEMPORARY TABLE signs ON COMMIT DROP AS
-        SELECT tenant, cluster, MIN(updated_at) AS since, MAX(last_applied_at) AS seen FROM work GROUP BY 1, 2;
-    UPDATE cluster_counts c SET since = w.since, seen = w.seen FROM signs w WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
-    UPDATE cluster_count_deltas c SET since = w.since, seen = w.seen FROM signs w WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
+    -- yet get them too (a least and a greatest are not moved by a repeat). Keys written
+    -- before keep no creation time: their oldest change stands in for it.
+    UPDATE cluster_counts c SET since = w.since, seen = w.seen
+    FROM (SELECT tenant, cluster, MIN(since) AS since, MAX(seen) AS seen FROM (
+            SELECT tenant, cluster, updated_at AS since, last_applied_at AS seen FROM work
+            UNION ALL SELECT tenant, cluster, NULL, updated_at FROM live_state) s GROUP BY 1, 2) w
+    WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
+    UPDATE cluster_count_deltas c SET since = w.since, seen = w.seen
+    FROM (SELECT tenant, cluster, MIN(since) AS since, MAX(seen) AS seen FROM (
+            SELECT tenant, cluster, updated_at AS since, last_applied_at AS seen FROM work
+            UNION ALL SELECT tenant, cluster, NULL, updated_at FROM live_state) s GROUP BY 1, 2) w
+    WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
     "#,
     ),
     (

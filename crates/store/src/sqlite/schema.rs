@@ -171,12 +171,15 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 13: each cluster's signs of life, for stale clusters (`crate::summary::cluster_conditions_sql`):
     // `since`, when it got its first key; `seen`, its newest successful run or agent
-    // report. Only a successful run moves `last_applied_at` forward.
+    // report. Only a successful run moves `last_applied_at` forward. Keys written before
+    // keep no creation time: their oldest change stands in for it.
     r#"
     ALTER TABLE cluster_counts ADD COLUMN since INTEGER;
     ALTER TABLE cluster_counts ADD COLUMN seen INTEGER;
     UPDATE cluster_counts SET since = w.since, seen = w.seen
-    FROM (SELECT tenant, cluster, MIN(updated_at) AS since, MAX(last_applied_at) AS seen FROM work GROUP BY 1, 2) w
+    FROM (SELECT tenant, cluster, MIN(since) AS since, MAX(seen) AS seen FROM (
+            SELECT tenant, cluster, updated_at AS since, last_applied_at AS seen FROM work
+            UNION ALL SELECT tenant, cluster, NULL, updated_at FROM live_state) GROUP BY 1, 2) w
     WHERE w.tenant = cluster_counts.tenant AND w.cluster = cluster_counts.cluster;
     DROP TRIGGER cluster_counts_insert;
     DROP TRIGGER cluster_counts_update;

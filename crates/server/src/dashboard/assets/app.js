@@ -327,7 +327,7 @@ class FleetView {
       const members = await api('/v1/members');
       // Saturation: keys in flight against the members' limits (a member that did not
       // tell its limit counts none).
-      const inFlight = members.items.reduce((n, m) => n + m.inFlight, 0);
+      const inFlight = members.items.reduce((n, m) => n + (m.maxInFlight ? m.inFlight : 0), 0);
       const limit = members.items.reduce((n, m) => n + (m.maxInFlight || 0), 0);
       const share = limit ? ' (' + Math.round(100 * inFlight / limit) + '%)' : '';
       this.members.replaceChildren(
