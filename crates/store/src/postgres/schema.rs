@@ -360,15 +360,16 @@ const MIGRATIONS: &[(&str, &str)] = &[
     -- falls between the new function and the counts it starts from. Deltas not folded
     -- yet get them too (a least and a greatest are not moved by a repeat). Keys written
     -- before keep no creation time: their oldest change stands in for it.
-    UPDATE cluster_counts c SET since = w.since, seen = w.seen
-    FROM (SELECT tenant, cluster, MIN(since) AS since, MAX(seen) AS seen FROM (
+    -- One statement, so every key is read once for both tables.
+    WITH signs AS (
+        SELECT tenant, cluster, MIN(since) AS since, MAX(seen) AS seen FROM (
             SELECT tenant, cluster, updated_at AS since, last_applied_at AS seen FROM work
-            UNION ALL SELECT tenant, cluster, NULL, updated_at FROM live_state) s GROUP BY 1, 2) w
-    WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
-    UPDATE cluster_count_deltas c SET since = w.since, seen = w.seen
-    FROM (SELECT tenant, cluster, MIN(since) AS since, MAX(seen) AS seen FROM (
-            SELECT tenant, cluster, updated_at AS since, last_applied_at AS seen FROM work
-            UNION ALL SELECT tenant, cluster, NULL, updated_at FROM live_state) s GROUP BY 1, 2) w
+            UNION ALL SELECT tenant, cluster, NULL, updated_at FROM live_state) s
+        GROUP BY 1, 2),
+    counted AS (
+        UPDATE cluster_counts c SET since = w.since, seen = w.seen FROM signs w
+        WHERE w.tenant = c.tenant AND w.cluster = c.cluster)
+    UPDATE cluster_count_deltas c SET since = w.since, seen = w.seen FROM signs w
     WHERE w.tenant = c.tenant AND w.cluster = c.cluster;
     "#,
     ),
