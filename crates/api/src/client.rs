@@ -8,7 +8,7 @@ use crate::wire::{
 use crate::tls::{ClientBuildError, ClientTls};
 use crate::ApplyResult;
 use crate::wire::{IssuedToken, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
-use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, TokenRecord, WorkKey};
+use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, RolloutStatus, TokenRecord, WorkKey};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -229,6 +229,19 @@ impl Client {
         let path = format!("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry");
         let req = self.http.post(self.url(&path)).query(&[("tenant", tenant)]);
         Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
+    }
+
+    /// `GET /v1/rollouts/{syncset}`: where the SyncSet's rollout stands.
+    pub async fn rollout(&self, tenant: &str, syncset: &str) -> Result<RolloutStatus> {
+        self.get_json(&format!("/v1/rollouts/{syncset}"), &[("tenant", tenant)]).await
+    }
+
+    /// `POST /v1/rollouts/{syncset}/{control}`: pause, resume, promote or abort the
+    /// SyncSet's rollout; the rollout as the control left it.
+    pub async fn rollout_control(&self, tenant: &str, syncset: &str, control: &str) -> Result<RolloutStatus> {
+        let path = format!("/v1/rollouts/{syncset}/{control}");
+        let req = self.http.post(self.url(&path)).query(&[("tenant", tenant)]);
+        self.call(req, &format!("POST {path}")).await
     }
 
     /// `GET /v1/members`: the live worker processes.

@@ -48,6 +48,9 @@ pub enum Command {
     Wait(WaitArgs),
     /// Run a SyncSet on a cluster again now (also a parked one).
     Retry(RetryArgs),
+    /// Show or steer a SyncSet's staged rollout (`spec.rollout`).
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
     /// Run an embedded hub against a simulated fleet and report how fast it converges.
     Demo(DemoArgs),
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks): runs
@@ -608,6 +611,31 @@ pub struct WaitArgs {
     /// Give up after this long, exiting non-zero.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Phase, current step, revision, and per step how many clusters are updated,
+    /// healthy, failed and pending.
+    Status(RolloutArgs),
+    /// Start no further step until resumed.
+    Pause(RolloutArgs),
+    /// Go on after a pause, or judge a failed step again.
+    Resume(RolloutArgs),
+    /// Pass the current step's wait (a manual promote or minSuccessTime) once it is healthy.
+    Promote(RolloutArgs),
+    /// Roll back to the stable revision now.
+    Abort(RolloutArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// The SyncSet.
+    pub syncset: String,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
     #[command(flatten)]
     pub at: TenantArgs,
 }

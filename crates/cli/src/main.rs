@@ -14,6 +14,7 @@ mod events;
 mod inputs;
 mod plugin;
 mod retry;
+mod rollout;
 mod serve;
 mod status;
 mod stores;
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
             Command::Describe(a) => describe::describe(a).await.map(|()| true),
             Command::Wait(a) => wait::wait(a).await.map(|()| true),
             Command::Retry(a) => retry::retry(a).await.map(|()| true),
+            Command::Rollout(c) => rollout::run(c).await.map(|()| true),
             Command::Token(TokenCommand::Create(a)) => token::create(a).await.map(|()| true),
             Command::Token(TokenCommand::List(a)) => token::list(a).await.map(|()| true),
             Command::Token(TokenCommand::Revoke(a)) => token::revoke(a).await.map(|()| true),

@@ -174,6 +174,7 @@ mod tests {
             last_applied_at: None,
             updated_at: fleetsync_model::time::Timestamp(0),
             drift: vec![],
+            unready: vec![],
         }
     }
 

@@ -275,6 +275,9 @@ fn validate_syncset(s: &SyncSet) -> Result<(), (String, String)> {
             }
         }
     }
+    if let Some(rollout) = &s.spec.rollout {
+        rollout.validate()?;
+    }
     validate_resources(&s.spec.resources)
 }
 

@@ -93,6 +93,20 @@ pub struct KeyStatus {
     /// from what this key applies. A drift enqueues the key again (self-healing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<Drift>,
+    /// Applied objects that the cluster's agent reports as not ready yet (a Deployment
+    /// not rolled out, a Job not succeeded): a rollout's health gate waits for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unready: Vec<Unready>,
+}
+
+/// An applied object that is not ready yet, by the built-in readiness rules
+/// ([`crate::readiness`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unready {
+    pub resource: ResourceRef,
+    /// What is missing, e.g. `Deployment: 1 of 3 replicas updated`.
+    pub reason: String,
 }
 
 /// One resource that drifted from what its key applies.
@@ -226,6 +240,7 @@ mod tests {
             last_applied_at: None,
             updated_at: Timestamp(0),
             drift: vec![],
+            unready: vec![],
         }
     }
 

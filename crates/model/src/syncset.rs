@@ -2,6 +2,7 @@
 
 use crate::document::ObjectMeta;
 use crate::manifest::Manifest;
+use crate::rollout::RolloutSpec;
 use crate::selector::LabelSelector;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,9 @@ pub struct SyncSetSpec {
     /// Applied in this order; a run stops at the first failure.
     #[serde(default)]
     pub resources: Vec<Manifest>,
+    /// Stage each new generation through steps instead of applying it everywhere at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSpec>,
 }
 
 /// What happens to resources removed from a SyncSet.
@@ -96,6 +100,7 @@ impl SyncSetSpec {
             cluster_names: self.cluster_names.clone(),
             resource_apply_mode: self.resource_apply_mode,
             resources: Vec::new(),
+            rollout: None,
         }
     }
 }

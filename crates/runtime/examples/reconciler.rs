@@ -72,6 +72,7 @@ fn syncset(version: &str) -> Document {
         cluster_names: None,
         resource_apply_mode: Default::default(),
         resources: vec![Manifest(manifest)],
+        rollout: None,
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new("web"), spec })
 }

@@ -13,7 +13,7 @@
 //! it is working on, not every cluster it ever reached, and a deleted one goes too.
 
 use fleetsync_model::{Cluster, SyncSet};
-use fleetsync_store::{Objects, Result};
+use fleetsync_store::{Objects, Result, Rollouts};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,6 +28,8 @@ pub const CACHED: usize = 10_000;
 pub struct ObjectCache {
     clusters: Slots<Cluster>,
     syncsets: Slots<SyncSet>,
+    /// Kept revisions, by name and generation (they never change).
+    revisions: Slots<SyncSet>,
 }
 
 impl ObjectCache {
@@ -41,6 +43,13 @@ impl ObjectCache {
     pub async fn syncset(&self, store: &dyn Objects, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
         let fetch = || store.syncset_get(tenant, name);
         self.syncsets.get(tenant, name, generation, |s| s.metadata.generation, fetch).await
+    }
+
+    /// The SyncSet's kept revision at exactly `generation`; `None` if it is not kept.
+    pub async fn revision(&self, store: &dyn Rollouts, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
+        let fetch = || store.revision_get(tenant, name, generation);
+        let at = format!("{name}@{generation}");
+        self.revisions.get(tenant, &at, generation, |s| s.metadata.generation, fetch).await
     }
 }
 

@@ -18,6 +18,7 @@
 //!   its run.
 //! * [`per_cluster`]: the per-cluster concurrency limit.
 //! * [`resync`]: the periodic safety re-apply of everything.
+//! * [`rollouts`]: rollouts in progress, driven forward step by step.
 //! * [`secrets`]: the store as the Kubernetes applier's source of kubeconfigs.
 //! * [`cache`]: Clusters and SyncSets by generation, so a run does not re-read them.
 //! * [`metrics`]: what shows saturation and lag.
@@ -31,6 +32,7 @@ pub mod metrics;
 pub mod per_cluster;
 pub mod reconciler;
 pub mod resync;
+pub mod rollouts;
 pub mod secrets;
 pub mod syncset;
 pub mod worker;
@@ -73,6 +75,9 @@ pub struct RuntimeConfig {
     pub steal_after: Option<Duration>,
     /// Re-apply everything this often (jittered by ±10%); `None` disables it.
     pub resync_every: Option<Duration>,
+    /// Look at each rollout in progress this often (and when a step's wait ends);
+    /// `None`: this process drives no rollouts (another must).
+    pub rollout_every: Option<Duration>,
     /// On shutdown, how long runs in flight may take to finish before their keys are
     /// released unfinished.
     pub shutdown_grace: Duration,
@@ -104,6 +109,7 @@ impl Default for RuntimeConfig {
             poll_interval: Duration::from_secs(5),
             steal_after: Some(Duration::from_secs(1)),
             resync_every: Some(Duration::from_secs(2 * 3600)),
+            rollout_every: Some(Duration::from_secs(1)),
             shutdown_grace: Duration::from_secs(20),
             clock: None,
         }

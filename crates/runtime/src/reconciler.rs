@@ -229,6 +229,23 @@ impl Context {
         self.cache.syncset(&*self.store, &k.tenant, &k.syncset, self.latest_generation()).await
     }
 
+    /// The key's SyncSet at exactly the claimed generation: the revision this run
+    /// applies, which a rollout may hold behind the latest (see
+    /// [`Rollouts::revision_get`](fleetsync_store::Rollouts::revision_get)); `None` if
+    /// the SyncSet was deleted. A generation kept by no revision (written by a build
+    /// before revisions) reads as the latest.
+    pub async fn revision(&self) -> Result<Option<Arc<SyncSet>>, StoreError> {
+        let Some(latest) = self.syncset().await? else { return Ok(None) };
+        let k = &self.item.key;
+        if latest.metadata.generation == self.item.generation {
+            return Ok(Some(latest));
+        }
+        match self.cache.revision(&*self.store, &k.tenant, &k.syncset, self.item.generation).await? {
+            Some(kept) => Ok(Some(kept)),
+            None => Ok(Some(latest)),
+        }
+    }
+
     /// Applies documents as this key's holder (see the module docs): logged and seen by
     /// event handlers, enqueues other keys as usual, but does not make this key dirty.
     /// [`StoreError::LeaseLost`] (which `?` turns into [`ReconcileError::Cancelled`])

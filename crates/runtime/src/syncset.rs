@@ -50,7 +50,7 @@ impl SyncSetReconciler {
         if !item.desired {
             return self.remove(ctx, &cluster).await;
         }
-        let syncset = match ctx.syncset().await {
+        let syncset = match ctx.revision().await {
             Ok(Some(s)) => s,
             Ok(None) => return Ok(failed("SyncSet deleted while claimed; its removal runs next".into())),
             Err(e) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),

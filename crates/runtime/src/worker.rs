@@ -11,6 +11,7 @@ use crate::metrics::RuntimeMetrics;
 use crate::per_cluster::ClusterSlots;
 use crate::reconciler::{self, Context, Reconciler};
 use crate::resync::resync_loop;
+use crate::rollouts::rollout_loop;
 use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
 use tracing::Instrument;
@@ -76,6 +77,7 @@ impl Runtime {
         let background = CancellationToken::new();
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.renew_every, background.clone()));
         let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
+        let rollouts = cfg.rollout_every.map(|every| tokio::spawn(rollout_loop(self.store.clone(), every, background.clone())));
         let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, cfg.max_in_flight, &self.metrics).await;
         let view = membership.view();
         let leaving = CancellationToken::new();
@@ -110,8 +112,8 @@ impl Runtime {
         let _ = commit_task.await;
         background.cancel();
         let _ = renewer.await;
-        if let Some(r) = resync {
-            let _ = r.await;
+        for task in [resync, rollouts].into_iter().flatten() {
+            let _ = task.await;
         }
         Ok(())
     }

@@ -259,6 +259,25 @@ impl Tokens for ExpireAfterClaim {
 }
 
 #[async_trait]
+impl Rollouts for ExpireAfterClaim {
+    async fn revision_get(&self, tenant: &str, syncset: &str, generation: i64) -> Result<Option<fleetsync_model::SyncSet>> {
+        self.inner.revision_get(tenant, syncset, generation).await
+    }
+
+    async fn rollout_get(&self, tenant: &str, syncset: &str) -> Result<Option<fleetsync_store::rollout::RolloutState>> {
+        self.inner.rollout_get(tenant, syncset).await
+    }
+
+    async fn rollout_list(&self, tenant: Option<&str>, phase: Option<fleetsync_model::RolloutPhase>) -> Result<Vec<fleetsync_store::rollout::RolloutState>> {
+        self.inner.rollout_list(tenant, phase).await
+    }
+
+    async fn rollout_write(&self, next: &fleetsync_store::rollout::RolloutState, enqueue: &[(String, i64)]) -> Result<bool> {
+        self.inner.rollout_write(next, enqueue).await
+    }
+}
+
+#[async_trait]
 impl LiveState for ExpireAfterClaim {
     async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<fleetsync_store::LiveRecord>) -> Result<fleetsync_store::LiveRecorded> {
         self.inner.live_record(tenant, cluster, records).await

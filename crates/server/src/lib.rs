@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod objects;
 pub mod paging;
 pub mod probes;
+pub mod rollouts;
 pub mod serve;
 pub mod status;
 pub mod tls;
@@ -133,6 +134,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status/syncsets/{name}", get(status::syncset))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/events", get(status::key_events))
+        .route("/v1/rollouts", get(rollouts::list))
+        .route("/v1/rollouts/{name}", get(rollouts::get))
+        .route("/v1/rollouts/{name}/{control}", post(rollouts::control))
         .route("/v1/events", get(events::list))
         .route("/v1/agent/reports", post(agent::report))
         .route("/v1/agent/resources", get(agent::resources))

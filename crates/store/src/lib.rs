@@ -20,6 +20,8 @@ pub mod page;
 pub mod queue;
 pub mod quota;
 pub mod retry;
+pub mod rollout;
+pub mod rollout_drive;
 pub mod roles;
 pub mod summary;
 
@@ -31,6 +33,8 @@ mod lifecycle;
 mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod revision;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -47,7 +51,7 @@ pub use queue::{
 pub use page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT};
 pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
-pub use roles::{EventLog, LiveState, Members, Objects, StatusRead, Store, Tokens, WorkQueue};
+pub use roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Store, Tokens, WorkQueue};
 
 use fleetsync_model::Clock;
 use std::sync::Arc;

@@ -27,6 +27,12 @@ impl Enqueue {
         Self { desired: Some(true), generation: Some(generation), mode: Some(mode) }
     }
 
+    /// Run again, still wanted, at the generation and mode the key has (a rollout
+    /// decides when it moves).
+    pub(crate) fn keep_revision() -> Self {
+        Self { desired: Some(true), generation: None, mode: None }
+    }
+
     /// Remove what the SyncSet applied.
     pub(crate) fn remove() -> Self {
         Self { desired: Some(false), generation: None, mode: None }

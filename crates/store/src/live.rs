@@ -2,7 +2,7 @@
 //! backend applies the same way (deduplication by `resourceVersion`, drift shown in
 //! key status).
 
-use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, WorkKey};
+use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, Unready, WorkKey};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -22,6 +22,9 @@ pub struct LiveRecord {
     /// Where the live state differs from the desired one (`deleted`, or a field);
     /// `None` if it matches.
     pub drift: Option<String>,
+    /// Why the live object is not ready yet ([`fleetsync_model::readiness`]); `None`
+    /// if it is (or no rule applies).
+    pub unready: Option<String>,
 }
 
 /// What the store did with one record.
@@ -66,17 +69,37 @@ pub(crate) fn resource_id(r: &ResourceRef) -> String {
     serde_json::to_string(r).unwrap_or_default()
 }
 
-/// Shows each key's drifted resources in its status.
-pub(crate) fn attach_drift(statuses: &mut [KeyStatus], drifts: Vec<(WorkKey, Drift)>) {
-    let mut by_key: HashMap<WorkKey, Vec<Drift>> = HashMap::new();
-    for (key, d) in drifts {
-        by_key.entry(key).or_default().push(d);
+/// What live state says is wrong with one applied resource.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Issue {
+    Drift(Drift),
+    Unready(Unready),
+}
+
+impl Issue {
+    /// The issues of one stored row: its drift and its readiness.
+    pub(crate) fn of_row(resource: ResourceRef, drift: Option<String>, unready: Option<String>, resource_version: String) -> Vec<Issue> {
+        let unready = unready.map(|reason| Issue::Unready(Unready { resource: resource.clone(), reason }));
+        let drift = drift.map(|reason| Issue::Drift(Drift { resource, reason, resource_version }));
+        drift.into_iter().chain(unready).collect()
+    }
+}
+
+/// Shows each key's drifted and unready resources in its status.
+pub(crate) fn attach_drift(statuses: &mut [KeyStatus], issues: Vec<(WorkKey, Issue)>) {
+    let mut by_key: HashMap<WorkKey, Vec<Issue>> = HashMap::new();
+    for (key, i) in issues {
+        by_key.entry(key).or_default().push(i);
     }
     for s in statuses {
-        if let Some(mut d) = by_key.remove(&s.key) {
-            d.sort_by(|a, b| a.resource.cmp(&b.resource));
-            s.drift = d;
+        for issue in by_key.remove(&s.key).unwrap_or_default() {
+            match issue {
+                Issue::Drift(d) => s.drift.push(d),
+                Issue::Unready(u) => s.unready.push(u),
+            }
         }
+        s.drift.sort_by(|a, b| a.resource.cmp(&b.resource));
+        s.unready.sort_by(|a, b| a.resource.cmp(&b.resource));
     }
 }
 

@@ -24,6 +24,10 @@ pub(crate) struct Target {
     pub(crate) name: String,
     pub(crate) generation: i64,
     pub(crate) mode: ApplyMode,
+    /// A rollout that has not completed: `generation` and `mode` are its stable
+    /// revision's, which new clusters get; a cluster that has a key keeps the revision
+    /// it is at (the rollout moves it).
+    pub(crate) held_back: bool,
     pub(crate) targeting: SyncSetSpec,
 }
 
@@ -45,7 +49,11 @@ impl Planned {
     /// Enqueues `key` as `wanted` (apply) or not (remove), where `had` says whether it
     /// is wanted now and `own` is the key of the own write making the change, if any.
     fn new(key: WorkKey, target: &Target, wanted: bool, had: bool, own: Option<&WorkKey>) -> Planned {
-        let enqueue = if wanted { Enqueue::apply(target.generation, target.mode) } else { Enqueue::remove() };
+        let enqueue = match (wanted, had && target.held_back) {
+            (true, true) => Enqueue::keep_revision(),
+            (true, false) => Enqueue::apply(target.generation, target.mode),
+            (false, _) => Enqueue::remove(),
+        };
         let dirties = own != Some(&key) || wanted != had;
         Planned { key, enqueue, dirties }
     }
@@ -88,7 +96,13 @@ pub(crate) fn syncset_changed(
         .iter()
         .filter_map(|(cluster, labels)| {
             let key = WorkKey::new(tenant, cluster.as_str(), syncset.name.as_str());
-            select(key, syncset, syncset.targeting.selects(cluster, labels), had.contains(cluster), own)
+            let (selects, had) = (syncset.targeting.selects(cluster, labels), had.contains(cluster));
+            // Held back by a rollout, a cluster that has the SyncSet keeps its revision
+            // until the rollout moves it: a new generation does not run it.
+            if selects && had && syncset.held_back {
+                return None;
+            }
+            select(key, syncset, selects, had, own)
         })
         .collect()
 }
@@ -180,8 +194,9 @@ mod tests {
             cluster_names: None,
             resource_apply_mode: ApplyMode::Sync,
             resources: Vec::new(),
+            rollout: None,
         };
-        Target { name: name.into(), generation, mode: ApplyMode::Sync, targeting }
+        Target { name: name.into(), generation, mode: ApplyMode::Sync, held_back: false, targeting }
     }
 
     fn had(names: &[&str]) -> HashSet<String> {

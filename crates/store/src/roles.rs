@@ -16,7 +16,8 @@ use crate::{
 };
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
+use crate::rollout::RolloutState;
+use fleetsync_model::{Clock, Cluster, RolloutPhase, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -269,6 +270,27 @@ pub trait Tokens: Send + Sync + 'static {
 }
 
 /// Every role: what a backend implements and what a hub that serves them all holds.
-pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens {}
+/// Revisions of SyncSets and their rollouts ([`crate::rollout`]).
+#[async_trait]
+pub trait Rollouts: Send + Sync + 'static {
+    /// The SyncSet as it was at `generation`, if that revision is kept: for as long as a
+    /// key runs it or a rollout may return to it, and the last few besides.
+    async fn revision_get(&self, tenant: &str, syncset: &str, generation: i64) -> Result<Option<SyncSet>>;
 
-impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens> Store for T {}
+    /// The SyncSet's rollout, if its spec has one.
+    async fn rollout_get(&self, tenant: &str, syncset: &str) -> Result<Option<RolloutState>>;
+
+    /// Rollouts in `phase` (any: `None`), of one tenant or all, by tenant and name.
+    async fn rollout_list(&self, tenant: Option<&str>, phase: Option<RolloutPhase>) -> Result<Vec<RolloutState>>;
+
+    /// Writes `next` if the stored rollout is still the one it was decided from (the
+    /// same revision, and `next.version` one more than the stored one): a
+    /// compare-and-set, so that of several processes deciding the same step only one
+    /// writes it. In the same transaction, runs each `(cluster, generation)` key still
+    /// wanted at that generation. `false`: the rollout moved on; nothing was written.
+    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)]) -> Result<bool>;
+}
+
+pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts {}
+
+impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts> Store for T {}

@@ -82,6 +82,7 @@ pub fn hive_syncset(i: usize, resources: usize, revision: &str) -> Document {
         cluster_names: None,
         resource_apply_mode: ApplyMode::Upsert,
         resources,
+        rollout: None,
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec })
 }

@@ -1,5 +1,5 @@
-//! What fleetsync wants on a cluster: the manifests of the SyncSets of its keys, by
-//! resource, to match reports to keys and to judge drift.
+//! What fleetsync wants on a cluster: the manifests of the SyncSets of its keys (at the
+//! revision each key runs), by resource, to match reports to keys and to judge drift.
 
 use crate::error::Result;
 use fleetsync_model::live::difference;
@@ -20,7 +20,14 @@ impl Desired {
         let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), ..StatusFilter::default() };
         let mut by_resource = BTreeMap::new();
         for key in store.status_list(&filter).await?.into_iter().filter(|k| k.desired) {
-            let Some(set) = store.syncset_get(tenant, &key.key.syncset).await? else { continue };
+            // The revision the key runs, which a rollout may hold behind the latest.
+            let kept = store.revision_get(tenant, &key.key.syncset, key.generation).await?;
+            let Some(set) = (match kept {
+                Some(set) => Some(set),
+                None => store.syncset_get(tenant, &key.key.syncset).await?,
+            }) else {
+                continue;
+            };
             for m in set.spec.resources {
                 if let Ok(r) = m.resource_ref() {
                     by_resource.insert(r, (key.key.syncset.clone(), m.0));

@@ -23,6 +23,7 @@ use crate::{AppState, Items};
 use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{Ack, Acks, LiveResource, ReportResult};
+use fleetsync_model::readiness::readiness;
 use fleetsync_model::{Kind, LiveReport, LiveState, ReportBatch, ResourceRef};
 use fleetsync_store::{LiveFilter, LiveRecord, StoreError};
 use serde::Deserialize;
@@ -64,7 +65,8 @@ fn must_be_agent_of(caller: &Caller, tenant: &str, cluster: &str) -> Result<()> 
 
 fn record(r: LiveReport, syncset: String, drift: Option<String>) -> LiveRecord {
     let object = if r.state == LiveState::Present { r.object } else { None };
-    LiveRecord { resource: r.resource, syncset, resource_version: r.resource_version, state: r.state, object, drift }
+    let unready = object.as_ref().and_then(|o| readiness(o).err());
+    LiveRecord { resource: r.resource, syncset, resource_version: r.resource_version, state: r.state, object, drift, unready }
 }
 
 /// The batch, or a 400 (not JSON) / 422 (a field breaks a rule) naming the field.

@@ -21,6 +21,7 @@ kind: SyncSet
 metadata: {name: s1, namespace: a}
 spec:
   clusterNames: [c1]
+  rollout: {steps: [{percent: 100}]}
   resources:
     - {apiVersion: v1, kind: Namespace, metadata: {name: app}}
 ---
@@ -94,6 +95,8 @@ fn request(method: &str, path: &str) -> (String, String) {
         ("DELETE", "/v1/tokens/{name}") => ("/v1/tokens/victim".into(), ""),
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => ("/v1/status/clusters/c1/syncsets/s1/retry?tenant=a".into(), ""),
         ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => ("/v1/status/clusters/c1/syncsets/s1/events?tenant=a".into(), ""),
+        ("GET", "/v1/rollouts/{name}") => ("/v1/rollouts/s1?tenant=a".into(), ""),
+        ("POST", "/v1/rollouts/{name}/{control}") => ("/v1/rollouts/s1/pause?tenant=a".into(), ""),
         (_, p) if p.starts_with("/v1/") => {
             let p = p.replace("/v1/clusters/{name}", "/v1/clusters/c1").replace("/v1/syncsets/{name}", "/v1/syncsets/s1");
             let p = p.replace("/v1/secrets/{name}", "/v1/secrets/sec1").replace("/v1/status/clusters/{name}", "/v1/status/clusters/c1");
@@ -125,6 +128,9 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         }
         ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}") => row(403, 200, 200, 403, 200, 403),
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
+        ("GET", "/v1/rollouts" | "/v1/rollouts/{name}") => row(200, 200, 200, 403, 200, 403),
+        // Allowed callers reach the handler, which refuses to pause a completed rollout.
+        ("POST", "/v1/rollouts/{name}/{control}") => row(403, 409, 409, 403, 409, 403),
         ("GET" | "DELETE", "/v1/secrets" | "/v1/secrets/{name}") => row(403, 403, 200, 403, 200, 403),
         ("GET", "/v1/members") => row(403, 403, 403, 403, 200, 403),
         ("GET", "/v1/events") => row(200, 200, 200, 200, 200, 403),

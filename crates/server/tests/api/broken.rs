@@ -220,6 +220,25 @@ impl LiveState for Broken {
     }
 }
 
+#[async_trait]
+impl Rollouts for Broken {
+    async fn revision_get(&self, _: &str, _: &str, _: i64) -> Result<Option<SyncSet>> {
+        fail()
+    }
+
+    async fn rollout_get(&self, _: &str, _: &str) -> Result<Option<rollout::RolloutState>> {
+        fail()
+    }
+
+    async fn rollout_list(&self, _: Option<&str>, _: Option<fleetsync_model::RolloutPhase>) -> Result<Vec<rollout::RolloutState>> {
+        fail()
+    }
+
+    async fn rollout_write(&self, _: &rollout::RolloutState, _: &[(String, i64)]) -> Result<bool> {
+        fail()
+    }
+}
+
 #[tokio::test]
 async fn store_failures_are_hidden() {
     let router = over(Arc::new(Broken));

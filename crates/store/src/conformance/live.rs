@@ -17,6 +17,7 @@ fn live(name: &str, rv: &str, drift: Option<&str>) -> LiveRecord {
         state: fleetsync_model::LiveState::Present,
         object: Some(serde_json::json!({"data": {"marker": rv}})),
         drift: drift.map(str::to_string),
+        unready: None,
     }
 }
 
@@ -52,6 +53,12 @@ pub async fn live_state_deduplicated_and_drift_requeues(h: &dyn Harness) {
 
     let both = rec(vec![live("s1-1", "6", None), live("s1-1", "7", None), live("s1-1", "7", None)]).await;
     assert_eq!(both.outcomes, vec![Stored, Stored, Duplicate], "versions within one batch are judged in order");
+    let waiting = "Deployment: 0 of 1 replicas updated";
+    let unready = rec(vec![LiveRecord { unready: Some(waiting.into()), ..live("s1-1", "8", None) }]).await;
+    assert_eq!(unready.requeued, vec![], "an object not ready yet is no drift: nothing to apply again");
+    let status = s.status_get(&k).await.expect("status").expect("key");
+    let shown: Vec<(&str, &str)> = status.unready.iter().map(|u| (u.resource.name.as_str(), u.reason.as_str())).collect();
+    assert_eq!(shown, [("s1-1", waiting)], "status shows what is not ready");
     let unknown = s.live_record("default", "c1", vec![LiveRecord { syncset: "gone".into(), ..live("x", "1", Some("deleted")) }]).await;
     assert_eq!(unknown.expect("record").requeued, vec![], "no key to enqueue");
     drop(s);
@@ -60,7 +67,7 @@ pub async fn live_state_deduplicated_and_drift_requeues(h: &dyn Harness) {
     let listed = s.live_list("default", "c1").await.expect("list");
     let summary: Vec<(&str, &str, u64, bool)> =
         listed.iter().map(|l| (l.resource.name.as_str(), l.resource_version.as_str(), l.versions, l.drift.is_some())).collect();
-    assert_eq!(summary, vec![("s1-0", "5", 2, true), ("s1-1", "7", 3, false), ("x", "1", 1, true)]);
+    assert_eq!(summary, vec![("s1-0", "5", 2, true), ("s1-1", "8", 4, false), ("x", "1", 1, true)]);
     assert!(s.live_list("default", "other").await.expect("list").is_empty());
     s.object_delete(Kind::Cluster, "default", "c1").await.expect("delete");
     assert!(s.live_list("default", "c1").await.expect("list").is_empty(), "a deleted cluster's live state goes with it");

@@ -194,6 +194,7 @@ pub async fn other_lists_page(h: &dyn Harness) {
             state: LiveState::Present,
             object: None,
             drift: (i == 4).then(|| "data.marker".to_string()),
+            unready: None,
         })
         .collect();
     s.live_record("default", "c1", records).await.expect("record");

@@ -149,6 +149,7 @@ pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
         state: fleetsync_model::LiveState::Present,
         object: None,
         drift: None,
+        unready: None,
     };
     s.live_record("default", "c", vec![report.clone()]).await.expect("c's agent reports");
     s.live_record("default", "no-keys", vec![report.clone()]).await.expect("a cluster with no keys reports");

@@ -4,12 +4,12 @@
 //! processes receiving the same resend cannot both store it.
 
 use super::{query, queue, Failure, PgResult, Tx};
-use crate::live::{judge, resource_id, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
+use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 use crate::stored::{corrupt, decode, json};
 use crate::{StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
-use fleetsync_model::{Drift, LiveState, Timestamp, WorkKey};
+use fleetsync_model::{LiveState, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The rows a batch writes, one per resource (the last stored record of it wins;
@@ -22,6 +22,7 @@ struct Upserts {
     states: Vec<&'static str>,
     objects: Vec<Option<String>>,
     drifts: Vec<Option<String>>,
+    unready: Vec<Option<String>>,
     bumps: Vec<i64>,
 }
 
@@ -67,6 +68,7 @@ pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, rec
         u.states.push(r.state.as_str());
         u.objects.push(r.object.as_ref().map(|o| json("live_state", o)).transpose()?);
         u.drifts.push(r.drift.clone());
+        u.unready.push(r.unready.clone());
         u.bumps.push(bump);
         if r.drift.is_some() {
             drifted.insert(r.syncset.clone());
@@ -74,14 +76,15 @@ pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, rec
     }
     if !u.resources.is_empty() {
         tx.execute(
-            "INSERT INTO live_state AS l (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at)
-             SELECT $1, $2, u.resource, u.syncset, u.rv, u.state, u.object, u.drift, u.bump, $3
-             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
-                  AS u(resource, syncset, rv, state, object, drift, bump)
+            "INSERT INTO live_state AS l (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
+             SELECT $1, $2, u.resource, u.syncset, u.rv, u.state, u.object, u.drift, u.bump, $3, u.unready
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[])
+                  AS u(resource, syncset, rv, state, object, drift, bump, unready)
              ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
                  resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
-                 drift = excluded.drift, versions = l.versions + excluded.versions, updated_at = excluded.updated_at",
-            &[&tenant, &cluster, &tx.now.millis(), &u.resources, &u.syncsets, &u.versions, &u.states, &u.objects, &u.drifts, &u.bumps],
+                 drift = excluded.drift, versions = l.versions + excluded.versions, updated_at = excluded.updated_at,
+                 unready = excluded.unready",
+            &[&tenant, &cluster, &tx.now.millis(), &u.resources, &u.syncsets, &u.versions, &u.states, &u.objects, &u.drifts, &u.bumps, &u.unready],
         )
         .await?;
     }
@@ -140,12 +143,12 @@ pub(super) async fn rows<C: GenericClient>(
         .collect()
 }
 
-/// The drifted resources of the keys a status query covers.
-/// `range`: only the drifts of the keys from the first to the last given (a page's).
-pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> PgResult<Vec<(WorkKey, Drift)>> {
+/// The drifted and unready resources of the keys a status query covers.
+/// `range`: only those of the keys from the first to the last given (a page's).
+pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> PgResult<Vec<(WorkKey, Issue)>> {
     let mut sql = String::from(
-        "SELECT tenant, cluster, syncset, resource, drift, resource_version FROM live_state
-         WHERE drift IS NOT NULL AND ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2)
+        "SELECT tenant, cluster, syncset, resource, drift, resource_version, unready FROM live_state
+         WHERE (drift IS NOT NULL OR unready IS NOT NULL) AND ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2)
              AND ($3::text IS NULL OR syncset = $3)",
     );
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&f.tenant, &f.cluster, &f.syncset];
@@ -154,11 +157,11 @@ pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter, range: Opt
         params.extend([&a.tenant as &(dyn ToSql + Sync), &a.cluster, &a.syncset, &b.tenant, &b.cluster, &b.syncset]);
     }
     let rows = query(c, &sql, &params).await?;
-    rows.iter()
-        .map(|r| {
-            let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);
-            let drift = Drift { resource: decode("live_state", r.try_get(3)?)?, reason: r.try_get(4)?, resource_version: r.try_get(5)? };
-            Ok((key, drift))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for r in &rows {
+        let key = WorkKey::new(r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?, r.try_get::<_, String>(2)?);
+        let issues = Issue::of_row(decode("live_state", r.try_get(3)?)?, r.try_get(4)?, r.try_get(6)?, r.try_get(5)?);
+        out.extend(issues.into_iter().map(|i| (key.clone(), i)));
+    }
+    Ok(out)
 }

@@ -89,6 +89,7 @@ mod members;
 mod objects;
 mod pages;
 mod queue;
+mod rollouts;
 mod rows;
 mod run;
 mod schema;

@@ -5,6 +5,7 @@
 
 use super::due::position;
 use super::queue::{enqueue, row_key, Enqueues};
+use super::rollouts;
 use super::{query, PgResult, Tx};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
@@ -182,21 +183,36 @@ async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&WorkKey>) -> P
     let doc = canonical(s)?;
     let mode = s.spec.resource_apply_mode;
     let selector = json("syncsets", &s.spec.targeting())?;
+    // Also returns the document it replaces, unless its revision is stored already
+    // (only a SyncSet last written before revisions were kept lacks it): read in the
+    // statement's snapshot, which is the row the upsert replaces, as the tenant's lock
+    // keeps other writers out.
     let row = tx
         .query_opt(
-            "INSERT INTO syncsets AS o (tenant, name, generation, apply_mode, selector, doc) VALUES ($1, $2, 1, $3, $4, $5)
+            "WITH prior AS (
+                 SELECT o.doc FROM syncsets o
+                 WHERE o.tenant = $1 AND o.name = $2
+                     AND NOT EXISTS (SELECT 1 FROM revisions v WHERE v.tenant = o.tenant AND v.syncset = o.name AND v.generation = o.generation))
+             INSERT INTO syncsets AS o (tenant, name, generation, apply_mode, selector, doc) VALUES ($1, $2, 1, $3, $4, $5)
              ON CONFLICT (tenant, name) DO UPDATE SET generation = o.generation + 1, apply_mode = EXCLUDED.apply_mode,
                  selector = EXCLUDED.selector, doc = EXCLUDED.doc
              WHERE o.doc <> EXCLUDED.doc
-             RETURNING generation",
+             RETURNING generation, (SELECT doc FROM prior)",
             &[&tenant, &name, &mode.as_str(), &selector, &doc],
         )
         .await?;
+    let previous: Option<String> = row.as_ref().map(|r| r.try_get(1)).transpose()?.flatten();
     let Some((generation, action)) = written(row)? else {
         let generation = generation_of(tx.client(), Kind::SyncSet, tenant, name).await?;
         return Ok(outcome(Kind::SyncSet, tenant, name, generation, "unchanged", 0));
     };
     tx.event(tenant, "SyncSet", name, action, generation);
+    if let Some(previous) = previous.filter(|_| generation > 1) {
+        let previous: SyncSet = decode_doc("syncsets", &previous, generation - 1)?;
+        rollouts::revision_put(tx, &previous, generation - 1).await?;
+    }
+    rollouts::revision_put(tx, s, generation).await?;
+    let (run_generation, run_mode, held_back) = rollouts::on_write(tx, s, generation).await?;
 
     let tenant_param: [&(dyn ToSql + Sync); 1] = [&tenant];
     let (had, clusters) = tokio::try_join!(
@@ -207,8 +223,9 @@ async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&WorkKey>) -> P
         .iter()
         .map(|row| Ok((row.try_get::<_, String>(0)?, decode::<BTreeMap<String, String>>("clusters", row.try_get(1)?)?)))
         .collect::<PgResult<Vec<_>>>()?;
-    let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
+    let target = Target { name: name.into(), generation: run_generation, mode: run_mode, held_back, targeting: s.spec.targeting() };
     let enqueued = enqueue_all(tx, plan::syncset_changed(tenant, &target, &clusters, &had, own)).await?;
+    rollouts::revisions_prune(tx, tenant, name, generation).await?;
     Ok(outcome(Kind::SyncSet, tenant, name, generation, result(action), enqueued))
 }
 
@@ -244,6 +261,7 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
             tx.execute("DELETE FROM live_state WHERE tenant = $1 AND cluster = $2", &[&tenant, &name]).await?;
         }
         Deleted::Removals(plan) => {
+            rollouts::syncset_deleted(tx, &tenant, &name).await?;
             enqueue_all(tx, plan).await?;
         }
         Deleted::Nothing => {}
@@ -277,14 +295,28 @@ where
 
 /// Every SyncSet of a tenant with what is needed to match clusters.
 async fn syncset_targets(tx: &Tx<'_>, tenant: &str) -> PgResult<Vec<Target>> {
+    // A rollout that has not completed holds new and unreached clusters at its stable revision.
     let rows = tx
-        .query("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = $1 ORDER BY name", &[&tenant])
+        .query(
+            "SELECT s.name, COALESCE(v.generation, s.generation), COALESCE(v.apply_mode, s.apply_mode), s.selector, v.generation IS NOT NULL
+             FROM syncsets s
+             LEFT JOIN rollouts r ON r.tenant = s.tenant AND r.syncset = s.name AND r.phase <> 'Completed'
+             LEFT JOIN revisions v ON v.tenant = s.tenant AND v.syncset = s.name AND v.generation = r.stable
+             WHERE s.tenant = $1 ORDER BY s.name",
+            &[&tenant],
+        )
         .await?;
     rows.iter()
         .map(|row| {
             let mode: &str = row.try_get(2)?;
             let mode = ApplyMode::parse(mode).ok_or_else(|| corrupt("syncsets", format!("apply mode {mode:?}")))?;
-            Ok(Target { name: row.try_get(0)?, generation: row.try_get(1)?, mode, targeting: decode("syncsets", row.try_get(3)?)? })
+            Ok(Target {
+                name: row.try_get(0)?,
+                generation: row.try_get(1)?,
+                mode,
+                held_back: row.try_get(4)?,
+                targeting: decode("syncsets", row.try_get(3)?)?,
+            })
         })
         .collect()
 }

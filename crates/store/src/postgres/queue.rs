@@ -22,27 +22,32 @@ pub(super) struct Enqueues {
     clusters: Vec<String>,
     syncsets: Vec<String>,
     desired: Vec<bool>,
-    modes: Vec<&'static str>,
-    generations: Vec<i64>,
+    /// `None` (NULL): the row's (see [`Enqueues::push`]).
+    modes: Vec<Option<&'static str>>,
+    generations: Vec<Option<i64>>,
     shards: Vec<i16>,
     /// 1 if the enqueue makes its key dirty, 0 for an own write's key it leaves clean.
     bumps: Vec<i64>,
 }
 
 impl Enqueues {
-    /// Adds a key. `e` must say `desired`: apply (with generation and mode) or remove;
-    /// a re-run as it is goes through [`retry`]. `dirties`: see
+    /// Adds a key. `e` must say `desired`: apply (with generation and mode, or without
+    /// them to keep the row's: [`Enqueue::keep_revision`]) or remove; a re-run as it is
+    /// goes through [`retry`]. `dirties`: see
     /// [`Planned::dirties`](crate::plan::Planned::dirties).
     pub(super) fn push(&mut self, key: WorkKey, e: Enqueue, dirties: bool) {
         let desired = e.desired.unwrap_or(true);
+        // A removal keeps the row's generation and mode in any case (the upsert ignores
+        // them), and a new row for one starts at 0, Upsert: no need to look the row's up.
+        let fill = !desired;
         // Shards are below 256 (`SHARDS`), so they fit PostgreSQL's smallint.
         self.shards.push(shard_of(&key.tenant, &key.cluster) as i16);
         self.tenants.push(key.tenant);
         self.clusters.push(key.cluster);
         self.syncsets.push(key.syncset);
         self.desired.push(desired);
-        self.modes.push(e.mode.unwrap_or(ApplyMode::Upsert).as_str());
-        self.generations.push(e.generation.unwrap_or(0));
+        self.modes.push(e.mode.or(fill.then_some(ApplyMode::Upsert)).map(ApplyMode::as_str));
+        self.generations.push(e.generation.or(fill.then_some(0)));
         self.bumps.push(i64::from(dirties));
     }
 
@@ -59,9 +64,15 @@ const LOCK_KEYS: &str = "SELECT w.tenant, w.cluster, w.syncset, w.phase, w.run_a
              FOR UPDATE";
 
 /// The enqueue itself (see [`enqueue`]); returns where each key's row in `due` goes.
+/// A key kept at its revision (NULL generation and mode) takes its row's, read in the
+/// statement's snapshot, which follows [`LOCK_KEYS`]: the rows are locked, so what it
+/// reads is what the upsert updates. (COALESCE reads the row only for those keys.)
 const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
                                    phase, run_at, fence, attempts, observed_generation, updated_at, shard, pending_since)
-             SELECT u.tenant, u.cluster, u.syncset, u.desired, u.mode, u.generation, u.bump, 0, 'ready', $7, 0, 0, 0, $7, u.shard,
+             SELECT u.tenant, u.cluster, u.syncset, u.desired,
+                 COALESCE(u.mode, (SELECT k.apply_mode FROM work k WHERE (k.tenant, k.cluster, k.syncset) = (u.tenant, u.cluster, u.syncset)), 'Upsert'),
+                 COALESCE(u.generation, (SELECT k.generation FROM work k WHERE (k.tenant, k.cluster, k.syncset) = (u.tenant, u.cluster, u.syncset)), 0),
+                 u.bump, 0, 'ready', $7, 0, 0, 0, $7, u.shard,
                  CASE WHEN u.bump = 1 THEN $7::bigint END
              FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[], $8::smallint[], $9::bigint[])
                   AS u(tenant, cluster, syncset, desired, mode, generation, shard, bump)
@@ -82,6 +93,7 @@ const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, 
 /// one). A running key stays running and becomes dirty. Resets attempts (a new change
 /// deserves a fresh set of retries) and un-parks a parked key. A removal keeps the
 /// row's generation and mode; a new row for a removal starts at generation 0, Upsert.
+/// So does a key kept at its revision ([`Enqueue::keep_revision`]), which stays wanted.
 /// A key that the enqueue does not make dirty (an own write's, see
 /// [`Planned::dirties`](crate::plan::Planned::dirties)) takes the new generation but stays clean,
 /// with its attempts: its `bump` (carried in the inserted `want_seq`) is 0.

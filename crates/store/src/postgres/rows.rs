@@ -129,6 +129,7 @@ fn key_status(r: &Row, now: Timestamp) -> PgResult<KeyStatus> {
         last_applied_at: r.try_get::<_, Option<i64>>(11)?.map(Timestamp),
         updated_at: Timestamp(r.try_get(12)?),
         drift: Vec::new(),
+        unready: Vec::new(),
     })
 }
 

@@ -380,6 +380,32 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ALTER TABLE members ADD COLUMN max_in_flight bigint NOT NULL DEFAULT 0;
     "#,
     ),
+    (
+        "revisions of SyncSets and rollouts",
+        r#"
+    -- See `crate::revision`: each kept generation of a SyncSet as its head (the document
+    -- without its resources) and the content addresses of its resources, each resource
+    -- stored once per tenant and counted by the revisions holding it (`refs`); and each
+    -- SyncSet's rollout (`crate::rollout`), written by compare-and-set on `version`.
+    CREATE TABLE revisions (
+        tenant text NOT NULL, syncset text NOT NULL, generation bigint NOT NULL,
+        apply_mode text NOT NULL, head text NOT NULL, parts text NOT NULL,
+        PRIMARY KEY (tenant, syncset, generation));
+    CREATE TABLE revision_parts (
+        tenant text NOT NULL, hash text NOT NULL, body text NOT NULL, refs bigint NOT NULL,
+        PRIMARY KEY (tenant, hash));
+    CREATE TABLE rollouts (
+        tenant text NOT NULL, syncset text NOT NULL, phase text NOT NULL, step bigint NOT NULL,
+        revision bigint NOT NULL, stable bigint NOT NULL, reason text,
+        step_started_at bigint NOT NULL, healthy_since bigint, promoted boolean NOT NULL,
+        version bigint NOT NULL, updated_at bigint NOT NULL,
+        PRIMARY KEY (tenant, syncset));
+    -- Why a live object is not ready yet (`fleetsync_model::readiness`); NULL: ready.
+    ALTER TABLE live_state ADD COLUMN unready text;
+    DROP INDEX live_state_drift;
+    CREATE INDEX live_state_issues ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL OR unready IS NOT NULL;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -1,16 +1,19 @@
 //! The store's roles for [`PgStore`]: each call as a transaction or a read, by the modules
 //! that write its SQL.
 
-use super::{claim, complete, consumers, counts, live, members, objects, pages, queue, rows, schema, summary, PgStore};
+use super::{claim, complete, consumers, counts, live, members, objects, pages, queue, rollouts, rows, schema, summary, PgStore};
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
     EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
     RenewParams, Result, StatusFilter,
 };
-use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, WorkQueue};
+use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, WorkQueue};
+use crate::rollout::RolloutState;
 use async_trait::async_trait;
-use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, WorkKey};
+use fleetsync_model::{
+    Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, WorkKey,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -334,6 +337,44 @@ impl LiveState for PgStore {
         self.read("listing live state", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
             Box::pin(async move { pages::live(c, &f, &p).await })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Rollouts for PgStore {
+    async fn revision_get(&self, tenant: &str, syncset: &str, generation: i64) -> Result<Option<SyncSet>> {
+        self.read("reading a revision", |c, _| {
+            let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+            Box::pin(async move { rollouts::revision_get(c, &tenant, &syncset, generation).await })
+        })
+        .await
+    }
+
+    async fn rollout_get(&self, tenant: &str, syncset: &str) -> Result<Option<RolloutState>> {
+        self.read("reading a rollout", |c, _| {
+            let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+            Box::pin(async move { rollouts::rollout_get(c, &tenant, &syncset).await })
+        })
+        .await
+    }
+
+    async fn rollout_list(&self, tenant: Option<&str>, phase: Option<RolloutPhase>) -> Result<Vec<RolloutState>> {
+        self.read("listing rollouts", |c, _| {
+            let tenant = tenant.map(str::to_string);
+            Box::pin(async move { rollouts::rollout_list(c, tenant.as_deref(), phase).await })
+        })
+        .await
+    }
+
+    /// Its enqueues wake claimers at commit, in every process (NOTIFY) and in this one,
+    /// like an object write's (see `Tx::wake_at`).
+    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)]) -> Result<bool> {
+        let (next, enqueue) = (Arc::new(next.clone()), Arc::new(enqueue.to_vec()));
+        self.write("writing a rollout", |tx| {
+            let (next, enqueue) = (next.clone(), enqueue.clone());
+            Box::pin(async move { rollouts::rollout_write(tx, &next, &enqueue).await })
         })
         .await
     }

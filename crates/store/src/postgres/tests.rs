@@ -303,3 +303,173 @@ async fn readiness_needs_the_schema_this_build_keeps() {
     let e = store.store_ready().await.expect_err("a schema behind the build is not ready");
     assert!(e.is_transient() && e.to_string().contains("run `fleetsync migrate`"), "{e}");
 }
+
+/// Revisions and rollouts behave on PostgreSQL as on SQLite: the same scenario, seen
+/// through the store's roles, gives the same answers on both (rollouts held back and
+/// moved by compare-and-set, keys kept at their revision, pruning, deletion).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn revisions_and_rollouts_behave_as_on_sqlite() {
+    let h = harness().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite_clock = std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_800_000_000_000)));
+    let pg_clock = std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_800_000_000_000)));
+    let sqlite = crate::sqlite::SqliteStore::open(dir.path().join("fleetsync.db"), StoreConfig { clock: Some(sqlite_clock.clone()), ..StoreConfig::default() })
+        .expect("open sqlite");
+    let pg = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig { clock: Some(pg_clock.clone()), ..StoreConfig::default() })
+        .await
+        .expect("connect");
+    let on_sqlite = rollout_scenario(&sqlite, &sqlite_clock).await;
+    let on_pg = rollout_scenario(&pg, &pg_clock).await;
+    assert_eq!(on_pg.len(), 16, "observations");
+    for (i, (s, p)) in on_sqlite.iter().zip(&on_pg).enumerate() {
+        assert_eq!(s, p, "observation {i} differs (SQLite, PostgreSQL)");
+    }
+    assert_eq!(on_sqlite.len(), on_pg.len());
+
+    // Resources are stored once per tenant and dropped with the last revision holding them.
+    let admin = admin(&h.schema.name).await;
+    let count = |table: &'static str| {
+        let admin = &admin;
+        async move { admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get::<_, i64>(0) }
+    };
+    assert_eq!((count("revisions").await, count("revision_parts").await, count("rollouts").await), (0, 0, 0), "all gone with the SyncSet");
+}
+
+/// Runs revisions and rollouts through `store`; returns what it saw, step by step.
+#[cfg(feature = "sqlite")]
+async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::ManualClock) -> Vec<String> {
+    use crate::conformance::{applied_completion, cluster, syncset};
+    use crate::StatusFilter;
+    use fleetsync_model::{Document, RolloutPhase};
+
+    let with_rollout = |marker: &str, rollout: bool| {
+        let Document::SyncSet(mut s) = syncset("s", 3, marker) else { unreachable!() };
+        // Two resources unchanged across generations, one that changes.
+        s.spec.resources[0].0["data"]["marker"] = serde_json::json!("same");
+        s.spec.resources[1].0["data"]["marker"] = serde_json::json!("same");
+        if rollout {
+            s.spec.rollout = Some(serde_json::from_value(serde_json::json!({"steps": [{"count": 1}, {"percent": 100}]})).expect("rollout"));
+        }
+        Document::SyncSet(s)
+    };
+    let mut seen = Vec::new();
+    macro_rules! see {
+        ($label:expr) => {{
+            let keys = store.status_list(&StatusFilter::default()).await.expect("status");
+            let keys: Vec<_> = keys.iter().map(|k| (k.key.to_string(), k.phase, k.desired, k.generation, k.observed_generation)).collect();
+            let rollout = store.rollout_get("default", "s").await.expect("rollout");
+            let revisions: Vec<_> = {
+                let mut v = Vec::new();
+                for g in 0..=16 {
+                    if let Some(r) = store.revision_get("default", "s", g).await.expect("revision") {
+                        v.push((g, serde_json::to_string(&r).expect("json")));
+                    }
+                }
+                v
+            };
+            seen.push(format!("{}: keys {keys:?}\n rollout {rollout:?}\n revisions {revisions:?}", $label));
+        }};
+    }
+    async fn settle<S: crate::Store>(store: &S) {
+        loop {
+            let items = store.work_claim(ClaimParams::new("w", 100, Duration::from_secs(30))).await.expect("claim");
+            if items.is_empty() {
+                break;
+            }
+            for item in &items {
+                store.work_complete(vec![applied_completion(item)]).await.expect("complete");
+            }
+        }
+    }
+
+    let docs = vec![cluster("a", &[("env", "prod")]), cluster("b", &[("env", "prod")]), cluster("c", &[("env", "prod")]), with_rollout("1", true)];
+    store.objects_apply(docs).await.expect("apply");
+    see!("first generation: a completed rollout");
+    settle(store).await;
+    clock.advance(Duration::from_secs(1));
+    store.objects_apply(vec![with_rollout("2", true)]).await.expect("apply 2");
+    see!("second generation: held back at 1, nothing runs");
+    store.objects_apply(vec![cluster("d", &[("env", "prod")])]).await.expect("apply d");
+    see!("a new cluster gets the stable revision");
+    store.objects_apply(vec![cluster("a", &[("env", "prod"), ("x", "y")])]).await.expect("relabel a");
+    see!("a relabelled cluster runs again at its revision");
+    settle(store).await;
+
+    let state = store.rollout_get("default", "s").await.expect("get").expect("a rollout");
+    assert_eq!((state.phase, state.revision, state.stable), (RolloutPhase::Progressing, 2, 1));
+    clock.advance(Duration::from_secs(1));
+    let next = crate::rollout::RolloutState { step: 1, version: state.version + 1, updated_at: fleetsync_model::Clock::now(clock), reason: Some("step 1".into()), ..state.clone() };
+    let wrote = store.rollout_write(&next, &[("a".into(), 2), ("b".into(), 2), ("gone".into(), 2)]).await.expect("write");
+    seen.push(format!("first write: {wrote}"));
+    let again = store.rollout_write(&next, &[("c".into(), 2)]).await.expect("write again");
+    seen.push(format!("second write from the same version: {again}"));
+    let stale = crate::rollout::RolloutState { revision: 1, version: next.version + 1, ..next.clone() };
+    seen.push(format!("write for another revision: {}", store.rollout_write(&stale, &[]).await.expect("stale")));
+    see!("a and b at 2");
+    let missing = crate::rollout::RolloutState { version: next.version + 1, ..next.clone() };
+    let e = store.rollout_write(&missing, &[("c".into(), 7)]).await.expect_err("no revision 7");
+    seen.push(format!("a generation not kept: {}", e.is_transient()));
+    settle(store).await;
+
+    for g in 3..=14 {
+        clock.advance(Duration::from_secs(1));
+        store.objects_apply(vec![with_rollout(&g.to_string(), true)]).await.expect("apply");
+    }
+    see!("superseded rollouts keep 1 stable, and every revision since");
+    let listed = store.rollout_list(None, Some(RolloutPhase::Progressing)).await.expect("list");
+    seen.push(format!("progressing: {listed:?}"));
+    seen.push(format!("completed: {:?}", store.rollout_list(Some("default"), Some(RolloutPhase::Completed)).await.expect("list")));
+    seen.push(format!("other tenant: {:?}", store.rollout_list(Some("other"), None).await.expect("list")));
+
+    clock.advance(Duration::from_secs(1));
+    store.objects_apply(vec![with_rollout("15", false)]).await.expect("apply without a rollout");
+    see!("no rollout: every key runs 15");
+    settle(store).await;
+    store.objects_apply(vec![with_rollout("16", false)]).await.expect("apply 16");
+    settle(store).await;
+    see!("settled at 16: older revisions pruned");
+    store.object_delete(fleetsync_model::Kind::SyncSet, "default", "s").await.expect("delete");
+    see!("deleted");
+    seen
+}
+
+/// Processes that decide the same step of a rollout at once: one writes it (and runs
+/// its keys), the others are told the rollout moved on.
+#[tokio::test]
+async fn of_processes_writing_one_rollout_step_one_wins() {
+    use crate::conformance::{cluster, syncset};
+    use crate::roles::{Rollouts, StatusRead};
+    use fleetsync_model::Document;
+    let h = harness().await;
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(std::sync::Arc::new(PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect")));
+    }
+    let generation = |marker: &str| {
+        let Document::SyncSet(mut s) = syncset("s", 1, marker) else { unreachable!() };
+        s.spec.rollout = Some(serde_json::from_value(serde_json::json!({"steps": [{"count": 1}, {"percent": 100}]})).expect("rollout"));
+        Document::SyncSet(s)
+    };
+    let first = &stores[0];
+    first.objects_apply(vec![cluster("a", &[("env", "prod")]), cluster("b", &[("env", "prod")]), generation("1")]).await.expect("apply");
+    first.objects_apply(vec![generation("2")]).await.expect("apply 2");
+    let state = first.rollout_get("default", "s").await.expect("get").expect("a rollout");
+    let next = crate::rollout::RolloutState { step: 1, version: state.version + 1, ..state };
+    // A process that does not write learns of the keys made ready (NOTIFY), once the
+    // wake-ups of the applies above have come in.
+    let observer = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let mut wakes = observer.subscribe();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wakes.borrow_and_update();
+    let writes = stores.iter().map(|s| {
+        let (s, next) = (s.clone(), next.clone());
+        tokio::spawn(async move { s.rollout_write(&next, &[("a".into(), 2)]).await.expect("write") })
+    });
+    let wrote: Vec<bool> = futures_util::future::join_all(writes).await.into_iter().map(|r| r.expect("task")).collect();
+    assert_eq!(wrote.iter().filter(|w| **w).count(), 1, "{wrote:?}");
+    assert_eq!(first.rollout_get("default", "s").await.expect("get"), Some(next));
+    let a = first.status_list(&crate::StatusFilter { cluster: Some("a".into()), ..Default::default() }).await.expect("status");
+    assert_eq!(a.iter().map(|k| k.generation).collect::<Vec<_>>(), [2], "a runs the new generation");
+    tokio::time::timeout(Duration::from_secs(5), wakes.changed()).await.expect("claimers woken").expect("open");
+}

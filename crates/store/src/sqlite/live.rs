@@ -1,11 +1,11 @@
 //! Live state reported by agents (see [`crate::live`]): stored once per version,
-//! drift re-enqueues the key, and drift is read back for status.
+//! drift re-enqueues the key, and drift and readiness are read back for status.
 
 use super::queue;
-use crate::live::{judge, resource_id, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
+use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 use crate::stored::{corrupt, decode, json};
 use crate::{Result, StatusFilter, StoreError};
-use fleetsync_model::{Drift, LiveState, Timestamp, WorkKey};
+use fleetsync_model::{LiveState, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use std::collections::BTreeSet;
 
@@ -25,13 +25,13 @@ pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster
         if outcome == LiveOutcome::Stored {
             let object = r.object.as_ref().map(|o| json("live_state", o)).transpose()?;
             tx.prepare_cached(
-                "INSERT INTO live_state (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9)
+                "INSERT INTO live_state (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?10)
                  ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
                      resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
-                     drift = excluded.drift, versions = versions + 1, updated_at = excluded.updated_at",
+                     drift = excluded.drift, versions = versions + 1, updated_at = excluded.updated_at, unready = excluded.unready",
             )?
-            .execute(params![tenant, cluster, id, r.syncset, r.resource_version, r.state.as_str(), object, r.drift, now.millis()])?;
+            .execute(params![tenant, cluster, id, r.syncset, r.resource_version, r.state.as_str(), object, r.drift, now.millis(), r.unready])?;
             if r.drift.is_some() {
                 drifted.insert(r.syncset.clone());
             }
@@ -90,10 +90,10 @@ pub(super) fn rows(c: &Connection, tenant: &str, cluster: &str, after: Option<&s
 
 /// The drifted resources of the keys a status query covers; `range`: only those of the
 /// keys from the first to the last given (a page's).
-pub(super) fn drifts(c: &Connection, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> Result<Vec<(WorkKey, Drift)>> {
+pub(super) fn drifts(c: &Connection, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> Result<Vec<(WorkKey, Issue)>> {
     let mut stmt = c.prepare_cached(
-        "SELECT tenant, cluster, syncset, resource, drift, resource_version FROM live_state
-         WHERE drift IS NOT NULL AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
+        "SELECT tenant, cluster, syncset, resource, drift, resource_version, unready FROM live_state
+         WHERE (drift IS NOT NULL OR unready IS NOT NULL) AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
              AND (?4 = 0 OR ((tenant, cluster, syncset) >= (?5, ?6, ?7) AND (tenant, cluster, syncset) <= (?8, ?9, ?10)))",
     )?;
     let (a, b) = range.map(|(a, b)| (a.clone(), b.clone())).unwrap_or_else(|| (WorkKey::new("", "", ""), WorkKey::new("", "", "")));
@@ -102,13 +102,16 @@ pub(super) fn drifts(c: &Connection, f: &StatusFilter, range: Option<(&WorkKey, 
         Ok((
             WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
             r.get::<_, String>(3)?,
-            r.get::<_, String>(4)?,
+            r.get::<_, Option<String>>(4)?,
             r.get::<_, String>(5)?,
+            r.get::<_, Option<String>>(6)?,
         ))
     })?;
-    rows.map(|row| {
-        let (key, resource, reason, resource_version) = row?;
-        Ok((key, Drift { resource: decode("live_state", &resource)?, reason, resource_version }))
-    })
-    .collect()
+    let mut out = Vec::new();
+    for row in rows {
+        let (key, resource, drift, resource_version, unready) = row?;
+        let issues = Issue::of_row(decode("live_state", &resource)?, drift, unready, resource_version);
+        out.extend(issues.into_iter().map(|i| (key.clone(), i)));
+    }
+    Ok(out)
 }

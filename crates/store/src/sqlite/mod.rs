@@ -11,6 +11,7 @@ mod members;
 mod objects;
 mod pages;
 mod queue;
+mod rollouts;
 mod rows;
 mod schema;
 mod summary;
@@ -23,11 +24,12 @@ use crate::{
 };
 use crate::error::Cause;
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
-use crate::roles::{EventLog, LiveState, Members, Objects, StatusRead, Tokens, WorkQueue};
+use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Tokens, WorkQueue};
+use crate::rollout::RolloutState;
 use async_trait::async_trait;
 use crate::retry::{write_again, Transience};
 use crate::stored::json;
-use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, Secret, StatusSummary, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, RolloutPhase, Secret, StatusSummary, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -532,6 +534,33 @@ impl LiveState for SqliteStore {
     async fn live_page(&self, filter: &LiveFilter, page: &PageRequest<String>) -> Result<Page<LiveResource, String>> {
         let (filter, page) = (filter.clone(), page.clone());
         self.read("listing live state", move |c, _| pages::live(c, &filter, &page)).await
+    }
+}
+
+#[async_trait]
+impl Rollouts for SqliteStore {
+    async fn revision_get(&self, tenant: &str, syncset: &str, generation: i64) -> Result<Option<SyncSet>> {
+        let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+        self.read("reading a revision", move |c, _| rollouts::revision_get(c, &tenant, &syncset, generation)).await
+    }
+
+    async fn rollout_get(&self, tenant: &str, syncset: &str) -> Result<Option<RolloutState>> {
+        let (tenant, syncset) = (tenant.to_string(), syncset.to_string());
+        self.read("reading a rollout", move |c, _| rollouts::rollout_get(c, &tenant, &syncset)).await
+    }
+
+    async fn rollout_list(&self, tenant: Option<&str>, phase: Option<RolloutPhase>) -> Result<Vec<RolloutState>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing rollouts", move |c, _| rollouts::rollout_list(c, tenant.as_deref(), phase)).await
+    }
+
+    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)]) -> Result<bool> {
+        let (next, enqueue) = (next.clone(), enqueue.to_vec());
+        let written = self.write("writing a rollout", move |tx, now, _| rollouts::rollout_write(tx, now, &next, &enqueue)).await?;
+        if written {
+            self.wake();
+        }
+        Ok(written)
     }
 }
 

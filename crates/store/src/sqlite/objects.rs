@@ -1,6 +1,7 @@
 //! Clusters and SyncSets: apply (with the keys each change enqueues), delete, read.
 
 use super::queue::enqueue;
+use super::rollouts;
 use super::rows::{event_append, NewEvent};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
@@ -161,6 +162,7 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
     let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
         return Ok((outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0), Announce::default()));
     };
+    let previous = if generation > 1 { get::<SyncSet>(tx, Kind::SyncSet, tenant, name)? } else { None };
     let mode = s.spec.resource_apply_mode;
     let selector = json("syncsets", &s.spec.targeting())?;
     tx.prepare_cached(
@@ -170,6 +172,11 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
     )?
     .execute(params![tenant, name, generation, mode.as_str(), selector, doc])?;
     event_append(tx, now, NewEvent { tenant, kind: "SyncSet", name, action, generation, actor: by.actor })?;
+    if let Some(previous) = &previous {
+        rollouts::revision_put(tx, previous, generation - 1)?;
+    }
+    rollouts::revision_put(tx, s, generation)?;
+    let (run_generation, run_mode, held_back) = rollouts::on_write(tx, now, s, generation)?;
 
     let had: HashSet<String> = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
     let mut clusters = tx.prepare_cached("SELECT name, labels FROM clusters WHERE tenant = ?1 ORDER BY name")?;
@@ -180,8 +187,9 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
             Ok((cluster, decode::<BTreeMap<String, String>>("clusters", &labels)?))
         })
         .collect::<Result<Vec<_>>>()?;
-    let target = Target { name: name.into(), generation, mode, targeting: s.spec.targeting() };
+    let target = Target { name: name.into(), generation: run_generation, mode: run_mode, held_back, targeting: s.spec.targeting() };
     let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had, by.own))?;
+    rollouts::revisions_prune(tx, tenant, name, generation)?;
     let written = outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
@@ -205,7 +213,10 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
             tx.execute("DELETE FROM live_state WHERE tenant = ?1 AND cluster = ?2", params![tenant, name])?;
             0
         }
-        Deleted::Removals(plan) => enqueue_all(tx, now, &plan)?,
+        Deleted::Removals(plan) => {
+            rollouts::syncset_deleted(tx, tenant, name)?;
+            enqueue_all(tx, now, &plan)?
+        }
         Deleted::Nothing => 0,
     };
     Ok(Announce::objects(now, 1, enqueued))
@@ -230,14 +241,21 @@ pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: K
 
 /// Every SyncSet of a tenant with what is needed to match clusters.
 fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<Target>> {
-    let mut stmt = tx.prepare_cached("SELECT name, generation, apply_mode, selector FROM syncsets WHERE tenant = ?1 ORDER BY name")?;
+    // A rollout that has not completed holds new and unreached clusters at its stable revision.
+    let mut stmt = tx.prepare_cached(
+        "SELECT s.name, COALESCE(v.generation, s.generation), COALESCE(v.apply_mode, s.apply_mode), s.selector, v.generation IS NOT NULL
+         FROM syncsets s
+         LEFT JOIN rollouts r ON r.tenant = s.tenant AND r.syncset = s.name AND r.phase <> 'Completed'
+         LEFT JOIN revisions v ON v.tenant = s.tenant AND v.syncset = s.name AND v.generation = r.stable
+         WHERE s.tenant = ?1 ORDER BY s.name",
+    )?;
     let rows = stmt.query_map(params![tenant], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, bool>(4)?))
     })?;
     rows.map(|row| {
-        let (name, generation, mode, selector) = row?;
+        let (name, generation, mode, selector, held_back) = row?;
         let mode = ApplyMode::parse(&mode).ok_or_else(|| corrupt("syncsets", format!("apply mode {mode:?}")))?;
-        Ok(Target { name, generation, mode, targeting: decode("syncsets", &selector)? })
+        Ok(Target { name, generation, mode, held_back, targeting: decode("syncsets", &selector)? })
     })
     .collect()
 }

@@ -134,6 +134,7 @@ fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, Strin
         last_applied_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
         updated_at: Timestamp(r.get(12)?),
         drift: Vec::new(),
+        unready: Vec::new(),
     };
     Ok((status, r.get(9)?))
 }

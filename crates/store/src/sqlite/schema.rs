@@ -212,6 +212,27 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE members ADD COLUMN max_in_flight INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 15: revisions of SyncSets (a head and content-addressed resources, each stored once
+    // per tenant and counted by the revisions holding it), rollouts, and whether each
+    // live object is ready.
+    r#"
+    CREATE TABLE revisions (
+        tenant TEXT NOT NULL, syncset TEXT NOT NULL, generation INTEGER NOT NULL,
+        apply_mode TEXT NOT NULL, head TEXT NOT NULL, parts TEXT NOT NULL,
+        PRIMARY KEY (tenant, syncset, generation)) WITHOUT ROWID;
+    CREATE TABLE revision_parts (
+        tenant TEXT NOT NULL, hash TEXT NOT NULL, body TEXT NOT NULL, refs INTEGER NOT NULL,
+        PRIMARY KEY (tenant, hash)) WITHOUT ROWID;
+    CREATE TABLE rollouts (
+        tenant TEXT NOT NULL, syncset TEXT NOT NULL, phase TEXT NOT NULL, step INTEGER NOT NULL,
+        revision INTEGER NOT NULL, stable INTEGER NOT NULL, reason TEXT,
+        step_started_at INTEGER NOT NULL, healthy_since INTEGER, promoted INTEGER NOT NULL,
+        version INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, syncset)) WITHOUT ROWID;
+    ALTER TABLE live_state ADD COLUMN unready TEXT;
+    DROP INDEX live_state_drift;
+    CREATE INDEX live_state_issues ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL OR unready IS NOT NULL;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

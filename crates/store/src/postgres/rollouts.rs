@@ -1,0 +1,327 @@
+//! Revisions ([`crate::revision`]) and rollouts ([`crate::rollout`]) on PostgreSQL: the
+//! same rows and rules as SQLite's (`sqlite/rollouts.rs`), set-based.
+//!
+//! Revisions and rollouts are written by object writes (applying or deleting a
+//! SyncSet), which hold their tenant's advisory lock (see [`super`]), and by
+//! [`rollout_write`], which takes the same lock: so no two writers of a tenant's
+//! revisions, parts or rollouts ever wait for each other's rows, and a cluster or
+//! SyncSet applied while a rollout moves sees the rollout either before or after.
+
+use super::queue::{enqueue, Enqueues};
+use super::{query, PgResult, Tx};
+use crate::lifecycle::Enqueue;
+use crate::revision::{self, assemble, split, RolloutWrite, KEPT_HISTORY};
+use crate::rollout::RolloutState;
+use crate::stored::{corrupt, decode, json};
+use deadpool_postgres::GenericClient;
+use fleetsync_model::{ApplyMode, RolloutPhase, SyncSet, Timestamp, WorkKey};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+/// Stores revision `generation` of `s` unless it is stored already: the revision row,
+/// and each of its resources once per tenant (counted once more for each time this
+/// revision holds it).
+pub(super) async fn revision_put(tx: &Tx<'_>, s: &SyncSet, generation: i64) -> PgResult<()> {
+    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    let split = split(s)?;
+    let parts = json("revisions", &split.hashes())?;
+    let inserted = tx
+        .query_opt(
+            "INSERT INTO revisions (tenant, syncset, generation, apply_mode, head, parts) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (tenant, syncset, generation) DO NOTHING
+             RETURNING 1",
+            &[&tenant, &name, &generation, &s.spec.resource_apply_mode.as_str(), &split.head, &parts],
+        )
+        .await?;
+    if inserted.is_none() || split.parts.is_empty() {
+        return Ok(());
+    }
+    // One row per distinct resource (a statement may not upsert a row twice), in hash
+    // order.
+    let mut counted: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
+    for (hash, body) in &split.parts {
+        counted.entry(hash.as_str()).or_insert((body.as_str(), 0)).1 += 1;
+    }
+    let hashes: Vec<&str> = counted.keys().copied().collect();
+    let bodies: Vec<&str> = counted.values().map(|(body, _)| *body).collect();
+    let refs: Vec<i64> = counted.values().map(|(_, n)| *n).collect();
+    tx.execute(
+        "INSERT INTO revision_parts AS p (tenant, hash, body, refs)
+         SELECT $1, u.hash, u.body, u.refs FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(hash, body, refs)
+         ORDER BY u.hash
+         ON CONFLICT (tenant, hash) DO UPDATE SET refs = p.refs + EXCLUDED.refs",
+        &[&tenant, &hashes, &bodies, &refs],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The SyncSet as it was at `generation`, if that revision is kept.
+pub(super) async fn revision_get<C: GenericClient>(c: &C, tenant: &str, syncset: &str, generation: i64) -> PgResult<Option<SyncSet>> {
+    let rows = query(
+        c,
+        "SELECT head, parts FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation = $3",
+        &[&tenant, &syncset, &generation],
+    )
+    .await?;
+    let Some(row) = rows.first() else { return Ok(None) };
+    let head: &str = row.try_get(0)?;
+    let hashes: Vec<String> = decode("revisions", row.try_get(1)?)?;
+    let mut bodies: HashMap<String, String> = HashMap::with_capacity(hashes.len());
+    if !hashes.is_empty() {
+        let parts = query(c, "SELECT hash, body FROM revision_parts WHERE tenant = $1 AND hash = ANY($2)", &[&tenant, &hashes]).await?;
+        for p in &parts {
+            bodies.insert(p.try_get(0)?, p.try_get(1)?);
+        }
+    }
+    let bodies = hashes
+        .iter()
+        .map(|h| bodies.get(h).cloned().ok_or_else(|| corrupt("revision_parts", format!("missing {h}"))))
+        .collect::<crate::Result<Vec<String>>>()?;
+    Ok(Some(assemble(head, generation, bodies)?))
+}
+
+/// The apply modes of the SyncSet's kept revisions among `generations`.
+async fn revision_modes(tx: &Tx<'_>, tenant: &str, syncset: &str, generations: &[i64]) -> PgResult<HashMap<i64, ApplyMode>> {
+    let rows = tx
+        .query(
+            "SELECT generation, apply_mode FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation = ANY($3)",
+            &[&tenant, &syncset, &generations],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let mode: &str = r.try_get(1)?;
+            let mode = ApplyMode::parse(mode).ok_or_else(|| corrupt("revisions", format!("apply mode {mode:?}")))?;
+            Ok((r.try_get(0)?, mode))
+        })
+        .collect()
+}
+
+/// Drops the revisions no key runs, no rollout returns to, and older than the last
+/// [`KEPT_HISTORY`]; and the resources no revision holds any more.
+pub(super) async fn revisions_prune(tx: &Tx<'_>, tenant: &str, syncset: &str, latest: i64) -> PgResult<()> {
+    // LEAST ignores NULLs: no wanted key, no rollout.
+    let row = tx
+        .query_opt(
+            "SELECT LEAST(
+                 (SELECT MIN(generation) FROM work WHERE tenant = $1 AND syncset = $2 AND desired),
+                 (SELECT stable FROM rollouts WHERE tenant = $1 AND syncset = $2),
+                 $3::bigint)",
+            &[&tenant, &syncset, &latest],
+        )
+        .await?;
+    let needed: i64 = row.map(|r| r.try_get::<_, Option<i64>>(0)).transpose()?.flatten().unwrap_or(latest);
+    drop_revisions(tx, tenant, syncset, needed.min(latest - KEPT_HISTORY + 1)).await
+}
+
+/// Drops every revision of a deleted SyncSet, and its rollout.
+pub(super) async fn syncset_deleted(tx: &Tx<'_>, tenant: &str, syncset: &str) -> PgResult<()> {
+    tx.execute("DELETE FROM rollouts WHERE tenant = $1 AND syncset = $2", &[&tenant, &syncset]).await?;
+    drop_revisions(tx, tenant, syncset, i64::MAX).await
+}
+
+/// Drops the SyncSet's revisions older than `below`, releasing their resources.
+async fn drop_revisions(tx: &Tx<'_>, tenant: &str, syncset: &str, below: i64) -> PgResult<()> {
+    let gone = tx
+        .query("DELETE FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation < $3 RETURNING parts", &[&tenant, &syncset, &below])
+        .await?;
+    let mut released: BTreeMap<String, i64> = BTreeMap::new();
+    for r in &gone {
+        for hash in decode::<Vec<String>>("revisions", r.try_get(0)?)? {
+            *released.entry(hash).or_insert(0) += 1;
+        }
+    }
+    if released.is_empty() {
+        return Ok(());
+    }
+    let hashes: Vec<&str> = released.keys().map(String::as_str).collect();
+    let counts: Vec<i64> = released.values().copied().collect();
+    let release: [&(dyn ToSql + Sync); 3] = [&tenant, &hashes, &counts];
+    let unheld: [&(dyn ToSql + Sync); 2] = [&tenant, &hashes];
+    // The DELETE needs nothing from the UPDATE's answer (only its effect, which it
+    // sees: it runs after it, in this transaction): one round trip.
+    tx.pipeline(&[
+        (
+            "UPDATE revision_parts p SET refs = p.refs - u.n FROM unnest($2::text[], $3::bigint[]) AS u(hash, n)
+             WHERE p.tenant = $1 AND p.hash = u.hash",
+            &release,
+        ),
+        ("DELETE FROM revision_parts WHERE tenant = $1 AND hash = ANY($2) AND refs <= 0", &unheld),
+    ])
+    .await?;
+    Ok(())
+}
+
+/// What a new generation of `s` does to its rollout ([`revision::on_write`]); the
+/// generation and mode keys get when they are not told otherwise, and whether clusters
+/// are held back.
+pub(super) async fn on_write(tx: &Tx<'_>, s: &SyncSet, generation: i64) -> PgResult<(i64, ApplyMode, bool)> {
+    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    let previous = rollout_get(tx.client(), tenant, name).await?;
+    match revision::on_write(s, generation, previous.as_ref(), tx.now) {
+        RolloutWrite::None => {
+            tx.execute("DELETE FROM rollouts WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
+            Ok((generation, s.spec.resource_apply_mode, false))
+        }
+        RolloutWrite::Store(state) => {
+            rollout_put(tx, &state).await?;
+            if !state.phase.holds_back() {
+                return Ok((generation, s.spec.resource_apply_mode, false));
+            }
+            let modes = revision_modes(tx, tenant, name, &[state.stable]).await?;
+            let mode = modes.get(&state.stable).copied().unwrap_or(s.spec.resource_apply_mode);
+            Ok((state.stable, mode, true))
+        }
+    }
+}
+
+const COLUMNS: &str = "tenant, syncset, phase, step, revision, stable, reason, step_started_at, healthy_since, promoted, version, updated_at";
+
+fn state_of(r: &Row) -> PgResult<RolloutState> {
+    let phase: &str = r.try_get(2)?;
+    Ok(RolloutState {
+        tenant: r.try_get(0)?,
+        syncset: r.try_get(1)?,
+        phase: RolloutPhase::parse(phase).ok_or_else(|| corrupt("rollouts", format!("phase {phase:?}")))?,
+        step: usize::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
+        revision: r.try_get(4)?,
+        stable: r.try_get(5)?,
+        reason: r.try_get(6)?,
+        step_started_at: Timestamp(r.try_get(7)?),
+        healthy_since: r.try_get::<_, Option<i64>>(8)?.map(Timestamp),
+        promoted: r.try_get(9)?,
+        version: r.try_get(10)?,
+        updated_at: Timestamp(r.try_get(11)?),
+    })
+}
+
+pub(super) async fn rollout_get<C: GenericClient>(c: &C, tenant: &str, syncset: &str) -> PgResult<Option<RolloutState>> {
+    let sql = format!("SELECT {COLUMNS} FROM rollouts WHERE tenant = $1 AND syncset = $2");
+    query(c, &sql, &[&tenant, &syncset]).await?.first().map(state_of).transpose()
+}
+
+/// Rollouts in `phase` (every phase: `None`), of one tenant or all, by tenant and name
+/// (in byte order, as SQLite sorts them).
+pub(super) async fn rollout_list<C: GenericClient>(c: &C, tenant: Option<&str>, phase: Option<RolloutPhase>) -> PgResult<Vec<RolloutState>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM rollouts WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR phase = $2)
+         ORDER BY tenant COLLATE \"C\", syncset COLLATE \"C\""
+    );
+    let phase = phase.map(RolloutPhase::as_str);
+    query(c, &sql, &[&tenant, &phase]).await?.iter().map(state_of).collect()
+}
+
+/// The columns of a rollout row stored in another type than Rust's: phase, step, and
+/// `healthy_since`.
+fn values(s: &RolloutState) -> (&'static str, i64, Option<i64>) {
+    (s.phase.as_str(), i64::try_from(s.step).unwrap_or(i64::MAX), s.healthy_since.map(Timestamp::millis))
+}
+
+async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
+    let (phase, step, healthy_since) = values(s);
+    let sql = format!(
+        "INSERT INTO rollouts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         ON CONFLICT (tenant, syncset) DO UPDATE SET phase = EXCLUDED.phase, step = EXCLUDED.step,
+             revision = EXCLUDED.revision, stable = EXCLUDED.stable, reason = EXCLUDED.reason,
+             step_started_at = EXCLUDED.step_started_at, healthy_since = EXCLUDED.healthy_since,
+             promoted = EXCLUDED.promoted, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at"
+    );
+    tx.execute(
+        &sql,
+        &[
+            &s.tenant,
+            &s.syncset,
+            &phase,
+            &step,
+            &s.revision,
+            &s.stable,
+            &s.reason,
+            &s.step_started_at.millis(),
+            &healthy_since,
+            &s.promoted,
+            &s.version,
+            &s.updated_at.millis(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes `next` if the stored rollout is still the one it was decided from (same
+/// revision, version one less), and enqueues each `(cluster, generation)` key that is
+/// wanted at that generation, in the same transaction. `false`: the rollout moved on
+/// (another process wrote first, or a newer generation superseded it); nothing written.
+///
+/// The compare-and-set is one conditional UPDATE, which PostgreSQL runs against the
+/// row's newest version (waiting for a writer holding it, then checking the condition
+/// again): of several processes writing from the same version, one updates the row and
+/// the others find no row to update. It runs under the tenant's lock, like object writes,
+/// so which keys are wanted cannot change before the enqueue (nor can a new cluster be
+/// given the stable revision by a rollout that completes meanwhile).
+pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_at: &[(String, i64)]) -> PgResult<bool> {
+    let (tenant, syncset) = (next.tenant.as_str(), next.syncset.as_str());
+    tx.lock_tenant(tenant).await?;
+    let (phase, step, healthy_since) = values(next);
+    let written = tx
+        .execute(
+            "UPDATE rollouts SET phase = $3, step = $4, stable = $6, reason = $7, step_started_at = $8, healthy_since = $9,
+                 promoted = $10, version = $11, updated_at = $12
+             WHERE tenant = $1 AND syncset = $2 AND revision = $5 AND version = $11::bigint - 1",
+            &[
+                &tenant,
+                &syncset,
+                &phase,
+                &step,
+                &next.revision,
+                &next.stable,
+                &next.reason,
+                &next.step_started_at.millis(),
+                &healthy_since,
+                &next.promoted,
+                &next.version,
+                &next.updated_at.millis(),
+            ],
+        )
+        .await?;
+    if written != 1 {
+        return Ok(false);
+    }
+    if enqueue_at.is_empty() {
+        return Ok(true);
+    }
+    // A cluster named twice runs the generation named last.
+    let mut at: BTreeMap<&str, i64> = BTreeMap::new();
+    for (cluster, generation) in enqueue_at {
+        at.insert(cluster.as_str(), *generation);
+    }
+    let clusters: Vec<&str> = at.keys().copied().collect();
+    let wanted: HashSet<String> = tx
+        .query(
+            "SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2 AND desired AND cluster = ANY($3)",
+            &[&tenant, &syncset, &clusters],
+        )
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let at: Vec<(&str, i64)> = at.into_iter().filter(|(cluster, _)| wanted.contains(*cluster)).collect();
+    let mut generations: Vec<i64> = at.iter().map(|(_, g)| *g).collect();
+    generations.sort_unstable();
+    generations.dedup();
+    let modes = revision_modes(tx, tenant, syncset, &generations).await?;
+    let mut batch = Enqueues::default();
+    for (cluster, generation) in at {
+        let Some(mode) = modes.get(&generation) else {
+            return Err(corrupt("revisions", format!("{tenant}/{syncset} generation {generation} is not kept")).into());
+        };
+        batch.push(WorkKey::new(tenant, cluster, syncset), Enqueue::apply(generation, *mode), true);
+    }
+    if enqueue(tx, &batch).await? > 0 {
+        // Claimers in every process learn of the keys at commit (NOTIFY), as after an
+        // object write's enqueues.
+        tx.wake_at(tx.now);
+    }
+    Ok(true)
+}

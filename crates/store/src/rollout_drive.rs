@@ -1,0 +1,112 @@
+//! Driving a rollout: read what [`rollout::decide`](crate::rollout::decide) needs from
+//! the store, decide, and write the decision as one compare-and-set
+//! ([`Rollouts::rollout_write`](crate::Rollouts::rollout_write)). Every process that
+//! runs keys drives the rollouts in progress, and the API drives one for an operator's
+//! control; whoever writes first wins a step, the others decide again from what it
+//! wrote, so a step is neither skipped nor taken twice, and a process that dies holds
+//! nothing up.
+
+use crate::rollout::{decide, ClusterView, ControlRefused, KeyView, RolloutState};
+use crate::{StatusFilter, Store, StoreError};
+use fleetsync_model::{RolloutControl, RolloutStatus, Timestamp};
+use std::collections::HashMap;
+
+/// How often a control is decided again when other writers keep winning.
+const ATTEMPTS: usize = 8;
+
+/// Why a rollout could not be driven.
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Refused(#[from] ControlRefused),
+    /// Other writers kept changing the rollout while this one decided.
+    #[error("the rollout kept changing while deciding; try again")]
+    Contended,
+}
+
+/// A rollout as it stands, and when it must be looked at again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Driven {
+    pub status: RolloutStatus,
+    pub wake_at: Option<Timestamp>,
+}
+
+/// The SyncSet's rollout with per-step counts, without changing it; `None` if the
+/// SyncSet has no rollout.
+pub async fn status(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<RolloutStatus>, DriveError> {
+    let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
+    let counts = decide(&spec, &state, &clusters, store.clock().now(), None)?.counts;
+    Ok(Some(shown(state, counts)))
+}
+
+/// Decides the rollout's next move (with an operator's `control`, if any) and writes it.
+/// `None` if the SyncSet has no rollout.
+pub async fn drive(store: &dyn Store, tenant: &str, syncset: &str, control: Option<RolloutControl>) -> Result<Option<Driven>, DriveError> {
+    for _ in 0..ATTEMPTS {
+        let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
+        let decision = decide(&spec, &state, &clusters, store.clock().now(), control)?;
+        let now_state = match decision.state {
+            Some(next) => {
+                if !store.rollout_write(&next, &decision.enqueue).await? {
+                    continue;
+                }
+                next
+            }
+            None => state,
+        };
+        return Ok(Some(Driven { status: shown(now_state, decision.counts), wake_at: decision.wake_at }));
+    }
+    Err(DriveError::Contended)
+}
+
+/// The rollout, its spec (from the revision it rolls out) and the SyncSet's clusters
+/// with their keys, by name.
+async fn load(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<(RolloutState, fleetsync_model::RolloutSpec, Vec<ClusterView>)>, StoreError> {
+    let Some(state) = store.rollout_get(tenant, syncset).await? else { return Ok(None) };
+    let Some(revision) = store.revision_get(tenant, syncset, state.revision).await? else { return Ok(None) };
+    let Some(spec) = revision.spec.rollout.clone() else { return Ok(None) };
+    let filter = StatusFilter { tenant: Some(tenant.into()), syncset: Some(syncset.into()), ..StatusFilter::default() };
+    let mut keys: HashMap<String, KeyView> = store
+        .status_list(&filter)
+        .await?
+        .into_iter()
+        .filter(|k| k.desired)
+        .map(|k| {
+            let view = KeyView {
+                generation: k.generation,
+                observed_generation: k.observed_generation,
+                phase: k.phase,
+                last_error: k.last_error,
+                drifted: !k.drift.is_empty(),
+                unready: k.unready.first().map(|u| format!("{}: {}", u.resource, u.reason)),
+            };
+            (k.key.cluster, view)
+        })
+        .collect();
+    let clusters = store
+        .cluster_list(Some(tenant))
+        .await?
+        .into_iter()
+        .filter(|c| revision.spec.selects(&c.metadata.name, &c.metadata.labels))
+        .map(|c| ClusterView { key: keys.remove(&c.metadata.name), name: c.metadata.name, labels: c.metadata.labels })
+        .collect();
+    Ok(Some((state, spec, clusters)))
+}
+
+fn shown(s: RolloutState, steps: Vec<fleetsync_model::StepCounts>) -> RolloutStatus {
+    RolloutStatus {
+        tenant: s.tenant,
+        syncset: s.syncset,
+        phase: s.phase,
+        step: s.step,
+        revision: s.revision,
+        stable: s.stable,
+        reason: s.reason,
+        step_started_at: s.step_started_at,
+        healthy_since: s.healthy_since,
+        steps,
+        updated_at: s.updated_at,
+    }
+}
