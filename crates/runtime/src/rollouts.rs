@@ -35,7 +35,7 @@ async fn tick(store: &dyn Store) -> Option<Duration> {
     let now = store.clock().now();
     let mut sooner: Option<Duration> = None;
     for r in rollouts {
-        match drive(store, &r.tenant, &r.syncset, None).await {
+        match drive(store, &r.tenant, &r.syncset, None, None).await {
             Ok(Some(driven)) => {
                 if driven.status.phase != r.phase || driven.status.step != r.step {
                     tracing::info!(tenant = %r.tenant, syncset = %r.syncset, revision = r.revision, phase = %driven.status.phase,

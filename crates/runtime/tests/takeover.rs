@@ -272,8 +272,13 @@ impl Rollouts for ExpireAfterClaim {
         self.inner.rollout_list(tenant, phase).await
     }
 
-    async fn rollout_write(&self, next: &fleetsync_store::rollout::RolloutState, enqueue: &[(String, i64)]) -> Result<bool> {
-        self.inner.rollout_write(next, enqueue).await
+    async fn rollout_write(
+        &self,
+        next: &fleetsync_store::rollout::RolloutState,
+        enqueue: &[(String, i64)],
+        event: Option<fleetsync_store::rollout::RolloutEvent>,
+    ) -> Result<bool> {
+        self.inner.rollout_write(next, enqueue, event).await
     }
 }
 

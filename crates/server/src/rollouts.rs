@@ -2,6 +2,7 @@
 //! (pause, resume, promote, abort). A control is decided and written like any move of
 //! the rollout (see [`fleetsync_store::rollout_drive`]): at once, as a compare-and-set.
 
+use crate::access::Caller;
 use crate::error::{ApiError, Result};
 use crate::extract::{check_name, ApiPath, ApiQuery, TenantQuery};
 use crate::{AppState, Items};
@@ -32,9 +33,10 @@ pub async fn get(State(state): State<AppState>, ApiPath(name): ApiPath<String>, 
 
 /// `POST /v1/rollouts/{syncset}/{control}?tenant=`: `pause`, `resume`, `promote` or
 /// `abort`; answers the rollout as the control left it. 409 if the control does not
-/// apply in the rollout's phase.
+/// apply in the rollout's phase. The move is logged naming the caller.
 pub async fn control(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((name, control)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<TenantQuery>,
 ) -> Result<Json<RolloutStatus>> {
@@ -43,7 +45,7 @@ pub async fn control(
         return Err(ApiError::InvalidParam { param: "control in the path".into(), rule: "one of pause, resume, promote, abort".into() });
     };
     let tenant = q.tenant()?;
-    let driven = rollout_drive::drive(&*state.store, tenant, &name, Some(control)).await.map_err(drive_error)?;
+    let driven = rollout_drive::drive(&*state.store, tenant, &name, Some(control), Some(&caller.subject)).await.map_err(drive_error)?;
     driven.map(|d| Json(d.status)).ok_or_else(|| no_rollout(tenant, &name))
 }
 

@@ -16,7 +16,7 @@ use crate::{
 };
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use async_trait::async_trait;
-use crate::rollout::RolloutState;
+use crate::rollout::{RolloutEvent, RolloutState};
 use fleetsync_model::{Clock, Cluster, RolloutPhase, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
 use std::sync::Arc;
 use std::time::Duration;
@@ -287,8 +287,10 @@ pub trait Rollouts: Send + Sync + 'static {
     /// same revision, and `next.version` one more than the stored one): a
     /// compare-and-set, so that of several processes deciding the same step only one
     /// writes it. In the same transaction, runs each `(cluster, generation)` key still
-    /// wanted at that generation. `false`: the rollout moved on; nothing was written.
-    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)]) -> Result<bool>;
+    /// wanted at that generation, and appends `event` (kind `Rollout`, named after the
+    /// SyncSet, at the revision) to the event log. `false`: the rollout moved on;
+    /// nothing was written.
+    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool>;
 }
 
 pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts {}

@@ -926,3 +926,30 @@ mod tests {
         assert_eq!(Human(Duration::ZERO).to_string(), "0s");
     }
 }
+
+/// The event log entry of a rollout's move: `action` names it (`Step 2`, `Paused`,
+/// `RolledBack`...), `actor` who asked (an operator's control; `None` for the workers
+/// that drive rollouts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutEvent {
+    pub action: &'static str,
+    pub actor: Option<String>,
+}
+
+/// Event actions of the steps, 1-based as people count them.
+const STEP_ACTIONS: [&str; fleetsync_model::rollout::MAX_STEPS] = [
+    "Step 1", "Step 2", "Step 3", "Step 4", "Step 5", "Step 6", "Step 7", "Step 8", "Step 9", "Step 10", "Step 11", "Step 12", "Step 13",
+    "Step 14", "Step 15", "Step 16", "Step 17", "Step 18", "Step 19", "Step 20",
+];
+
+/// What the move from `before` to `next` logs: a new phase by its name, else a new step
+/// (`Step N`), else a promote; `None` for a move that only records health or runs keys.
+pub fn event_action(before: &RolloutState, next: &RolloutState) -> Option<&'static str> {
+    if next.phase != before.phase {
+        return Some(next.phase.as_str());
+    }
+    if next.step != before.step {
+        return STEP_ACTIONS.get(next.step).copied();
+    }
+    (next.promoted && !before.promoted).then_some("Promoted")
+}

@@ -6,7 +6,7 @@
 //! wrote, so a step is neither skipped nor taken twice, and a process that dies holds
 //! nothing up.
 
-use crate::rollout::{decide, ClusterView, ControlRefused, KeyView, RolloutState};
+use crate::rollout::{decide, event_action, ClusterView, ControlRefused, KeyView, RolloutEvent, RolloutState};
 use crate::{StatusFilter, Store, StoreError};
 use fleetsync_model::{RolloutControl, RolloutStatus, Timestamp};
 use std::collections::HashMap;
@@ -41,15 +41,23 @@ pub async fn status(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Op
     Ok(Some(shown(state, counts)))
 }
 
-/// Decides the rollout's next move (with an operator's `control`, if any) and writes it.
-/// `None` if the SyncSet has no rollout.
-pub async fn drive(store: &dyn Store, tenant: &str, syncset: &str, control: Option<RolloutControl>) -> Result<Option<Driven>, DriveError> {
+/// Decides the rollout's next move (with an operator's `control`, if any) and writes it;
+/// a new phase, step or promote is logged naming `actor`. `None` if the SyncSet has no
+/// rollout.
+pub async fn drive(
+    store: &dyn Store,
+    tenant: &str,
+    syncset: &str,
+    control: Option<RolloutControl>,
+    actor: Option<&str>,
+) -> Result<Option<Driven>, DriveError> {
     for _ in 0..ATTEMPTS {
         let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
         let decision = decide(&spec, &state, &clusters, store.clock().now(), control)?;
         let now_state = match decision.state {
             Some(next) => {
-                if !store.rollout_write(&next, &decision.enqueue).await? {
+                let event = event_action(&state, &next).map(|action| RolloutEvent { action, actor: actor.map(str::to_string) });
+                if !store.rollout_write(&next, &decision.enqueue, event).await? {
                     continue;
                 }
                 next

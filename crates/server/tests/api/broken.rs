@@ -234,7 +234,7 @@ impl Rollouts for Broken {
         fail()
     }
 
-    async fn rollout_write(&self, _: &rollout::RolloutState, _: &[(String, i64)]) -> Result<bool> {
+    async fn rollout_write(&self, _: &rollout::RolloutState, _: &[(String, i64)], _: Option<rollout::RolloutEvent>) -> Result<bool> {
         fail()
     }
 }

@@ -37,7 +37,7 @@ fn at(clusters: &[&str], generation: i64) -> Vec<(String, i64)> {
 }
 
 async fn step(s: &dyn Store, control: Option<RolloutControl>) -> (RolloutPhase, usize) {
-    let driven = drive(s, "default", "s", control).await.expect("drive").expect("a rollout");
+    let driven = drive(s, "default", "s", control, control.map(|_| "token:ops")).await.expect("drive").expect("a rollout");
     (driven.status.phase, driven.status.step)
 }
 
@@ -92,8 +92,11 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     let done = status(&*s, "default", "s").await.expect("status").expect("a rollout");
     assert_eq!((done.stable, done.steps.iter().map(|c| c.healthy).sum::<u64>()), (2, 5));
 
+    let logged = rollout_events(&*s).await;
+    assert_eq!(logged, [("Step 2".to_string(), None), ("Completed".to_string(), None)], "each move logged once, in order");
+
     let stale = s.rollout_get("default", "s").await.expect("read").expect("a rollout");
-    assert!(!s.rollout_write(&stale, &[]).await.expect("write"), "a write decided from an older version is refused");
+    assert!(!s.rollout_write(&stale, &[], None).await.expect("write"), "a write decided from an older version is refused");
     s.object_delete(fleetsync_model::Kind::SyncSet, "default", "s").await.expect("delete");
     assert!(s.rollout_get("default", "s").await.expect("read").is_none());
     assert!(s.revision_get("default", "s", 2).await.expect("read").is_none(), "a deleted SyncSet's revisions go with it");
@@ -112,7 +115,7 @@ pub async fn rollout_controls_pause_resume_promote_and_abort(h: &dyn Harness) {
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 0), "still waiting");
 
     assert_eq!(step(&*s, Some(RolloutControl::Pause)).await, (RolloutPhase::Paused, 0));
-    let refused = drive(&*s, "default", "s", Some(RolloutControl::Promote)).await;
+    let refused = drive(&*s, "default", "s", Some(RolloutControl::Promote), None).await;
     assert!(refused.is_err(), "no promote while paused");
     assert_eq!(step(&*s, Some(RolloutControl::Resume)).await, (RolloutPhase::Progressing, 0));
     assert_eq!(step(&*s, Some(RolloutControl::Promote)).await, (RolloutPhase::Progressing, 1));
@@ -121,5 +124,15 @@ pub async fn rollout_controls_pause_resume_promote_and_abort(h: &dyn Harness) {
     assert_eq!(run_all(&*s).await, at(&["c1", "c2", "c3", "c4"], 1), "abort: every key back at the stable revision, none ran 2 twice");
     let r = status(&*s, "default", "s").await.expect("status").expect("a rollout");
     assert_eq!((r.phase, r.reason.as_deref()), (RolloutPhase::RolledBack, Some("aborted")));
-    assert!(drive(&*s, "default", "s", Some(RolloutControl::Resume)).await.is_err(), "a rolled-back rollout takes no control");
+    assert!(drive(&*s, "default", "s", Some(RolloutControl::Resume), None).await.is_err(), "a rolled-back rollout takes no control");
+    let ops = Some("token:ops".to_string());
+    let logged = rollout_events(&*s).await;
+    let want = [("Paused", &ops), ("Progressing", &ops), ("Step 2", &ops), ("RolledBack", &ops)].map(|(a, o)| (a.to_string(), o.clone()));
+    assert_eq!(logged, want, "controls are logged naming who asked");
+}
+
+/// The `Rollout` events of `s`: (action, actor), oldest first.
+async fn rollout_events(s: &dyn Store) -> Vec<(String, Option<String>)> {
+    let events = s.events_read(0, 10_000).await.expect("events");
+    events.into_iter().filter(|e| e.kind == "Rollout" && e.name == "s").map(|e| (e.action, e.actor)).collect()
 }

@@ -11,7 +11,7 @@ use super::queue::{enqueue, Enqueues};
 use super::{query, PgResult, Tx};
 use crate::lifecycle::Enqueue;
 use crate::revision::{self, assemble, split, RolloutWrite, KEPT_HISTORY};
-use crate::rollout::RolloutState;
+use crate::rollout::{RolloutEvent, RolloutState};
 use crate::stored::{corrupt, decode, json};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, RolloutPhase, SyncSet, Timestamp, WorkKey};
@@ -260,7 +260,7 @@ async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
 /// the others find no row to update. It runs under the tenant's lock, like object writes,
 /// so which keys are wanted cannot change before the enqueue (nor can a new cluster be
 /// given the stable revision by a rollout that completes meanwhile).
-pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_at: &[(String, i64)]) -> PgResult<bool> {
+pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_at: &[(String, i64)], event: Option<&RolloutEvent>) -> PgResult<bool> {
     let (tenant, syncset) = (next.tenant.as_str(), next.syncset.as_str());
     tx.lock_tenant(tenant).await?;
     let (phase, step, healthy_since) = values(next);
@@ -287,6 +287,10 @@ pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_
         .await?;
     if written != 1 {
         return Ok(false);
+    }
+    if let Some(e) = event {
+        tx.actor = e.actor.clone();
+        tx.event(tenant, "Rollout", syncset, e.action, next.revision);
     }
     if enqueue_at.is_empty() {
         return Ok(true);

@@ -9,7 +9,7 @@ use crate::{
     RenewParams, Result, StatusFilter,
 };
 use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, WorkQueue};
-use crate::rollout::RolloutState;
+use crate::rollout::{RolloutEvent, RolloutState};
 use async_trait::async_trait;
 use fleetsync_model::{
     Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, WorkKey,
@@ -370,11 +370,11 @@ impl Rollouts for PgStore {
 
     /// Its enqueues wake claimers at commit, in every process (NOTIFY) and in this one,
     /// like an object write's (see `Tx::wake_at`).
-    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)]) -> Result<bool> {
-        let (next, enqueue) = (Arc::new(next.clone()), Arc::new(enqueue.to_vec()));
+    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool> {
+        let (next, enqueue, event) = (Arc::new(next.clone()), Arc::new(enqueue.to_vec()), Arc::new(event));
         self.write("writing a rollout", |tx| {
-            let (next, enqueue) = (next.clone(), enqueue.clone());
-            Box::pin(async move { rollouts::rollout_write(tx, &next, &enqueue).await })
+            let (next, enqueue, event) = (next.clone(), enqueue.clone(), event.clone());
+            Box::pin(async move { rollouts::rollout_write(tx, &next, &enqueue, event.as_ref().as_ref()).await })
         })
         .await
     }

@@ -400,15 +400,15 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
     assert_eq!((state.phase, state.revision, state.stable), (RolloutPhase::Progressing, 2, 1));
     clock.advance(Duration::from_secs(1));
     let next = crate::rollout::RolloutState { step: 1, version: state.version + 1, updated_at: fleetsync_model::Clock::now(clock), reason: Some("step 1".into()), ..state.clone() };
-    let wrote = store.rollout_write(&next, &[("a".into(), 2), ("b".into(), 2), ("gone".into(), 2)]).await.expect("write");
+    let wrote = store.rollout_write(&next, &[("a".into(), 2), ("b".into(), 2), ("gone".into(), 2)], None).await.expect("write");
     seen.push(format!("first write: {wrote}"));
-    let again = store.rollout_write(&next, &[("c".into(), 2)]).await.expect("write again");
+    let again = store.rollout_write(&next, &[("c".into(), 2)], None).await.expect("write again");
     seen.push(format!("second write from the same version: {again}"));
     let stale = crate::rollout::RolloutState { revision: 1, version: next.version + 1, ..next.clone() };
-    seen.push(format!("write for another revision: {}", store.rollout_write(&stale, &[]).await.expect("stale")));
+    seen.push(format!("write for another revision: {}", store.rollout_write(&stale, &[], None).await.expect("stale")));
     see!("a and b at 2");
     let missing = crate::rollout::RolloutState { version: next.version + 1, ..next.clone() };
-    let e = store.rollout_write(&missing, &[("c".into(), 7)]).await.expect_err("no revision 7");
+    let e = store.rollout_write(&missing, &[("c".into(), 7)], None).await.expect_err("no revision 7");
     seen.push(format!("a generation not kept: {}", e.is_transient()));
     settle(store).await;
 
@@ -464,7 +464,7 @@ async fn of_processes_writing_one_rollout_step_one_wins() {
     wakes.borrow_and_update();
     let writes = stores.iter().map(|s| {
         let (s, next) = (s.clone(), next.clone());
-        tokio::spawn(async move { s.rollout_write(&next, &[("a".into(), 2)]).await.expect("write") })
+        tokio::spawn(async move { s.rollout_write(&next, &[("a".into(), 2)], None).await.expect("write") })
     });
     let wrote: Vec<bool> = futures_util::future::join_all(writes).await.into_iter().map(|r| r.expect("task")).collect();
     assert_eq!(wrote.iter().filter(|w| **w).count(), 1, "{wrote:?}");

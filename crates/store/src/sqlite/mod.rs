@@ -25,7 +25,7 @@ use crate::{
 use crate::error::Cause;
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Tokens, WorkQueue};
-use crate::rollout::RolloutState;
+use crate::rollout::{RolloutEvent, RolloutState};
 use async_trait::async_trait;
 use crate::retry::{write_again, Transience};
 use crate::stored::json;
@@ -554,11 +554,13 @@ impl Rollouts for SqliteStore {
         self.read("listing rollouts", move |c, _| rollouts::rollout_list(c, tenant.as_deref(), phase)).await
     }
 
-    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)]) -> Result<bool> {
+    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool> {
         let (next, enqueue) = (next.clone(), enqueue.to_vec());
-        let written = self.write("writing a rollout", move |tx, now, _| rollouts::rollout_write(tx, now, &next, &enqueue)).await?;
+        let written =
+            self.write("writing a rollout", move |tx, now, _| rollouts::rollout_write(tx, now, &next, &enqueue, event.as_ref())).await?;
         if written {
             self.wake();
+            self.logged();
         }
         Ok(written)
     }

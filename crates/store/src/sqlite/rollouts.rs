@@ -3,7 +3,8 @@
 use super::queue::enqueue;
 use crate::lifecycle::Enqueue;
 use crate::revision::{self, assemble, split, RolloutWrite, KEPT_HISTORY};
-use crate::rollout::RolloutState;
+use super::rows::{event_append, NewEvent};
+use crate::rollout::{RolloutEvent, RolloutState};
 use crate::stored::{corrupt, decode, json};
 use crate::Result;
 use fleetsync_model::{ApplyMode, RolloutPhase, SyncSet, Timestamp, WorkKey};
@@ -180,12 +181,22 @@ fn rollout_put(tx: &Transaction<'_>, s: &RolloutState) -> Result<()> {
 /// revision, version one less), and enqueues each `(cluster, generation)` key that is
 /// wanted at that generation, in the same transaction. `false`: the rollout moved on
 /// (another process wrote first, or a newer generation superseded it); nothing written.
-pub(super) fn rollout_write(tx: &Transaction<'_>, now: Timestamp, next: &RolloutState, enqueue_at: &[(String, i64)]) -> Result<bool> {
+pub(super) fn rollout_write(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    next: &RolloutState,
+    enqueue_at: &[(String, i64)],
+    event: Option<&RolloutEvent>,
+) -> Result<bool> {
     let current = rollout_get(tx, &next.tenant, &next.syncset)?;
     if !current.is_some_and(|c| c.revision == next.revision && c.version + 1 == next.version) {
         return Ok(false);
     }
     rollout_put(tx, next)?;
+    if let Some(e) = event {
+        let (tenant, name, actor) = (next.tenant.as_str(), next.syncset.as_str(), e.actor.as_deref());
+        event_append(tx, now, NewEvent { tenant, kind: "Rollout", name, action: e.action, generation: next.revision, actor })?;
+    }
     let wanted = "SELECT 1 FROM work WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND desired = 1";
     for (cluster, generation) in enqueue_at {
         if !tx.prepare_cached(wanted)?.exists(params![next.tenant, cluster, next.syncset])? {
