@@ -11,16 +11,11 @@ use axum::Json;
 use fleetsync_model::{RolloutControl, RolloutStatus};
 use fleetsync_store::rollout_drive::{self, DriveError};
 
-/// `GET /v1/rollouts?tenant=`: every rollout of the tenant, with per-step counts.
+/// `GET /v1/rollouts?tenant=`: every rollout of the tenant; those not completed with
+/// per-step counts.
 pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<Items<RolloutStatus>>> {
     let tenant = q.tenant()?;
-    let mut items = Vec::new();
-    for r in state.store.rollout_list(Some(tenant), None).await? {
-        if let Some(status) = rollout_drive::status(&*state.store, tenant, &r.syncset).await.map_err(drive_error)? {
-            items.push(status);
-        }
-    }
-    Ok(Json(Items::all(items)))
+    Ok(Json(Items::all(rollout_drive::list(&*state.store, tenant).await.map_err(drive_error)?)))
 }
 
 /// `GET /v1/rollouts/{syncset}?tenant=`.

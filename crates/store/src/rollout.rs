@@ -416,6 +416,33 @@ impl fmt::Display for Human {
     }
 }
 
+/// The event log entry of a rollout's move: `action` names it (`Step 2`, `Paused`,
+/// `RolledBack`...), `actor` who asked (an operator's control; `None` for the workers
+/// that drive rollouts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutEvent {
+    pub action: &'static str,
+    pub actor: Option<String>,
+}
+
+/// Event actions of the steps, 1-based as people count them.
+const STEP_ACTIONS: [&str; fleetsync_model::rollout::MAX_STEPS] = [
+    "Step 1", "Step 2", "Step 3", "Step 4", "Step 5", "Step 6", "Step 7", "Step 8", "Step 9", "Step 10", "Step 11", "Step 12", "Step 13",
+    "Step 14", "Step 15", "Step 16", "Step 17", "Step 18", "Step 19", "Step 20",
+];
+
+/// What the move from `before` to `next` logs: a new phase by its name, else a new step
+/// (`Step N`), else a promote; `None` for a move that only records health or runs keys.
+pub fn event_action(before: &RolloutState, next: &RolloutState) -> Option<&'static str> {
+    if next.phase != before.phase {
+        return Some(next.phase.as_str());
+    }
+    if next.step != before.step {
+        return STEP_ACTIONS.get(next.step).copied();
+    }
+    (next.promoted && !before.promoted).then_some("Promoted")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -925,31 +952,15 @@ mod tests {
         assert_eq!(Human(Duration::from_millis(1500)).to_string(), "1s 500ms");
         assert_eq!(Human(Duration::ZERO).to_string(), "0s");
     }
-}
 
-/// The event log entry of a rollout's move: `action` names it (`Step 2`, `Paused`,
-/// `RolledBack`...), `actor` who asked (an operator's control; `None` for the workers
-/// that drive rollouts).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RolloutEvent {
-    pub action: &'static str,
-    pub actor: Option<String>,
-}
-
-/// Event actions of the steps, 1-based as people count them.
-const STEP_ACTIONS: [&str; fleetsync_model::rollout::MAX_STEPS] = [
-    "Step 1", "Step 2", "Step 3", "Step 4", "Step 5", "Step 6", "Step 7", "Step 8", "Step 9", "Step 10", "Step 11", "Step 12", "Step 13",
-    "Step 14", "Step 15", "Step 16", "Step 17", "Step 18", "Step 19", "Step 20",
-];
-
-/// What the move from `before` to `next` logs: a new phase by its name, else a new step
-/// (`Step N`), else a promote; `None` for a move that only records health or runs keys.
-pub fn event_action(before: &RolloutState, next: &RolloutState) -> Option<&'static str> {
-    if next.phase != before.phase {
-        return Some(next.phase.as_str());
+    #[test]
+    fn a_new_phase_step_or_promote_is_logged_and_nothing_else() {
+        let before = progressing(0);
+        let healthy = RolloutState { healthy_since: Some(at(5)), version: before.version + 1, ..before.clone() };
+        assert_eq!(event_action(&before, &healthy), None, "health alone is no event");
+        assert_eq!(event_action(&before, &RolloutState { step: 1, ..before.clone() }), Some("Step 2"), "1-based");
+        assert_eq!(event_action(&before, &RolloutState { promoted: true, ..before.clone() }), Some("Promoted"));
+        let rolled_back = RolloutState { phase: RolloutPhase::RolledBack, step: 1, ..before.clone() };
+        assert_eq!(event_action(&before, &rolled_back), Some("RolledBack"), "the phase names a move that changes both");
     }
-    if next.step != before.step {
-        return STEP_ACTIONS.get(next.step).copied();
-    }
-    (next.promoted && !before.promoted).then_some("Promoted")
 }

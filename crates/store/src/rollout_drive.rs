@@ -41,6 +41,20 @@ pub async fn status(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Op
     Ok(Some(shown(state, counts)))
 }
 
+/// Every rollout of `tenant`, by SyncSet. Only those not completed come with per-step
+/// counts (each reads its SyncSet's keys); a completed one is at its revision everywhere.
+pub async fn list(store: &dyn Store, tenant: &str) -> Result<Vec<RolloutStatus>, DriveError> {
+    let mut out = Vec::new();
+    for r in store.rollout_list(Some(tenant), None).await? {
+        if r.phase == fleetsync_model::RolloutPhase::Completed {
+            out.push(shown(r, Vec::new()));
+        } else if let Some(s) = status(store, tenant, &r.syncset).await? {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
 /// Decides the rollout's next move (with an operator's `control`, if any) and writes it;
 /// a new phase, step or promote is logged naming `actor`. `None` if the SyncSet has no
 /// rollout.
