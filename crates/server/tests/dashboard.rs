@@ -4,10 +4,11 @@
 //!
 //! Signed in as a fleet-admin, the page's counts match the API, the phase filter
 //! narrows the matrix, drill-downs show a cluster's and a SyncSet's keys and a key's
-//! resources and recent events, an apply made through the API appears without a reload, and signing out
-//! ends the session; signed in as a viewer of tenant `b`, the page
-//! shows nothing of the other tenant. Screenshots of each step are kept in
-//! `target/dashboard-screenshots/`.
+//! resources and recent events, the rollouts panel shows each rollout's phase, step and
+//! counts as `/v1/rollouts` does and follows a promote, an apply made through the API
+//! appears without a reload, and signing out ends the session; signed in as a viewer
+//! of tenant `b`, the page shows nothing of the other tenant. Screenshots of each step
+//! are kept in `target/dashboard-screenshots/`.
 //!
 //! Needs `chromium` and `chromium-driver`: when `chromedriver` is missing, the test
 //! installs them (as root, with apt-get), or fails naming them. It never skips.
@@ -86,6 +87,7 @@ async fn the_dashboard_in_a_headless_browser() {
         saturation_is_the_members_in_flight_against_their_limits(&browser, &hub).await;
         the_phase_filter_narrows_the_matrix(&browser, &hub, &shots).await;
         a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
+        rollouts_show_their_phase_and_step(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
         signing_out_ends_the_session(&browser).await;
     };
@@ -251,6 +253,127 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
     shots.take(browser, "key-failed").await;
 }
 
+/// A SyncSet of three hive clusters staged by a rollout whose first step (one cluster)
+/// waits for a promote; generation 1 goes out at once, a later one stops there.
+fn staged(value: &str) -> String {
+    format!(
+        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: staged}}\nspec:\n  \
+         clusterNames: [cluster-00000, cluster-00001, cluster-00002]\n  \
+         rollout: {{steps: [{{count: 1, manualPromote: true}}, {{percent: 100}}]}}\n  resources:\n    \
+         - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: staged-cm, namespace: fleet-apps}}, data: {{v: \"{value}\"}}}}\n"
+    )
+}
+
+/// A SyncSet rolled out to the cluster nobody can reach: a new generation fails its
+/// only step and rolls back, with the cluster's error in the reason.
+fn doomed(value: &str) -> String {
+    format!(
+        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: doomed}}\nspec:\n  clusterNames: [unreachable]\n  \
+         rollout: {{steps: [{{percent: 100}}]}}\n  resources:\n    \
+         - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: doomed-cm, namespace: fleet-apps}}, data: {{v: \"{value}\"}}}}\n"
+    )
+}
+
+/// The rollouts panel: none at first; SyncSets with `spec.rollout` appear without a
+/// reload, each row as `/v1/rollouts` tells it (phase, step counted from 1, revisions,
+/// the current step's counts, the reason), completed ones folded away; and a promote
+/// made through the API moves the waiting one on to Completed on the page.
+async fn rollouts_show_their_phase_and_step(browser: &Client, hub: &Hub, shots: &Screenshots) {
+    browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
+    eventually("no rollouts yet", || async { js_bool(browser, "return !!document.getElementById('rollouts-empty')").await }).await;
+    hub.apply(&format!("{}---\n{}", staged("1"), doomed("1"))).await;
+    let first = rollouts_match_the_api(browser, hub, |api| api["items"].as_array().is_some_and(|i| i.len() == 2)).await;
+    assert!(first.values().all(|r| r["listed"] == "folded" && r["revision"] == "1"), "a first generation completes at once: {first:?}");
+
+    hub.apply(&format!("{}---\n{}", staged("2"), doomed("2"))).await;
+    let waiting = |r: &Value| r["phase"] == "Progressing" && r["step"] == 0 && r["steps"][0]["clusters"] == 1 && r["steps"][0]["healthy"] == 1;
+    let rows = rollouts_match_the_api(browser, hub, |api| {
+        let by_name = |n: &str| api["items"].as_array().and_then(|i| i.iter().find(|r| r["syncset"] == n)).cloned().unwrap_or_default();
+        waiting(&by_name("staged")) && by_name("doomed")["phase"] == "RolledBack"
+    })
+    .await;
+    let staged = &rows["staged"];
+    assert_eq!((staged["phase"].as_str(), staged["step"].as_str(), staged["listed"].as_str()), (Some("Progressing"), Some("1 of 2"), Some("shown")));
+    assert_eq!((staged["revision"].as_str(), staged["stable"].as_str(), staged["healthy"].as_str()), (Some("2"), Some("1"), Some("1")));
+    let doomed = &rows["doomed"];
+    assert_eq!((doomed["phase"].as_str(), doomed["listed"].as_str()), (Some("RolledBack"), Some("shown")), "{doomed}");
+    assert!(doomed["reason"].as_str().is_some_and(|r| r.starts_with("step 1: 1 of 1 clusters failed") && r.contains("unreachable: ")), "{doomed}");
+    shots.take(browser, "rollouts").await;
+
+    js(browser, "window.notReloaded = true; return true").await;
+    let promoted = hub.post("/v1/rollouts/staged/promote?tenant=default").await;
+    assert_eq!(promoted["syncset"], "staged", "{promoted}");
+    let rows = rollouts_match_the_api(browser, hub, |api| {
+        api["items"].as_array().is_some_and(|i| i.iter().any(|r| r["syncset"] == "staged" && r["phase"] == "Completed"))
+    })
+    .await;
+    assert_eq!((rows["staged"]["revision"].as_str(), rows["staged"]["listed"].as_str()), (Some("2"), Some("folded")));
+    assert!(js_bool(browser, "return window.notReloaded === true").await, "the page was reloaded");
+    shots.take(browser, "rollouts-promoted").await;
+}
+
+/// Waits until `/v1/rollouts` is in the state `ready` looks for and the page's rollout
+/// rows say what it says; answers the page's rows by SyncSet.
+async fn rollouts_match_the_api(browser: &Client, hub: &Hub, ready: impl Fn(&Value) -> bool) -> serde_json::Map<String, Value> {
+    let start = Instant::now();
+    loop {
+        let api = hub.get("/v1/rollouts?tenant=default").await;
+        let page = page_rollouts(browser).await;
+        if ready(&api) {
+            let want: serde_json::Map<String, Value> = api["items"].as_array().expect("items").iter().map(rollout_row).collect();
+            if page.as_object() == Some(&want) {
+                return want;
+            }
+        }
+        assert!(start.elapsed() < PATIENCE, "the page's rollouts never matched the API's: API {api} page {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A rollout of `/v1/rollouts` as the panel should show it: one not completed with its
+/// step counted from 1 and the current step's counts, a completed one folded away.
+fn rollout_row(r: &Value) -> (String, Value) {
+    let name = r["syncset"].as_str().expect("syncset").to_string();
+    let text = |v: &Value| v.as_i64().expect("a number").to_string();
+    if r["phase"] == "Completed" {
+        return (name.clone(), json!({"SyncSet": name, "revision": text(&r["revision"]), "listed": "folded"}));
+    }
+    let step = r["step"].as_u64().expect("step");
+    let steps = r["steps"].as_array().expect("steps");
+    let counts = &steps[step as usize];
+    let mut row = json!({
+        "SyncSet": name,
+        "phase": r["phase"],
+        "step": format!("{} of {}", step + 1, steps.len()),
+        "revision": text(&r["revision"]),
+        "stable": if r["stable"] == 0 { "none".to_string() } else { text(&r["stable"]) },
+        "reason": r["reason"].as_str().unwrap_or(""),
+        "listed": "shown",
+    });
+    for n in ["clusters", "updated", "healthy", "failed", "pending"] {
+        row[n] = json!(text(&counts[n]));
+    }
+    (name, row)
+}
+
+/// The rows of the rollouts panel by SyncSet, each cell under its column's heading
+/// (ages aside), and whether the row is shown or folded away.
+async fn page_rollouts(browser: &Client) -> Value {
+    js(
+        browser,
+        "const rows = {};
+         document.querySelectorAll('#rollouts tr[data-rollout]').forEach(r => {
+           const head = [...r.closest('table').querySelectorAll('thead th')].map(h => h.textContent);
+           const row = {};
+           [...r.cells].forEach((c, i) => { if (head[i] !== 'step started' && head[i] !== 'completed') row[head[i]] = c.textContent; });
+           row.listed = r.closest('details') ? 'folded' : 'shown';
+           rows[r.dataset.rollout] = row;
+         });
+         return rows;",
+    )
+    .await
+}
+
 async fn an_apply_appears_without_a_reload(browser: &Client, hub: &Hub, shots: &Screenshots) {
     browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
     eventually("the fleet view", || async { js_bool(browser, "return !!document.getElementById('syncset-list')").await }).await;
@@ -289,6 +412,7 @@ async fn a_viewer_of_b_sees_nothing_of_a(browser: &Client, hub: &Hub, token: &st
         js_bool(browser, "return !!document.querySelector('#matrix td[data-cluster=\"tenant-b-cluster\"]')").await
     })
     .await;
+    eventually("no rollouts in b", || async { js_bool(browser, "return !!document.getElementById('rollouts-empty')").await }).await;
     let members = js(browser, "return document.getElementById('members').innerText").await;
     assert!(members.as_str().is_some_and(|m| m.contains("fleet-admins")), "{members}");
     assert_eq!(shows_of_a(browser).await, Vec::<String>::new(), "the fleet view of b");
@@ -319,7 +443,7 @@ async fn a_viewer_of_b_sees_nothing_of_a(browser: &Client, hub: &Hub, token: &st
 async fn shows_of_a(browser: &Client) -> Vec<String> {
     let text = js(browser, "return [...document.querySelectorAll('#view > div > :not(h1)')].map(n => n.innerText).join('\\n')").await;
     let text = text.as_str().unwrap_or_default().to_string();
-    ["cluster-0000", "syncset-00", "unreachable", "broken", "late-arrival"].into_iter().filter(|n| text.contains(n)).map(String::from).collect()
+    ["cluster-0000", "syncset-00", "unreachable", "broken", "late-arrival", "staged", "doomed"].into_iter().filter(|n| text.contains(n)).map(String::from).collect()
 }
 
 /// Rows and cells of data in the view.
@@ -550,6 +674,14 @@ impl Hub {
         let resp = self.http.get(self.url(path)).bearer_auth(&self.admin).send().await.expect("GET");
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
         resp.json().await.expect("JSON")
+    }
+
+    async fn post(&self, path: &str) -> Value {
+        let resp = self.http.post(self.url(path)).bearer_auth(&self.admin).send().await.expect("POST");
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        assert!(status.is_success(), "POST {path}: {status}: {body}");
+        serde_json::from_str(&body).expect("JSON")
     }
 
     /// The sums of every SyncSet's summary in `tenant`, as the page shows them.

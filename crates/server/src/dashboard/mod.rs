@@ -6,8 +6,10 @@
 //! what a tenant's viewer sees in it is what that viewer could read with the CLI. It
 //! only reads (a session cookie is refused on anything but `GET` and `HEAD`), and
 //! every view is a page or a summary: the fleet's totals from each SyncSet's summary,
-//! a page of keys as a SyncSet × cluster matrix, one cluster, SyncSet or key. It
-//! follows the event watch and re-reads only what an event names.
+//! the tenant's rollouts (`/v1/rollouts`), a page of keys as a SyncSet × cluster
+//! matrix, one cluster, SyncSet or key. It follows the event watch and re-reads only
+//! what an event names; a rollout under way is also read again every few seconds,
+//! since what agents report (readiness, drift) moves its counts without an event.
 //!
 //! | Route | |
 //! |---|---|

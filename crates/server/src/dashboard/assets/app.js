@@ -9,6 +9,7 @@ const KEYS_PAGE = 100;
 const SYNCSETS_PAGE = 100;
 const KEY_EVENTS = 20;
 const MAX_SYNCSETS = 2000;
+const ROLLOUTS_POLL = 5000;
 
 const state = { subject: '', grants: [], tenant: '', view: null, watch: null };
 
@@ -35,6 +36,10 @@ const q = encodeURIComponent;
 
 function badge(phase) {
   return el('span', { class: 'badge phase-' + phase, 'data-phase': phase, text: phase });
+}
+
+function rolloutBadge(phase) {
+  return el('span', { class: 'badge rollout-' + phase, 'data-rollout-phase': phase, text: phase });
 }
 
 function link(hash, text) {
@@ -247,18 +252,23 @@ class FleetView {
     this.matrixFull = false;
     this.totals = el('div', { id: 'totals' });
     this.failures = el('div', { id: 'failures' });
+    this.rollouts = new Map();
+    this.rolloutsOpen = false;
+    this.rolloutTimer = null;
+    this.rolloutPanel = el('div', { id: 'rollouts' });
     this.members = el('div', { id: 'members' });
     this.syncsets = el('div', { id: 'syncsets' });
     this.matrix = el('div', { id: 'matrix-view' });
     this.root = el('div', {}, el('h1', { text: 'Fleet' }), this.totals,
       el('h2', { text: 'Failures' }), this.failures,
+      el('h2', { text: 'Rollouts' }), this.rolloutPanel,
       el('h2', { text: 'Matrix' }), this.matrix,
       el('h2', { text: 'SyncSets' }), this.syncsets,
       el('h2', { text: 'Members' }), this.members);
   }
 
   async load() {
-    await Promise.all([this.loadSummaries(), this.loadMembers(), this.loadMatrix()]);
+    await Promise.all([this.loadSummaries(), this.loadRollouts(), this.loadMembers(), this.loadMatrix()]);
   }
 
   async loadSummaries() {
@@ -320,6 +330,66 @@ class FleetView {
       : el('p', { class: 'muted', text: 'No failed or parked keys.' }));
     this.syncsets.replaceChildren(table(['SyncSet', 'generation', 'keys', ...PHASES, 'at generation', 'oldest pending'], rows,
       { id: 'syncset-list' }));
+  }
+
+  // Every rollout of the tenant (one read), or one SyncSet's (gone: it has none now).
+  async loadRollouts() {
+    const page = await api('/v1/rollouts?' + tenantQuery());
+    this.rollouts = new Map(page.items.map((r) => [r.syncset, r]));
+    this.drawRollouts();
+  }
+
+  async loadRollout(name) {
+    try {
+      this.rollouts.set(name, await api('/v1/rollouts/' + q(name) + '?' + tenantQuery()));
+    } catch (e) {
+      if (e.status === 404) this.rollouts.delete(name); else throw e;
+    }
+  }
+
+  // The rollouts not completed, each with its current step's clusters (counted from 1
+  // for people: step 0 is "1 of N"); the completed ones folded away below them.
+  drawRollouts() {
+    const all = [...this.rollouts.values()].sort((a, b) => a.syncset.localeCompare(b.syncset));
+    const open = all.filter((r) => r.phase !== 'Completed');
+    const done = all.filter((r) => r.phase === 'Completed');
+    const counts = ['clusters', 'updated', 'healthy', 'failed', 'pending'];
+    const rows = open.map((r) => {
+      const steps = r.steps || [];
+      const step = steps[r.step];
+      return el('tr', { 'data-rollout': r.syncset },
+        el('td', {}, link('#/syncset/' + q(r.syncset), r.syncset)), el('td', {}, rolloutBadge(r.phase)),
+        el('td', { class: 'num', text: (r.step + 1) + ' of ' + steps.length }),
+        el('td', { class: 'num', text: r.revision }), el('td', { class: 'num', text: r.stable || 'none' }),
+        counts.map((n) => el('td', { class: 'num', text: step ? step[n] : '' })),
+        el('td', { text: age(r.stepStartedAt) + ' ago' }), el('td', {}, r.reason ? el('pre', { text: r.reason }) : ''));
+    });
+    const parts = [];
+    if (!all.length) {
+      parts.push(el('p', { class: 'muted', id: 'rollouts-empty', text: 'No rollouts: no SyncSet of this tenant has spec.rollout.' }));
+    } else if (open.length) {
+      parts.push(el('p', { class: 'muted', text: 'Clusters to pending: the current step\'s clusters, and where they stand.' }),
+        table(['SyncSet', 'phase', 'step', 'revision', 'stable', ...counts, 'step started', 'reason'], rows, { id: 'rollout-list' }));
+    } else {
+      parts.push(el('p', { class: 'muted', text: 'No rollout under way.' }));
+    }
+    if (done.length) {
+      const doneRows = done.map((r) => el('tr', { 'data-rollout': r.syncset },
+        el('td', {}, link('#/syncset/' + q(r.syncset), r.syncset)), el('td', { class: 'num', text: r.revision }),
+        el('td', { text: age(r.updatedAt) + ' ago' })));
+      parts.push(el('details', { id: 'rollouts-completed', open: this.rolloutsOpen, ontoggle: (ev) => { this.rolloutsOpen = ev.target.open; } },
+        el('summary', { text: done.length + ' completed' }),
+        table(['SyncSet', 'revision', 'completed'], doneRows, { id: 'rollout-completed-list' })));
+    }
+    this.rolloutPanel.replaceChildren(...parts);
+    // A step's counts also move with what agents report (readiness, drift), which is no
+    // event: while a rollout is under way it is read again every few seconds, through
+    // the same refresh as events.
+    clearTimeout(this.rolloutTimer);
+    const moving = open.filter((r) => r.phase !== 'RolledBack').map((r) => r.syncset);
+    this.rolloutTimer = moving.length ? setTimeout(() => {
+      if (this === state.view) refresh({ ...emptyChange(), rollouts: new Set(moving) });
+    }, ROLLOUTS_POLL) : null;
   }
 
   async loadMembers() {
@@ -405,6 +475,17 @@ class FleetView {
     } else if (names.size) {
       await Promise.all([pool([...names], 6, (name) => this.loadSummary(name)), this.loadTenantSummary()]);
       this.drawSummaries();
+    }
+    // A rollout an event names: its SyncSet, a move of it, or a key of one not completed.
+    if (changed.all) {
+      await this.loadRollouts();
+    } else {
+      const moving = (s) => this.rollouts.has(s) && this.rollouts.get(s).phase !== 'Completed';
+      const rollouts = new Set([...changed.rollouts, ...[...changed.syncsets].filter(moving)]);
+      if (rollouts.size) {
+        await pool([...rollouts], 6, (name) => this.loadRollout(name));
+        this.drawRollouts();
+      }
     }
     // The page holds a changed key, or has room for a new one: read it again (one page).
     const touches = [...changed.keys].some((k) => this.matrixKeys.has(k))
@@ -528,7 +609,7 @@ class KeyView {
 // ---- live: the event watch ---------------------------------------------------------
 
 function emptyChange() {
-  return { all: false, keys: new Set(), clusters: new Set(), syncsets: new Set() };
+  return { all: false, keys: new Set(), clusters: new Set(), syncsets: new Set(), rollouts: new Set() };
 }
 
 let pending = emptyChange();
@@ -544,6 +625,9 @@ function noteEvent(ev) {
     pending.syncsets.add(syncset);
   } else if (ev.kind === 'SyncSet') {
     pending.syncsets.add(ev.name);
+    pending.rollouts.add(ev.name);
+  } else if (ev.kind === 'Rollout') {
+    pending.rollouts.add(ev.name);
   } else if (ev.kind === 'Cluster') {
     pending.clusters.add(ev.name);
   } else {
