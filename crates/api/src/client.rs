@@ -231,6 +231,12 @@ impl Client {
         Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
     }
 
+    /// `GET /v1/rollouts`: every rollout of the tenant (per-step counts for those not
+    /// completed).
+    pub async fn rollouts(&self, tenant: &str) -> Result<Vec<RolloutStatus>> {
+        Ok(self.get_json::<Items<RolloutStatus>>("/v1/rollouts", &[("tenant", tenant)]).await?.items)
+    }
+
     /// `GET /v1/rollouts/{syncset}`: where the SyncSet's rollout stands.
     pub async fn rollout(&self, tenant: &str, syncset: &str) -> Result<RolloutStatus> {
         self.get_json(&format!("/v1/rollouts/{syncset}"), &[("tenant", tenant)]).await

@@ -8,7 +8,7 @@ use crate::context::connect;
 use anyhow::{bail, Result};
 use fleetsync::outln;
 use fleetsync_api::{Client, PageParams};
-use fleetsync_model::Phase;
+use fleetsync_model::{Phase, RolloutPhase};
 use std::time::{Duration, Instant};
 
 /// How often the hub is asked again.
@@ -63,8 +63,18 @@ async fn check(hub: &Client, tenant: &str, target: &Target) -> Result<(bool, Str
             let status = hub.syncset_status_page(tenant, name, page).await.map_err(explain)?;
             let s = &status.summary;
             let applied = s.phases.get(&Phase::Applied).copied().unwrap_or(0);
-            let done = applied == s.total && s.at_generation == s.total;
+            let mut done = applied == s.total && s.at_generation == s.total;
             let mut progress = format!("{applied} of {} keys Applied, {} at generation {}", s.total, s.at_generation, status.generation);
+            // A rollout holds keys at the stable revision: Applied at it, not at this generation.
+            if let Ok(r) = hub.rollout(tenant, name).await {
+                if r.phase != RolloutPhase::Completed || r.revision != status.generation {
+                    done = false;
+                    progress.push_str(&format!("; rollout {} at step {} of revision {}", r.phase, r.step + 1, r.revision));
+                    if let Some(reason) = &r.reason {
+                        progress.push_str(&format!(": {reason}"));
+                    }
+                }
+            }
             if let Some(f) = s.failures.first() {
                 let reason = f.last_error.as_deref().unwrap_or("no error recorded");
                 progress.push_str(&format!("; {} on {} after {} attempt(s): {reason}", f.phase.as_str(), f.cluster, f.attempts));

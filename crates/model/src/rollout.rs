@@ -225,7 +225,7 @@ fn check_budget(b: Option<FailureBudget>) -> Result<(), String> {
 
 fn check_wait(w: Option<Wait>, zero_ok: bool) -> Result<(), String> {
     match w {
-        Some(Wait(d)) if d > MAX_WAIT => Err(format!("at most {} (the limit)", humantime::format_duration(MAX_WAIT))),
+        Some(Wait(d)) if d > MAX_WAIT => Err("at most 168h (7 days), the limit".into()),
         Some(Wait(d)) if d.is_zero() && !zero_ok => Err("must be longer than 0s".into()),
         _ => Ok(()),
     }

@@ -73,7 +73,8 @@ pub struct KeyStatus {
     /// Whether the SyncSet should be on the cluster (false while its resources are
     /// being removed because the SyncSet was deleted or no longer selects the cluster).
     pub desired: bool,
-    /// The SyncSet generation the latest change asked for.
+    /// The SyncSet generation the key is to run: the latest, or the one a rollout holds
+    /// it at (its stable revision, until the rollout reaches the cluster).
     pub generation: i64,
     /// The SyncSet generation last applied successfully (0 = never).
     pub observed_generation: i64,

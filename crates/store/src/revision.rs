@@ -92,7 +92,8 @@ pub(crate) fn on_write(s: &SyncSet, generation: i64, previous: Option<&RolloutSt
         updated_at: now,
     };
     if generation <= 1 {
-        return RolloutWrite::Store(fresh(RolloutPhase::Completed, generation));
+        let last = s.spec.rollout.as_ref().map_or(0, |r| r.steps.len().saturating_sub(1));
+        return RolloutWrite::Store(RolloutState { step: last, ..fresh(RolloutPhase::Completed, generation) });
     }
     let stable = match previous {
         Some(p) if p.phase.holds_back() => p.stable,
@@ -132,7 +133,7 @@ mod tests {
         let now = Timestamp(50);
         assert_eq!(on_write(&syncset(false, "1"), 4, None, now), RolloutWrite::None, "no spec.rollout");
         let RolloutWrite::Store(first) = on_write(&syncset(true, "1"), 1, None, now) else { panic!("stored") };
-        assert_eq!((first.phase, first.revision, first.stable), (RolloutPhase::Completed, 1, 1), "a first generation is complete");
+        assert_eq!((first.phase, first.step, first.revision, first.stable), (RolloutPhase::Completed, 1, 1, 1), "a first generation is complete, at its last step");
         let RolloutWrite::Store(second) = on_write(&syncset(true, "2"), 2, Some(&first), now) else { panic!("stored") };
         assert_eq!((second.phase, second.step, second.revision, second.stable), (RolloutPhase::Progressing, 0, 2, 1));
         assert_eq!(second.version, first.version + 1);

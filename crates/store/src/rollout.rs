@@ -193,13 +193,23 @@ fn reached<'a>(clusters: &'a [ClusterView], steps: &'a [Option<usize>], step: us
     clusters.iter().zip(steps).filter(move |(_, s)| s.is_some_and(|s| s <= step)).map(move |(c, _)| (c, Standing::of(c, revision)))
 }
 
-/// Rule a: every reached cluster with a key not told to run `revision` yet is enqueued
-/// at it (a step's clusters get the new revision; a cluster joining a reached step
-/// catches up).
-fn catch_up(clusters: &[ClusterView], steps: &[Option<usize>], step: usize, revision: i64) -> Vec<(String, i64)> {
-    reached(clusters, steps, step, revision)
-        .filter(|(c, _)| c.key.as_ref().is_some_and(|k| k.generation != revision))
-        .map(|(c, _)| (c.name.clone(), revision))
+/// Rule a: every reached cluster with a key not told to run the revision yet is
+/// enqueued at it (a step's clusters get the new revision; a cluster joining a reached
+/// step catches up); every cluster not reached that runs neither the revision nor the
+/// stable one (a superseded rollout's, which never proved itself) goes back to stable.
+fn catch_up(clusters: &[ClusterView], steps: &[Option<usize>], step: usize, state: &RolloutState) -> Vec<(String, i64)> {
+    clusters
+        .iter()
+        .zip(steps)
+        .filter_map(|(c, s)| {
+            let told = c.key.as_ref()?.generation;
+            let reached = s.is_some_and(|s| s <= step);
+            match reached {
+                true if told != state.revision => Some((c.name.clone(), state.revision)),
+                false if told != state.revision && told != state.stable => Some((c.name.clone(), state.stable)),
+                _ => None,
+            }
+        })
         .collect()
 }
 
@@ -273,7 +283,7 @@ pub fn decide(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView]
 fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView], steps: &[Option<usize>], now: Timestamp) -> (Vec<(String, i64)>, Option<Timestamp>) {
     let step = next.step;
     let gate = spec.gate(step);
-    let enqueue = catch_up(clusters, steps, step, next.revision);
+    let enqueue = catch_up(clusters, steps, step, next);
     let here: Vec<_> = reached(clusters, steps, step, next.revision).collect();
     let failed: Vec<&ClusterView> = here.iter().filter(|(_, s)| s.failed).map(|(c, _)| *c).collect();
     let pending: Vec<&ClusterView> = here.iter().filter(|(_, s)| s.pending()).map(|(c, _)| *c).collect();
@@ -339,7 +349,7 @@ fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView
     next.step_started_at = now;
     next.healthy_since = None;
     next.promoted = false;
-    let enqueue = catch_up(clusters, steps, next.step, next.revision);
+    let enqueue = catch_up(clusters, steps, next.step, next);
     // Look again at the new step's deadline, or at once if it has nothing to wait for
     // (its clusters are already healthy, or it added none).
     let waits = reached(clusters, steps, next.step, next.revision).any(|(_, s)| s.pending());
@@ -962,5 +972,22 @@ mod tests {
         assert_eq!(event_action(&before, &RolloutState { promoted: true, ..before.clone() }), Some("Promoted"));
         let rolled_back = RolloutState { phase: RolloutPhase::RolledBack, step: 1, ..before.clone() };
         assert_eq!(event_action(&before, &rolled_back), Some("RolledBack"), "the phase names a move that changes both");
+    }
+
+    #[test]
+    fn clusters_a_superseded_rollout_reached_go_back_to_stable_until_their_step() {
+        let spec = canary_spec(serde_json::json!({}));
+        let mut clusters = fleet();
+        // Stable 1; generation 2 reached every cluster, then 3 superseded it.
+        let state = RolloutState { revision: 3, ..progressing(0) };
+        for name in names(&clusters.clone()) {
+            key(&mut clusters, name).generation = 2;
+        }
+        let d = run(&spec, &state, &clusters, at(1), None);
+        let steps = step_of(&spec, &clusters);
+        for (c, s) in clusters.iter().zip(&steps) {
+            let want = if *s == Some(0) { 3 } else { STABLE };
+            assert!(d.enqueue.contains(&(c.name.clone(), want)), "{} (step {s:?}) goes to {want}: {:?}", c.name, d.enqueue);
+        }
     }
 }
