@@ -13,7 +13,7 @@ cd "$work"
 sim= hub=
 trap 'kill $sim $hub 2>/dev/null; rm -rf "$work"' EXIT
 "$bin" sim --listen 127.0.0.1:18493 --latency-scale 0.2 >/dev/null & sim=$!
-"$bin" serve --db fleet.db --listen 127.0.0.1:18494 2>/dev/null & hub=$!
+"$bin" serve --db fleet.db --listen 127.0.0.1:18494 --egress-allow 127.0.0.1 2>/dev/null & hub=$!
 for _ in $(seq 100); do [ -s fleet.db.admin-token ] && break; sleep 0.2; done
 sleep 1
 python3 "$here/rollout-steps.py" 18494 fleet.db.admin-token 127.0.0.1:18493 "$clusters"

@@ -67,6 +67,9 @@ async fn check(hub: &Client, tenant: &str, target: &Target) -> Result<(bool, Str
             let mut progress = format!("{applied} of {} keys Applied, {} at generation {}", s.total, s.at_generation, status.generation);
             // A rollout holds keys at the stable revision: Applied at it, not at this generation.
             if let Ok(r) = hub.rollout(tenant, name).await {
+                if r.phase == RolloutPhase::RolledBack && r.revision == status.generation {
+                    bail!("syncset/{name}: the rollout of generation {} rolled back: {}", r.revision, r.reason.as_deref().unwrap_or("no reason given"));
+                }
                 if r.phase != RolloutPhase::Completed || r.revision != status.generation {
                     done = false;
                     progress.push_str(&format!("; rollout {} at step {} of revision {}", r.phase, r.step + 1, r.revision));

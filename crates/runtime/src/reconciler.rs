@@ -232,9 +232,10 @@ impl Context {
     /// The key's SyncSet at exactly the claimed generation: the revision this run
     /// applies, which a rollout may hold behind the latest (see
     /// [`Rollouts::revision_get`](fleetsync_store::Rollouts::revision_get)); `None` if
-    /// the SyncSet was deleted. A generation kept by no revision (written by a build
-    /// before revisions) reads as the latest.
-    pub async fn revision(&self) -> Result<Option<Arc<SyncSet>>, StoreError> {
+    /// the SyncSet was deleted. A revision no longer kept (the key was told a newer
+    /// generation since, and older ones were dropped) fails the run rather than apply
+    /// another revision: the key is dirty and runs again at the one it is told now.
+    pub async fn revision(&self) -> Result<Option<Arc<SyncSet>>, ReconcileError> {
         let Some(latest) = self.syncset().await? else { return Ok(None) };
         let k = &self.item.key;
         if latest.metadata.generation == self.item.generation {
@@ -242,7 +243,7 @@ impl Context {
         }
         match self.cache.revision(&*self.store, &k.tenant, &k.syncset, self.item.generation).await? {
             Some(kept) => Ok(Some(kept)),
-            None => Ok(Some(latest)),
+            None => Err(ReconcileError::Failed(format!("generation {} of SyncSet {} is no longer kept", self.item.generation, k.syncset))),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Rollouts in progress, driven forward: every process that runs keys looks at each
-//! rollout in progress once a tick (and sooner when a step's wait ends), decides its
+//! rollout in progress when something happened that can move it, decides its
 //! next move and writes it as a compare-and-set (see
 //! [`fleetsync_store::rollout_drive`]). Several processes may decide the same move;
 //! only one writes it, so steps are neither skipped nor repeated, and a process that
@@ -12,12 +12,34 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Drives every rollout in progress every `every`, until `stop`.
+/// The least time between two passes: a burst of events makes one pass, not one each.
+const GAP: Duration = Duration::from_millis(50);
+
+/// Drives every rollout in progress when the event log moves (a new generation, a key's
+/// run ending: what can move a rollout), when a step's wait ends, and at least every
+/// `every` (agents' reports, which log no event, change health too), until `stop`.
 pub async fn rollout_loop(store: Arc<dyn Store>, every: Duration, stop: CancellationToken) {
+    let mut events = Some(store.events_subscribe());
     loop {
+        if let Some(e) = events.as_mut() {
+            e.mark_unchanged();
+        }
         let next = tick(&*store).await.unwrap_or(every).min(every);
+        let moved = async {
+            match events.as_mut() {
+                Some(e) => e.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = tokio::time::sleep(next) => {}
+            alive = moved => {
+                if !alive {
+                    // No more wake-ups from the store: the timer alone from now on.
+                    events = None;
+                }
+                tokio::time::sleep(GAP).await;
+            }
             () = stop.cancelled() => return,
         }
     }

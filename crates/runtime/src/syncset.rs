@@ -53,7 +53,8 @@ impl SyncSetReconciler {
         let syncset = match ctx.revision().await {
             Ok(Some(s)) => s,
             Ok(None) => return Ok(failed("SyncSet deleted while claimed; its removal runs next".into())),
-            Err(e) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),
+            Err(ReconcileError::Cancelled) => return Err(ReconcileError::Cancelled),
+            Err(ReconcileError::Failed(e)) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),
         };
         let generation = syncset.metadata.generation;
         let manifests = &syncset.spec.resources;

@@ -51,6 +51,6 @@ fn no_rollout(tenant: &str, name: &str) -> ApiError {
 fn drive_error(e: DriveError) -> ApiError {
     match e {
         DriveError::Store(e) => e.into(),
-        e @ (DriveError::Refused(_) | DriveError::Contended) => ApiError::Conflict(e.to_string()),
+        e @ (DriveError::Refused(_) | DriveError::Contended | DriveError::Superseded { .. }) => ApiError::Conflict(e.to_string()),
     }
 }

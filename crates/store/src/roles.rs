@@ -269,7 +269,6 @@ pub trait Tokens: Send + Sync + 'static {
     async fn token_revoke(&self, name: &str) -> Result<bool>;
 }
 
-/// Every role: what a backend implements and what a hub that serves them all holds.
 /// Revisions of SyncSets and their rollouts ([`crate::rollout`]).
 #[async_trait]
 pub trait Rollouts: Send + Sync + 'static {
@@ -286,13 +285,15 @@ pub trait Rollouts: Send + Sync + 'static {
     /// Writes `next` if the stored rollout is still the one it was decided from (the
     /// same revision, and `next.version` one more than the stored one): a
     /// compare-and-set, so that of several processes deciding the same step only one
-    /// writes it. In the same transaction, runs each `(cluster, generation)` key still
+    /// writes it; a move to `Completed` also needs every wanted key told the revision.
+    /// In the same transaction, runs each `(cluster, generation)` key still
     /// wanted at that generation, and appends `event` (kind `Rollout`, named after the
     /// SyncSet, at the revision) to the event log. `false`: the rollout moved on;
     /// nothing was written.
     async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool>;
 }
 
+/// Every role: what a backend implements and what a hub that serves them all holds.
 pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts {}
 
 impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts> Store for T {}

@@ -263,6 +263,7 @@ pub fn decide(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView]
             next.phase = Progressing;
             next.step_started_at = now;
             next.healthy_since = None;
+            next.promoted = false;
             next.reason = None;
             evaluate(spec, &mut next, clusters, &steps, now)
         }
@@ -323,6 +324,7 @@ fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView
                 next.phase = RolloutPhase::Failed;
                 next.reason = Some(reason);
                 next.healthy_since = None;
+                next.promoted = false;
                 (enqueue, None)
             }
         };

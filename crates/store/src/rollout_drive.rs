@@ -24,6 +24,9 @@ pub enum DriveError {
     /// Other writers kept changing the rollout while this one decided.
     #[error("the rollout kept changing while deciding; try again")]
     Contended,
+    /// A newer generation started a new rollout while a control was being decided.
+    #[error("a newer generation superseded the rollout: revision {revision} is rolling out now; look at it and try again")]
+    Superseded { revision: i64 },
 }
 
 /// A rollout as it stands, and when it must be looked at again.
@@ -65,8 +68,14 @@ pub async fn drive(
     control: Option<RolloutControl>,
     actor: Option<&str>,
 ) -> Result<Option<Driven>, DriveError> {
+    let mut asked_about = None;
     for _ in 0..ATTEMPTS {
         let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
+        // A control acts on the revision it was asked about, not on a newer generation's
+        // rollout that superseded it meanwhile.
+        if control.is_some() && *asked_about.get_or_insert(state.revision) != state.revision {
+            return Err(DriveError::Superseded { revision: state.revision });
+        }
         let decision = decide(&spec, &state, &clusters, store.clock().now(), control)?;
         let now_state = match decision.state {
             Some(next) => {

@@ -20,13 +20,15 @@ impl Desired {
         let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), ..StatusFilter::default() };
         let mut by_resource = BTreeMap::new();
         for key in store.status_list(&filter).await?.into_iter().filter(|k| k.desired) {
-            // The revision the key runs, which a rollout may hold behind the latest.
-            let kept = store.revision_get(tenant, &key.key.syncset, key.generation).await?;
-            let Some(set) = (match kept {
-                Some(set) => Some(set),
-                None => store.syncset_get(tenant, &key.key.syncset).await?,
-            }) else {
-                continue;
+            // The revision the key runs, which a rollout may hold behind the latest (the
+            // latest itself for a SyncSet stored before revisions were kept); one no
+            // longer kept (the key runs a newer one next) judges nothing.
+            let set = match store.revision_get(tenant, &key.key.syncset, key.generation).await? {
+                Some(kept) => kept,
+                None => match store.syncset_get(tenant, &key.key.syncset).await? {
+                    Some(latest) if latest.metadata.generation == key.generation => latest,
+                    _ => continue,
+                },
             };
             for m in set.spec.resources {
                 if let Ok(r) = m.resource_ref() {

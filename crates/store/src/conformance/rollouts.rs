@@ -3,6 +3,7 @@
 //! clock, and controls and compare-and-set writes behave the same on every backend.
 
 use super::{claim, cluster, open, Harness};
+use crate::rollout::RolloutState;
 use crate::rollout_drive::{drive, status};
 use crate::{ClaimedItem, Completion, LiveRecord, Store};
 use fleetsync_model::{ApplyMode, Document, LiveState, ResourceRef, RolloutControl, RolloutPhase, RolloutSpec};
@@ -88,9 +89,18 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     assert_eq!(run_all(&*s).await, at(&["c2", "c3", "c4", "c5"], 2), "step 2 moves the rest");
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 1), "healthy from now on");
     clock.advance(Duration::from_secs(60));
+    // A move to Completed decided before a cluster joined (at the stable revision) is refused.
+    let before = s.rollout_get("default", "s").await.expect("read").expect("a rollout");
+    s.objects_apply(vec![cluster("c6", &[("env", "prod")])]).await.expect("a cluster joins");
+    let done = RolloutState { phase: RolloutPhase::Completed, stable: before.revision, version: before.version + 1, ..before.clone() };
+    assert!(!s.rollout_write(&done, &[], None).await.expect("write"), "c6 is told the stable revision: not complete");
+    assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 1), "decided again: c6 is caught up");
+    assert_eq!(run_all(&*s).await, at(&["c6"], 2), "the key coalesced: c6 runs the revision only");
+    assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 1), "healthy again from now on");
+    clock.advance(Duration::from_secs(60));
     assert_eq!(step(&*s, None).await, (RolloutPhase::Completed, 1));
     let done = status(&*s, "default", "s").await.expect("status").expect("a rollout");
-    assert_eq!((done.stable, done.steps.iter().map(|c| c.healthy).sum::<u64>()), (2, 5));
+    assert_eq!((done.stable, done.steps.iter().map(|c| c.healthy).sum::<u64>()), (2, 6));
 
     let logged = rollout_events(&*s).await;
     assert_eq!(logged, [("Step 2".to_string(), None), ("Completed".to_string(), None)], "each move logged once, in order");

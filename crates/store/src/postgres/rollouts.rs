@@ -258,11 +258,23 @@ async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
 /// row's newest version (waiting for a writer holding it, then checking the condition
 /// again): of several processes writing from the same version, one updates the row and
 /// the others find no row to update. It runs under the tenant's lock, like object writes,
-/// so which keys are wanted cannot change before the enqueue (nor can a new cluster be
-/// given the stable revision by a rollout that completes meanwhile).
+/// so which keys are wanted cannot change before the enqueue. A move to `Completed`
+/// is refused while a wanted key is told another generation (a cluster that joined
+/// after the decision was read, at the stable revision): decided again, it is caught up.
 pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_at: &[(String, i64)], event: Option<&RolloutEvent>) -> PgResult<bool> {
     let (tenant, syncset) = (next.tenant.as_str(), next.syncset.as_str());
     tx.lock_tenant(tenant).await?;
+    if next.phase == RolloutPhase::Completed {
+        let behind = tx
+            .query_opt(
+                "SELECT 1 FROM work WHERE tenant = $1 AND syncset = $2 AND desired AND generation <> $3 LIMIT 1",
+                &[&tenant, &syncset, &next.revision],
+            )
+            .await?;
+        if behind.is_some() {
+            return Ok(false);
+        }
+    }
     let (phase, step, healthy_since) = values(next);
     let written = tx
         .execute(

@@ -180,7 +180,8 @@ fn rollout_put(tx: &Transaction<'_>, s: &RolloutState) -> Result<()> {
 /// Writes `next` if the stored rollout is still the one it was decided from (same
 /// revision, version one less), and enqueues each `(cluster, generation)` key that is
 /// wanted at that generation, in the same transaction. `false`: the rollout moved on
-/// (another process wrote first, or a newer generation superseded it); nothing written.
+/// (another process wrote first, a newer generation superseded it, or a move to
+/// `Completed` found a wanted key told another generation); nothing written.
 pub(super) fn rollout_write(
     tx: &Transaction<'_>,
     now: Timestamp,
@@ -190,6 +191,12 @@ pub(super) fn rollout_write(
 ) -> Result<bool> {
     let current = rollout_get(tx, &next.tenant, &next.syncset)?;
     if !current.is_some_and(|c| c.revision == next.revision && c.version + 1 == next.version) {
+        return Ok(false);
+    }
+    // Completed only once every wanted key is told the revision: a cluster that joined
+    // after the decision was read (at the stable revision) is caught up when decided again.
+    let behind = "SELECT 1 FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1 AND generation <> ?3 LIMIT 1";
+    if next.phase == RolloutPhase::Completed && tx.prepare_cached(behind)?.exists(params![next.tenant, next.syncset, next.revision])? {
         return Ok(false);
     }
     rollout_put(tx, next)?;
