@@ -75,8 +75,9 @@ pub struct RuntimeConfig {
     pub steal_after: Option<Duration>,
     /// Re-apply everything this often (jittered by ±10%); `None` disables it.
     pub resync_every: Option<Duration>,
-    /// Look at each rollout in progress this often (and when a step's wait ends);
-    /// `None`: this process drives no rollouts (another must).
+    /// Look at each rollout in progress at least this often (and when the event log
+    /// moves, or a step's wait ends); `None`: this process drives no rollouts (another
+    /// must).
     pub rollout_every: Option<Duration>,
     /// On shutdown, how long runs in flight may take to finish before their keys are
     /// released unfinished.
