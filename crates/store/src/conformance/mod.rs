@@ -49,7 +49,7 @@ macro_rules! conformance_tests {
             status_filtered_by_phase_and_staleness, clusters_filtered_by_labels, other_lists_page,
             summaries_equal_a_full_count, stale_clusters_are_those_without_a_sign_of_life, change_times_follow_the_oldest_unclaimed_change,
             dry_run_answers_as_the_apply_and_writes_nothing, a_rollout_moves_one_step_at_a_time_on_the_stores_clock,
-            rollout_controls_pause_resume_promote_and_abort);
+            rollout_controls_pause_resume_promote_and_abort, revisions_kept_are_those_still_needed_and_the_last_ten);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -96,7 +96,10 @@ pub use paging::{
 };
 pub use summary::{stale_clusters_are_those_without_a_sign_of_life, summaries_equal_a_full_count};
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
-pub use rollouts::{a_rollout_moves_one_step_at_a_time_on_the_stores_clock, rollout_controls_pause_resume_promote_and_abort};
+pub use rollouts::{
+    a_rollout_moves_one_step_at_a_time_on_the_stores_clock, revisions_kept_are_those_still_needed_and_the_last_ten,
+    rollout_controls_pause_resume_promote_and_abort,
+};
 pub use tokens::{
     changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor,
     tokens_found_by_hash_and_revoked,

@@ -146,3 +146,24 @@ async fn rollout_events(s: &dyn Store) -> Vec<(String, Option<String>)> {
     let events = s.events_read(0, 10_000).await.expect("events");
     events.into_iter().filter(|e| e.kind == "Rollout" && e.name == "s").map(|e| (e.action, e.actor)).collect()
 }
+
+pub async fn revisions_kept_are_those_still_needed_and_the_last_ten(h: &dyn Harness) {
+    let (s, _clock) = open(h).await;
+    let spec = r#"{"steps": [{"count": 1, "manualPromote": true}, {"percent": 100}]}"#;
+    fleet(&*s).await;
+    s.objects_apply(vec![staged("v1", spec)]).await.expect("generation 1");
+    run_all(&*s).await;
+    s.objects_apply(vec![staged("v2", spec)]).await.expect("generation 2");
+    step(&*s, None).await;
+    assert_eq!(run_all(&*s).await, at(&["c1"], 2));
+    for g in 3..=15 {
+        s.objects_apply(vec![staged(&format!("v{g}"), spec)]).await.expect("a newer generation");
+    }
+    let mut kept = Vec::new();
+    for g in 1..=15 {
+        if s.revision_get("default", "s", g).await.expect("read").is_some() {
+            kept.push(g);
+        }
+    }
+    assert_eq!(kept, [1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], "stable (and c2-c4's), c1's, and the last ten: history stays bounded");
+}

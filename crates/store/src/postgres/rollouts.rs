@@ -99,33 +99,36 @@ async fn revision_modes(tx: &Tx<'_>, tenant: &str, syncset: &str, generations: &
         .collect()
 }
 
-/// Drops the revisions no key runs, no rollout returns to, and older than the last
-/// [`KEPT_HISTORY`]; and the resources no revision holds any more.
+/// Drops the revisions older than the last [`KEPT_HISTORY`] that no wanted key runs and
+/// no rollout returns to; and the resources no revision holds any more.
 pub(super) async fn revisions_prune(tx: &Tx<'_>, tenant: &str, syncset: &str, latest: i64) -> PgResult<()> {
-    // LEAST ignores NULLs: no wanted key, no rollout.
-    let row = tx
-        .query_opt(
-            "SELECT LEAST(
-                 (SELECT MIN(generation) FROM work WHERE tenant = $1 AND syncset = $2 AND desired),
-                 (SELECT stable FROM rollouts WHERE tenant = $1 AND syncset = $2),
-                 $3::bigint)",
-            &[&tenant, &syncset, &latest],
-        )
-        .await?;
-    let needed: i64 = row.map(|r| r.try_get::<_, Option<i64>>(0)).transpose()?.flatten().unwrap_or(latest);
-    drop_revisions(tx, tenant, syncset, needed.min(latest - KEPT_HISTORY + 1)).await
+    drop_revisions(tx, tenant, syncset, latest - KEPT_HISTORY + 1, Needed::Kept).await
+}
+
+/// Whether dropping revisions keeps those a wanted key runs or the rollout returns to.
+#[derive(PartialEq)]
+enum Needed {
+    Kept,
+    Dropped,
 }
 
 /// Drops every revision of a deleted SyncSet, and its rollout.
 pub(super) async fn syncset_deleted(tx: &Tx<'_>, tenant: &str, syncset: &str) -> PgResult<()> {
     tx.execute("DELETE FROM rollouts WHERE tenant = $1 AND syncset = $2", &[&tenant, &syncset]).await?;
-    drop_revisions(tx, tenant, syncset, i64::MAX).await
+    drop_revisions(tx, tenant, syncset, i64::MAX, Needed::Dropped).await
 }
 
-/// Drops the SyncSet's revisions older than `below`, releasing their resources.
-async fn drop_revisions(tx: &Tx<'_>, tenant: &str, syncset: &str, below: i64) -> PgResult<()> {
+/// Drops the SyncSet's revisions older than `below` (but those still `needed`),
+/// releasing their resources.
+async fn drop_revisions(tx: &Tx<'_>, tenant: &str, syncset: &str, below: i64, needed: Needed) -> PgResult<()> {
     let gone = tx
-        .query("DELETE FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation < $3 RETURNING parts", &[&tenant, &syncset, &below])
+        .query(
+            "DELETE FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation < $3
+                 AND NOT ($4 AND (generation IN (SELECT generation FROM work WHERE tenant = $1 AND syncset = $2 AND desired)
+                                  OR generation IN (SELECT stable FROM rollouts WHERE tenant = $1 AND syncset = $2)))
+             RETURNING parts",
+            &[&tenant, &syncset, &below, &(needed == Needed::Kept)],
+        )
         .await?;
     let mut released: BTreeMap<String, i64> = BTreeMap::new();
     for r in &gone {

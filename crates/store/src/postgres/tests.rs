@@ -416,7 +416,7 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
         clock.advance(Duration::from_secs(1));
         store.objects_apply(vec![with_rollout(&g.to_string(), true)]).await.expect("apply");
     }
-    see!("superseded rollouts keep 1 stable, and every revision since");
+    see!("superseded rollouts keep 1 (stable), the revisions keys run and the last 10");
     let listed = store.rollout_list(None, Some(RolloutPhase::Progressing)).await.expect("list");
     seen.push(format!("progressing: {listed:?}"));
     seen.push(format!("completed: {:?}", store.rollout_list(Some("default"), Some(RolloutPhase::Completed)).await.expect("list")));

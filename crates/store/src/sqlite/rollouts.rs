@@ -57,31 +57,29 @@ fn revision_mode(tx: &Connection, tenant: &str, syncset: &str, generation: i64) 
     mode.map(|m| ApplyMode::parse(&m).ok_or_else(|| corrupt("revisions", format!("apply mode {m:?}")))).transpose()
 }
 
-/// Drops the revisions no key runs, no rollout returns to, and older than the last
-/// [`KEPT_HISTORY`]; and the resources no revision holds any more.
+/// Drops the revisions older than the last [`KEPT_HISTORY`] that no wanted key runs and
+/// no rollout returns to; and the resources no revision holds any more.
 pub(super) fn revisions_prune(tx: &Transaction<'_>, tenant: &str, syncset: &str, latest: i64) -> Result<()> {
-    let needed: i64 = tx
-        .prepare_cached(
-            "SELECT MIN(g) FROM (
-                 SELECT MIN(generation) AS g FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1
-                 UNION ALL SELECT stable FROM rollouts WHERE tenant = ?1 AND syncset = ?2
-                 UNION ALL SELECT ?3)",
-        )?
-        .query_row(params![tenant, syncset, latest], |r| r.get(0))?;
-    drop_revisions(tx, tenant, syncset, needed.min(latest - KEPT_HISTORY + 1))
+    drop_revisions(tx, tenant, syncset, latest - KEPT_HISTORY + 1, true)
 }
 
 /// Drops every revision of a deleted SyncSet, and its rollout.
 pub(super) fn syncset_deleted(tx: &Transaction<'_>, tenant: &str, syncset: &str) -> Result<()> {
     tx.prepare_cached("DELETE FROM rollouts WHERE tenant = ?1 AND syncset = ?2")?.execute(params![tenant, syncset])?;
-    drop_revisions(tx, tenant, syncset, i64::MAX)
+    drop_revisions(tx, tenant, syncset, i64::MAX, false)
 }
 
-/// Drops the SyncSet's revisions older than `below`, releasing their resources.
-fn drop_revisions(tx: &Transaction<'_>, tenant: &str, syncset: &str, below: i64) -> Result<()> {
+/// Drops the SyncSet's revisions older than `below` (with `keep_needed`, but those a
+/// wanted key runs or the rollout returns to), releasing their resources.
+fn drop_revisions(tx: &Transaction<'_>, tenant: &str, syncset: &str, below: i64, keep_needed: bool) -> Result<()> {
     let gone: Vec<String> = {
-        let mut stmt = tx.prepare_cached("DELETE FROM revisions WHERE tenant = ?1 AND syncset = ?2 AND generation < ?3 RETURNING parts")?;
-        let rows = stmt.query_map(params![tenant, syncset, below], |r| r.get(0))?;
+        let mut stmt = tx.prepare_cached(
+            "DELETE FROM revisions WHERE tenant = ?1 AND syncset = ?2 AND generation < ?3
+                 AND NOT (?4 AND (generation IN (SELECT generation FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1)
+                                  OR generation IN (SELECT stable FROM rollouts WHERE tenant = ?1 AND syncset = ?2)))
+             RETURNING parts",
+        )?;
+        let rows = stmt.query_map(params![tenant, syncset, below, keep_needed], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
     for parts in gone {
