@@ -112,15 +112,23 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     assert!(s.revision_get("default", "s", 2).await.expect("read").is_none(), "a deleted SyncSet's revisions go with it");
 }
 
+/// Steps: the first cluster by name, waiting for a promote; then every cluster.
+const PROMOTED: &str = r#"{"steps": [{"count": 1, "manualPromote": true}, {"percent": 100}]}"#;
+
+/// The fleet at generation 1 of `s` (staged by [`PROMOTED`]), then generation 2 on its
+/// first step: c1 runs it, the others stay at 1.
+async fn canary_at_two(s: &dyn Store) {
+    fleet(s).await;
+    s.objects_apply(vec![staged("v1", PROMOTED)]).await.expect("generation 1");
+    run_all(s).await;
+    s.objects_apply(vec![staged("v2", PROMOTED)]).await.expect("generation 2");
+    step(s, None).await;
+    assert_eq!(run_all(s).await, at(&["c1"], 2), "count 1: the first cluster by name");
+}
+
 pub async fn rollout_controls_pause_resume_promote_and_abort(h: &dyn Harness) {
     let (s, _clock) = open(h).await;
-    let spec = r#"{"steps": [{"count": 1, "manualPromote": true}, {"percent": 100}]}"#;
-    fleet(&*s).await;
-    s.objects_apply(vec![staged("v1", spec)]).await.expect("generation 1");
-    run_all(&*s).await;
-    s.objects_apply(vec![staged("v2", spec)]).await.expect("generation 2");
-    step(&*s, None).await;
-    assert_eq!(run_all(&*s).await, at(&["c1"], 2), "count 1: the first cluster by name");
+    canary_at_two(&*s).await;
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 0), "healthy, waiting for a promote");
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 0), "still waiting");
 
@@ -149,15 +157,9 @@ async fn rollout_events(s: &dyn Store) -> Vec<(String, Option<String>)> {
 
 pub async fn revisions_kept_are_those_still_needed_and_the_last_ten(h: &dyn Harness) {
     let (s, _clock) = open(h).await;
-    let spec = r#"{"steps": [{"count": 1, "manualPromote": true}, {"percent": 100}]}"#;
-    fleet(&*s).await;
-    s.objects_apply(vec![staged("v1", spec)]).await.expect("generation 1");
-    run_all(&*s).await;
-    s.objects_apply(vec![staged("v2", spec)]).await.expect("generation 2");
-    step(&*s, None).await;
-    assert_eq!(run_all(&*s).await, at(&["c1"], 2));
+    canary_at_two(&*s).await;
     for g in 3..=15 {
-        s.objects_apply(vec![staged(&format!("v{g}"), spec)]).await.expect("a newer generation");
+        s.objects_apply(vec![staged(&format!("v{g}"), PROMOTED)]).await.expect("a newer generation");
     }
     let mut kept = Vec::new();
     for g in 1..=15 {
