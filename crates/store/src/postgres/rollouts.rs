@@ -188,7 +188,7 @@ fn state_of(r: &Row) -> PgResult<RolloutState> {
         tenant: r.try_get(0)?,
         syncset: r.try_get(1)?,
         phase: RolloutPhase::parse(phase).ok_or_else(|| corrupt("rollouts", format!("phase {phase:?}")))?,
-        step: usize::try_from(r.try_get::<_, i64>(3)?).unwrap_or(0),
+        step: usize::try_from(r.try_get::<_, i64>(3)?).map_err(|e| corrupt("rollouts", format!("step: {e}")))?,
         revision: r.try_get(4)?,
         stable: r.try_get(5)?,
         reason: r.try_get(6)?,
@@ -216,14 +216,47 @@ pub(super) async fn rollout_list<C: GenericClient>(c: &C, tenant: Option<&str>, 
     query(c, &sql, &[&tenant, &phase]).await?.iter().map(state_of).collect()
 }
 
-/// The columns of a rollout row stored in another type than Rust's: phase, step, and
-/// `healthy_since`.
-fn values(s: &RolloutState) -> (&'static str, i64, Option<i64>) {
-    (s.phase.as_str(), i64::try_from(s.step).unwrap_or(i64::MAX), s.healthy_since.map(Timestamp::millis))
+/// The columns of a rollout row stored in another type than Rust's.
+struct Values {
+    phase: &'static str,
+    step: i64,
+    step_started_at: i64,
+    healthy_since: Option<i64>,
+    updated_at: i64,
+}
+
+impl Values {
+    fn of(s: &RolloutState) -> Self {
+        Values {
+            phase: s.phase.as_str(),
+            step: i64::try_from(s.step).unwrap_or(i64::MAX),
+            step_started_at: s.step_started_at.millis(),
+            healthy_since: s.healthy_since.map(Timestamp::millis),
+            updated_at: s.updated_at.millis(),
+        }
+    }
+
+    /// The row of `s` as parameters `$1`..`$12`, in [`COLUMNS`] order.
+    fn params<'a>(&'a self, s: &'a RolloutState) -> [&'a (dyn ToSql + Sync); 12] {
+        [
+            &s.tenant,
+            &s.syncset,
+            &self.phase,
+            &self.step,
+            &s.revision,
+            &s.stable,
+            &s.reason,
+            &self.step_started_at,
+            &self.healthy_since,
+            &s.promoted,
+            &s.version,
+            &self.updated_at,
+        ]
+    }
 }
 
 async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
-    let (phase, step, healthy_since) = values(s);
+    let values = Values::of(s);
     let sql = format!(
         "INSERT INTO rollouts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
          ON CONFLICT (tenant, syncset) DO UPDATE SET phase = EXCLUDED.phase, step = EXCLUDED.step,
@@ -231,24 +264,7 @@ async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
              step_started_at = EXCLUDED.step_started_at, healthy_since = EXCLUDED.healthy_since,
              promoted = EXCLUDED.promoted, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at"
     );
-    tx.execute(
-        &sql,
-        &[
-            &s.tenant,
-            &s.syncset,
-            &phase,
-            &step,
-            &s.revision,
-            &s.stable,
-            &s.reason,
-            &s.step_started_at.millis(),
-            &healthy_since,
-            &s.promoted,
-            &s.version,
-            &s.updated_at.millis(),
-        ],
-    )
-    .await?;
+    tx.execute(&sql, &values.params(s)).await?;
     Ok(())
 }
 
@@ -278,26 +294,13 @@ pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_
             return Ok(false);
         }
     }
-    let (phase, step, healthy_since) = values(next);
+    let values = Values::of(next);
     let written = tx
         .execute(
             "UPDATE rollouts SET phase = $3, step = $4, stable = $6, reason = $7, step_started_at = $8, healthy_since = $9,
                  promoted = $10, version = $11, updated_at = $12
              WHERE tenant = $1 AND syncset = $2 AND revision = $5 AND version = $11::bigint - 1",
-            &[
-                &tenant,
-                &syncset,
-                &phase,
-                &step,
-                &next.revision,
-                &next.stable,
-                &next.reason,
-                &next.step_started_at.millis(),
-                &healthy_since,
-                &next.promoted,
-                &next.version,
-                &next.updated_at.millis(),
-            ],
+            &values.params(next),
         )
         .await?;
     if written != 1 {

@@ -162,7 +162,12 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
     let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
         return Ok((outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0), Announce::default()));
     };
-    let previous = if generation > 1 { get::<SyncSet>(tx, Kind::SyncSet, tenant, name)? } else { None };
+    // The document this write replaces, read only when its revision is not stored (a
+    // SyncSet last written before revisions were kept).
+    let previous = match generation > 1 && !rollouts::revision_kept(tx, tenant, name, generation - 1)? {
+        true => get::<SyncSet>(tx, Kind::SyncSet, tenant, name)?,
+        false => None,
+    };
     let mode = s.spec.resource_apply_mode;
     let selector = json("syncsets", &s.spec.targeting())?;
     tx.prepare_cached(

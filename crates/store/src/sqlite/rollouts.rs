@@ -10,13 +10,16 @@ use crate::Result;
 use fleetsync_model::{ApplyMode, RolloutPhase, SyncSet, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
+/// Whether revision `generation` of the SyncSet is stored.
+pub(super) fn revision_kept(tx: &Connection, tenant: &str, syncset: &str, generation: i64) -> Result<bool> {
+    let sql = "SELECT 1 FROM revisions WHERE tenant = ?1 AND syncset = ?2 AND generation = ?3";
+    Ok(tx.prepare_cached(sql)?.exists(params![tenant, syncset, generation])?)
+}
+
 /// Stores revision `generation` of `s` unless it is stored already.
 pub(super) fn revision_put(tx: &Transaction<'_>, s: &SyncSet, generation: i64) -> Result<()> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
-    let exists = tx
-        .prepare_cached("SELECT 1 FROM revisions WHERE tenant = ?1 AND syncset = ?2 AND generation = ?3")?
-        .exists(params![tenant, name, generation])?;
-    if exists {
+    if revision_kept(tx, tenant, name, generation)? {
         return Ok(());
     }
     let split = split(s)?;
@@ -121,7 +124,7 @@ fn state_of(r: &Row<'_>) -> rusqlite::Result<(RolloutState, String)> {
         tenant: r.get(0)?,
         syncset: r.get(1)?,
         phase: RolloutPhase::Progressing,
-        step: usize::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+        step: r.get(3)?,
         revision: r.get(4)?,
         stable: r.get(5)?,
         reason: r.get(6)?,
