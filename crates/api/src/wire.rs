@@ -6,7 +6,7 @@
 //! them (`fleetsync_model::Document::to_value`), carried as JSON.
 
 use fleetsync_model::{Grant, Kind, ResourceRef, TokenRecord, WorkKey};
-use fleetsync_model::{ClusterConditions, KeyStatus, StatusSummary};
+use fleetsync_model::{ClusterConditions, KeyStatus, StatusSummary, SyncSetProgress};
 use serde::{Deserialize, Serialize};
 
 /// Defined with the model: the store keeps them as clients read them.
@@ -50,6 +50,14 @@ pub struct ApplyResult {
     pub result: String,
     /// How many keys this change enqueued.
     pub enqueued: u64,
+    /// What the change may not do as meant, e.g. a SyncSet that selects no cluster or
+    /// names a cluster that does not exist (the apply succeeded all the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// A SyncSet's new generation that its rollout stages: where it starts, e.g.
+    /// `rollout step 1 of 3 (2 clusters)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<String>,
 }
 
 /// `DELETE /v1/<plural>/{name}`.
@@ -76,6 +84,9 @@ pub struct SyncSetStatus {
     pub generation: i64,
     /// Counts of all its keys, whatever the page.
     pub summary: StatusSummary,
+    /// How far it is: keys by the generation each is told to run, and whether it is
+    /// applied (the one notion of done that `describe`, `wait` and the dashboard show).
+    pub progress: SyncSetProgress,
     pub items: Vec<KeyStatus>,
     /// The token of the next page; absent on the last (or only) page.
     #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
@@ -308,7 +319,7 @@ mod tests {
 
     #[test]
     fn apply_results_name_the_kind_as_documents_do() {
-        let r = ApplyResult { kind: Kind::SyncSet, tenant: "default".into(), name: "base".into(), generation: 2, result: "updated".into(), enqueued: 3 };
+        let r = ApplyResult { kind: Kind::SyncSet, tenant: "default".into(), name: "base".into(), generation: 2, result: "updated".into(), enqueued: 3, warnings: vec![], staged: None };
         assert_eq!(
             round_trip(&ApplyResponse { results: vec![r.clone()], dry_run: false }),
             json!({ "results": [{ "kind": "SyncSet", "tenant": "default", "name": "base", "generation": 2, "result": "updated", "enqueued": 3 }] })

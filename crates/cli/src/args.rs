@@ -602,8 +602,8 @@ pub struct DescribeArgs {
 
 #[derive(Debug, Args)]
 pub struct WaitArgs {
-    /// What to wait for: `syncset/NAME` (every key Applied at the SyncSet's current
-    /// generation) or `cluster/NAME` (Ready).
+    /// What to wait for: `syncset/NAME` (every cluster it selects applied its current
+    /// generation, its rollout completed) or `cluster/NAME` (Ready).
     pub target: String,
     /// The condition: `condition=Applied` for a SyncSet, `condition=Ready` for a Cluster.
     #[arg(long = "for", value_name = "condition=NAME")]
@@ -611,6 +611,10 @@ pub struct WaitArgs {
     /// Give up after this long, exiting non-zero.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// Count a SyncSet that selects no cluster as applied (by default `wait` fails at
+    /// once: it would apply nothing anywhere).
+    #[arg(long)]
+    pub allow_empty: bool,
     #[command(flatten)]
     pub at: TenantArgs,
 }

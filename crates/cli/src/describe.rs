@@ -5,11 +5,11 @@
 use crate::args::DescribeArgs;
 use crate::client::explain;
 use crate::context::connect;
-use crate::output::{clip, table, text, text_of};
+use crate::output::{table, text, text_of};
 use anyhow::Result;
 use fleetsync::outln;
 use fleetsync_api::{Client, Event, PageParams};
-use fleetsync_model::{Kind, StatusSummary};
+use fleetsync_model::{Kind, StatusSummary, SyncSetProgress};
 use serde_json::Value;
 
 /// Recent events shown, and how many of the newest events are searched for them.
@@ -54,7 +54,8 @@ async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
         .syncsets
         .iter()
         .map(|k| {
-            let error = clip(k.last_error.clone().unwrap_or_else(|| "-".into()), 60);
+            // Whole: describe is read by a person, and errors are bounded where they are made.
+            let error = k.last_error.clone().unwrap_or_else(|| "-".into());
             let cells = [format!("  {}", k.key.syncset), k.phase.as_str().into(), k.generation.to_string(), k.observed_generation.to_string()];
             cells.into_iter().chain([k.attempts.to_string(), error]).collect()
         })
@@ -80,13 +81,25 @@ async fn syncset(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
     }
     let page = PageParams { limit: Some(1), continue_: None };
     let status = hub.syncset_status_page(tenant, name, page).await.map_err(explain)?;
+    progress(&status.progress)?;
     summary(&status.summary)
+}
+
+/// How far the SyncSet is: its condition, and its rollout while one holds clusters back.
+fn progress(p: &SyncSetProgress) -> Result<()> {
+    field("Condition", &format!("Applied={} {} ({})", p.done, p.reason, p.message))?;
+    let Some(r) = &p.rollout else { return Ok(()) };
+    let mut line = format!("{} at step {} of {}, generation {} (stable {})", r.phase, r.step + 1, r.steps, r.revision, r.stable);
+    for detail in [&r.waiting, &r.reason].into_iter().flatten() {
+        line.push_str(&format!("; {detail}"));
+    }
+    Ok(field("Rollout", &line)?)
 }
 
 fn summary(s: &StatusSummary) -> Result<()> {
     let phases: Vec<String> = s.phases.iter().filter(|(_, n)| **n > 0).map(|(p, n)| format!("{}={n}", p.as_str())).collect();
     let phases = if phases.is_empty() { "no keys".to_string() } else { phases.join(", ") };
-    field("Keys", &format!("{} ({phases}); {} at the current generation", s.total, s.at_generation))?;
+    field("Keys", &format!("{} ({phases})", s.total))?;
     if let Some(since) = &s.oldest_pending_since {
         field("Waiting", &format!("since {}", text_of(since)))?;
     }
@@ -98,7 +111,7 @@ fn summary(s: &StatusSummary) -> Result<()> {
         .failures
         .iter()
         .map(|f| {
-            let error = clip(f.last_error.clone().unwrap_or_else(|| "-".into()), 80);
+            let error = f.last_error.clone().unwrap_or_else(|| "-".into());
             vec![format!("  {}", f.cluster), f.phase.as_str().into(), f.attempts.to_string(), error]
         })
         .collect();

@@ -4,7 +4,7 @@
 use crate::args::Resource;
 use crate::output::{clip, table, text, text_of};
 use fleetsync_api::{Event, Member};
-use fleetsync_model::KeyStatus;
+use fleetsync_model::{KeyStatus, SyncSetProgress};
 use serde_json::Value;
 
 /// Which columns a table shows beyond the usual ones.
@@ -26,8 +26,9 @@ fn print(cols: Columns, headers: &[&str], rows: Vec<(String, Vec<String>)>) -> s
     table(&headers, &rows)
 }
 
-/// Objects as users write them (JSON documents), one row each.
-pub fn objects(resource: Resource, items: &[Value], cols: Columns) -> std::io::Result<()> {
+/// Objects as users write them (JSON documents), one row each; a SyncSet's row shows
+/// its `progress` (same order as `items`) where it was read.
+pub fn objects(resource: Resource, items: &[Value], cols: Columns, progress: &[Option<SyncSetProgress>]) -> std::io::Result<()> {
     let row = |o: &Value, cells: Vec<String>| (text(&o["metadata"]["namespace"]), cells);
     let name_gen = |o: &Value| vec![text(&o["metadata"]["name"]), text(&o["metadata"]["generation"])];
     match resource {
@@ -51,20 +52,25 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns) -> std::io::R
             print(cols, headers, rows.collect())
         }
         Resource::Syncsets => {
-            let rows = items.iter().map(|s| {
+            let rows = items.iter().enumerate().map(|(i, s)| {
                 let resources = s["spec"]["resources"].as_array().map(Vec::as_slice).unwrap_or_default();
                 let mode = s["spec"].get("resourceApplyMode").map_or("Upsert".into(), text);
+                let p = progress.get(i).and_then(Option::as_ref);
                 let mut cells = name_gen(s);
                 cells.extend([mode, resources.len().to_string()]);
+                cells.extend(match p {
+                    Some(p) => [p.clusters.to_string(), format!("{}/{}", p.applied, p.clusters), p.reason.to_string()],
+                    None => ["-".into(), "-".into(), "-".into()],
+                });
                 if cols.wide {
-                    cells.extend([targets(&s["spec"]), kinds(resources)]);
+                    cells.extend([targets(&s["spec"]), kinds(resources), p.map_or("-".into(), |p| p.message.clone())]);
                 }
                 row(s, cells)
             });
             let headers: &[&str] = if cols.wide {
-                &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "KINDS"]
+                &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "APPLIED", "STATUS", "TARGETS", "KINDS", "MESSAGE"]
             } else {
-                &["NAME", "GENERATION", "MODE", "RESOURCES"]
+                &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "APPLIED", "STATUS"]
             };
             print(cols, headers, rows.collect())
         }

@@ -8,7 +8,7 @@ use crate::context::connect;
 use anyhow::{bail, Result};
 use fleetsync::outln;
 use fleetsync_api::{Client, PageParams};
-use fleetsync_model::{Phase, RolloutPhase};
+use fleetsync_model::{ProgressReason, SyncSetProgress};
 use std::time::{Duration, Instant};
 
 /// How often the hub is asked again.
@@ -43,11 +43,19 @@ pub async fn wait(a: WaitArgs) -> Result<()> {
     let tenant = conn.tenant_or(&a.at.tenant);
     let start = Instant::now();
     loop {
-        let (done, progress) = check(&conn.client, &tenant, &target).await?;
-        if done {
-            outln!("{} condition met: {progress}", a.target)?;
-            return Ok(());
-        }
+        let progress = match check(&conn.client, &tenant, &target).await? {
+            Check::Met(progress) => {
+                outln!("{} condition met: {progress}", a.target)?;
+                return Ok(());
+            }
+            Check::Empty if a.allow_empty => {
+                outln!("{} condition met: it selects no cluster (--allow-empty)", a.target)?;
+                return Ok(());
+            }
+            Check::Empty => bail!("{}: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)", a.target),
+            Check::Never(why) => bail!("{}: {why}", a.target),
+            Check::NotYet(progress) => progress,
+        };
         if start.elapsed() >= a.timeout {
             bail!("timed out after {} waiting for {} ({}): {progress}", humantime::format_duration(a.timeout), a.target, a.condition);
         }
@@ -55,39 +63,41 @@ pub async fn wait(a: WaitArgs) -> Result<()> {
     }
 }
 
-/// Whether the condition holds, and how far it got, in words.
-async fn check(hub: &Client, tenant: &str, target: &Target) -> Result<(bool, String)> {
+/// How the condition stands, with how far it got in words.
+#[derive(Debug, PartialEq, Eq)]
+enum Check {
+    Met(String),
+    NotYet(String),
+    /// A SyncSet that selects no cluster.
+    Empty,
+    /// Cannot be met without someone acting (a rollback, a failed rollout): stop waiting.
+    Never(String),
+}
+
+/// A SyncSet's condition from its progress, the one notion of done the hub computes:
+/// met when every cluster it selects applied its current generation (its rollout
+/// completed); never when its rollout rolled back or failed.
+fn syncset_check(p: &SyncSetProgress) -> Check {
+    match p.reason {
+        _ if p.done => Check::Met(p.message.clone()),
+        ProgressReason::NoClusters => Check::Empty,
+        r if r.is_final() => Check::Never(p.message.clone()),
+        _ => Check::NotYet(p.message.clone()),
+    }
+}
+
+async fn check(hub: &Client, tenant: &str, target: &Target) -> Result<Check> {
     match target {
         Target::SyncSetApplied(name) => {
             let page = PageParams { limit: Some(1), continue_: None };
             let status = hub.syncset_status_page(tenant, name, page).await.map_err(explain)?;
-            let s = &status.summary;
-            let applied = s.phases.get(&Phase::Applied).copied().unwrap_or(0);
-            let mut done = applied == s.total && s.at_generation == s.total;
-            let mut progress = format!("{applied} of {} keys Applied, {} at generation {}", s.total, s.at_generation, status.generation);
-            // A rollout holds keys at the stable revision: Applied at it, not at this generation.
-            if let Ok(r) = hub.rollout(tenant, name).await {
-                if r.phase == RolloutPhase::RolledBack && r.revision == status.generation {
-                    bail!("syncset/{name}: the rollout of generation {} rolled back: {}", r.revision, r.reason.as_deref().unwrap_or("no reason given"));
-                }
-                if r.phase != RolloutPhase::Completed || r.revision != status.generation {
-                    done = false;
-                    progress.push_str(&format!("; rollout {} at step {} of revision {}", r.phase, r.step + 1, r.revision));
-                    if let Some(reason) = &r.reason {
-                        progress.push_str(&format!(": {reason}"));
-                    }
-                }
-            }
-            if let Some(f) = s.failures.first() {
-                let reason = f.last_error.as_deref().unwrap_or("no error recorded");
-                progress.push_str(&format!("; {} on {} after {} attempt(s): {reason}", f.phase.as_str(), f.cluster, f.attempts));
-            }
-            Ok((done, progress))
+            Ok(syncset_check(&status.progress))
         }
         Target::ClusterReady(name) => {
             let status = hub.cluster_status(tenant, name).await.map_err(explain)?;
             let c = &status.condition;
-            Ok((c.ready, format!("ready={} reason={} ({})", c.ready, c.reason, c.message)))
+            let progress = format!("ready={} reason={} ({})", c.ready, c.reason, c.message);
+            Ok(if c.ready { Check::Met(progress) } else { Check::NotYet(progress) })
         }
     }
 }
@@ -109,5 +119,34 @@ mod tests {
             let e = target(what, condition).expect_err(what).to_string();
             assert!(e.contains(says), "{what} {condition}: {e}");
         }
+    }
+
+    fn progress(reason: ProgressReason, done: bool) -> SyncSetProgress {
+        SyncSetProgress {
+            generation: 2,
+            clusters: 6,
+            missing_clusters: vec![],
+            current: 2,
+            applied: 2,
+            held: 4,
+            held_at: Some(1),
+            failed: 0,
+            done,
+            reason,
+            message: "2 of 6 clusters at generation 2".into(),
+            rollout: None,
+        }
+    }
+
+    #[test]
+    fn a_syncset_is_waited_for_until_done_and_never_when_it_cannot_be() {
+        assert_eq!(syncset_check(&progress(ProgressReason::Applied, true)), Check::Met("2 of 6 clusters at generation 2".into()));
+        for waits in [ProgressReason::RollingOut, ProgressReason::Progressing, ProgressReason::Degraded, ProgressReason::RolloutPaused] {
+            assert!(matches!(syncset_check(&progress(waits, false)), Check::NotYet(_)), "{waits}");
+        }
+        for never in [ProgressReason::RolledBack, ProgressReason::RolloutFailed] {
+            assert!(matches!(syncset_check(&progress(never, false)), Check::Never(_)), "{never}");
+        }
+        assert_eq!(syncset_check(&progress(ProgressReason::NoClusters, false)), Check::Empty);
     }
 }

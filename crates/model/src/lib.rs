@@ -9,6 +9,7 @@
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
 //! * [`live`]: live state reported by agents, and drift from what was applied.
 //! * [`status`]: what a key and a cluster look like to a user.
+//! * [`progress`]: how far a SyncSet is, the one way every view reads it.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
 
 pub mod access;
@@ -23,6 +24,7 @@ pub mod manifest;
 pub mod member;
 pub mod names;
 pub mod parse;
+pub mod progress;
 pub mod readiness;
 pub mod rollout;
 mod scan;
@@ -47,6 +49,7 @@ pub use member::Member;
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
 pub use status::{ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome, ResourceResult, StatusSummary, Unready};
+pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
 pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

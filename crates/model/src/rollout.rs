@@ -322,9 +322,14 @@ pub struct StepCounts {
     pub updated: u64,
     /// Applied it and healthy.
     pub healthy: u64,
+    /// Parked, or still failing when the step's `progressDeadline` passed: what
+    /// `maxFailures` counts. A key that failed and is being retried is pending until then.
     pub failed: u64,
-    /// Not yet healthy nor failed.
+    /// Reached and neither healthy nor failed yet (0 once the rollout rolled back).
     pub pending: u64,
+    /// Once the rollout rolled back: reached clusters told to run the stable revision again.
+    #[serde(default)]
+    pub rolled_back: u64,
 }
 
 /// A SyncSet's rollout as status shows it (`fleetsync rollout status NAME -o json`).
@@ -343,6 +348,11 @@ pub struct RolloutStatus {
     pub stable: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the current step of a progressing rollout waits for: `waiting for promote`,
+    /// `waiting for minSuccessTime until T`, `waiting for N clusters to apply`, `waiting
+    /// for N clusters to become ready`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     pub step_started_at: Timestamp,
     /// Since when the current step has been healthy, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -47,6 +47,7 @@ pub mod probes;
 pub mod rollouts;
 pub mod serve;
 pub mod status;
+mod targets;
 pub mod tls;
 pub mod tokens;
 mod watch_slots;

@@ -101,8 +101,10 @@ pub async fn apply(
     for doc in &docs {
         may_write(&caller, &state.access, doc)?;
     }
+    let batch = crate::targets::Batch::of(&docs);
     let results = state.store.objects_apply_within(docs, Some(&caller.subject), &state.quotas, commit).await?;
-    let results = results.into_iter().map(crate::wire::apply_result).collect();
+    let mut results: Vec<_> = results.into_iter().map(crate::wire::apply_result).collect();
+    batch.annotate(state.store.as_ref(), &mut results, commit == Commit::Yes).await?;
     Ok(Json(ApplyResponse { results, dry_run: commit == Commit::No }))
 }
 

@@ -48,7 +48,7 @@ fn no_rollout(tenant: &str, name: &str) -> ApiError {
     ApiError::NotFound(format!("SyncSet {tenant}/{name} has no rollout (it does not exist, or its spec has no rollout)"))
 }
 
-fn drive_error(e: DriveError) -> ApiError {
+pub(crate) fn drive_error(e: DriveError) -> ApiError {
     match e {
         DriveError::Store(e) => e.into(),
         e @ (DriveError::Refused(_) | DriveError::Contended | DriveError::Superseded { .. }) => ApiError::Conflict(e.to_string()),

@@ -118,7 +118,8 @@ pub struct SyncSetStatusQuery {
 }
 
 /// `GET /v1/status/syncsets/{name}`: the SyncSet's summary (counted by the store, not
-/// from the keys sent) and its keys on every cluster, all or one page.
+/// from the keys sent), its progress (keys by the generation each is told to run, and
+/// whether it is applied), and its keys on every cluster, all or one page.
 pub async fn syncset(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -136,11 +137,13 @@ pub async fn syncset(
         Want::Page(page) => paging::items(state.store.status_page(&filter, &page).await?, &scope, |k| k),
     };
     let summary = state.store.status_summary(tenant, Some(&name)).await?;
+    let progress = fleetsync_store::progress::read(state.store.as_ref(), &set, &summary).await.map_err(crate::rollouts::drive_error)?;
     Ok(Json(SyncSetStatus {
         tenant: tenant.into(),
         syncset: name,
         generation: set.metadata.generation,
         summary,
+        progress,
         items: items.items,
         continue_: items.continue_,
     }))

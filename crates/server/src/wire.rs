@@ -5,7 +5,7 @@ use fleetsync_api::{ApplyResult, Member, ReportResult};
 use fleetsync_store::{ApplyOutcome, LiveOutcome};
 
 pub fn apply_result(o: ApplyOutcome) -> ApplyResult {
-    ApplyResult { kind: o.kind, tenant: o.tenant, name: o.name, generation: o.generation, result: o.result.to_string(), enqueued: o.enqueued }
+    ApplyResult { kind: o.kind, tenant: o.tenant, name: o.name, generation: o.generation, result: o.result.to_string(), enqueued: o.enqueued, warnings: Vec::new(), staged: None }
 }
 
 /// A live member with the number of shards it owns.

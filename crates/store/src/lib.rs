@@ -17,6 +17,7 @@ pub mod error;
 pub mod event;
 pub mod live;
 pub mod page;
+pub mod progress;
 pub mod queue;
 pub mod quota;
 pub mod retry;

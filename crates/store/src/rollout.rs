@@ -101,6 +101,8 @@ pub struct Decision {
     /// When the rollout must be looked at again even if nothing changes (a
     /// `minSuccessTime` or `progressDeadline` ends); `None`: only when something changes.
     pub wake_at: Option<Timestamp>,
+    /// What the current step waits for, in words, while the rollout progresses.
+    pub waiting: Option<String>,
 }
 
 /// A control that does not apply in the rollout's current phase, e.g. promote on a
@@ -172,12 +174,15 @@ struct Standing {
 }
 
 impl Standing {
-    fn of(c: &ClusterView, revision: i64) -> Self {
+    /// `overdue`: the current step's `progressDeadline` has passed. A key that failed
+    /// and is being retried has failed the revision only then (a transient failure its
+    /// retry fixes is not a failure of the revision); a parked key has failed at once.
+    fn of(c: &ClusterView, revision: i64, overdue: bool) -> Self {
         let Some(k) = &c.key else { return Standing { updated: false, healthy: false, failed: false } };
         let updated = k.generation == revision;
         Standing {
             updated,
-            failed: updated && matches!(k.phase, Phase::Failed | Phase::Parked),
+            failed: updated && (k.phase == Phase::Parked || (k.phase == Phase::Failed && overdue)),
             healthy: updated && k.phase == Phase::Applied && k.observed_generation == revision && !k.drifted && k.unready.is_none(),
         }
     }
@@ -189,8 +194,19 @@ impl Standing {
 }
 
 /// The clusters step `step` has reached (it or an earlier step), with their standing.
-fn reached<'a>(clusters: &'a [ClusterView], steps: &'a [Option<usize>], step: usize, revision: i64) -> impl Iterator<Item = (&'a ClusterView, Standing)> + 'a {
-    clusters.iter().zip(steps).filter(move |(_, s)| s.is_some_and(|s| s <= step)).map(move |(c, _)| (c, Standing::of(c, revision)))
+fn reached<'a>(
+    clusters: &'a [ClusterView],
+    steps: &'a [Option<usize>],
+    step: usize,
+    revision: i64,
+    overdue: bool,
+) -> impl Iterator<Item = (&'a ClusterView, Standing)> + 'a {
+    clusters.iter().zip(steps).filter(move |(_, s)| s.is_some_and(|s| s <= step)).map(move |(c, _)| (c, Standing::of(c, revision, overdue)))
+}
+
+/// Whether the current step's `progressDeadline` has passed at `now`.
+fn overdue(spec: &RolloutSpec, state: &RolloutState, now: Timestamp) -> bool {
+    now >= state.step_started_at.plus(spec.gate(state.step).progress_deadline)
 }
 
 /// Rule a: every reached cluster with a key not told to run the revision yet is
@@ -213,21 +229,56 @@ fn catch_up(clusters: &[ClusterView], steps: &[Option<usize>], step: usize, stat
         .collect()
 }
 
-/// Per step, how its clusters stand. `pending` counts reached clusters only; the other
-/// counts say what the keys say, reached or not.
-fn count(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], steps: &[Option<usize>]) -> Vec<StepCounts> {
+/// Per step, how its clusters stand. `pending` counts reached clusters only, and none
+/// once the rollout rolled back (nothing is left to do): `rolled_back` then counts the
+/// reached clusters told the stable revision again. The other counts say what the keys
+/// say, reached or not.
+fn count(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], steps: &[Option<usize>], now: Timestamp) -> Vec<StepCounts> {
     let mut counts = vec![StepCounts::default(); spec.steps.len()];
+    let overdue = overdue(spec, state, now);
+    let rolled_back = state.phase == RolloutPhase::RolledBack;
     for (c, s) in clusters.iter().zip(steps) {
         let Some(j) = *s else { continue };
         let Some(n) = counts.get_mut(j) else { continue };
-        let st = Standing::of(c, state.revision);
+        let st = Standing::of(c, state.revision, overdue);
+        let reached = j <= state.step;
         n.clusters += 1;
         n.updated += u64::from(st.updated);
         n.healthy += u64::from(st.healthy);
         n.failed += u64::from(st.failed);
-        n.pending += u64::from(j <= state.step && st.pending());
+        n.pending += u64::from(reached && !rolled_back && st.pending());
+        n.rolled_back += u64::from(reached && rolled_back && c.key.as_ref().is_some_and(|k| k.generation == state.stable));
     }
     counts
+}
+
+/// What the current step of a progressing rollout waits for, in words; `None` when it
+/// is not progressing. The first that holds: clusters still applying (or retrying),
+/// clusters applied but not ready (or drifted), a manual promote, `minSuccessTime`.
+fn waiting(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], steps: &[Option<usize>], now: Timestamp) -> Option<String> {
+    if state.phase != RolloutPhase::Progressing {
+        return None;
+    }
+    let plural = |n: usize| if n == 1 { "cluster" } else { "clusters" };
+    let pending: Vec<&ClusterView> =
+        reached(clusters, steps, state.step, state.revision, overdue(spec, state, now)).filter(|(_, s)| s.pending()).map(|(c, _)| c).collect();
+    let applying = pending.iter().filter(|c| c.key.as_ref().is_none_or(|k| k.generation != state.revision || k.phase != Phase::Applied || k.observed_generation != state.revision)).count();
+    if applying > 0 {
+        return Some(format!("waiting for {applying} {} to apply revision {}", plural(applying), state.revision));
+    }
+    if !pending.is_empty() {
+        let first = why_pending(pending[0], state.revision);
+        return Some(format!("waiting for {} {} to become ready ({}: {first})", pending.len(), plural(pending.len()), pending[0].name));
+    }
+    let gate = spec.gate(state.step);
+    if gate.manual_promote && !state.promoted {
+        return Some("waiting for promote".into());
+    }
+    let baked = state.healthy_since.map(|since| since.plus(gate.min_success_time));
+    match baked {
+        Some(t) if now < t => Some(format!("waiting for minSuccessTime {} (until {})", Human(gate.min_success_time), t.to_rfc3339())),
+        _ => None,
+    }
 }
 
 /// Decides what the rollout `state` of `spec` does next, at `now`, given the clusters
@@ -275,8 +326,10 @@ pub fn decide(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView]
         (phase, Some(control)) => return Err(ControlRefused { control, phase }),
     };
     let write = (next != *state || !enqueue.is_empty()).then(|| RolloutState { version: state.version + 1, updated_at: now, ..next });
-    let counts = count(spec, write.as_ref().unwrap_or(state), clusters, &steps);
-    Ok(Decision { state: write, enqueue, counts, wake_at })
+    let shown = write.as_ref().unwrap_or(state);
+    let counts = count(spec, shown, clusters, &steps, now);
+    let waiting = waiting(spec, shown, clusters, &steps, now);
+    Ok(Decision { state: write, enqueue, counts, wake_at, waiting })
 }
 
 /// Rule 5: a progressing rollout's current step, judged at `now`. Updates `next` and
@@ -285,7 +338,7 @@ fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView
     let step = next.step;
     let gate = spec.gate(step);
     let enqueue = catch_up(clusters, steps, step, next);
-    let here: Vec<_> = reached(clusters, steps, step, next.revision).collect();
+    let here: Vec<_> = reached(clusters, steps, step, next.revision, overdue(spec, next, now)).collect();
     let failed: Vec<&ClusterView> = here.iter().filter(|(_, s)| s.failed).map(|(c, _)| *c).collect();
     let pending: Vec<&ClusterView> = here.iter().filter(|(_, s)| s.pending()).map(|(c, _)| *c).collect();
 
@@ -354,7 +407,7 @@ fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView
     let enqueue = catch_up(clusters, steps, next.step, next);
     // Look again at the new step's deadline, or at once if it has nothing to wait for
     // (its clusters are already healthy, or it added none).
-    let waits = reached(clusters, steps, next.step, next.revision).any(|(_, s)| s.pending());
+    let waits = reached(clusters, steps, next.step, next.revision, false).any(|(_, s)| s.pending());
     let wake = if waits { now.plus(spec.gate(next.step).progress_deadline) } else { now };
     (enqueue, Some(wake))
 }
@@ -375,6 +428,8 @@ fn why_pending(c: &ClusterView, revision: i64) -> String {
     let Some(k) = &c.key else { return "no key of the SyncSet yet".into() };
     if k.generation != revision {
         format!("still at generation {}", k.generation)
+    } else if k.phase == Phase::Failed {
+        format!("failed, retrying: {}", k.last_error.as_deref().unwrap_or("no error recorded"))
     } else if k.phase != Phase::Applied || k.observed_generation != revision {
         k.phase.as_str().to_string()
     } else if k.drifted {
@@ -444,15 +499,21 @@ const STEP_ACTIONS: [&str; fleetsync_model::rollout::MAX_STEPS] = [
 ];
 
 /// What the move from `before` to `next` logs: a new phase by its name, else a new step
-/// (`Step N`), else a promote; `None` for a move that only records health or runs keys.
-pub fn event_action(before: &RolloutState, next: &RolloutState) -> Option<&'static str> {
+/// (`Step N`), else a promote, else a step with `manualPromote` that became healthy and
+/// now waits for a promote (`AwaitingPromote`); `None` for a move that only records
+/// health or runs keys.
+pub fn event_action(spec: &RolloutSpec, before: &RolloutState, next: &RolloutState) -> Option<&'static str> {
     if next.phase != before.phase {
         return Some(next.phase.as_str());
     }
     if next.step != before.step {
         return STEP_ACTIONS.get(next.step).copied();
     }
-    (next.promoted && !before.promoted).then_some("Promoted")
+    if next.promoted && !before.promoted {
+        return Some("Promoted");
+    }
+    let healthy_now = before.healthy_since.is_none() && next.healthy_since.is_some();
+    (healthy_now && !next.promoted && spec.gate(next.step).manual_promote).then_some("AwaitingPromote")
 }
 
 #[cfg(test)]
@@ -528,7 +589,14 @@ mod tests {
         }
     }
 
+    /// The key failed for good: parked.
     fn fail(clusters: &mut [ClusterView], name: &str, error: &str) {
+        retrying(clusters, name, error);
+        key(clusters, name).phase = Phase::Parked;
+    }
+
+    /// The key's last run failed; it is being retried.
+    fn retrying(clusters: &mut [ClusterView], name: &str, error: &str) {
         let k = key(clusters, name);
         k.phase = Phase::Failed;
         k.last_error = Some(error.into());
@@ -608,8 +676,8 @@ mod tests {
         assert_eq!((st.version, st.updated_at, st.phase, st.step), (8, T0, RolloutPhase::Progressing, 0));
         assert_eq!(d.wake_at, Some(at(300)), "the step's deadline");
         assert_eq!(d.counts.len(), 3);
-        assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 2 });
-        assert_eq!(d.counts[1], StepCounts { clusters: 1, updated: 0, healthy: 0, failed: 0, pending: 0 }, "not reached: not pending");
+        assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 2, rolled_back: 0 });
+        assert_eq!(d.counts[1], StepCounts { clusters: 1, updated: 0, healthy: 0, failed: 0, pending: 0, rolled_back: 0 }, "not reached: not pending");
         assert_eq!(d.counts[2].clusters, 3);
 
         // Once enqueued nothing changes until the keys do.
@@ -617,7 +685,7 @@ mod tests {
         enqueued(&mut after, &d.enqueue);
         let again = run(&s, st, &after, at(10), None);
         assert_eq!((again.state, again.enqueue, again.wake_at), (None, vec![], Some(at(300))));
-        assert_eq!(again.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 0, failed: 0, pending: 2 });
+        assert_eq!(again.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 0, failed: 0, pending: 2, rolled_back: 0 });
     }
 
     #[test]
@@ -695,7 +763,6 @@ mod tests {
         }
         fail(&mut clusters, "a", "boom");
         fail(&mut clusters, "b", "boom");
-        key(&mut clusters, "b").phase = Phase::Parked; // a parked key has failed too
         // 34% of 6 rounds down to 2: tolerated, and the others are healthy.
         let d = run(&s, &progressing(0), &clusters, T0, None);
         assert_eq!(written(&d).phase, RolloutPhase::Completed);
@@ -716,7 +783,7 @@ mod tests {
         let st = written(&d).clone();
         assert_eq!((st.step, st.healthy_since), (0, Some(at(10))));
         assert_eq!((d.enqueue.clone(), d.wake_at), (vec![], Some(at(70))));
-        assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 2, failed: 0, pending: 0 });
+        assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 2, failed: 0, pending: 0, rolled_back: 0 });
 
         let d = run(&s, &st, &clusters, at(69), None);
         assert_eq!((d.state, d.enqueue, d.wake_at), (None, vec![], Some(at(70))), "still baking");
@@ -820,7 +887,7 @@ mod tests {
             spoil(key(&mut clusters, "c"));
             let d = run(&s, &state, &clusters, at(10), None);
             assert_eq!(d.state, None, "{what}: the step does not pass");
-            assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 1, failed: 0, pending: 1 }, "{what}");
+            assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 1, failed: 0, pending: 1, rolled_back: 0 }, "{what}");
         }
         let d = run(&s, &state, &clusters, at(10), None);
         assert_eq!(written(&d).step, 1, "unspoiled, the step passes");
@@ -967,13 +1034,16 @@ mod tests {
 
     #[test]
     fn a_new_phase_step_or_promote_is_logged_and_nothing_else() {
+        let s = canary_spec(json!({}));
         let before = progressing(0);
         let healthy = RolloutState { healthy_since: Some(at(5)), version: before.version + 1, ..before.clone() };
-        assert_eq!(event_action(&before, &healthy), None, "health alone is no event");
-        assert_eq!(event_action(&before, &RolloutState { step: 1, ..before.clone() }), Some("Step 2"), "1-based");
-        assert_eq!(event_action(&before, &RolloutState { promoted: true, ..before.clone() }), Some("Promoted"));
+        assert_eq!(event_action(&s, &before, &healthy), None, "health alone is no event");
+        assert_eq!(event_action(&s, &before, &RolloutState { step: 1, ..before.clone() }), Some("Step 2"), "1-based");
+        assert_eq!(event_action(&s, &before, &RolloutState { promoted: true, ..before.clone() }), Some("Promoted"));
         let rolled_back = RolloutState { phase: RolloutPhase::RolledBack, step: 1, ..before.clone() };
-        assert_eq!(event_action(&before, &rolled_back), Some("RolledBack"), "the phase names a move that changes both");
+        assert_eq!(event_action(&s, &before, &rolled_back), Some("RolledBack"), "the phase names a move that changes both");
+        let manual = spec(json!({"steps": [{"count": 1, "manualPromote": true}, {"percent": 100}]}));
+        assert_eq!(event_action(&manual, &before, &healthy), Some("AwaitingPromote"), "a healthy step that waits for a promote says so");
     }
 
     #[test]
@@ -991,5 +1061,78 @@ mod tests {
             let want = if *s == Some(0) { 3 } else { STABLE };
             assert!(d.enqueue.contains(&(c.name.clone(), want)), "{} (step {s:?}) goes to {want}: {:?}", c.name, d.enqueue);
         }
+    }
+
+    #[test]
+    fn a_failure_that_its_retry_fixes_does_not_fail_the_step() {
+        let s = canary_spec(json!({"progressDeadline": "5m"}));
+        let (state, mut clusters) = canaries_applied(&s);
+        retrying(&mut clusters, "c", "connection reset");
+        let d = run(&s, &state, &clusters, at(5), None);
+        let st = d.state.clone().unwrap_or_else(|| state.clone());
+        assert_eq!(st.phase, RolloutPhase::Progressing, "a key being retried has not failed the revision");
+        assert_eq!((d.counts[0].failed, d.counts[0].pending), (0, 1));
+        assert_eq!(d.waiting.as_deref(), Some("waiting for 1 cluster to apply revision 2"));
+        assert_eq!(d.wake_at, Some(at(300)), "looked at again at the deadline");
+
+        // The retry succeeds: the step passes as if nothing happened.
+        apply(&mut clusters, &["c"]);
+        let d = run(&s, &st, &clusters, at(10), None);
+        assert_eq!(written(&d).step, 1);
+    }
+
+    #[test]
+    fn a_failure_still_failing_at_the_deadline_fails_the_step() {
+        let s = canary_spec(json!({"progressDeadline": "5m"}));
+        let (state, mut clusters) = canaries_applied(&s);
+        retrying(&mut clusters, "c", "connection reset");
+        let d = run(&s, &state, &clusters, at(300), None);
+        let st = written(&d);
+        assert_eq!(st.phase, RolloutPhase::RolledBack);
+        assert_eq!(st.reason.as_deref(), Some("step 1: 1 of 2 clusters failed (maxFailures 0); c: connection reset"));
+    }
+
+    #[test]
+    fn a_rolled_back_rollout_counts_what_it_rolled_back_not_pending_work() {
+        let s = canary_spec(json!({}));
+        let (state, mut clusters) = canaries_applied(&s);
+        fail(&mut clusters, "c", "boom");
+        let d = run(&s, &state, &clusters, at(5), None);
+        enqueued(&mut clusters, &d.enqueue);
+        let later = run(&s, written(&d), &clusters, at(6), None);
+        assert_eq!(later.counts[0], StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 0, rolled_back: 2 });
+        assert_eq!(later.counts[1].pending + later.counts[2].pending, 0);
+        assert_eq!(later.waiting, None);
+    }
+
+    #[test]
+    fn a_step_says_what_it_waits_for() {
+        let s = spec(json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}, "manualPromote": true}, {"percent": 100, "minSuccessTime": "1m"}]}));
+        let mut clusters = fleet();
+        let mut state = progressing(0);
+        let tick = |state: &mut RolloutState, clusters: &[ClusterView], t: u64, control: Option<RolloutControl>| {
+            let d = run(&s, state, clusters, at(t), control);
+            if let Some(next) = &d.state {
+                *state = next.clone();
+            }
+            d
+        };
+        let d = tick(&mut state, &clusters, 0, None);
+        assert_eq!(d.waiting.as_deref(), Some("waiting for 2 clusters to apply revision 2"));
+        enqueued(&mut clusters, &d.enqueue);
+        apply(&mut clusters, &["c", "e"]);
+        key(&mut clusters, "e").unready = Some("Deployment/web: 0 of 1 replicas available".into());
+        let d = tick(&mut state, &clusters, 1, None);
+        assert_eq!(d.waiting.as_deref(), Some("waiting for 1 cluster to become ready (e: not ready: Deployment/web: 0 of 1 replicas available)"));
+        key(&mut clusters, "e").unready = None;
+        let d = tick(&mut state, &clusters, 2, None);
+        assert_eq!(d.waiting.as_deref(), Some("waiting for promote"));
+        tick(&mut state, &clusters, 3, Some(RolloutControl::Promote));
+        assert_eq!(state.step, 1);
+        let d = tick(&mut state, &clusters, 4, None);
+        enqueued(&mut clusters, &d.enqueue);
+        apply(&mut clusters, &["a", "b", "d", "f"]);
+        let d = tick(&mut state, &clusters, 5, None);
+        assert_eq!(d.waiting, Some(format!("waiting for minSuccessTime 1m (until {})", at(65).to_rfc3339())));
     }
 }

@@ -39,9 +39,14 @@ pub struct Driven {
 /// The SyncSet's rollout with per-step counts, without changing it; `None` if the
 /// SyncSet has no rollout.
 pub async fn status(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<RolloutStatus>, DriveError> {
+    Ok(status_with_clusters(store, tenant, syncset).await?.map(|(status, _)| status))
+}
+
+/// [`status`], with the clusters the SyncSet selects and their keys, as it read them.
+pub async fn status_with_clusters(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<(RolloutStatus, Vec<ClusterView>)>, DriveError> {
     let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
-    let counts = decide(&spec, &state, &clusters, store.clock().now(), None)?.counts;
-    Ok(Some(shown(state, counts)))
+    let decision = decide(&spec, &state, &clusters, store.clock().now(), None)?;
+    Ok(Some((shown(state, decision.counts, decision.waiting), clusters)))
 }
 
 /// Every rollout of `tenant`, by SyncSet. Only those not completed come with per-step
@@ -50,7 +55,7 @@ pub async fn list(store: &dyn Store, tenant: &str) -> Result<Vec<RolloutStatus>,
     let mut out = Vec::new();
     for r in store.rollout_list(Some(tenant), None).await? {
         if r.phase == fleetsync_model::RolloutPhase::Completed {
-            out.push(shown(r, Vec::new()));
+            out.push(shown(r, Vec::new(), None));
         } else if let Some(s) = status(store, tenant, &r.syncset).await? {
             out.push(s);
         }
@@ -79,7 +84,7 @@ pub async fn drive(
         let decision = decide(&spec, &state, &clusters, store.clock().now(), control)?;
         let now_state = match decision.state {
             Some(next) => {
-                let event = event_action(&state, &next).map(|action| RolloutEvent { action, actor: actor.map(str::to_string) });
+                let event = event_action(&spec, &state, &next).map(|action| RolloutEvent { action, actor: actor.map(str::to_string) });
                 if !store.rollout_write(&next, &decision.enqueue, event).await? {
                     continue;
                 }
@@ -87,7 +92,7 @@ pub async fn drive(
             }
             None => state,
         };
-        return Ok(Some(Driven { status: shown(now_state, decision.counts), wake_at: decision.wake_at }));
+        return Ok(Some(Driven { status: shown(now_state, decision.counts, decision.waiting), wake_at: decision.wake_at }));
     }
     Err(DriveError::Contended)
 }
@@ -126,7 +131,7 @@ async fn load(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<(
     Ok(Some((state, spec, clusters)))
 }
 
-fn shown(s: RolloutState, steps: Vec<fleetsync_model::StepCounts>) -> RolloutStatus {
+fn shown(s: RolloutState, steps: Vec<fleetsync_model::StepCounts>, waiting: Option<String>) -> RolloutStatus {
     RolloutStatus {
         tenant: s.tenant,
         syncset: s.syncset,
@@ -135,6 +140,7 @@ fn shown(s: RolloutState, steps: Vec<fleetsync_model::StepCounts>) -> RolloutSta
         revision: s.revision,
         stable: s.stable,
         reason: s.reason,
+        waiting,
         step_started_at: s.step_started_at,
         healthy_since: s.healthy_since,
         steps,
