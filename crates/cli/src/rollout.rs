@@ -7,7 +7,7 @@ use anyhow::Result;
 use fleetsync::args::RolloutCommand;
 use fleetsync::output::{structured, table};
 use fleetsync::outln;
-use fleetsync_model::RolloutStatus;
+use fleetsync_model::{RolloutPhase, RolloutStatus};
 
 pub async fn run(command: RolloutCommand) -> Result<()> {
     let (a, control) = match command {
@@ -37,20 +37,26 @@ fn print(s: &RolloutStatus) -> Result<()> {
     outln!("Phase:     {}", s.phase)?;
     outln!("Revision:  {} (stable {})", s.revision, s.stable)?;
     outln!("Step:      {step}")?;
+    if let Some(waiting) = &s.waiting {
+        outln!("Waiting:   {waiting}")?;
+    }
     if let Some(reason) = &s.reason {
         outln!("Reason:    {reason}")?;
     }
     outln!("")?;
+    // A rolled-back rollout has nothing pending: it shows what it rolled back instead.
+    let rolled_back = s.phase == RolloutPhase::RolledBack;
     let rows: Vec<Vec<String>> = s
         .steps
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let mark = if i == s.step { "*" } else { "" };
-            [format!("{}{mark}", i + 1), c.clusters.to_string(), c.updated.to_string(), c.healthy.to_string(), c.failed.to_string(), c.pending.to_string()]
-                .into()
+            let last = if rolled_back { c.rolled_back } else { c.pending };
+            [format!("{}{mark}", i + 1), c.clusters.to_string(), c.updated.to_string(), c.healthy.to_string(), c.failed.to_string(), last.to_string()].into()
         })
         .collect();
-    table(&["STEP", "CLUSTERS", "UPDATED", "HEALTHY", "FAILED", "PENDING"], &rows)?;
+    let last = if rolled_back { "ROLLED BACK" } else { "PENDING" };
+    table(&["STEP", "CLUSTERS", "UPDATED", "HEALTHY", "FAILED", last], &rows)?;
     Ok(())
 }

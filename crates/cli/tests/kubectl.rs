@@ -73,21 +73,24 @@ team-a   a-1        1           http       env=dev
         ok(&hub.cli(&["get", "clusters", "-o", "wide", "--namespace", "team-a"])),
         "NAME  GENERATION  ENDPOINT  LABELS   TARGET\na-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1\n"
     );
-    assert_eq!(
-        ok(&hub.cli(&["get", "syncsets", "-A", "-o", "wide"])),
-        "\
-TENANT   NAME     GENERATION  MODE    RESOURCES  CLUSTERS            KINDS
-default  base     1           Sync    2          selector(env=prod)  Namespace,ConfigMap
-default  eu-only  1           Upsert  1          eu-west-1           ConfigMap
-team-a   tools    1           Upsert  1          a-1                 ConfigMap
-"
-    );
     assert_eq!(ok(&hub.cli(&["get", "syncsets", "-A", "-o", "name"])), "syncset/base\nsyncset/eu-only\nsyncset/tools\n");
 
     hub.wait_until(Duration::from_secs(30), |h| {
         let items = status_items(h);
         items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
     });
+    assert_eq!(
+        ok(&hub.cli(&["get", "syncsets", "-o", "wide"])),
+        "\
+NAME     GENERATION  MODE    RESOURCES  CLUSTERS  APPLIED  STATUS   TARGETS             KINDS                MESSAGE
+base     1           Sync    2          2         2/2      Applied  selector(env=prod)  Namespace,ConfigMap  2 of 2 clusters at generation 1
+eu-only  1           Upsert  1          1         1/1      Applied  eu-west-1           ConfigMap            1 of 1 cluster at generation 1
+"
+    );
+    let all = ok(&hub.cli(&["get", "syncsets", "-A"]));
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines[0], "TENANT   NAME     GENERATION  MODE    RESOURCES  CLUSTERS  APPLIED  STATUS", "{all}");
+    assert!(lines[3].starts_with("team-a   tools    1           Upsert  1          1         0/1      "), "the unreachable cluster's: {all}");
     let status = ok(&hub.cli(&["get", "status", "-A", "-o", "wide"]));
     let lines: Vec<&str> = status.lines().collect();
     assert!(lines[0].starts_with("TENANT   CLUSTER    SYNCSET  PHASE"), "{status}");
@@ -270,15 +273,15 @@ fn wait_retry_and_describe() {
     apply_text(&hub, "team-a.yaml", TEAM_A);
 
     let out = ok(&hub.cli(&["wait", "--for=condition=Applied", "syncset/base", "--timeout=30s"]));
-    assert_eq!(out, "syncset/base condition met: 2 of 2 keys Applied, 2 at generation 1\n");
+    assert_eq!(out, "syncset/base condition met: 2 of 2 clusters at generation 1\n");
     let out = ok(&hub.cli(&["wait", "--for", "condition=Ready", "cluster/us-east-1"]));
     assert!(out.starts_with("cluster/us-east-1 condition met: ready=true reason=Converged"), "{out}");
     let started = Instant::now();
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/tools", "-n", "team-a", "--timeout", "2s"]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("timed out after 2s waiting for syncset/tools (condition=Applied): 0 of 1 keys Applied"), "{err}");
-    assert!(err.contains("on a-1 after") && err.contains("unreachable"), "the first failure, named: {err}");
+    assert!(err.contains("timed out after 2s waiting for syncset/tools (condition=Applied): 0 of 1 cluster at generation 1"), "{err}");
+    assert!(err.contains("on a-1: ") && err.contains("unreachable"), "the first failure, named: {err}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/nope"]);
     assert!(!out.status.success() && stderr(&out).contains("404"), "{}", stderr(&out));
@@ -310,9 +313,49 @@ fn wait_retry_and_describe() {
     for want in ["Name:       tools", "Tenant:     team-a", "Mode:       Upsert", "Clusters:   a-1", "  v1 ConfigMap x/t", "Failures:", "  a-1 "] {
         assert!(out.contains(want), "{want:?} in {out}");
     }
-    assert!(out.contains("Keys:       1 (") && out.contains("0 at the current generation"), "{out}");
+    assert!(out.contains("Keys:       1 (") && out.contains("Condition:  Applied=false Degraded (0 of 1 cluster at generation 1; 1 failed"), "{out}");
     let out = hub.cli(&["describe", "secret", "x"]);
     assert!(!out.status.success() && stderr(&out).contains("possible values: cluster"), "{}", stderr(&out));
+}
+
+/// A SyncSet that selects no cluster (a label typo, a cluster name that does not exist)
+/// is applied with a warning, shows 0 clusters and `NoClusters`, and `wait` on it fails
+/// at once rather than report a condition met by nothing.
+#[test]
+fn a_syncset_that_selects_nothing_is_visible_and_fails_wait() {
+    let hub = Hub::start();
+    apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
+    let path = hub.dir.path().join("nomatch.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: nomatch}\nspec:\n  clusterSelector: {matchLabels: {env: prdo}}\n  \
+         resources: [{apiVersion: v1, kind: ConfigMap, metadata: {name: t, namespace: x}}]\n---\n\
+         apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: named}\nspec:\n  clusterNames: [eu-west-1, eu-west-9]\n  \
+         resources: [{apiVersion: v1, kind: ConfigMap, metadata: {name: t, namespace: x}}]\n",
+    )
+    .expect("write");
+    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "a warning, not a failure: {}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "Warning: syncset/nomatch selects no cluster (the tenant has 2): nothing will be applied until a cluster matches\n\
+         Warning: syncset/named clusterNames names clusters that do not exist: eu-west-9\n"
+    );
+
+    let started = Instant::now();
+    let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/nomatch", "--timeout=30s"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert_eq!(stderr(&out).trim(), "error: syncset/nomatch: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)");
+    assert!(started.elapsed() < Duration::from_secs(10), "at once, not at the timeout: {:?}", started.elapsed());
+    let out = ok(&hub.cli(&["wait", "--for=condition=Applied", "syncset/nomatch", "--allow-empty"]));
+    assert_eq!(out, "syncset/nomatch condition met: it selects no cluster (--allow-empty)\n");
+
+    let table = ok(&hub.cli(&["get", "syncsets", "nomatch"]));
+    assert!(table.lines().nth(1).is_some_and(|l| l.ends_with("0         0/0      NoClusters")), "{table}");
+    let out = ok(&hub.cli(&["describe", "syncset", "named"]));
+    assert!(out.contains("clusterNames names 1 cluster that does not exist: eu-west-9"), "{out}");
+    let out = ok(&hub.cli(&["wait", "--for=condition=Applied", "syncset/named", "--timeout=30s"]));
+    assert!(out.contains("1 of 1 cluster at generation 1; clusterNames names 1 cluster that does not exist: eu-west-9"), "{out}");
 }
 
 /// `get status --watch` prints the status, then again after each change of the

@@ -230,3 +230,55 @@ fn a_new_generation_mid_rollout_starts_again_from_the_first_step() {
     }
     assert_eq!(rollout(&hub, "status").stable, 3);
 }
+
+/// What the user reads during a staged change is what the clusters hold, at every
+/// step: `apply` says the change is staged, `describe`, `get syncsets` and `wait` count
+/// the canary at generation 2 and the others held at 1 by the rollout (waiting for a
+/// promote); after an abort, `wait` fails at once naming the rollback; a later
+/// generation promoted through is met only once every cluster holds it.
+#[test]
+fn a_staged_change_reads_as_the_clusters_hold_it() {
+    let sim = SimChild::start(0.0);
+    let steps = "[{selector: {matchLabels: {ring: canary}}, manualPromote: true}, {percent: 100}]";
+    let hub = fleet_at_one(&sim, "Upsert", steps, "Rollback", &[("cm-a", "1")]);
+    let holding = |value: &str| CLUSTERS.iter().filter(|c| on_cluster(&sim, c).0 == maps(&[("cm-a", value)])).count();
+
+    let path = hub.dir.path().join("two.yaml");
+    std::fs::write(&path, syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "2")])).expect("write");
+    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
+    assert_eq!(stdout(&out), "syncset/app updated (generation 2, staged: rollout step 1 of 2 (1 cluster))\n", "{}", stderr(&out));
+    wait_for("the canary at generation 2, waiting", Duration::from_secs(30), || {
+        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2")]) && rollout(&hub, "status").waiting.as_deref() == Some("waiting for promote")
+    });
+    assert_eq!((holding("2"), holding("1")), (1, 3), "what the clusters hold");
+
+    let describe = stdout(&hub.cli(&["describe", "syncset", "app"]));
+    let want = "Condition:  Applied=false RollingOut (1 of 4 clusters at generation 2, 3 held at generation 1 by the rollout (step 1 of 2, waiting for promote))";
+    assert!(describe.contains(want), "{describe}");
+    assert!(describe.contains("Rollout:    Progressing at step 1 of 2, generation 2 (stable 1); waiting for promote"), "{describe}");
+    let table = stdout(&hub.cli(&["get", "syncsets"]));
+    assert!(table.lines().nth(1).is_some_and(|l| l.ends_with("4         1/4      RollingOut")), "{table}");
+    let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/app", "--timeout=1s"]);
+    assert!(!out.status.success() && stderr(&out).contains("3 held at generation 1 by the rollout"), "{}", stderr(&out));
+    let status = stdout(&hub.cli(&["rollout", "status", "app"]));
+    assert!(status.contains("Waiting:   waiting for promote"), "{status}");
+
+    assert_eq!(rollout(&hub, "abort").phase, RolloutPhase::RolledBack);
+    wait_for("the canary back at generation 1", Duration::from_secs(30), || holding("1") == 4);
+    let started = Instant::now();
+    let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/app", "--timeout=60s"]);
+    assert!(!out.status.success(), "a rolled-back generation is never applied");
+    assert!(stderr(&out).contains("the rollout of generation 2 rolled back (aborted); 4 clusters at generation 1"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(10), "at once, not at the timeout");
+    let status = stdout(&hub.cli(&["rollout", "status", "app"]));
+    let header = status.lines().find(|l| l.starts_with("STEP")).unwrap_or_default();
+    assert!(header.ends_with("ROLLED BACK"), "{status}");
+    assert!(status.lines().any(|l| l.starts_with("1*") && l.ends_with(" 1")), "the canary rolled back, nothing pending: {status}");
+
+    apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
+    rollout(&hub, "promote");
+    let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/app", "--timeout=60s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "syncset/app condition met: 4 of 4 clusters at generation 3\n");
+    assert_eq!(holding("3"), 4, "met only once every cluster holds generation 3");
+}

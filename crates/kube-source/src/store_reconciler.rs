@@ -10,7 +10,7 @@ use crate::handler::{CrKind, ReconcileError, Reconciler};
 use crate::source::{READY, SYNCED};
 use async_trait::async_trait;
 use fleetsync_model::document::{parse_value, DEFAULT_TENANT};
-use fleetsync_model::{Document, KeyStatus, Phase, API_VERSION};
+use fleetsync_model::{Document, SyncSetProgress, API_VERSION};
 use fleetsync_store::{StatusFilter, Store, StoreError};
 use kube::api::DynamicObject;
 use serde_json::{json, Value};
@@ -59,7 +59,16 @@ impl<S: Store + ?Sized> StoreReconciler<S> {
             let filter =
                 StatusFilter { tenant: Some(tenant.to_string()), syncset: Some(name.to_string()), ..StatusFilter::default() };
             let keys = self.store.status_list(&filter).await.map_err(store_error)?;
-            let ready = readiness(&keys);
+            let ready = match self.store.syncset_get(tenant, name).await.map_err(store_error)? {
+                Some(set) => {
+                    let summary = self.store.status_summary(tenant, Some(name)).await.map_err(store_error)?;
+                    let progress = fleetsync_store::progress::read(&*self.store, &set, &summary)
+                        .await
+                        .map_err(|e| ReconcileError(format!("reading the SyncSet's progress: {e}")))?;
+                    readiness(&progress)
+                }
+                None => condition(READY, false, "NotFound", "not in the store".to_string()),
+            };
             let keys: Vec<Value> = keys
                 .iter()
                 .map(|k| json!({"cluster": k.key.cluster, "phase": k.phase.as_str(), "observedGeneration": k.observed_generation}))
@@ -78,29 +87,13 @@ fn condition(kind: &str, status: bool, reason: &str, message: String) -> Value {
     json!({"type": kind, "status": if status { "True" } else { "False" }, "reason": reason, "message": message})
 }
 
-/// `Ready` from a SyncSet's keys: `True` (`Applied`) once every cluster it selects
-/// has its latest generation applied; `False` with `NoClusters` while it selects
-/// none (nothing is applied anywhere), `ApplyFailed` when a key failed or is parked
-/// (naming the first such cluster and its error), else `Progressing`. Keys whose
-/// resources are being removed do not count.
-fn readiness(keys: &[KeyStatus]) -> Value {
-    let desired: Vec<&KeyStatus> = keys.iter().filter(|k| k.desired).collect();
-    if desired.is_empty() {
-        return condition(READY, false, "NoClusters", "selects no cluster (yet)".to_string());
-    }
-    let applied = desired.iter().filter(|k| k.phase == Phase::Applied && k.observed_generation >= k.generation).count();
-    let of = format!("applied on {applied} of {} clusters", desired.len());
-    if applied == desired.len() {
-        return condition(READY, true, "Applied", of);
-    }
-    match desired.iter().find(|k| matches!(k.phase, Phase::Failed | Phase::Parked)) {
-        Some(k) => {
-            let error = k.last_error.as_deref().unwrap_or("no error recorded");
-            let message = format!("{of}; {} on cluster {}: {error}", k.phase.as_str(), k.key.cluster);
-            condition(READY, false, "ApplyFailed", message)
-        }
-        None => condition(READY, false, "Progressing", of),
-    }
+/// `Ready` from a SyncSet's progress, the one notion of done every view shows: `True`
+/// (`Applied`) once every cluster it selects applied its current generation (its
+/// rollout, if any, completed); else `False` with the progress's reason (`RollingOut`
+/// while a rollout holds clusters at the stable generation, `RolledBack`,
+/// `NoClusters`, `Degraded`...) and its message.
+fn readiness(p: &SyncSetProgress) -> Value {
+    condition(READY, p.done, p.reason.as_str(), p.message.clone())
 }
 
 #[async_trait]
@@ -158,48 +151,6 @@ mod tests {
         assert_eq!((s.metadata.tenant(), s.metadata.name.as_str()), ("team", "s"));
         assert_eq!(s.metadata.labels.get("env").map(String::as_str), Some("prod"));
         assert_eq!(s.spec.resources.len(), 1);
-    }
-
-    fn key(cluster: &str, phase: Phase, generation: i64, observed: i64) -> KeyStatus {
-        KeyStatus {
-            key: fleetsync_model::WorkKey::new("team", cluster, "s"),
-            phase,
-            desired: true,
-            generation,
-            observed_generation: observed,
-            attempts: 0,
-            last_error: None,
-            resources: vec![],
-            next_attempt_at: None,
-            last_applied_at: None,
-            updated_at: fleetsync_model::time::Timestamp(0),
-            drift: vec![],
-            unready: vec![],
-        }
-    }
-
-    fn ready(keys: &[KeyStatus]) -> (String, String, String) {
-        let c = readiness(keys);
-        let field = |f: &str| c[f].as_str().unwrap_or_default().to_string();
-        (field("status"), field("reason"), field("message"))
-    }
-
-    #[test]
-    fn ready_once_every_selected_cluster_applied_the_latest_generation() {
-        let applied = key("c1", Phase::Applied, 2, 2);
-        assert_eq!(ready(std::slice::from_ref(&applied)), ("True".into(), "Applied".into(), "applied on 1 of 1 clusters".into()));
-        let behind = key("c2", Phase::Applied, 3, 2);
-        assert_eq!(ready(&[applied.clone(), behind]).1, "Progressing", "applied, but an older generation");
-        let mut failed = key("c3", Phase::Parked, 2, 1);
-        failed.last_error = Some("forbidden".into());
-        let (status, reason, message) = ready(&[applied.clone(), failed]);
-        assert_eq!((status.as_str(), reason.as_str()), ("False", "ApplyFailed"));
-        assert!(message.contains("c3") && message.contains("forbidden"), "{message}");
-        let mut leaving = key("c4", Phase::Pending, 2, 1);
-        leaving.desired = false;
-        assert_eq!(ready(&[applied, leaving.clone()]).1, "Applied", "clusters being cleaned up do not count");
-        assert_eq!(ready(&[leaving]).1, "NoClusters");
-        assert_eq!(ready(&[]), ("False".into(), "NoClusters".into(), "selects no cluster (yet)".into()));
     }
 
     #[test]

@@ -265,11 +265,12 @@ fn staged(value: &str) -> String {
 }
 
 /// A SyncSet rolled out to the cluster nobody can reach: a new generation fails its
-/// only step and rolls back, with the cluster's error in the reason.
+/// only step (the key still failing at the step's deadline) and rolls back, with the
+/// cluster's error in the reason.
 fn doomed(value: &str) -> String {
     format!(
         "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: doomed}}\nspec:\n  clusterNames: [unreachable]\n  \
-         rollout: {{steps: [{{percent: 100}}]}}\n  resources:\n    \
+         rollout: {{steps: [{{percent: 100}}], progressDeadline: 2s}}\n  resources:\n    \
          - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: doomed-cm, namespace: fleet-apps}}, data: {{v: \"{value}\"}}}}\n"
     )
 }
@@ -310,6 +311,42 @@ async fn rollouts_show_their_phase_and_step(browser: &Client, hub: &Hub, shots: 
     assert_eq!((rows["staged"]["revision"].as_str(), rows["staged"]["listed"].as_str()), (Some("2"), Some("folded")));
     assert!(js_bool(browser, "return window.notReloaded === true").await, "the page was reloaded");
     shots.take(browser, "rollouts-promoted").await;
+
+    // The SyncSet pages say what the fleet holds: generation 2 everywhere once promoted,
+    // and generation 1 everywhere after the rollback, not "at the latest generation".
+    let staged = syncset_page_matches_the_api(browser, hub, "staged", "Applied").await;
+    assert_eq!((staged["clusters"].as_u64(), staged["applied"].as_u64(), staged["held"].as_u64()), (Some(3), Some(3), Some(0)), "{staged}");
+    let doomed = syncset_page_matches_the_api(browser, hub, "doomed", "RolledBack").await;
+    assert_eq!((doomed["applied"].as_u64(), doomed["held"].as_u64(), doomed["heldAt"].as_i64()), (Some(0), Some(1), Some(1)), "{doomed}");
+    assert!(js_bool(browser, "return document.getElementById('syncset-rollout').textContent.includes('RolledBack')").await, "the rollout is named");
+    browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
+}
+
+/// Opens a SyncSet's page and waits until its condition reads `reason` and says what
+/// the API's progress says; answers that progress.
+async fn syncset_page_matches_the_api(browser: &Client, hub: &Hub, name: &str, reason: &str) -> Value {
+    browser.goto(&hub.url(&format!("/#/syncset/{name}"))).await.expect("open the SyncSet");
+    let start = Instant::now();
+    loop {
+        let api = hub.get(&format!("/v1/status/syncsets/{name}?tenant=default&limit=1")).await["progress"].clone();
+        let page = js(
+            browser,
+            "const c = document.getElementById('syncset-condition');
+             const n = (id) => Number((document.getElementById(id) || {}).textContent);
+             return c ? {reason: c.dataset.reason, text: c.textContent, clusters: n('syncset-clusters'), applied: n('syncset-applied'), held: n('syncset-held')} : null;",
+        )
+        .await;
+        let want_text = format!("{}: {}", if api["done"] == true { "Applied" } else { api["reason"].as_str().unwrap_or("") }, api["message"].as_str().unwrap_or(""));
+        if api["reason"] == reason
+            && page["reason"] == reason
+            && page["text"] == want_text.as_str()
+            && ["clusters", "applied", "held"].iter().all(|k| page[k] == api[k])
+        {
+            return api;
+        }
+        assert!(start.elapsed() < PATIENCE, "the SyncSet page of {name} never matched the API: API {api} page {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until `/v1/rollouts` is in the state `ready` looks for and the page's rollout
@@ -348,6 +385,7 @@ fn rollout_row(r: &Value) -> (String, Value) {
         "revision": text(&r["revision"]),
         "stable": if r["stable"] == 0 { "none".to_string() } else { text(&r["stable"]) },
         "reason": r["reason"].as_str().unwrap_or(""),
+        "waiting for": r["waiting"].as_str().unwrap_or(""),
         "listed": "shown",
     });
     for n in ["clusters", "updated", "healthy", "failed", "pending"] {

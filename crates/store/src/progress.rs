@@ -131,7 +131,7 @@ fn plural(n: u64, what: &str) -> String {
 }
 
 /// The progress of `set` (as stored now), whose keys sum to `summary`.
-pub async fn read(store: &dyn Store, set: &SyncSet, summary: &StatusSummary) -> Result<SyncSetProgress, DriveError> {
+pub async fn read<S: Store + ?Sized>(store: &S, set: &SyncSet, summary: &StatusSummary) -> Result<SyncSetProgress, DriveError> {
     let (tenant, name, generation) = (set.metadata.tenant(), set.metadata.name.as_str(), set.metadata.generation);
     let mut missing = Vec::new();
     for n in set.spec.cluster_names.iter().flatten().take(NAMES_CHECKED) {

@@ -38,12 +38,12 @@ pub struct Driven {
 
 /// The SyncSet's rollout with per-step counts, without changing it; `None` if the
 /// SyncSet has no rollout.
-pub async fn status(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<RolloutStatus>, DriveError> {
+pub async fn status<S: Store + ?Sized>(store: &S, tenant: &str, syncset: &str) -> Result<Option<RolloutStatus>, DriveError> {
     Ok(status_with_clusters(store, tenant, syncset).await?.map(|(status, _)| status))
 }
 
 /// [`status`], with the clusters the SyncSet selects and their keys, as it read them.
-pub async fn status_with_clusters(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<(RolloutStatus, Vec<ClusterView>)>, DriveError> {
+pub async fn status_with_clusters<S: Store + ?Sized>(store: &S, tenant: &str, syncset: &str) -> Result<Option<(RolloutStatus, Vec<ClusterView>)>, DriveError> {
     let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
     let decision = decide(&spec, &state, &clusters, store.clock().now(), None)?;
     Ok(Some((shown(state, decision.counts, decision.waiting), clusters)))
@@ -99,7 +99,7 @@ pub async fn drive(
 
 /// The rollout, its spec (from the revision it rolls out) and the SyncSet's clusters
 /// with their keys, by name.
-async fn load(store: &dyn Store, tenant: &str, syncset: &str) -> Result<Option<(RolloutState, fleetsync_model::RolloutSpec, Vec<ClusterView>)>, StoreError> {
+async fn load<S: Store + ?Sized>(store: &S, tenant: &str, syncset: &str) -> Result<Option<(RolloutState, fleetsync_model::RolloutSpec, Vec<ClusterView>)>, StoreError> {
     let Some(state) = store.rollout_get(tenant, syncset).await? else { return Ok(None) };
     let Some(revision) = store.revision_get(tenant, syncset, state.revision).await? else { return Ok(None) };
     let Some(spec) = revision.spec.rollout.clone() else { return Ok(None) };

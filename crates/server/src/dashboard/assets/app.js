@@ -216,7 +216,7 @@ function summaryCards(summary, idPrefix) {
     PHASES.map((p) => el('div', { class: 'card' },
       el('span', { class: 'n', 'data-phase-total': p, text: phases[p] || 0 }), badge(p))),
     el('div', { class: 'card' }, el('span', { class: 'n', id: idPrefix + 'at-generation', text: summary.atGeneration }),
-      'at the latest generation'));
+      'applied the generation they are told'));
 }
 
 function failureRows(failures, syncset) {
@@ -362,14 +362,15 @@ class FleetView {
         el('td', { class: 'num', text: (r.step + 1) + ' of ' + steps.length }),
         el('td', { class: 'num', text: r.revision }), el('td', { class: 'num', text: r.stable || 'none' }),
         counts.map((n) => el('td', { class: 'num', text: step ? step[n] : '' })),
-        el('td', { text: age(r.stepStartedAt) + ' ago' }), el('td', {}, r.reason ? el('pre', { text: r.reason }) : ''));
+        el('td', { text: age(r.stepStartedAt) + ' ago' }), el('td', { text: r.waiting || '' }),
+        el('td', {}, r.reason ? el('pre', { text: r.reason }) : ''));
     });
     const parts = [];
     if (!all.length) {
       parts.push(el('p', { class: 'muted', id: 'rollouts-empty', text: 'No rollouts: no SyncSet of this tenant has spec.rollout.' }));
     } else if (open.length) {
       parts.push(el('p', { class: 'muted', text: 'Clusters to pending: the current step\'s clusters, and where they stand.' }),
-        table(['SyncSet', 'phase', 'step', 'revision', 'stable', ...counts, 'step started', 'reason'], rows, { id: 'rollout-list' }));
+        table(['SyncSet', 'phase', 'step', 'revision', 'stable', ...counts, 'step started', 'waiting for', 'reason'], rows, { id: 'rollout-list' }));
     } else {
       parts.push(el('p', { class: 'muted', text: 'No rollout under way.' }));
     }
@@ -514,8 +515,20 @@ class SyncSetView {
       el('td', {}, link('#/key/' + q(k.cluster) + '/' + q(this.name), k.cluster)), el('td', {}, badge(k.phase)),
       el('td', { class: 'num', text: k.observedGeneration + ' / ' + k.generation }), el('td', { class: 'num', text: k.attempts }),
       el('td', {}, el('pre', { text: k.lastError || '' }))));
+    const p = s.progress;
+    const rollout = p.rollout ? el('p', { id: 'syncset-rollout' }, 'Rollout ', rolloutBadge(p.rollout.phase),
+      ' at step ' + (p.rollout.step + 1) + ' of ' + p.rollout.steps + ', generation ' + p.rollout.revision + ' (stable ' + p.rollout.stable + ')'
+      + (p.rollout.waiting ? ': ' + p.rollout.waiting : '') + (p.rollout.reason ? ': ' + p.rollout.reason : '')) : '';
     this.body.replaceChildren(
       el('p', { class: 'muted', text: 'generation ' + s.generation + (s.summary.oldestPendingSince ? ', oldest pending ' + age(s.summary.oldestPendingSince) : '') }),
+      el('p', { id: 'syncset-condition', 'data-reason': p.reason, 'data-done': String(p.done) },
+        el('strong', { text: p.done ? 'Applied' : p.reason }), ': ' + p.message),
+      rollout,
+      el('div', { class: 'cards' },
+        el('div', { class: 'card' }, el('span', { class: 'n', id: 'syncset-clusters', text: p.clusters }), 'clusters'),
+        el('div', { class: 'card' }, el('span', { class: 'n', id: 'syncset-applied', text: p.applied }), 'at generation ' + p.generation),
+        el('div', { class: 'card' }, el('span', { class: 'n', id: 'syncset-held', text: p.held }),
+          p.heldAt ? 'held at generation ' + p.heldAt + ' by the rollout' : 'held by a rollout')),
       summaryCards(s.summary, 'syncset-'),
       el('h2', { text: 'Failures' }),
       (s.summary.failures || []).length ? table(['key', 'phase', 'attempts', 'last error'], failureRows(s.summary.failures, this.name))
