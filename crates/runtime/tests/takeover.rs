@@ -149,8 +149,8 @@ impl WorkQueue for ExpireAfterClaim {
         self.inner.work_release(key, fence).await
     }
 
-    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
-        self.inner.work_retry(key).await
+    async fn work_retry_by(&self, key: &WorkKey, actor: Option<&str>) -> Result<()> {
+        self.inner.work_retry_by(key, actor).await
     }
 
     async fn work_resync(&self) -> Result<u64> {

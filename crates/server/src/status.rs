@@ -3,6 +3,7 @@
 //! A query that names a cluster or SyncSet that does not exist is a 404 rather than
 //! an empty list, so a typo is not mistaken for "nothing to report".
 
+use crate::access::Caller;
 use crate::error::{ApiError, Result};
 use crate::extract::{check_name, check_tenant, default_tenant, ApiPath, ApiQuery, TenantQuery};
 use crate::objects::fetch;
@@ -201,15 +202,17 @@ pub async fn key_events(
 }
 
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again
-/// now, whatever its phase (e.g. parked). 202: the run happens later, on a worker.
+/// now, whatever its phase (e.g. parked), and logs the retry naming the caller. 202:
+/// the run happens later, on a worker.
 pub async fn retry(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((cluster, syncset)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<TenantQuery>,
 ) -> Result<(StatusCode, Json<Retried>)> {
     check_name("cluster name in the path", &cluster)?;
     check_name("SyncSet name in the path", &syncset)?;
     let key = WorkKey::new(q.tenant()?, cluster, syncset);
-    state.store.work_retry(&key).await?;
+    state.store.work_retry_by(&key, Some(&caller.subject)).await?;
     Ok((StatusCode::ACCEPTED, Json(Retried { retried: key })))
 }

@@ -1,7 +1,8 @@
 //! Live state reported by agents: what the store keeps of it, and the rules every
 //! backend applies the same way (deduplication by `resourceVersion`, drift shown in
-//! key status).
+//! key status, records ended with the runs that stop applying their resources).
 
+use crate::lifecycle::Finish;
 use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, Unready, WorkKey};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -47,7 +48,6 @@ pub struct LiveRecorded {
     pub requeued: Vec<WorkKey>,
 }
 
-
 /// Whether a report at `new` replaces the stored version `old` (`None`: nothing
 /// stored). Versions are opaque strings to Kubernetes clients, so equality is the
 /// deduplication rule; where both are decimal numbers (etcd revisions, the
@@ -60,6 +60,25 @@ pub fn judge(old: Option<&str>, new: &str) -> LiveOutcome {
     match (old.parse::<u64>(), new.parse::<u64>()) {
         (Ok(o), Ok(n)) if n < o => LiveOutcome::Stale,
         _ => LiveOutcome::Stored,
+    }
+}
+
+/// The live records of a key that outlive a completion, as the stored identities of
+/// their resources; every other record of the key ends in the completion's
+/// transaction. `None`: the completion ends none.
+///
+/// A record lasts as long as fleetsync applies its resource through the key. A run
+/// that applied the key's revision keeps the records of what it applied (its
+/// inventory: what a Sync-mode run did not delete, an Upsert-mode run left alone, is
+/// no longer applied either); a finished removal keeps none. A failed run keeps them
+/// all: the run that next succeeds decides. An agent's report of the end itself comes
+/// after the resource has left the key's revision, so it is dropped as unmanaged: only
+/// this rule ends the record.
+pub(crate) fn kept_after(fin: &Finish<'_>) -> Option<Vec<String>> {
+    match fin {
+        Finish::Applied { inventory, .. } | Finish::Requeue { inventory, .. } => Some(inventory.iter().map(resource_id).collect()),
+        Finish::Restart | Finish::Delete => Some(Vec::new()),
+        Finish::Failed { .. } => None,
     }
 }
 
@@ -114,5 +133,19 @@ mod tests {
         assert_eq!(judge(Some("5"), "4"), LiveOutcome::Stale);
         assert_eq!(judge(Some("5"), "12"), LiveOutcome::Stored);
         assert_eq!(judge(Some("abc"), "abd"), LiveOutcome::Stored, "opaque versions: newest report wins");
+    }
+
+    #[test]
+    fn a_key_keeps_the_records_of_what_its_last_run_applied() {
+        let cm = |name: &str| ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: name.into() };
+        let inventory = [cm("a")];
+        let applied = Finish::Applied { phase: fleetsync_model::Phase::Applied, generation: 2, inventory: &inventory };
+        assert_eq!(kept_after(&applied), Some(vec![resource_id(&cm("a"))]));
+        let requeued = Finish::Requeue { generation: 2, inventory: &[], run_at: fleetsync_model::Timestamp(0) };
+        assert_eq!(kept_after(&requeued), Some(vec![]));
+        assert_eq!(kept_after(&Finish::Delete), Some(vec![]), "a removed key keeps none");
+        assert_eq!(kept_after(&Finish::Restart), Some(vec![]), "nor one removed and wanted again");
+        let failed = Finish::Failed { phase: fleetsync_model::Phase::Failed, run_at: fleetsync_model::Timestamp(0), error: "x" };
+        assert_eq!(kept_after(&failed), None, "a failed run ends nothing");
     }
 }

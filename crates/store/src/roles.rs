@@ -122,8 +122,15 @@ pub trait WorkQueue: Send + Sync + 'static {
     /// attempt does not count. Ignored for a stale token.
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()>;
 
-    /// Runs a key again now, whatever its phase (explicit retry of a parked key).
-    async fn work_retry(&self, key: &WorkKey) -> Result<()>;
+    /// Runs a key again now, whatever its phase (explicit retry of a parked key), and
+    /// logs it in the same transaction: a `Status` event `Retry` of the key naming
+    /// `actor` (who asked). `NotFound`, and nothing logged, for an unknown key.
+    async fn work_retry_by(&self, key: &WorkKey, actor: Option<&str>) -> Result<()>;
+
+    /// [`work_retry_by`](WorkQueue::work_retry_by) with no actor.
+    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
+        self.work_retry_by(key, None).await
+    }
 
     /// Enqueues every key that is not already pending or running; returns how many.
     async fn work_resync(&self) -> Result<u64>;

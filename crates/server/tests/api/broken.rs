@@ -89,7 +89,7 @@ impl WorkQueue for Broken {
         fail()
     }
 
-    async fn work_retry(&self, _: &WorkKey) -> Result<()> {
+    async fn work_retry_by(&self, _: &WorkKey, _: Option<&str>) -> Result<()> {
         fail()
     }
 

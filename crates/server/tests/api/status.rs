@@ -135,6 +135,7 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     assert_eq!(other.status, StatusCode::BAD_REQUEST, "a token of another list: {}", other.text);
 }
 
+/// A retry runs the key again and is logged among the key's events, naming who asked.
 #[tokio::test]
 async fn retry() {
     let api = Api::new();
@@ -142,15 +143,19 @@ async fn retry() {
     let unknown = api.call("POST", "/v1/status/clusters/c1/syncsets/nope/retry", "").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert_eq!(unknown.error(), "key default/c1/nope not found");
-    let ok = api.call("POST", "/v1/status/clusters/c1/syncsets/base/retry", "").await;
+    let ops = api.issue_named("default:editor", "ops").await;
+    let ok = api.call_as(Some(&ops), "POST", "/v1/status/clusters/c1/syncsets/base/retry", None, "").await;
     assert_eq!(ok.status, StatusCode::ACCEPTED, "{}", ok.text);
     assert_eq!(ok.json(), serde_json::json!({"retried": {"tenant": "default", "cluster": "c1", "syncset": "base"}}));
     let bad = api.call("POST", "/v1/status/clusters/C1/syncsets/base/retry", "").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let events: Items<Event> = api.get("/v1/status/clusters/c1/syncsets/base/events").await.typed();
+    let seen: Vec<_> = events.items.iter().map(|e| (e.kind.as_str(), e.action.as_str(), e.generation, e.actor.as_deref())).collect();
+    assert_eq!(seen, [("Status", "Retry", 1, Some("token:ops"))], "{events:?}");
 }
 
-/// A key's events: its own runs only, newest first, paged back with `before`; a bad
-/// `limit` is a 400 naming the limit.
+/// A key's events: its own runs and retries only, newest first, paged back with
+/// `before`; a bad `limit` is a 400 naming the limit.
 #[tokio::test]
 async fn a_keys_events_are_its_runs_newest_first() {
     use fleetsync_store::{ClaimParams, Completion, RunOutcome};
@@ -181,11 +186,11 @@ async fn a_keys_events_are_its_runs_newest_first() {
     let uri = "/v1/status/clusters/c1/syncsets/base/events";
     let page: Items<Event> = api.get(uri).await.typed();
     let actions: Vec<&str> = page.items.iter().map(|e| e.action.as_str()).collect();
-    assert_eq!(actions, ["Applied", "Failed"], "newest first: {page:?}");
+    assert_eq!(actions, ["Applied", "Retry", "Failed"], "newest first: {page:?}");
     assert!(page.items.iter().all(|e| e.kind == "Status" && e.name == "c1/base"), "{page:?}");
     assert!(page.items[0].seq > page.items[1].seq);
-    let older: Items<Event> = api.get(&format!("{uri}?limit=1&before={}", page.items[0].seq)).await.typed();
-    assert_eq!(older.items.iter().map(|e| e.seq).collect::<Vec<_>>(), [page.items[1].seq]);
+    let older: Items<Event> = api.get(&format!("{uri}?limit=1&before={}", page.items[1].seq)).await.typed();
+    assert_eq!(older.items.iter().map(|e| e.seq).collect::<Vec<_>>(), [page.items[2].seq]);
     let c2: Items<Event> = api.get("/v1/status/clusters/c2/syncsets/base/events").await.typed();
     assert_eq!(c2.items.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["Applied"]);
     let elsewhere: Items<Event> = api.get(&format!("{uri}?tenant=other")).await.typed();

@@ -1,17 +1,17 @@
-//! The live state's checks: deduplicated records, and drift that requeues its key.
+//! The live state's checks: deduplicated records, drift that requeues its key, and
+//! records that end with what the key stops applying.
 
 use super::*;
 
+/// ConfigMap `name` in namespace `apps`, as [`syncset`] writes them.
+fn cm(name: &str) -> ResourceRef {
+    ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: name.into() }
+}
+
 /// A live-state record of ConfigMap `name` of SyncSet `s1` at `rv`, drifted if `drift`.
 fn live(name: &str, rv: &str, drift: Option<&str>) -> LiveRecord {
-    let resource = fleetsync_model::ResourceRef {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        namespace: Some("apps".into()),
-        name: name.into(),
-    };
     LiveRecord {
-        resource,
+        resource: cm(name),
         syncset: "s1".into(),
         resource_version: rv.into(),
         state: fleetsync_model::LiveState::Present,
@@ -71,4 +71,42 @@ pub async fn live_state_deduplicated_and_drift_requeues(h: &dyn Harness) {
     assert!(s.live_list("default", "other").await.expect("list").is_empty());
     s.object_delete(Kind::Cluster, "default", "c1").await.expect("delete");
     assert!(s.live_list("default", "c1").await.expect("list").is_empty(), "a deleted cluster's live state goes with it");
+}
+
+/// A live record lasts as long as fleetsync applies its resource through the key,
+/// whether or not an agent reports the end: a run that applies a revision without the
+/// resource ends its record, a failed run ends none, and the key's removal (its
+/// SyncSet no longer selects the cluster) ends the rest. Other keys' records stay.
+pub async fn live_records_end_with_what_the_key_stops_applying(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let names = || {
+        let s = s.clone();
+        async move {
+            let listed = s.live_list("default", "c1").await.expect("list");
+            listed.into_iter().map(|l| (l.syncset, l.resource.name)).collect::<Vec<_>>()
+        }
+    };
+    let pairs = |p: &[(&str, &str)]| p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+    let run = |generation, names: &[&str]| RunOutcome::Applied { generation, inventory: names.iter().map(|n| cm(n)).collect() };
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, run(1, &["s1-0", "s1-1"])).await;
+    let other = LiveRecord { syncset: "s2".into(), ..live("s2-0", "1", None) };
+    s.live_record("default", "c1", vec![live("s1-0", "3", None), live("s1-1", "4", None), other]).await.expect("record");
+    assert_eq!(names().await, pairs(&[("s1", "s1-0"), ("s1", "s1-1"), ("s2", "s2-0")]));
+
+    s.objects_apply(vec![syncset("s1", 1, "v1")]).await.expect("s1 drops s1-1");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, failed("boom")).await;
+    assert_eq!(names().await.len(), 3, "a failed run ends no record: the next run decides");
+    clock.advance(Duration::from_secs(5));
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, run(2, &["s1-0"])).await;
+    assert_eq!(names().await, pairs(&[("s1", "s1-0"), ("s2", "s2-0")]), "the record of what the run no longer applies ends with it");
+
+    s.objects_apply(vec![cluster("c1", &[("env", "dev")])]).await.expect("s1 no longer selects c1");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    assert!(!item.desired);
+    assert_eq!(complete(&*s, &item, RunOutcome::Removed).await, CompleteOutcome::Removed);
+    assert_eq!(names().await, pairs(&[("s2", "s2-0")]), "the key's removal ends its records, and only its");
 }

@@ -8,8 +8,9 @@
 //!
 //! The checks are grouped by the role they exercise: the work queue (`queue.rs`), the
 //! objects (`objects.rs`) and their dry runs (`dry_run.rs`), the event log and its
-//! consumers (`events.rs`), members (`members.rs`) and live state (`live.rs`). The
-//! harness, the macro and the helpers they share are here.
+//! consumers (`events.rs`), members (`members.rs`), live state (`live.rs`) and
+//! explicit retries (`retries.rs`). The harness, the macro and the helpers they share
+//! are here.
 
 use crate::{
     ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventObject, EventRetention, EventsTrimmed, LiveOutcome, LiveRecord, OwnWrite,
@@ -49,7 +50,8 @@ macro_rules! conformance_tests {
             status_filtered_by_phase_and_staleness, clusters_filtered_by_labels, other_lists_page,
             summaries_equal_a_full_count, stale_clusters_are_those_without_a_sign_of_life, change_times_follow_the_oldest_unclaimed_change,
             dry_run_answers_as_the_apply_and_writes_nothing, a_rollout_moves_one_step_at_a_time_on_the_stores_clock,
-            rollout_controls_pause_resume_promote_and_abort, revisions_kept_are_those_still_needed_and_the_last_ten);
+            rollout_controls_pause_resume_promote_and_abort, revisions_kept_are_those_still_needed_and_the_last_ten,
+            live_records_end_with_what_the_key_stops_applying, retries_are_logged_naming_who_asked);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -71,6 +73,7 @@ mod paging;
 mod summary;
 mod dry_run;
 mod rollouts;
+mod retries;
 
 pub use queue::{
     coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
@@ -88,7 +91,7 @@ pub use events::{
     consumer_names_are_checked,
 };
 pub use members::members_and_shards;
-pub use live::live_state_deduplicated_and_drift_requeues;
+pub use live::{live_records_end_with_what_the_key_stops_applying, live_state_deduplicated_and_drift_requeues};
 pub use quotas::quotas_refuse_whole_applies;
 pub use paging::{
     cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page, status_filtered_by_phase_and_staleness,
@@ -96,6 +99,7 @@ pub use paging::{
 };
 pub use summary::{stale_clusters_are_those_without_a_sign_of_life, summaries_equal_a_full_count};
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
+pub use retries::retries_are_logged_naming_who_asked;
 pub use rollouts::{
     a_rollout_moves_one_step_at_a_time_on_the_stores_clock, revisions_kept_are_those_still_needed_and_the_last_ten,
     rollout_controls_pause_resume_promote_and_abort,

@@ -5,6 +5,7 @@
 //! it (`due.rs`).
 
 use super::due::position;
+use super::live::Ends;
 use super::locations::Locations;
 use super::queue::{attempts, key_columns};
 use super::{PgResult, Tx};
@@ -35,6 +36,7 @@ pub(super) async fn run(
     let now = tx.now;
     let mut updates = Updates::default();
     let mut deletes: Vec<String> = Vec::new();
+    let mut ends = Ends::default();
     let mut outcomes = Vec::with_capacity(items.len());
     for c in items {
         // A key completed earlier in this batch is no longer running: later ones are stale.
@@ -74,6 +76,9 @@ pub(super) async fn run(
                 updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
             }
         }
+        if let Some(kept) = crate::live::kept_after(&fin) {
+            ends.push(&c.key, &kept)?;
+        }
         tx.announce(Announce::completed(&fin, now));
         let name = format!("{}/{}", c.key.cluster, c.key.syncset);
         tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
@@ -102,6 +107,7 @@ pub(super) async fn run(
     if !deletes.is_empty() {
         tx.execute("DELETE FROM work WHERE ctid = ANY($1::text[]::tid[])", &[&deletes]).await?;
     }
+    ends.write(tx).await?;
     Ok(outcomes)
 }
 

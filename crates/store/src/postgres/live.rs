@@ -91,12 +91,48 @@ pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, rec
     for syncset in drifted {
         let key = WorkKey::new(tenant.clone(), cluster.clone(), syncset);
         match queue::retry(tx, key.clone()).await {
-            Ok(()) => out.requeued.push(key),
+            Ok(_) => out.requeued.push(key),
             Err(Failure::Store(StoreError::NotFound { .. })) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(out)
+}
+
+/// The live records that end with a batch of completions: per key, every one whose
+/// resource is not among those kept (see [`crate::live::kept_after`]).
+#[derive(Default)]
+pub(super) struct Ends {
+    tenants: Vec<String>,
+    clusters: Vec<String>,
+    syncsets: Vec<String>,
+    /// The stored identities kept, per key, as a JSON array.
+    kept: Vec<String>,
+}
+
+impl Ends {
+    pub(super) fn push(&mut self, key: &WorkKey, kept: &[String]) -> PgResult<()> {
+        self.kept.push(json("live_state", kept)?);
+        self.tenants.push(key.tenant.clone());
+        self.clusters.push(key.cluster.clone());
+        self.syncsets.push(key.syncset.clone());
+        Ok(())
+    }
+
+    /// Deletes the records that end, in one statement.
+    pub(super) async fn write(&self, tx: &Tx<'_>) -> PgResult<()> {
+        if self.kept.is_empty() {
+            return Ok(());
+        }
+        tx.execute(
+            "DELETE FROM live_state l
+             USING unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(tenant, cluster, syncset, kept)
+             WHERE l.tenant = k.tenant AND l.cluster = k.cluster AND l.syncset = k.syncset AND NOT (k.kept::jsonb ? l.resource)",
+            &[&self.tenants, &self.clusters, &self.syncsets, &self.kept],
+        )
+        .await?;
+        Ok(())
+    }
 }
 
 pub(super) async fn list<C: GenericClient>(c: &C, tenant: String, cluster: String) -> PgResult<Vec<LiveResource>> {

@@ -223,7 +223,8 @@ pub(super) async fn inventory_record(tx: &mut Tx<'_>, key: WorkKey, fence: Fence
 }
 
 /// Runs a key again as it is (an enqueue that changes nothing but the schedule).
-pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
+/// Runs a key again now; returns the generation it runs.
+pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<i64> {
     let now = tx.now.millis();
     let rows = tx
         .query(
@@ -236,7 +237,7 @@ pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
                  phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
                  updated_at = $1
              WHERE id = (SELECT id FROM held)
-             RETURNING id, shard, (SELECT was_phase FROM held), (SELECT was_run_at FROM held), phase, run_at",
+             RETURNING id, shard, (SELECT was_phase FROM held), (SELECT was_run_at FROM held), phase, run_at, generation",
             &[&now, &key.tenant, &key.cluster, &key.syncset],
         )
         .await?;
@@ -246,7 +247,7 @@ pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<()> {
     let from = position(r.try_get(2)?, r.try_get(3)?);
     tx.due.record(key, r.try_get(0)?, r.try_get(1)?, from, position(r.try_get(4)?, r.try_get(5)?));
     tx.wake_at(tx.now);
-    Ok(())
+    Ok(r.try_get(6)?)
 }
 
 /// Enqueues every key that is idle or parked (which have no row in `due`), locking

@@ -193,8 +193,18 @@ impl WorkQueue for PgStore {
         Ok(())
     }
 
-    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
-        self.write("retrying a key", |tx| Box::pin(queue::retry(tx, key.clone()))).await
+    async fn work_retry_by(&self, key: &WorkKey, actor: Option<&str>) -> Result<()> {
+        let actor = actor.map(str::to_string);
+        self.write("retrying a key", |tx| {
+            tx.actor = actor.clone();
+            let key = key.clone();
+            Box::pin(async move {
+                let generation = queue::retry(tx, key.clone()).await?;
+                tx.event(&key.tenant, "Status", &format!("{}/{}", key.cluster, key.syncset), "Retry", generation);
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn work_resync(&self) -> Result<u64> {

@@ -41,12 +41,23 @@ pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster
     for syncset in drifted {
         let key = WorkKey::new(tenant, cluster, syncset);
         match queue::retry(tx, now, &key) {
-            Ok(()) => out.requeued.push(key),
+            Ok(_) => out.requeued.push(key),
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(out)
+}
+
+/// Ends the live records of `key` whose resources are not among `kept` (stored
+/// identities; see [`crate::live::kept_after`]).
+pub(super) fn end_all_but(tx: &Transaction<'_>, key: &WorkKey, kept: &[String]) -> Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM live_state WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3
+             AND resource NOT IN (SELECT value FROM json_each(?4))",
+    )?
+    .execute(params![key.tenant, key.cluster, key.syncset, json("live_state", kept)?])?;
+    Ok(())
 }
 
 pub(super) fn list(c: &Connection, tenant: &str, cluster: &str) -> Result<Vec<LiveResource>> {

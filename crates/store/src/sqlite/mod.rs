@@ -378,9 +378,15 @@ impl WorkQueue for SqliteStore {
         Ok(())
     }
 
-    async fn work_retry(&self, key: &WorkKey) -> Result<()> {
-        let key = key.clone();
-        self.write("retrying a key", move |tx, now, _| queue::retry(tx, now, &key)).await?;
+    async fn work_retry_by(&self, key: &WorkKey, actor: Option<&str>) -> Result<()> {
+        let (key, actor) = (key.clone(), actor.map(str::to_string));
+        self.write("retrying a key", move |tx, now, _| {
+            let generation = queue::retry(tx, now, &key)?;
+            let name = format!("{}/{}", key.cluster, key.syncset);
+            let e = rows::NewEvent { tenant: &key.tenant, kind: "Status", name: &name, action: "Retry", generation, actor: actor.as_deref() };
+            rows::event_append(tx, now, e)
+        })
+        .await?;
         self.wake();
         Ok(())
     }

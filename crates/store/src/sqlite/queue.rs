@@ -255,6 +255,9 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
             .execute(params![db_phase(*phase), run_at.millis(), error, resources, now.millis(), h.id])?;
         }
     }
+    if let Some(kept) = crate::live::kept_after(&fin) {
+        super::live::end_all_but(tx, &c.key, &kept)?;
+    }
     let name = format!("{}/{}", c.key.cluster, c.key.syncset);
     let status = NewEvent { tenant: &c.key.tenant, kind: "Status", name: &name, action: fin.event_action(), generation: h.generation, actor: None };
     event_append(tx, now, status)?;
@@ -295,11 +298,13 @@ pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence
     Ok(())
 }
 
-pub(super) fn retry(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey) -> Result<()> {
-    if held(tx, key)?.is_none() {
+/// Runs a key again now; returns the generation it runs.
+pub(super) fn retry(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey) -> Result<i64> {
+    let Some(h) = held(tx, key)? else {
         return Err(StoreError::key_not_found(key));
-    }
-    enqueue(tx, now, key, Enqueue::again(), true)
+    };
+    enqueue(tx, now, key, Enqueue::again(), true)?;
+    Ok(h.generation)
 }
 
 pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
