@@ -338,7 +338,7 @@ fn a_syncset_that_selects_nothing_is_visible_and_fails_wait() {
     assert!(out.status.success(), "a warning, not a failure: {}", stderr(&out));
     assert_eq!(
         stderr(&out),
-        "Warning: syncset/nomatch selects no cluster (the tenant has 2): nothing will be applied until a cluster matches\n\
+        "Warning: syncset/nomatch selects no cluster: nothing will be applied until a cluster matches\n\
          Warning: syncset/named clusterNames names clusters that do not exist: eu-west-9\n"
     );
 

@@ -5,9 +5,10 @@
 
 use crate::error::Result;
 use fleetsync_api::ApplyResult;
-use fleetsync_model::{Document, Kind, RolloutPhase, SyncSetSpec};
-use fleetsync_store::{rollout_drive, Store};
+use fleetsync_model::{Document, Kind, LabelQuery, LabelTerm, RolloutPhase, SyncSetSpec};
+use fleetsync_store::{rollout_drive, ClusterFilter, PageRequest, Store};
 use std::collections::{BTreeMap, HashMap};
+
 
 /// The targeting of the SyncSets and the Clusters of one apply, taken before the
 /// documents go to the store.
@@ -39,19 +40,30 @@ impl Batch {
     }
 
     /// Fills in each SyncSet result's `warnings`, and its `staged` start when the
-    /// apply committed a new generation that a rollout stages.
+    /// apply committed a new generation that a rollout stages. Looks clusters up one by
+    /// name, or a page of one by label: never the tenant's whole list.
     pub async fn annotate(&self, store: &dyn Store, results: &mut [ApplyResult], committed: bool) -> Result<()> {
-        let mut known: HashMap<String, BTreeMap<String, BTreeMap<String, String>>> = HashMap::new();
         for r in results.iter_mut().filter(|r| r.kind == Kind::SyncSet) {
             let Some(spec) = self.syncsets.get(&(r.tenant.clone(), r.name.clone())) else { continue };
-            if !known.contains_key(&r.tenant) {
-                let mut clusters: BTreeMap<String, BTreeMap<String, String>> =
-                    store.cluster_list(Some(&r.tenant)).await?.into_iter().map(|c| (c.metadata.name, c.metadata.labels)).collect();
-                clusters.extend(self.clusters.get(&r.tenant).cloned().unwrap_or_default());
-                known.insert(r.tenant.clone(), clusters);
+            let batch = self.clusters.get(&r.tenant);
+            let in_batch = |name: &str| batch.is_some_and(|b| b.contains_key(name));
+            let mut missing = Vec::new();
+            for name in spec.cluster_names.iter().flatten().take(NAMES_CHECKED) {
+                if !in_batch(name) && store.cluster_get(&r.tenant, name).await?.is_none() {
+                    missing.push(name.clone());
+                }
             }
-            let clusters = known.get(&r.tenant).map(|c| c.iter()).into_iter().flatten();
-            r.warnings = warnings(spec, clusters, known.get(&r.tenant).map_or(0, BTreeMap::len));
+            let selects_any = match (&spec.cluster_names, &spec.cluster_selector) {
+                (Some(names), _) => names.len() > missing.len(),
+                (None, Some(selector)) => {
+                    let by_batch = batch.is_some_and(|b| b.iter().any(|(name, labels)| spec.selects(name, labels)));
+                    let terms = selector.match_labels.iter().map(|(k, v)| LabelTerm::Equal(k.clone(), v.clone())).collect();
+                    let filter = ClusterFilter { tenant: Some(r.tenant.clone()), labels: LabelQuery { terms } };
+                    by_batch || !store.cluster_page(&filter, &PageRequest::first(1)).await?.items.is_empty()
+                }
+                (None, None) => false,
+            };
+            r.warnings = warnings(&missing, selects_any);
             if committed && r.result == "updated" && spec.rollout.is_some() {
                 r.staged = staged(store, &r.tenant, &r.name, r.generation).await?;
             }
@@ -60,18 +72,18 @@ impl Batch {
     }
 }
 
-/// The warnings of a SyncSet `spec` against the tenant's `clusters` (`total` of them).
-fn warnings<'a>(spec: &SyncSetSpec, clusters: impl Iterator<Item = (&'a String, &'a BTreeMap<String, String>)>, total: usize) -> Vec<String> {
-    let selected: Vec<&String> = clusters.filter(|(name, labels)| spec.selects(name, labels)).map(|(name, _)| name).collect();
+/// The most names of `clusterNames` looked up one by one.
+const NAMES_CHECKED: usize = 100;
+
+/// The warnings of a SyncSet whose `clusterNames` name `missing` clusters that do not
+/// exist, and that selects some cluster or none.
+fn warnings(missing: &[String], selects_any: bool) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(names) = &spec.cluster_names {
-        let missing: Vec<&str> = names.iter().filter(|n| !selected.contains(n)).map(String::as_str).collect();
-        if !missing.is_empty() {
-            out.push(format!("clusterNames names clusters that do not exist: {}", missing.join(", ")));
-        }
+    if !missing.is_empty() {
+        out.push(format!("clusterNames names clusters that do not exist: {}", missing.join(", ")));
     }
-    if selected.is_empty() {
-        out.push(format!("selects no cluster (the tenant has {total}): nothing will be applied until a cluster matches"));
+    if !selects_any {
+        out.push("selects no cluster: nothing will be applied until a cluster matches".to_string());
     }
     out
 }
@@ -88,27 +100,13 @@ async fn staged(store: &dyn Store, tenant: &str, name: &str, generation: i64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetsync_model::LabelSelector;
-
-    fn clusters() -> BTreeMap<String, BTreeMap<String, String>> {
-        [("eu-1", "eu"), ("us-1", "us")].into_iter().map(|(n, r)| (n.to_string(), [("region".to_string(), r.to_string())].into())).collect()
-    }
-
-    fn spec(names: Option<&[&str]>, region: Option<&str>) -> SyncSetSpec {
-        let mut s: SyncSetSpec = serde_json::from_str("{}").expect("spec");
-        s.cluster_names = names.map(|n| n.iter().map(|s| s.to_string()).collect());
-        s.cluster_selector = region.map(|r| LabelSelector { match_labels: [("region".into(), r.into())].into() });
-        s
-    }
 
     #[test]
     fn a_syncset_that_selects_nothing_or_names_a_missing_cluster_is_warned_about() {
-        let c = clusters();
-        assert_eq!(warnings(&spec(None, Some("eu")), c.iter(), 2), Vec::<String>::new());
-        let typo = warnings(&spec(None, Some("ue")), c.iter(), 2);
-        assert_eq!(typo, ["selects no cluster (the tenant has 2): nothing will be applied until a cluster matches"]);
-        let missing = warnings(&spec(Some(&["eu-1", "eu-west-9"]), None), c.iter(), 2);
-        assert_eq!(missing, ["clusterNames names clusters that do not exist: eu-west-9"]);
-        assert_eq!(warnings(&spec(Some(&["eu-west-9"]), None), c.iter(), 2).len(), 2, "missing, and so none selected");
+        assert_eq!(warnings(&[], true), Vec::<String>::new());
+        assert_eq!(warnings(&[], false), ["selects no cluster: nothing will be applied until a cluster matches"]);
+        let missing = ["eu-west-9".to_string()];
+        assert_eq!(warnings(&missing, true), ["clusterNames names clusters that do not exist: eu-west-9"]);
+        assert_eq!(warnings(&missing, false).len(), 2, "missing, and so none selected");
     }
 }
