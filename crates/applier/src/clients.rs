@@ -68,13 +68,16 @@ pub(crate) struct ClusterClient {
     pub client: kube::Client,
     /// Kind → (resource, namespaced), found through discovery.
     pub kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+    /// The cluster's URL as errors name it: scheme, host, port and path, never user
+    /// info or a query; no trailing `/`.
+    pub base: String,
     source: Source,
     checked: Mutex<Checked>,
 }
 
 impl ClusterClient {
-    pub fn new(client: kube::Client, source: Source, checked: Checked) -> Self {
-        Self { client, kinds: Mutex::default(), source, checked: Mutex::new(checked) }
+    pub fn new(client: kube::Client, base: String, source: Source, checked: Checked) -> Self {
+        Self { client, kinds: Mutex::default(), base, source, checked: Mutex::new(checked) }
     }
 
     /// Whether it was built from what `endpoint` names now, as far as a call of a run

@@ -21,15 +21,23 @@
 //!   an admission webhook on a real cluster) refuses a worker that lost its lease.
 //! * Every endpoint's host, and every address a host name resolves to, is checked
 //!   against the hub's [`EgressPolicy`] (`KubeConfig::egress`); a refusal is
-//!   [`ApplyError::Forbidden`] (permanent) and names the rule.
+//!   [`ApplyError::Egress`] (shown as `forbidden:`; the key is parked at once) and
+//!   names the rule.
 //! * Errors are typed from the API's `Status` (409, 403, 404, 422, 5xx) or the
-//!   transport (unreachable, timeout). Only a `Status` body's reason and message reach
+//!   transport (unreachable, timeout). A transport error names the address of the
+//!   request (the cluster's URL and the API path, never user info or a query) and
+//!   every cause down to the innermost (connection refused, a DNS failure, a TLS
+//!   certificate problem, a connect timeout), each text once, at most
+//!   [`MAX_ERROR`](crate::error::MAX_ERROR) bytes with the middle cut out if need be,
+//!   e.g. `unreachable: https://10.0.0.5:6443/api/v1: client error (Connect): tcp
+//!   connect error: Connection refused (os error 111)`. Only a `Status` body's reason and message reach
 //!   the error, at most [`MAX_MESSAGE`] bytes; any other body (an HTML page, a service
 //!   that is not Kubernetes) is reduced to its HTTP status code and reason phrase, so a
 //!   target's response never lands verbatim in a key's `lastError`.
 
 use crate::clients::{lock, Checked, ClusterClient, Clients, Source};
 use crate::egress::{refusal_in, EgressPolicy, PolicyResolver};
+use crate::error::{causes, shorten, MAX_ERROR};
 use crate::gate;
 use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
 use crate::{ApplyContext, ApplyError, Applier, Moment};
@@ -161,11 +169,13 @@ impl KubeApplier {
                 return Err(ApplyError::Unsupported(format!("the Kubernetes applier does not handle {} endpoints", other.kind_name())))
             }
         };
-        let url = config.cluster_url.to_string();
-        let host = config.cluster_url.host().ok_or_else(|| ApplyError::Invalid(format!("cluster URL {url:?} names no host")))?;
-        self.egress.check_host(host).map_err(|e| ApplyError::Forbidden(e.to_string()))?;
-        let client = self.build_client(config).map_err(|e| ApplyError::Unreachable(format!("creating a client for {url}: {e}")))?;
-        Ok(slot.install(ClusterClient::new(client, source, read)))
+        let base = base_of(&config.cluster_url);
+        let host = config.cluster_url.host().ok_or_else(|| ApplyError::Invalid(format!("cluster URL {base:?} names no host")))?;
+        self.egress.check_host(host).map_err(|e| ApplyError::Egress(shorten(&e.to_string(), MAX_ERROR)))?;
+        let client = self
+            .build_client(config)
+            .map_err(|e| ApplyError::Unreachable(shorten(&format!("creating a client for {base}: {}", causes(&e)), MAX_ERROR)))?;
+        Ok(slot.install(ClusterClient::new(client, base, source, read)))
     }
 
     /// A kube client over our own hyper pool (bounded idle connections), with kube's
@@ -215,7 +225,12 @@ impl KubeApplier {
             return Ok(hit.clone());
         }
         let found = self.timed(kube::discovery::pinned_kind(&c.client, &gvk)).await;
-        let (ar, caps) = found.map_err(|e| match classify(e) {
+        // The request discovery makes for one kind: its group version's resources.
+        let target = match gvk.group.as_str() {
+            "" => format!("{}/api/{}", c.base, gvk.version),
+            group => format!("{}/apis/{group}/{}", c.base, gvk.version),
+        };
+        let (ar, caps) = found.map_err(|e| match classify(e, &target) {
             ApplyError::NotFound(m) => ApplyError::NotFound(format!("kind {} {} is not served by the cluster: {m}", r.api_version, r.kind)),
             other => other,
         })?;
@@ -269,11 +284,29 @@ fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, Appl
 /// the raw body in `message`).
 const NOT_A_STATUS: &str = "Failed to parse error data";
 
-/// Types a kube-rs error: the API's own status where there is one, else transport.
-/// An egress refusal anywhere in the chain is [`ApplyError::Forbidden`].
-fn classify(e: kube::Error) -> ApplyError {
+/// A cluster URL as errors name it: scheme, host, port and path; never user info or
+/// a query; no trailing `/`.
+fn base_of(url: &http::Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("https");
+    let host = url.host().unwrap_or("");
+    let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    format!("{scheme}://{host}{port}{}", url.path().trim_end_matches('/'))
+}
+
+/// Where a request of a cluster's client goes, as errors name it.
+fn target_of<B>(c: &ClusterClient, req: &http::Request<B>) -> String {
+    format!("{}{}", c.base, req.uri().path())
+}
+
+/// Types a kube-rs error of a request to `target`: the API's own status where there
+/// is one, else transport. An egress refusal anywhere in the chain is
+/// [`ApplyError::Egress`].
+fn classify(e: kube::Error, target: &str) -> ApplyError {
     if let Some(refused) = refusal_in(&e) {
-        return ApplyError::Forbidden(refused.to_string());
+        return ApplyError::Egress(shorten(&refused.to_string(), MAX_ERROR));
+    }
+    if let Some(passed) = cause_of::<gate::DeadlinePassed>(&e) {
+        return ApplyError::Transient(passed.to_string());
     }
     match e {
         kube::Error::Api(s) => {
@@ -299,12 +332,30 @@ fn classify(e: kube::Error) -> ApplyError {
         }
         kube::Error::Service(inner) if inner.is::<TimedOut>() => {
             let ms = inner.downcast_ref::<TimedOut>().map_or(0, |t| t.0.as_millis() as u64);
-            ApplyError::Timeout(ms)
+            ApplyError::Timeout { target: shorten(target, MAX_ERROR / 2), ms }
         }
-        kube::Error::HyperError(e) => ApplyError::Unreachable(e.to_string()),
-        kube::Error::Service(e) => ApplyError::Unreachable(e.to_string()),
-        other => ApplyError::Transient(other.to_string()),
+        // The wrappers' own texts (`ServiceError: …`) say nothing the causes do not.
+        kube::Error::HyperError(e) => unreachable(target, &e),
+        kube::Error::Service(e) => unreachable(target, &*e),
+        other => ApplyError::Transient(shorten(&causes(&other), MAX_ERROR)),
     }
+}
+
+/// A transport failure: the address of the request, then every cause.
+fn unreachable(target: &str, e: &(dyn std::error::Error + 'static)) -> ApplyError {
+    ApplyError::Unreachable(shorten(&format!("{target}: {}", causes(e)), MAX_ERROR))
+}
+
+/// The first error of type `E` in `e`'s chain of causes.
+fn cause_of<'a, E: std::error::Error + 'static>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a E> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(found) = err.downcast_ref::<E>() {
+            return Some(found);
+        }
+        next = err.source();
+    }
+    None
 }
 
 /// `text` with control characters as spaces, cut to at most [`MAX_MESSAGE`] bytes on
@@ -334,7 +385,8 @@ impl Applier for KubeApplier {
             .patch(&r.name, &params, &Patch::Apply(&obj))
             .map_err(|e| ApplyError::Invalid(format!("building the apply of {r}: {e}")))?;
         req.extensions_mut().insert(ctx.deadline.clone());
-        match self.timed(c.client.request::<DynamicObject>(req)).await.map_err(classify) {
+        let target = target_of(&c, &req);
+        match self.timed(c.client.request::<DynamicObject>(req)).await.map_err(|e| classify(e, &target)) {
             Ok(_) => Ok(()),
             Err(e @ ApplyError::NotFound(_)) => {
                 // The kind may have gone away: look it up afresh next time.
@@ -363,7 +415,8 @@ impl Applier for KubeApplier {
                 headers.insert(name, v);
             }
         }
-        match self.timed(c.client.request_status::<DynamicObject>(req)).await.map_err(classify) {
+        let target = target_of(&c, &req);
+        match self.timed(c.client.request_status::<DynamicObject>(req)).await.map_err(|e| classify(e, &target)) {
             Ok(_) | Err(ApplyError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }

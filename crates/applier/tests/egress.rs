@@ -79,7 +79,10 @@ async fn apply(k: &KubeApplier, url: String) -> Result<(), ApplyError> {
 /// A refusal is permanent and says which rule refused it.
 fn assert_denied(result: Result<(), ApplyError>, expect: &str) {
     let err = result.expect_err(expect);
-    assert!(matches!(&err, ApplyError::Forbidden(m) if m.contains(expect)), "{err}");
+    assert!(matches!(&err, ApplyError::Egress(m) if m.contains(expect)), "{err}");
+    assert!(err.to_string().starts_with("forbidden: egress to "), "{err}");
+    assert!(err.parks_at_once(), "{err}");
+    assert!(fleetsync_applier::error::is_egress_refusal(&format!("v1/ConfigMap apps/a: {err}")), "{err}");
     assert!(!err.is_retryable(), "{err}");
 }
 
@@ -139,7 +142,7 @@ async fn a_kubeconfig_server_is_held_to_the_same_policy() {
     let by_secret = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
     let refused = applier(&[], &[]).with_credentials(Arc::new(OneSecret(secret.clone())));
     let err = refused.apply(&by_secret, &cm(), &ctx()).await.expect_err("loopback");
-    assert!(matches!(&err, ApplyError::Forbidden(m) if m.contains("egress to 127.0.0.1 is denied (loopback")), "{err}");
+    assert!(matches!(&err, ApplyError::Egress(m) if m.contains("egress to 127.0.0.1 is denied (loopback")), "{err}");
     let allowed = applier(&["127.0.0.1"], &[]).with_credentials(Arc::new(OneSecret(secret)));
     allowed.apply(&by_secret, &cm(), &ctx()).await.expect("allowed");
 }

@@ -135,7 +135,7 @@ async fn slow_target_times_out_and_unreachable_is_typed() {
     reqwest::Client::new().put(url).json(&json!({"status": null, "delay_ms": 5000})).send().await.expect("set fault");
     let k = KubeApplier::new(KubeConfig { request_timeout: Duration::from_millis(300), egress: loopback(), ..KubeConfig::default() });
     let err = k.apply(&cluster(&s, "slow"), &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("slow");
-    assert!(matches!(err, ApplyError::Timeout(_)), "{err:?}");
+    assert!(matches!(err, ApplyError::Timeout { .. }), "{err:?}");
     assert!(err.is_retryable());
 
     let dead = Cluster { metadata: ObjectMeta::new("dead"), spec: ClusterSpec::new(Endpoint::Http { url: "http://127.0.0.1:9/clusters/dead".into() }) };

@@ -1,0 +1,100 @@
+//! What a key's error says when its target cannot be reached: the address of the
+//! request and the innermost cause (connection refused, a TLS certificate problem, no
+//! answer in time), against real sockets on loopback.
+
+use fleetsync_applier::egress::EgressPolicy;
+use fleetsync_applier::error::MAX_ERROR;
+use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
+use fleetsync_applier::{Applier, ApplyContext, ApplyError};
+use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Fence, Manifest, ObjectMeta, WorkKey};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn applier(timeout: Duration) -> KubeApplier {
+    let egress = EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule");
+    KubeApplier::new(KubeConfig { request_timeout: timeout, egress, ..KubeConfig::default() })
+}
+
+async fn apply(k: &KubeApplier, url: &str) -> ApplyError {
+    let c = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Http { url: url.into() }) };
+    let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "apps"}}));
+    let ctx = ApplyContext::new(WorkKey::new("default", "c1", "s1"), Fence::new(1), 1, 0);
+    k.apply(&c, &m, &ctx).await.expect_err("the target cannot be reached")
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then closed).
+async fn closed_port() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    listener.local_addr().expect("addr")
+}
+
+#[tokio::test]
+async fn a_closed_port_names_the_address_and_the_refusal() {
+    let addr = closed_port().await;
+    let err = apply(&applier(Duration::from_secs(5)), &format!("http://{addr}/clusters/c1")).await;
+    let text = err.to_string();
+    assert!(matches!(err, ApplyError::Unreachable(_)), "{err:?}");
+    // Discovery of the kind is the first request.
+    assert!(text.starts_with(&format!("unreachable: http://{addr}/clusters/c1/api/v1: ")), "{text}");
+    assert!(text.to_lowercase().contains("connection refused"), "the innermost cause: {text}");
+    assert!(text.len() <= "unreachable: ".len() + MAX_ERROR, "{}", text.len());
+}
+
+/// A TLS server on 127.0.0.1 with a self-signed certificate the applier does not trust.
+async fn tls_with_unknown_ca() -> SocketAddr {
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("certificate");
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.key_pair.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = acceptor.accept(socket).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_certificate_from_an_unknown_ca_is_named() {
+    let addr = tls_with_unknown_ca().await;
+    let err = apply(&applier(Duration::from_secs(5)), &format!("https://{addr}")).await;
+    let text = err.to_string();
+    assert!(matches!(err, ApplyError::Unreachable(_)), "{err:?}");
+    assert!(text.starts_with(&format!("unreachable: https://{addr}/api/v1: ")), "{text}");
+    assert!(text.contains("certificate") && text.contains("UnknownIssuer"), "the TLS problem: {text}");
+}
+
+/// A listener on 127.0.0.1 that accepts connections and never answers.
+async fn silent() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn no_answer_in_time_says_timed_out_and_where() {
+    let addr = silent().await;
+    let err = apply(&applier(Duration::from_millis(300)), &format!("http://{addr}/clusters/c1")).await;
+    assert!(matches!(err, ApplyError::Timeout { ms: 300, .. }), "{err:?}");
+    assert_eq!(err.to_string(), format!("timed out: http://{addr}/clusters/c1/api/v1: no answer within 300 ms"));
+    assert!(err.is_retryable());
+}
