@@ -73,10 +73,10 @@ impl SyncSetReconciler {
             let apply_ctx = ctx.apply_context(generation, index);
             let (res, ms) = self.timed(ctx, self.applier.apply(&cluster, manifest, &apply_ctx)).await?;
             if let Err(e) = res {
-                let error = format!("{r}: {e}");
+                let outcome = failure(&e, format!("{r}: {e}"));
                 results.push(result(r, ResourceOutcome::Failed, Some(e.to_string()), ms));
                 results.extend(manifests[index + 1..].iter().filter_map(|m| m.resource_ref().ok()).map(skipped));
-                return Ok((RunOutcome::Failed { error }, results));
+                return Ok((outcome, results));
             }
             results.push(result(r.clone(), ResourceOutcome::Applied, None, ms));
             applied.push(r);
@@ -84,8 +84,8 @@ impl SyncSetReconciler {
         if item.apply_mode == ApplyMode::Sync {
             let keep: HashSet<&ResourceRef> = applied.iter().collect();
             let gone: Vec<ResourceRef> = ctx.inventory().into_iter().filter(|r| !keep.contains(r)).collect();
-            if let Some(error) = self.delete_all(ctx, &cluster, gone, generation, &mut results).await? {
-                return Ok((RunOutcome::Failed { error }, results));
+            if let Some(failed) = self.delete_all(ctx, &cluster, gone, generation, &mut results).await? {
+                return Ok((failed, results));
             }
         }
         Ok((RunOutcome::Applied { generation, inventory: applied }, results))
@@ -97,15 +97,15 @@ impl SyncSetReconciler {
         let mut results = Vec::new();
         if item.apply_mode == ApplyMode::Sync {
             let gone = ctx.inventory();
-            if let Some(error) = self.delete_all(ctx, cluster, gone, item.generation, &mut results).await? {
-                return Ok((RunOutcome::Failed { error }, results));
+            if let Some(failed) = self.delete_all(ctx, cluster, gone, item.generation, &mut results).await? {
+                return Ok((failed, results));
             }
         }
         Ok((RunOutcome::Removed, results))
     }
 
     /// Deletes `gone` in reverse order (dependents before what they depend on);
-    /// returns the first error.
+    /// returns the failed outcome of the first error.
     async fn delete_all(
         &self,
         ctx: &Context,
@@ -113,16 +113,16 @@ impl SyncSetReconciler {
         gone: Vec<ResourceRef>,
         generation: i64,
         results: &mut Vec<ResourceResult>,
-    ) -> Result<Option<String>, ReconcileError> {
+    ) -> Result<Option<RunOutcome>, ReconcileError> {
         for (index, r) in gone.into_iter().rev().enumerate() {
             let apply_ctx = ctx.apply_context(generation, index);
             let (res, ms) = self.timed(ctx, self.applier.delete(cluster, &r, &apply_ctx)).await?;
             match res {
                 Ok(()) => results.push(result(r, ResourceOutcome::Deleted, None, ms)),
                 Err(e) => {
-                    let error = format!("deleting {r}: {e}");
+                    let outcome = failure(&e, format!("deleting {r}: {e}"));
                     results.push(result(r, ResourceOutcome::Failed, Some(e.to_string()), ms));
-                    return Ok(Some(error));
+                    return Ok(Some(outcome));
                 }
             }
         }
@@ -142,6 +142,15 @@ impl SyncSetReconciler {
         let outcome = if res.is_ok() { "ok" } else { "error" };
         self.metrics.applies.get_or_create(&OutcomeLabel { outcome }).inc();
         Ok((res, u32::try_from(elapsed.as_millis()).unwrap_or(u32::MAX)))
+    }
+}
+
+/// A run stopped by `e`: parked at once if trying again cannot help
+/// ([`ApplyError::parks_at_once`]), else retried with backoff.
+fn failure(e: &ApplyError, error: String) -> RunOutcome {
+    match e.parks_at_once() {
+        true => RunOutcome::Parked { error },
+        false => RunOutcome::Failed { error },
     }
 }
 

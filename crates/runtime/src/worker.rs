@@ -15,9 +15,10 @@ use crate::rollouts::rollout_loop;
 use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
 use tracing::Instrument;
+use fleetsync_applier::error::is_egress_refusal;
 use fleetsync_applier::{Applier, Moment};
 use fleetsync_model::{Clock, Phase, Timestamp};
-use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, RunOutcome, Store, StoreError};
+use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, RunOutcome, StatusFilter, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -78,6 +79,7 @@ impl Runtime {
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.renew_every, background.clone()));
         let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
         let rollouts = cfg.rollout_every.map(|every| tokio::spawn(rollout_loop(self.store.clone(), every, background.clone())));
+        let refused = tokio::spawn(retry_refused(self.store.clone()));
         let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, cfg.max_in_flight, &self.metrics).await;
         let view = membership.view();
         let leaving = CancellationToken::new();
@@ -112,7 +114,7 @@ impl Runtime {
         let _ = commit_task.await;
         background.cancel();
         let _ = renewer.await;
-        for task in [resync, rollouts].into_iter().flatten() {
+        for task in [resync, rollouts, Some(refused)].into_iter().flatten() {
             let _ = task.await;
         }
         Ok(())
@@ -298,7 +300,7 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
         Some(completion) => {
             shared.leases.completing(&item.key, item.fence);
             let error = match &completion.outcome {
-                RunOutcome::Failed { error } => Some(error.clone()),
+                RunOutcome::Failed { error } | RunOutcome::Parked { error } => Some(error.clone()),
                 _ => None,
             };
             // A run that applied (or removed) what was asked ends its change's latency.
@@ -351,6 +353,29 @@ fn record(metrics: &RuntimeMetrics, item: &ClaimedItem, error: Option<&str>, out
             tracing::warn!("completion refused: stale fencing token (lease was lost)");
             metrics.run("stale");
         }
+    }
+}
+
+/// Runs again, once, every key an egress refusal parked. A refusal parks its key at
+/// once (it is no use trying again under the same policy), but the policy is the
+/// processes' flags, so a changed policy is a process that starts: it gives those keys
+/// one more run. Reads the parked keys only.
+async fn retry_refused(store: Arc<dyn Store>) {
+    let parked = StatusFilter { phases: vec![Phase::Parked], ..StatusFilter::default() };
+    let keys = match store.status_list(&parked).await {
+        Ok(keys) => keys,
+        Err(e) => return tracing::warn!(error = %e, "could not read the parked keys to run those an egress refusal parked again"),
+    };
+    let mut again = 0;
+    for k in keys.iter().filter(|k| k.last_error.as_deref().is_some_and(is_egress_refusal)) {
+        match store.work_retry(&k.key).await {
+            Ok(()) => again += 1,
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => tracing::warn!(key = %k.key, error = %e, "could not run a key an egress refusal parked again"),
+        }
+    }
+    if again > 0 {
+        tracing::info!(keys = again, "keys an egress refusal parked run again under this process's egress policy");
     }
 }
 

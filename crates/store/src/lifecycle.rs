@@ -156,6 +156,11 @@ pub(crate) fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &Re
             };
             Finish::Failed { phase, run_at, error }
         }
+        // A change that arrived meanwhile may be the fix: run it again at once.
+        RunOutcome::Parked { error } => {
+            let phase = if h.dirty { Phase::Pending } else { Phase::Parked };
+            Finish::Failed { phase, run_at: now, error }
+        }
     })
 }
 
@@ -192,6 +197,16 @@ mod tests {
         assert_eq!(f(&held(true, 3)), Some(CompleteOutcome::Committed(Phase::Pending)));
         let Some(Finish::Failed { run_at, .. }) = finish(&held(false, 2), &c, Timestamp(1_000), &retry) else { panic!() };
         assert_eq!(run_at, Timestamp(3_000));
+    }
+
+    #[test]
+    fn a_refusal_parks_at_once_unless_dirty() {
+        let retry = RetryPolicy::default();
+        let c = completion(7, RunOutcome::Parked { error: "forbidden: egress to 127.0.0.1 is denied".into() });
+        let f = |h: &Held| finish(h, &c, Timestamp(1_000), &retry);
+        let Some(Finish::Failed { phase: Phase::Parked, run_at, error }) = f(&held(false, 1)) else { panic!("{:?}", f(&held(false, 1))) };
+        assert_eq!((run_at, error), (Timestamp(1_000), "forbidden: egress to 127.0.0.1 is denied"), "the first attempt, no backoff");
+        assert_eq!(f(&held(true, 1)).map(|f| f.outcome()), Some(CompleteOutcome::Committed(Phase::Pending)), "a change arrived meanwhile");
     }
 
     #[test]

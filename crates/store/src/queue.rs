@@ -172,6 +172,11 @@ pub enum RunOutcome {
     Applied { generation: i64, inventory: Vec<ResourceRef> },
     /// The run stopped at an error; retried with backoff or parked.
     Failed { error: String },
+    /// The run stopped at an error that trying again cannot fix until something
+    /// changes (the hub refused the target by its egress policy): parked at once, no
+    /// backoff. Like any parked key it runs again on a change of its Cluster or
+    /// SyncSet, a resync or an explicit retry.
+    Parked { error: String },
     /// The key's resources were removed (or left, in Upsert mode); the key is gone.
     Removed,
     /// Done with `generation` for now, but run again `after` this long (a reconciler

@@ -286,6 +286,7 @@ impl Model {
                 CompleteOutcome::Committed(phase)
             }
             RunOutcome::Removed => unreachable!("the model never removes"),
+            RunOutcome::Parked { .. } => unreachable!("the model never parks at once"),
             RunOutcome::Requeue { .. } => unreachable!("the model never requeues"),
         }
     }
