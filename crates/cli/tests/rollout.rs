@@ -107,7 +107,12 @@ fn maps(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// A hub with the fleet at generation 1 everywhere.
 fn fleet_at_one(sim: &SimChild, mode: &str, steps: &str, on_failure: &str, first: &[(&str, &str)]) -> Hub {
-    let hub = Hub::start_flags(&["--backoff-base", "50ms", "--max-attempts", "2"]);
+    fleet_at_one_with(&["--backoff-base", "50ms", "--max-attempts", "2"], sim, mode, steps, on_failure, first)
+}
+
+/// [`fleet_at_one`], the hub started with these flags.
+fn fleet_at_one_with(flags: &[&str], sim: &SimChild, mode: &str, steps: &str, on_failure: &str, first: &[(&str, &str)]) -> Hub {
+    let hub = Hub::start_flags(flags);
     apply(&hub, &format!("{}{}", clusters_yaml(sim), syncset_yaml(mode, steps, on_failure, first)));
     wait_for("generation 1 everywhere", Duration::from_secs(30), || all_applied_at(&hub, 1));
     let status = rollout(&hub, "status");
@@ -281,4 +286,35 @@ fn a_staged_change_reads_as_the_clusters_hold_it() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "syncset/app condition met: 4 of 4 clusters at generation 3\n");
     assert_eq!(holding("3"), 4, "met only once every cluster holds generation 3");
+}
+
+/// With `maxFailures: 0`, a canary whose run fails once and whose retry applies does not
+/// roll the rollout back (a transient failure is not a failure of the revision); a
+/// canary that keeps failing until its key parks does. Judged from what the canary holds.
+#[test]
+fn a_failure_its_retry_fixes_does_not_roll_back_one_that_parks_does() {
+    let sim = SimChild::start(0.0);
+    let hub = fleet_at_one_with(&["--backoff-base", "1s", "--max-attempts", "3"], &sim, "Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "1")]);
+    let canary = |hub: &Hub| common::status_items(hub).into_iter().find(|k| k.key.cluster == "c1").expect("the canary's key");
+
+    faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-a"]}));
+    apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2")]));
+    wait_for("the canary's first run to fail", Duration::from_secs(30), || canary(&hub).phase == Phase::Failed);
+    faults(&sim, "c1", serde_json::json!({}));
+    wait_for("the rollout past its first step", Duration::from_secs(30), || rollout(&hub, "status").step >= 1);
+    let status = rollout(&hub, "status");
+    assert_ne!(status.phase, RolloutPhase::RolledBack, "{status:?}");
+    assert_eq!(on_cluster(&sim, "c1").0, maps(&[("cm-a", "2")]), "the canary holds generation 2");
+    wait_for("the rollout to complete", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::Completed);
+
+    faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-a"]}));
+    let applied = Instant::now();
+    apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "3")]));
+    wait_for("the rollout to roll back once the canary parks", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::RolledBack);
+    // Three attempts, 1s and 2s apart (less 20% jitter): not before the key parked.
+    assert!(applied.elapsed() >= Duration::from_millis(2_400), "rolled back after {:?}, before the key parked", applied.elapsed());
+    assert!(rollout(&hub, "status").reason.unwrap_or_default().starts_with("step 1: 1 of 1 clusters failed (maxFailures 0); c1: "));
+    for c in ["c2", "c3", "c4"] {
+        assert_eq!(on_cluster(&sim, c).0, maps(&[("cm-a", "2")]), "{c} never saw generation 3");
+    }
 }
