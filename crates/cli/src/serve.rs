@@ -19,9 +19,6 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let trim = event_trim(&a.retention)?;
     let sim = SimConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimConfig::default() };
     let store = open_store(&a.store, store_config(&a.engine)?).await?;
-    if a.store.pg.database_url.is_none() {
-        crate::access::bootstrap(store.as_ref(), &a.store.db).await?;
-    }
     let shutdown = CancellationToken::new();
     let access = crate::access::settings(&a.access, shutdown.clone()).await?;
     let source = kube_source(&a.kube_source, &store).await?;
@@ -30,6 +27,10 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&a.listen)
         .await
         .with_context(|| format!("cannot listen on {} (is the port in use? set --listen)", a.listen))?;
+    // Only a hub that listens issues its first token: one that cannot start leaves none.
+    if a.store.pg.database_url.is_none() {
+        crate::access::bootstrap(store.as_ref(), &a.store.db).await?;
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", listener.local_addr()?);
     tracing::info!(%url, store = %describe(&a.store), "fleetsync hub serving {scheme}");

@@ -382,6 +382,33 @@ fn a_broken_watch_is_followed_by_a_relist_that_reports_vanished_objects() {
     assert!(text.contains("cannot watch the target; will re-list"), "the watch should have broken: {text}");
 }
 
+/// A Sync-mode SyncSet drops a resource: fleetsync deletes it from the cluster and the
+/// hub's live state no longer holds it (the agent's report of the deletion is dropped:
+/// fleetsync no longer applies it). Once the SyncSet is deleted, its removal leaves no
+/// live state of the cluster at all.
+#[test]
+fn live_state_follows_what_fleetsync_stops_applying() {
+    let (hub, sim, http, dir) = setup(3);
+    let _agent = Agent::start(&hub.url, &sim.addr, &dir.path().join("token"), &dir.path().join("agent.log"));
+    wait_for("the full state", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
+    let file = dir.path().join("dropped.yaml");
+    let sync = fleet(&sim.addr, 2).replace("spec:\n  clusterNames", "spec:\n  resourceApplyMode: Sync\n  clusterNames");
+    std::fs::write(&file, sync).expect("write");
+    let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("cm-2 to be deleted from the cluster", Duration::from_secs(30), || !http.sim_state(&sim.addr).contains_key("cm-2"));
+    hub.wait_until(Duration::from_secs(30), applied);
+    wait_for("the hub to hold the rest", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
+    let live = http.hub_live(&hub.url);
+    assert_eq!(live.keys().collect::<Vec<_>>(), ["cm-0", "cm-1"], "{live:?}");
+
+    let out = hub.cli(&["delete", "syncset", "base"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("the removal", Duration::from_secs(30), || http.sim_state(&sim.addr).is_empty() && common::status_items(&hub).is_empty());
+    let live = http.hub_live(&hub.url);
+    assert!(live.is_empty(), "{live:?}");
+}
+
 /// A credential reports for its own cluster only: the agent of c2 with c1's credential
 /// is refused (403) and exits saying so; a wrong token is 401; bad flags say what to fix.
 #[test]
