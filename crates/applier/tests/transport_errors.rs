@@ -6,6 +6,7 @@ use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::error::MAX_ERROR;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ApplyContext, ApplyError};
+use fleetsync_model::status::unreachable_cause;
 use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Fence, Manifest, ObjectMeta, WorkKey};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -21,7 +22,12 @@ async fn apply(k: &KubeApplier, url: &str) -> ApplyError {
     let c = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Http { url: url.into() }) };
     let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "apps"}}));
     let ctx = ApplyContext::new(WorkKey::new("default", "c1", "s1"), Fence::new(1), 1, 0);
-    k.apply(&c, &m, &ctx).await.expect_err("the target cannot be reached")
+    let err = k.apply(&c, &m, &ctx).await.expect_err("the target cannot be reached");
+    // What the cluster's reachability condition reads from the key's error, as the
+    // SyncSet applier writes it.
+    let text = err.to_string();
+    assert_eq!(unreachable_cause(&format!("v1/ConfigMap apps/a: {text}")), Some(text.as_str()));
+    err
 }
 
 /// A port on 127.0.0.1 that nothing listens on (bound, then closed).

@@ -139,7 +139,68 @@ pub struct ClusterStatus {
     pub tenant: String,
     pub cluster: String,
     pub condition: ClusterCondition,
+    /// Whether the cluster answers, by its keys' latest attempts ([`reachability`]);
+    /// absent while none of its keys has told (none applied, none failed to reach it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reachability: Option<Reachability>,
     pub syncsets: Vec<KeyStatus>,
+}
+
+/// A cluster's reachability condition ([`reachability`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reachability {
+    pub state: Reach,
+    /// `Unreachable`: since when, at the latest — the earliest time among the failing
+    /// keys' latest failed attempts (it may have started before: a key's first failure
+    /// is not kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+    /// `Unreachable`: the cause, as the newest failing key's error says it from its
+    /// `unreachable:` (or `timed out:`) on: the address tried and the innermost cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reach {
+    Reachable,
+    Unreachable,
+}
+
+/// Where a key's error says that its target could not be reached (the applier's
+/// `unreachable:` and `timed out:` errors, at the start or after the resource they
+/// stopped at); the error from there on.
+pub fn unreachable_cause(error: &str) -> Option<&str> {
+    const CLASSES: [&str; 2] = ["unreachable: ", "timed out: "];
+    let is_class = |text: &str| CLASSES.iter().any(|c| text.starts_with(c));
+    if is_class(error) {
+        return Some(error);
+    }
+    // `RESOURCE: ERROR` or `deleting RESOURCE: ERROR`; a resource names no `: `.
+    error.split_once(": ").map(|(_, rest)| rest).filter(|rest| is_class(rest))
+}
+
+/// A cluster's reachability from its keys' latest attempts; the one rule every view
+/// uses. A key whose latest attempt failed (it has an error and is not `Applied`) with
+/// an [`unreachable_cause`] says the cluster did not answer at its `updatedAt`; a key's
+/// last success (`lastAppliedAt`) says it answered then. The newest word wins:
+/// `Unreachable` if no key succeeded after the newest such failure, since the
+/// earliest of the failures newer than the last success; `Reachable` if a key succeeded
+/// after it, or none fails so and some key succeeded; `None` when no key has told.
+pub fn reachability(keys: &[KeyStatus]) -> Option<Reachability> {
+    let last_success = keys.iter().filter_map(|k| k.last_applied_at).max();
+    let failing: Vec<(&KeyStatus, &str)> = keys
+        .iter()
+        .filter(|k| k.phase != Phase::Applied)
+        .filter_map(|k| Some((k, unreachable_cause(k.last_error.as_deref()?)?)))
+        .filter(|(k, _)| last_success.is_none_or(|s| k.updated_at > s))
+        .collect();
+    let Some((newest, cause)) = failing.iter().max_by_key(|(k, _)| k.updated_at) else {
+        return last_success.map(|_| Reachability { state: Reach::Reachable, since: None, message: None });
+    };
+    let since = failing.iter().map(|(k, _)| k.updated_at).min().unwrap_or(newest.updated_at);
+    Some(Reachability { state: Reach::Unreachable, since: Some(since), message: Some((*cause).to_string()) })
 }
 
 impl ClusterStatus {
@@ -166,7 +227,8 @@ impl ClusterStatus {
                 message: format!("{applied} of {desired} SyncSets applied"),
             }
         };
-        Self { tenant: tenant.into(), cluster: cluster.into(), condition, syncsets }
+        let reachability = reachability(&syncsets);
+        Self { tenant: tenant.into(), cluster: cluster.into(), condition, reachability, syncsets }
     }
 }
 
@@ -255,5 +317,86 @@ mod tests {
         let bad = ClusterStatus::roll_up("t", "c", vec![key("a", Phase::Parked), key("b", Phase::Applying)]);
         assert_eq!(bad.condition.reason, "Degraded");
         assert!(bad.condition.message.contains("a: boom"), "{}", bad.condition.message);
+    }
+
+    const REFUSED: &str = "unreachable: https://10.0.0.5:6443/api/v1: client error (Connect): tcp connect error: Connection refused";
+
+    fn applied(s: &str, at: i64) -> KeyStatus {
+        KeyStatus { last_applied_at: Some(Timestamp(at)), updated_at: Timestamp(at), ..key(s, Phase::Applied) }
+    }
+
+    fn failing(s: &str, phase: Phase, error: &str, at: i64, last_applied: Option<i64>) -> KeyStatus {
+        KeyStatus {
+            attempts: 2,
+            last_error: Some(error.into()),
+            updated_at: Timestamp(at),
+            last_applied_at: last_applied.map(Timestamp),
+            ..key(s, phase)
+        }
+    }
+
+    fn unreachable(since: i64, message: &str) -> Option<Reachability> {
+        Some(Reachability { state: Reach::Unreachable, since: Some(Timestamp(since)), message: Some(message.into()) })
+    }
+
+    const REACHABLE: Option<Reachability> = Some(Reachability { state: Reach::Reachable, since: None, message: None });
+
+    #[test]
+    fn the_class_of_an_error() {
+        assert_eq!(unreachable_cause(&format!("v1/ConfigMap apps/a: {REFUSED}")), Some(REFUSED));
+        assert_eq!(unreachable_cause(&format!("deleting v1/ConfigMap apps/a: {REFUSED}")), Some(REFUSED));
+        assert_eq!(unreachable_cause(REFUSED), Some(REFUSED));
+        let timeout = "timed out: http://127.0.0.1:5/api/v1: no answer within 300 ms";
+        assert_eq!(unreachable_cause(&format!("v1/ConfigMap apps/a: {timeout}")), Some(timeout));
+        for other in ["v1/ConfigMap apps/a: forbidden: egress to 127.0.0.1 is denied", "v1/ConfigMap apps/a: transient: 500", "boom"] {
+            assert_eq!(unreachable_cause(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn reachability_by_the_newest_attempts() {
+        assert_eq!(reachability(&[]), None, "no key has told");
+        assert_eq!(reachability(&[key("a", Phase::Pending)]), None);
+        assert_eq!(reachability(&[applied("a", 10), applied("b", 20)]), REACHABLE);
+
+        // Failing since the oldest of the failing keys' latest attempts; the message is
+        // the newest failure's cause.
+        let timeout = "timed out: https://10.0.0.5:6443/api/v1: no answer within 30000 ms";
+        let keys = [
+            applied("a", 10),
+            failing("b", Phase::Failed, &format!("v1/ConfigMap apps/b: {REFUSED}"), 30, Some(5)),
+            failing("c", Phase::Parked, &format!("v1/ConfigMap apps/c: {timeout}"), 40, None),
+        ];
+        assert_eq!(reachability(&keys), unreachable(30, timeout));
+
+        // A key that succeeded after the newest failure: reachable again.
+        let back = [keys[1].clone(), keys[2].clone(), applied("a", 50)];
+        assert_eq!(reachability(&back), REACHABLE);
+
+        // A success between failures: failing only since the first failure after it.
+        let again = [
+            failing("b", Phase::Failed, REFUSED, 30, None),
+            applied("a", 35),
+            failing("c", Phase::Applying, &format!("x: {REFUSED}"), 40, Some(1)),
+        ];
+        assert_eq!(reachability(&again), unreachable(40, REFUSED));
+
+        // Errors the target itself gave (or the hub's own refusal) say nothing against it.
+        let other = [applied("a", 10), failing("b", Phase::Parked, "x: forbidden: egress to 10.0.0.5 is denied", 30, None)];
+        assert_eq!(reachability(&other), REACHABLE);
+        assert_eq!(reachability(&[failing("b", Phase::Failed, "x: invalid: 422", 30, None)]), None);
+    }
+
+    #[test]
+    fn roll_up_fills_reachability_and_json_says_it_in_camel_case() {
+        let c = ClusterStatus::roll_up("t", "c", vec![failing("b", Phase::Failed, &format!("x: {REFUSED}"), 1_700_000_000_000, None)]);
+        let json = serde_json::to_value(&c).expect("json");
+        assert_eq!(json["reachability"]["state"], "Unreachable");
+        assert_eq!(json["reachability"]["message"], REFUSED);
+        assert!(json["reachability"]["since"].is_string(), "{json}");
+        let ok = serde_json::to_value(ClusterStatus::roll_up("t", "c", vec![applied("a", 1)])).expect("json");
+        assert_eq!(ok["reachability"], serde_json::json!({"state": "Reachable"}));
+        let unknown = serde_json::to_value(ClusterStatus::roll_up("t", "c", vec![key("a", Phase::Pending)])).expect("json");
+        assert!(unknown.get("reachability").is_none(), "{unknown}");
     }
 }

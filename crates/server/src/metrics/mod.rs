@@ -10,13 +10,16 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
+use fleetsync_model::status::{reachability, unreachable_cause, Reach};
 use fleetsync_model::Phase;
-use fleetsync_store::QueueStats;
+use fleetsync_store::{QueueStats, StatusFilter, StatusRead};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub mod http;
 pub mod process;
@@ -32,6 +35,11 @@ struct PhaseLabel {
     phase: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabel {
+    tenant: String,
+}
+
 /// The metrics the API serves of its own: the queue's gauges (read from the store),
 /// open watches, the build, and the API's requests ([`http`]). Cheap to clone: clones
 /// share the same values.
@@ -42,6 +50,10 @@ pub struct QueueMetrics {
     oldest_ready_age: Gauge<f64, AtomicU64>,
     event_log_last_seq: Gauge,
     watches: Gauge,
+    unreachable_clusters: Family<TenantLabel, Gauge>,
+    /// Tenants that have had an unreachable cluster: set to 0 when none is left, so a
+    /// tenant's series does not keep its last value.
+    unreachable_tenants: Arc<Mutex<BTreeSet<String>>>,
     pub(crate) http: http::HttpMetrics,
 }
 
@@ -60,6 +72,11 @@ impl QueueMetrics {
         );
         r.register("event_log_last_seq", "Sequence number of the newest event", m.event_log_last_seq.clone());
         r.register("watches", "Event watches open on this process", m.watches.clone());
+        r.register(
+            "unreachable_clusters",
+            "Clusters whose reachability condition is Unreachable, per tenant (0 once a tenant has none left)",
+            m.unreachable_clusters.clone(),
+        );
         let build: Family<VersionLabel, Gauge> = Family::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
         r.register("build_info", "The version of the fleetsync build serving this endpoint (always 1)", build);
@@ -77,6 +94,42 @@ impl QueueMetrics {
         self.oldest_ready_age.set(stats.oldest_ready_age.as_secs_f64());
         self.event_log_last_seq.set(saturate(stats.last_event_seq));
     }
+
+    /// Sets the unreachable clusters per tenant; a tenant that had some and is not in
+    /// `counts` now is set to 0.
+    pub fn set_unreachable(&self, counts: &BTreeMap<String, u64>) {
+        let mut tenants = self.unreachable_tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        tenants.extend(counts.keys().cloned());
+        for tenant in tenants.iter() {
+            let n = counts.get(tenant).copied().unwrap_or(0);
+            self.unreachable_clusters.get_or_create(&TenantLabel { tenant: tenant.clone() }).set(saturate(n));
+        }
+    }
+}
+
+/// Unreachable clusters per tenant, by the reachability rule of every view
+/// ([`reachability`](fleetsync_model::status::reachability)), read without a scan of
+/// every key: the failed and parked keys (an index holds the keys with an error), and
+/// then, for each cluster one of them says did not answer, that cluster's keys. Nothing
+/// more is read while every cluster answers. A cluster whose only such keys are being
+/// run again right now (Applying) is counted at the next scrape.
+pub async fn unreachable_clusters(store: &dyn StatusRead) -> fleetsync_store::Result<BTreeMap<String, u64>> {
+    let failing = StatusFilter { phases: vec![Phase::Failed, Phase::Parked], ..StatusFilter::default() };
+    let suspects: BTreeSet<(String, String)> = store
+        .status_list(&failing)
+        .await?
+        .into_iter()
+        .filter(|k| k.last_error.as_deref().and_then(unreachable_cause).is_some())
+        .map(|k| (k.key.tenant, k.key.cluster))
+        .collect();
+    let mut counts = BTreeMap::new();
+    for (tenant, cluster) in suspects {
+        let keys = StatusFilter { tenant: Some(tenant.clone()), cluster: Some(cluster), ..StatusFilter::default() };
+        if reachability(&store.status_list(&keys).await?).is_some_and(|r| r.state == Reach::Unreachable) {
+            *counts.entry(tenant).or_insert(0) += 1;
+        }
+    }
+    Ok(counts)
 }
 
 fn saturate(n: u64) -> i64 {
@@ -89,6 +142,7 @@ fn saturate(n: u64) -> i64 {
 pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result<impl IntoResponse> {
     let stats = state.store.queue_stats().await?;
     state.queue_metrics.set(&stats);
+    state.queue_metrics.set_unreachable(&unreachable_clusters(&*state.store).await?);
     state.queue_metrics.watches.set(i64::try_from(state.watches.open()).unwrap_or(i64::MAX));
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     text::encode(&state.registry, accept).map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })
@@ -114,5 +168,70 @@ mod tests {
         assert!(out.contains("fleetsync_parked_keys 1"), "{out}");
         assert!(out.contains("fleetsync_oldest_ready_age_seconds 1.5"), "{out}");
         assert!(out.contains("fleetsync_event_log_last_seq 7"), "{out}");
+    }
+
+    fn encoded(registry: &Registry) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, registry).expect("encode");
+        out
+    }
+
+    /// Clusters counted per tenant by the reachability rule: one whose key failed to
+    /// reach it, not one whose other key applied since, nor one failing otherwise; and
+    /// back to 0 once it answers.
+    #[tokio::test]
+    async fn unreachable_clusters_per_tenant() {
+        use fleetsync_model::{Endpoint, WorkKey};
+        use fleetsync_store::sqlite::SqliteStore;
+        use fleetsync_store::{ClaimParams, Completion, Objects, RunOutcome, StoreConfig, WorkQueue};
+        use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, FleetShape};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open");
+        let shape = FleetShape { clusters: 3, syncsets: 2, resources: 1 };
+        store.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
+        let refused = "v1/ConfigMap apps/a: unreachable: https://10.0.0.5:6443/api/v1: tcp connect error: Connection refused";
+        // cluster 0: both keys fail to reach it; cluster 1: one fails so, the other applies
+        // after it; cluster 2: one key fails with a target's own answer.
+        let outcome = |key: &WorkKey, generation: i64| match (key.cluster == cluster_name(0), key.cluster == cluster_name(1), key.syncset == syncset_name(0)) {
+            (true, _, _) | (_, true, true) => RunOutcome::Failed { error: refused.into() },
+            (false, false, true) => RunOutcome::Failed { error: "v1/ConfigMap apps/a: invalid: 422 Unprocessable Entity".into() },
+            _ => RunOutcome::Applied { generation, inventory: vec![] },
+        };
+        let run = |claimed: Vec<fleetsync_store::ClaimedItem>, first: bool| {
+            claimed
+                .into_iter()
+                .filter(|c| (c.key.syncset == syncset_name(0)) == first)
+                .map(|c| Completion { outcome: outcome(&c.key, c.generation), key: c.key, fence: c.fence, resources: vec![] })
+                .collect::<Vec<_>>()
+        };
+        let claimed = store.work_claim(ClaimParams::new("w", 6, std::time::Duration::from_secs(30))).await.expect("claim");
+        assert_eq!(claimed.len(), 6);
+        store.work_complete(run(claimed.clone(), true)).await.expect("the failures first");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        store.work_complete(run(claimed, false)).await.expect("then the others");
+
+        let counts = unreachable_clusters(&store).await.expect("count");
+        assert_eq!(counts, BTreeMap::from([("default".to_string(), 1)]));
+        let mut registry = Registry::default();
+        let m = QueueMetrics::register(&mut registry);
+        m.set_unreachable(&counts);
+        assert!(encoded(&registry).contains("fleetsync_unreachable_clusters{tenant=\"default\"} 1"), "{}", encoded(&registry));
+
+        // Cluster 0 answers again: a retry of one key applies.
+        let key = WorkKey::new("default", cluster_name(0), syncset_name(1));
+        store.work_retry(&key).await.expect("retry");
+        let again = store.work_claim(ClaimParams::new("w", 6, std::time::Duration::from_secs(30))).await.expect("claim");
+        let done = again
+            .into_iter()
+            .filter(|c| c.key == key)
+            .map(|c| Completion { outcome: RunOutcome::Applied { generation: c.generation, inventory: vec![] }, key: c.key, fence: c.fence, resources: vec![] })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        store.work_complete(done).await.expect("applied");
+        let counts = unreachable_clusters(&store).await.expect("count");
+        assert_eq!(counts, BTreeMap::new());
+        m.set_unreachable(&counts);
+        assert!(encoded(&registry).contains("fleetsync_unreachable_clusters{tenant=\"default\"} 0"), "{}", encoded(&registry));
     }
 }

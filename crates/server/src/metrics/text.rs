@@ -30,12 +30,12 @@ pub fn wants_open_metrics(accept: Option<&str>) -> bool {
     })
 }
 
+/// An answer's content type header and body.
+pub type Encoded = ([(axum::http::HeaderName, &'static str); 1], String);
+
 /// `registry` as an answer in the format `accept` asks for: OpenMetrics, or else the
 /// classic text format.
-pub fn encode(
-    registry: &prometheus_client::registry::Registry,
-    accept: Option<&str>,
-) -> Result<([(axum::http::HeaderName, &'static str); 1], String), std::fmt::Error> {
+pub fn encode(registry: &prometheus_client::registry::Registry, accept: Option<&str>) -> Result<Encoded, std::fmt::Error> {
     let mut body = String::new();
     prometheus_client::encoding::text::encode(&mut body, registry)?;
     let content_type = axum::http::header::CONTENT_TYPE;
