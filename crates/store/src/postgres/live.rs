@@ -1,7 +1,8 @@
 //! Live state reported by agents on PostgreSQL (see [`crate::live`]). A batch is
 //! judged in Rust against the versions stored, then written with one set-based
 //! upsert; reports of one cluster are serialized by an advisory lock, so two hub
-//! processes receiving the same resend cannot both store it.
+//! processes receiving the same resend cannot both store it. Completions end the
+//! records of what their keys no longer apply ([`Ends`]).
 
 use super::{query, queue, Failure, PgResult, Tx};
 use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
@@ -74,6 +75,17 @@ pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, rec
             drifted.insert(r.syncset.clone());
         }
     }
+    // The keys' `work` rows are locked before any `live_state` row, as a completion
+    // locks them (`complete.rs`, which then ends live records): the two never wait for
+    // each other in a cycle.
+    for syncset in drifted {
+        let key = WorkKey::new(tenant.clone(), cluster.clone(), syncset);
+        match queue::retry(tx, key.clone()).await {
+            Ok(_) => out.requeued.push(key),
+            Err(Failure::Store(StoreError::NotFound { .. })) => {}
+            Err(e) => return Err(e),
+        }
+    }
     if !u.resources.is_empty() {
         tx.execute(
             "INSERT INTO live_state AS l (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
@@ -87,14 +99,6 @@ pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, rec
             &[&tenant, &cluster, &tx.now.millis(), &u.resources, &u.syncsets, &u.versions, &u.states, &u.objects, &u.drifts, &u.bumps, &u.unready],
         )
         .await?;
-    }
-    for syncset in drifted {
-        let key = WorkKey::new(tenant.clone(), cluster.clone(), syncset);
-        match queue::retry(tx, key.clone()).await {
-            Ok(_) => out.requeued.push(key),
-            Err(Failure::Store(StoreError::NotFound { .. })) => {}
-            Err(e) => return Err(e),
-        }
     }
     Ok(out)
 }
