@@ -11,7 +11,9 @@
 //! that cluster: `fleetsync token create --agent`); anyone else is refused before
 //! anything is read, so a refused caller learns nothing. A report is matched
 //! to the key whose SyncSet lists the resource ([`desired`]); reports of resources
-//! fleetsync does not apply there are acknowledged and dropped.
+//! fleetsync does not apply there are acknowledged and dropped. A resource's stored
+//! state ends with the run that stops applying it (the store's
+//! `live::kept_after`), so a deletion reported after it is not needed.
 
 pub mod desired;
 
