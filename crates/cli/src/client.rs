@@ -4,15 +4,15 @@
 
 use crate::args::{ApplyArgs, DryRun, Format, GetArgs, Resource};
 use crate::inputs;
-use crate::output::{names, structured, structured_list, text, NAME_LISTS_OBJECTS_ONLY};
-use crate::events;
+use crate::output::{names, structured, structured_list, NAME_LISTS_OBJECTS_ONLY};
+use crate::{details, events};
 use crate::tables::{self, Columns};
 use crate::{status, tenants};
 use anyhow::{anyhow, bail, Result};
 use crate::context::connect;
 use fleetsync::outln;
-use fleetsync_api::{all_pages, describe, Client, ClientError, PageParams};
-use fleetsync_model::{Kind, SyncSetProgress};
+use fleetsync_api::{all_pages, describe, ClientError, PageParams};
+use fleetsync_model::Kind;
 
 /// What to tell the user about a failed call: for an unreachable hub, where to point
 /// the client; for an expired event cursor, what to do.
@@ -135,8 +135,8 @@ pub async fn get(a: GetArgs) -> Result<()> {
             if format == Format::Name {
                 names(kind, std::slice::from_ref(&object))?;
             } else if !structured(format, &object)? {
-                let progress = progress_of(hub, a.resource, std::slice::from_ref(&object)).await?;
-                tables::objects(a.resource, std::slice::from_ref(&object), cols, &progress)?;
+                let details = details::read(hub, a.resource, std::slice::from_ref(&object), cols.wide).await?;
+                tables::objects(a.resource, std::slice::from_ref(&object), cols, &details)?;
             }
             Ok(())
         }
@@ -149,34 +149,16 @@ pub async fn get(a: GetArgs) -> Result<()> {
             if format == Format::Name {
                 return Ok(names(kind, &items)?);
             }
-            let progress = match format {
-                Format::Table | Format::Wide => progress_of(hub, a.resource, &items).await?,
-                _ => Vec::new(),
+            let details = match format {
+                Format::Table | Format::Wide => details::read(hub, a.resource, &items, cols.wide).await?,
+                _ => details::Details::default(),
             };
-            print_list(format, &items, |items| tables::objects(a.resource, items, cols, &progress))
+            print_list(format, &items, |items| tables::objects(a.resource, items, cols, &details))
         }
         (Resource::Status, _, _) if a.watch => status::watch(hub, &tenants, &a, cols).await,
         (Resource::Status, _, _) => status::print(hub, &tenants, &a, cols).await,
         _ => print_list(format, &hub.members().await.map_err(explain)?, tables::members),
     }
-}
-
-/// Each SyncSet's progress, for its row of a table (none for other kinds, or for a
-/// SyncSet deleted since it was listed).
-async fn progress_of(hub: &Client, resource: Resource, items: &[serde_json::Value]) -> Result<Vec<Option<SyncSetProgress>>> {
-    if !matches!(resource, Resource::Syncsets) {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::with_capacity(items.len());
-    for s in items {
-        let (tenant, name) = (text(&s["metadata"]["namespace"]), text(&s["metadata"]["name"]));
-        match hub.syncset_status_page(&tenant, &name, PageParams { limit: Some(1), continue_: None }).await {
-            Ok(status) => out.push(Some(status.progress)),
-            Err(e) if e.status().is_some_and(|s| s.as_u16() == 404) => out.push(None),
-            Err(e) => return Err(explain(e)),
-        }
-    }
-    Ok(out)
 }
 
 /// The page of `limit` items after the one whose token is `token`.

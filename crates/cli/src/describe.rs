@@ -9,6 +9,7 @@ use crate::output::{table, text, text_of};
 use anyhow::Result;
 use fleetsync::outln;
 use fleetsync_api::{Client, Event, PageParams};
+use fleetsync_model::status::{Reach, Reachability};
 use fleetsync_model::{Kind, StatusSummary, SyncSetProgress};
 use serde_json::Value;
 
@@ -46,6 +47,7 @@ async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
     let status = hub.cluster_status(tenant, name).await.map_err(explain)?;
     let c = &status.condition;
     field("Condition", &format!("Ready={} {} ({})", c.ready, c.reason, c.message))?;
+    field("Reachable", &reachable(status.reachability.as_ref()))?;
     outln!("SyncSets:")?;
     if status.syncsets.is_empty() {
         return Ok(outln!("  <none>")?);
@@ -61,6 +63,19 @@ async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
         })
         .collect();
     Ok(table(&["  SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "LAST ERROR"], &rows)?)
+}
+
+/// A cluster's reachability in words: `True`, `False since T: cause`, or `Unknown` while
+/// none of its keys has run.
+fn reachable(r: Option<&Reachability>) -> String {
+    match r {
+        None => "Unknown (no key has run on it yet)".into(),
+        Some(r) if r.state == Reach::Reachable => "True".into(),
+        Some(r) => {
+            let since = r.since.as_ref().map_or_else(String::new, |t| format!(" since {}", text_of(t)));
+            format!("False{since}: {}", r.message.as_deref().unwrap_or("no cause recorded"))
+        }
+    }
 }
 
 async fn syncset(hub: &Client, tenant: &str, name: &str, object: &Value) -> Result<()> {

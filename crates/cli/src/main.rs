@@ -9,6 +9,7 @@ mod context;
 mod delete;
 mod demo;
 mod describe;
+mod details;
 mod diff;
 mod events;
 mod inputs;

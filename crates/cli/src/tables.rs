@@ -4,7 +4,8 @@
 use crate::args::Resource;
 use crate::output::{clip, table, text, text_of};
 use fleetsync_api::{Event, Member};
-use fleetsync_model::{KeyStatus, SyncSetProgress};
+use crate::details::Details;
+use fleetsync_model::KeyStatus;
 use serde_json::Value;
 
 /// Which columns a table shows beyond the usual ones.
@@ -26,9 +27,9 @@ fn print(cols: Columns, headers: &[&str], rows: Vec<(String, Vec<String>)>) -> s
     table(&headers, &rows)
 }
 
-/// Objects as users write them (JSON documents), one row each; a SyncSet's row shows
-/// its `progress` (same order as `items`) where it was read.
-pub fn objects(resource: Resource, items: &[Value], cols: Columns, progress: &[Option<SyncSetProgress>]) -> std::io::Result<()> {
+/// Objects as users write them (JSON documents), one row each, with what `details`
+/// read beside them: a SyncSet's progress, a cluster's reachability (`-o wide`).
+pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Details) -> std::io::Result<()> {
     let row = |o: &Value, cells: Vec<String>| (text(&o["metadata"]["namespace"]), cells);
     let name_gen = |o: &Value| vec![text(&o["metadata"]["name"]), text(&o["metadata"]["generation"])];
     match resource {
@@ -45,17 +46,22 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, progress: &[O
                     // Where it points: the URL, or the Secret holding the kubeconfig.
                     let target = endpoint.and_then(|(_, v)| v.get("url").or_else(|| v.get("secretRef")));
                     cells.push(target.map_or("-".into(), text));
+                    // `-`: no key failed to reach it; `describe cluster` says why it is not.
+                    let at = (text(&c["metadata"]["namespace"]), text(&c["metadata"]["name"]));
+                    let unreachable = details.unreachable.get(&at).and_then(|r| r.since.as_ref()).map(|since| format!("No (since {})", text_of(since)));
+                    cells.push(unreachable.unwrap_or_else(|| "-".into()));
                 }
                 row(c, cells)
             });
-            let headers: &[&str] = if cols.wide { &["NAME", "GENERATION", "ENDPOINT", "LABELS", "TARGET"] } else { &["NAME", "GENERATION", "ENDPOINT", "LABELS"] };
+            let headers: &[&str] =
+                if cols.wide { &["NAME", "GENERATION", "ENDPOINT", "LABELS", "TARGET", "REACHABLE"] } else { &["NAME", "GENERATION", "ENDPOINT", "LABELS"] };
             print(cols, headers, rows.collect())
         }
         Resource::Syncsets => {
             let rows = items.iter().enumerate().map(|(i, s)| {
                 let resources = s["spec"]["resources"].as_array().map(Vec::as_slice).unwrap_or_default();
                 let mode = s["spec"].get("resourceApplyMode").map_or("Upsert".into(), text);
-                let p = progress.get(i).and_then(Option::as_ref);
+                let p = details.progress.get(i).and_then(Option::as_ref);
                 let mut cells = name_gen(s);
                 cells.extend([mode, resources.len().to_string()]);
                 cells.extend(match p {

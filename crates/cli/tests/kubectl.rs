@@ -69,10 +69,15 @@ default  us-east-1  1           simulator  env=prod,region=us
 team-a   a-1        1           http       env=dev
 "
     );
-    assert_eq!(
-        ok(&hub.cli(&["get", "clusters", "-o", "wide", "--namespace", "team-a"])),
-        "NAME  GENERATION  ENDPOINT  LABELS   TARGET\na-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1\n"
-    );
+    // Nothing listens on port 9: once its key failed, the cluster reads unreachable.
+    hub.wait_until(Duration::from_secs(30), |h| {
+        let out = h.cli(&["get", "status", "-n", "team-a", "--phase", "Failed,Parked"]);
+        stdout(&out).lines().count() > 1
+    });
+    let wide = ok(&hub.cli(&["get", "clusters", "-o", "wide", "--namespace", "team-a"]));
+    let lines: Vec<&str> = wide.lines().collect();
+    assert_eq!(lines[0], "NAME  GENERATION  ENDPOINT  LABELS   TARGET                           REACHABLE", "{wide}");
+    assert!(lines[1].starts_with("a-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1  No (since "), "{wide}");
     assert_eq!(ok(&hub.cli(&["get", "syncsets", "-A", "-o", "name"])), "syncset/base\nsyncset/eu-only\nsyncset/tools\n");
 
     hub.wait_until(Duration::from_secs(30), |h| {
@@ -293,7 +298,7 @@ fn wait_retry_and_describe() {
     let out = ok(&hub.cli(&["describe", "cluster", "eu-west-1"]));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
-        lines[..8],
+        lines[..9],
         [
             "Name:       eu-west-1",
             "Tenant:     default",
@@ -301,6 +306,7 @@ fn wait_retry_and_describe() {
             "Labels:     env=prod, region=eu",
             "Endpoint:   simulator",
             "Condition:  Ready=true Converged (2 of 2 SyncSets applied)",
+            "Reachable:  True",
             "SyncSets:",
             "  SYNCSET  PHASE    GENERATION  OBSERVED  ATTEMPTS  LAST ERROR",
         ],
@@ -309,6 +315,10 @@ fn wait_retry_and_describe() {
     assert!(lines.iter().any(|l| l.contains("Cluster  eu-west-1") && l.contains("Created")), "its own event: {out}");
     assert!(lines.iter().any(|l| l.contains("Status   eu-west-1/base") && l.contains("Applied")), "its keys': {out}");
 
+    let out = ok(&hub.cli(&["describe", "cluster", "a-1", "-n", "team-a"]));
+    let reachable = out.lines().find(|l| l.starts_with("Reachable:")).unwrap_or_default();
+    assert!(reachable.starts_with("Reachable:  False since ") && reachable.contains("http://127.0.0.1:9/clusters/a-1"), "the address: {out}");
+    assert!(reachable.contains("refused"), "and the cause: {out}");
     let out = ok(&hub.cli(&["describe", "syncset", "tools", "-n", "team-a"]));
     for want in ["Name:       tools", "Tenant:     team-a", "Mode:       Upsert", "Clusters:   a-1", "  v1 ConfigMap x/t", "Failures:", "  a-1 "] {
         assert!(out.contains(want), "{want:?} in {out}");

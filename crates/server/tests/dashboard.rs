@@ -17,6 +17,8 @@ use fantoccini::{Client, ClientBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
+use fleetsync_applier::egress::EgressPolicy;
+use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::ByEndpoint;
 use fleetsync_model::{Document, Endpoint, Grant};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
@@ -162,8 +164,7 @@ async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots:
     })
     .await;
     assert!(failed > 0 && failed < all, "the fleet has a failed key among others: {failed} of {all}");
-    let select = browser.find(fantoccini::Locator::Id("phase-filter")).await.expect("the phase filter");
-    select.select_by_value("Failed,Parked").await.expect("choose Failed or Parked");
+    choose(browser, "phase-filter", "Failed,Parked").await;
     let phases = eventually_value("the matrix narrowed to failed keys", || async {
         let phases = js(browser, "return [...document.querySelectorAll('#matrix td[data-phase]')].map(c => c.dataset.phase)").await;
         let phases: Vec<String> = serde_json::from_value(phases).unwrap_or_default();
@@ -176,8 +177,7 @@ async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots:
     let failures = js(browser, "return document.getElementById('failure-list').innerText").await;
     assert!(failures.as_str().is_some_and(|f| f.contains("broken on unreachable")), "failures first, with their reasons: {failures}");
     shots.take(browser, "matrix-failed").await;
-    let select = browser.find(fantoccini::Locator::Id("phase-filter")).await.expect("the phase filter");
-    select.select_by_value("").await.expect("every phase again");
+    choose(browser, "phase-filter", "").await;
     eventually("the whole matrix again", || async {
         js(browser, "return document.querySelectorAll('#matrix td[data-phase]').length").await.as_u64() == Some(all)
     })
@@ -251,6 +251,25 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
     .await;
     assert!(!error.is_empty() && error != "none", "{error}");
     shots.take(browser, "key-failed").await;
+
+    // A cluster's page says whether it can be reached, and why not, as its status does.
+    for (cluster, state) in [("unreachable", "Unreachable"), ("cluster-00001", "Reachable")] {
+        browser.goto(&hub.url(&format!("/#/cluster/{cluster}"))).await.expect("open the cluster");
+        let api = hub.get(&format!("/v1/status/clusters/{cluster}")).await;
+        assert_eq!(api["reachability"]["state"], state, "{api}");
+        let shown = eventually_value("the cluster's reachability", || async {
+            let script = "const r = document.getElementById('cluster-reachability'); return r ? [r.dataset.state, r.textContent] : null";
+            serde_json::from_value::<(String, String)>(js(browser, script).await).ok()
+        })
+        .await;
+        assert_eq!(shown.0, state, "{shown:?}");
+        if let Some(message) = api["reachability"]["message"].as_str() {
+            assert!(message.contains("127.0.0.1:9") && shown.1.ends_with(message), "the address and the cause: {shown:?} {message}");
+        }
+        let condition = js(browser, "return document.getElementById('cluster-condition').dataset.reason").await;
+        assert_eq!(condition, api["condition"]["reason"]);
+    }
+    shots.take(browser, "cluster-unreachable").await;
 }
 
 /// A SyncSet of three hive clusters staged by a rollout whose first step (one cluster)
@@ -554,6 +573,23 @@ impl Drop for ChromeDriver {
 /// Debian's packages of the browser and its driver.
 const BROWSER: &[&str] = &["chromium", "chromium-driver"];
 
+/// Chooses `value` in the `<select>` with this id; found again if the page redrew it
+/// between the find and the choice (a stale element).
+async fn choose(browser: &Client, id: &str, value: &str) {
+    let start = Instant::now();
+    loop {
+        let chosen = match browser.find(fantoccini::Locator::Id(id)).await {
+            Ok(select) => select.select_by_value(value).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match chosen {
+            Ok(_) => return,
+            Err(e) => assert!(start.elapsed() < PATIENCE, "choosing {value:?} in #{id}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn js(browser: &Client, script: &str) -> Value {
     browser.execute(script, vec![]).await.unwrap_or_else(|e| panic!("running {script:?}: {e}"))
 }
@@ -663,7 +699,11 @@ impl Hub {
         let queue_metrics = QueueMetrics::register(&mut registry);
         let state = AppState::new(store.clone(), Arc::new(registry), queue_metrics);
         let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.02), fail_rate: 0.0 });
-        let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() });
+        // The cluster at 127.0.0.1:9 is reached through the Kubernetes applier (nothing
+        // listens there: it is unreachable, with the cause).
+        let egress = EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule");
+        let kube = KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(5), egress, ..KubeConfig::default() });
+        let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), http: Some(Arc::new(kube)), ..ByEndpoint::default() });
         let shutdown = CancellationToken::new();
         let runtime = Runtime::new(store.clone(), applier, RuntimeConfig::default(), metrics);
         let workers = {

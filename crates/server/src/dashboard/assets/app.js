@@ -553,9 +553,10 @@ class ClusterView {
 
   async load() {
     const token = this.pager.current;
-    const [cluster, page] = await Promise.all([
+    const [cluster, page, status] = await Promise.all([
       api('/v1/clusters/' + q(this.name) + '?' + tenantQuery()),
       api('/v1/status?' + tenantQuery() + '&cluster=' + q(this.name) + '&limit=' + KEYS_PAGE + (token ? '&continue=' + q(token) : '')),
+      api('/v1/status/clusters/' + q(this.name) + '?' + tenantQuery()),
     ]);
     this.pager.next = page.continue || '';
     const labels = Object.entries((cluster.metadata && cluster.metadata.labels) || {}).map(([k, v]) => k + '=' + v).join(', ');
@@ -563,7 +564,17 @@ class ClusterView {
       el('td', {}, link('#/key/' + q(this.name) + '/' + q(k.syncset), k.syncset)), el('td', {}, badge(k.phase)),
       el('td', { class: 'num', text: k.observedGeneration + ' / ' + k.generation }), el('td', { class: 'num', text: k.attempts }),
       el('td', { text: age(k.lastAppliedAt) }), el('td', {}, el('pre', { text: k.lastError || '' }))));
+    const c = status.condition;
+    const r = status.reachability;
+    const reach = !r ? 'unknown: no key has run on it yet' : r.state === 'Reachable' ? 'reachable'
+      : 'unreachable since ' + r.since + ' (' + age(r.since) + ' ago): ' + (r.message || '');
+    const endpoint = Object.entries((cluster.spec && cluster.spec.endpoint) || {})[0];
+    const ref = endpoint && endpoint[1] && (endpoint[1].url || endpoint[1].secretRef);
     this.body.replaceChildren(el('p', { class: 'muted', text: labels ? 'labels: ' + labels : 'no labels' }),
+      el('p', { class: 'muted', id: 'cluster-endpoint',
+        text: 'endpoint: ' + (endpoint ? endpoint[0] + ' ' + (typeof ref === 'object' && ref ? 'Secret ' + ref.name : ref || '') : 'none') }),
+      el('p', { id: 'cluster-condition', 'data-reason': c.reason }, el('strong', { text: c.reason }), ': ' + c.message),
+      el('p', { id: 'cluster-reachability', 'data-state': r ? r.state : 'Unknown' }, el('strong', { text: 'Reachability' }), ': ' + reach),
       el('div', { class: 'toolbar' }, this.pager.controls('')),
       table(['SyncSet', 'phase', 'observed / generation', 'attempts', 'applied', 'last error'], rows, { id: 'key-list' }));
   }
