@@ -69,9 +69,9 @@ pub fn judge(old: Option<&str>, new: &str) -> LiveOutcome {
 ///
 /// A record lasts as long as fleetsync applies its resource through the key. A run
 /// that applied the key's revision keeps the records of what it applied (its
-/// inventory: what a Sync-mode run did not delete, an Upsert-mode run left alone, is
-/// no longer applied either); a finished removal keeps none. A failed run keeps them
-/// all: the run that next succeeds decides. An agent's report of the end itself comes
+/// inventory) and ends the others: Sync mode deleted those resources, Upsert mode left
+/// them on the target, unmanaged. A finished removal keeps none. A failed run keeps
+/// them all: the run that next succeeds decides. An agent's report of the end comes
 /// after the resource has left the key's revision, so it is dropped as unmanaged: only
 /// this rule ends the record.
 pub(crate) fn kept_after(fin: &Finish<'_>) -> Option<Vec<String>> {
