@@ -145,8 +145,8 @@ pub async fn rollout_controls_pause_resume_promote_and_abort(h: &dyn Harness) {
     assert!(drive(&*s, "default", "s", Some(RolloutControl::Resume), None).await.is_err(), "a rolled-back rollout takes no control");
     let ops = Some("token:ops".to_string());
     let logged = rollout_events(&*s).await;
-    let want = [("Paused", &ops), ("Progressing", &ops), ("Step 2", &ops), ("RolledBack", &ops)].map(|(a, o)| (a.to_string(), o.clone()));
-    assert_eq!(logged, want, "controls are logged naming who asked");
+    let want = [("AwaitingPromote", &None), ("Paused", &ops), ("Progressing", &ops), ("Step 2", &ops), ("RolledBack", &ops)].map(|(a, o)| (a.to_string(), o.clone()));
+    assert_eq!(logged, want, "the healthy canary waiting for its promote, then controls logged naming who asked");
 }
 
 /// The `Rollout` events of `s`: (action, actor), oldest first.
