@@ -452,6 +452,14 @@ mod tests {
         EgressPolicy::default().allowing("127.0.0.1".parse().expect("rule"))
     }
 
+    /// Errors name a cluster by its URL without user info or a query.
+    #[test]
+    fn errors_name_the_url_without_credentials() {
+        let uri: http::Uri = "https://user:s3cret@10.0.0.5:6443/clusters/c1/?token=s3cret".parse().expect("uri");
+        assert_eq!(base_of(&uri), "https://10.0.0.5:6443/clusters/c1");
+        assert_eq!(base_of(&"http://[::1]:8080".parse().expect("uri")), "http://[::1]:8080");
+    }
+
     #[test]
     fn a_long_message_is_cut_on_a_character_boundary() {
         let text = "é".repeat(MAX_MESSAGE);

@@ -104,3 +104,17 @@ async fn no_answer_in_time_says_timed_out_and_where() {
     assert_eq!(err.to_string(), format!("timed out: http://{addr}/clusters/c1/api/v1: no answer within 300 ms"));
     assert!(err.is_retryable());
 }
+
+/// A cluster URL too long for the bound loses its middle: the address's start and the
+/// innermost cause stay whole.
+#[tokio::test]
+async fn a_long_address_is_cut_in_the_middle_keeping_the_cause() {
+    let addr = closed_port().await;
+    let path = "p".repeat(2000);
+    let err = apply(&applier(Duration::from_secs(5)), &format!("http://{addr}/{path}")).await;
+    let ApplyError::Unreachable(text) = &err else { panic!("{err:?}") };
+    assert!(text.len() <= MAX_ERROR, "{}", text.len());
+    assert!(text.starts_with(&format!("http://{addr}/ppp")), "{text}");
+    assert!(text.contains('…'), "{text}");
+    assert!(text.ends_with("Connection refused (os error 111)"), "the cause stays whole: {text}");
+}
