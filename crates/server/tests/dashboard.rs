@@ -185,11 +185,7 @@ async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots:
 }
 
 async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots: &Screenshots) {
-    let cell = browser
-        .find(fantoccini::Locator::Css("#matrix td[data-cluster='cluster-00001'][data-syncset='syncset-002'] a"))
-        .await
-        .expect("the cell of cluster-00001 / syncset-002");
-    cell.click().await.expect("open the key");
+    click(browser, "#matrix td[data-cluster='cluster-00001'][data-syncset='syncset-002'] a").await;
     let want: Vec<String> = hub.get("/v1/status?cluster=cluster-00001&syncset=syncset-002&limit=1").await["items"][0]["resources"]
         .as_array()
         .expect("resources")
@@ -572,6 +568,23 @@ impl Drop for ChromeDriver {
 
 /// Debian's packages of the browser and its driver.
 const BROWSER: &[&str] = &["chromium", "chromium-driver"];
+
+/// Clicks the element `css` selects; found again if the page redrew it between the
+/// find and the click (the matrix redraws as events come).
+async fn click(browser: &Client, css: &str) {
+    let start = Instant::now();
+    loop {
+        let clicked = match browser.find(fantoccini::Locator::Css(css)).await {
+            Ok(e) => e.click().await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) => assert!(start.elapsed() < PATIENCE, "clicking {css}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
 /// Chooses `value` in the `<select>` with this id; found again if the page redrew it
 /// between the find and the choice (a stale element).
