@@ -249,7 +249,7 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
     shots.take(browser, "key-failed").await;
 
     // A cluster's page says whether it can be reached, and why not, as its status does.
-    for (cluster, state) in [("unreachable", "Unreachable"), ("cluster-00001", "Reachable")] {
+    for (cluster, state) in [("cluster-00001", "Reachable"), ("unreachable", "Unreachable")] {
         browser.goto(&hub.url(&format!("/#/cluster/{cluster}"))).await.expect("open the cluster");
         let api = hub.get(&format!("/v1/status/clusters/{cluster}")).await;
         assert_eq!(api["reachability"]["state"], state, "{api}");
