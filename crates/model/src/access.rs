@@ -125,8 +125,10 @@ impl Grant {
     }
 
     /// A grant as identity providers write it (an OIDC claim's values, an mTLS
-    /// certificate's organizations): `TENANT:ROLE` (`team-a:editor`), `fleet-admin`, or
-    /// `TENANT:agent:CLUSTER`.
+    /// certificate's organizations) and as the API reads it: `TENANT:ROLE`
+    /// (`team-a:editor`), `fleet-admin`, or `TENANT:agent:CLUSTER`. `fleet-admin` is
+    /// written alone: `TENANT:fleet-admin` is refused, since where teams may name their
+    /// own groups it would make a team admin of every tenant.
     pub fn parse(text: &str) -> Result<Grant, String> {
         if text == Role::FleetAdmin.as_str() {
             return Ok(Grant::Fleet);
@@ -136,6 +138,9 @@ impl Grant {
             return Err(format!("invalid grant {text:?}: write TENANT:ROLE (e.g. team-a:editor) or fleet-admin"));
         };
         let role: Role = role.parse()?;
+        if role == Role::FleetAdmin {
+            return Err(format!("invalid grant {text:?}: fleet-admin is every tenant's, written alone as `fleet-admin`, not for one tenant"));
+        }
         Grant::new(tenant, role, parts.next())
     }
 
@@ -211,8 +216,14 @@ mod tests {
         assert!(Grant::parse("team-a:agent").expect_err("cluster").contains("one cluster"));
         assert!(Grant::parse("team-a:viewer:c1").expect_err("cluster").contains("only for an agent"));
         assert!(Grant::parse("Team_A:viewer").expect_err("tenant").contains("invalid tenant"));
-        // fleet-admin of one tenant is still fleet-admin: the tenant is checked, then ignored.
+        // `token create --tenant t --role fleet-admin`: the tenant is checked, then ignored.
         assert_eq!(Grant::new("t", Role::FleetAdmin, None), Ok(Grant::Fleet));
+        // But a grant written `TENANT:fleet-admin` (an OIDC group, a certificate's
+        // organization, the API) is not fleet-admin: refused, whatever the tenant.
+        for text in ["team-a:fleet-admin", "team-a:fleet-admin:x"] {
+            assert!(Grant::parse(text).expect_err(text).contains("written alone"), "{text}");
+            assert!(serde_json::from_str::<Grant>(&format!("\"{text}\"")).is_err(), "{text}");
+        }
     }
 
     #[test]

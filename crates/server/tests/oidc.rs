@@ -131,6 +131,15 @@ async fn the_grants_may_come_from_another_claim() {
 
     let without = sign(&key, &claims(json!("fleet-admin")));
     assert!(matches!(oidc.verify(&without), Err(OidcError::NoGrants { claim }) if claim == "groups"));
+
+    // A group a team may name itself does not make it admin of every tenant.
+    let mut team_named = claims(json!([]));
+    team_named["groups"] = json!(["team-a:fleet-admin", "team-a:viewer"]);
+    let id = oidc.verify(&sign(&key, &team_named)).expect("groups");
+    assert_eq!(id.grants, vec![tenant("team-a", TenantRole::Viewer)], "TENANT:fleet-admin is no grant");
+    let mut only = claims(json!([]));
+    only["groups"] = json!(["team-a:fleet-admin"]);
+    assert!(matches!(oidc.verify(&sign(&key, &only)), Err(OidcError::NoGrants { .. })));
 }
 
 #[tokio::test]

@@ -183,7 +183,9 @@ async fn a_client_certificate_is_a_credential_of_the_api() {
     let ca = TestCa::new("fleetsync test CA").expect("CA");
     let ca_file = ca.write_cert(dir.path(), "ca").expect("write");
     let server = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
-    let bob = ca.client_cert("bob", &["team-a:viewer", "not a grant"]).expect("client").write(dir.path(), "bob").expect("w");
+    // `O=team-a:fleet-admin` is no grant: a team that names its own organizations is not
+    // thereby admin of every tenant.
+    let bob = ca.client_cert("bob", &["team-a:viewer", "team-a:fleet-admin"]).expect("client").write(dir.path(), "bob").expect("w");
     let api = hub_api(dir.path(), tls_config(&server, Some(ca_file.clone()))).await;
     let as_bob = ClientTls { client_cert: Some((bob.cert.clone(), bob.key.clone())), ..trusting(&ca_file) };
 
@@ -193,6 +195,8 @@ async fn a_client_certificate_is_a_credential_of_the_api() {
     hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-a").await.expect("bob reads team-a");
     let other = hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-b").await.expect_err("not team-b");
     assert_eq!(other.status().map(|s| s.as_u16()), Some(403));
+    let members = hub_client(&api.base, &as_bob).members().await.expect_err("no fleet-admin");
+    assert_eq!(members.status().map(|s| s.as_u16()), Some(403));
     let anonymous = hub_client(&api.base, &trusting(&ca_file)).whoami().await.expect_err("no credential");
     assert_eq!(anonymous.status().map(|s| s.as_u16()), Some(401));
     api.shut_down().await;

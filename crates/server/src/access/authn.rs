@@ -104,9 +104,9 @@ mod tests {
 
     #[test]
     fn certificates_grant_what_their_organizations_say() {
-        let id = ClientIdentity { common_name: "ci".into(), organizations: vec!["a:editor".into(), "not a grant".into()] };
+        let id = ClientIdentity { common_name: "ci".into(), organizations: vec!["a:editor".into(), "not a grant".into(), "a:fleet-admin".into()] };
         let c = from_certificate(&id);
         assert_eq!(c.subject, "cert:ci");
-        assert_eq!(c.grants, vec![Grant::parse("a:editor").expect("grant")]);
+        assert_eq!(c.grants, vec![Grant::parse("a:editor").expect("grant")], "O=a:fleet-admin is not fleet-admin");
     }
 }
