@@ -6,9 +6,8 @@
 use crate::error::Result;
 use fleetsync_api::ApplyResult;
 use fleetsync_model::{Document, Kind, LabelQuery, LabelTerm, RolloutPhase, SyncSetSpec};
-use fleetsync_store::{rollout_drive, ClusterFilter, PageRequest, Store};
+use fleetsync_store::{progress, rollout_drive, ClusterFilter, PageRequest, Store};
 use std::collections::{BTreeMap, HashMap};
-
 
 /// The targeting of the SyncSets and the Clusters of one apply, taken before the
 /// documents go to the store.
@@ -47,12 +46,8 @@ impl Batch {
             let Some(spec) = self.syncsets.get(&(r.tenant.clone(), r.name.clone())) else { continue };
             let batch = self.clusters.get(&r.tenant);
             let in_batch = |name: &str| batch.is_some_and(|b| b.contains_key(name));
-            let mut missing = Vec::new();
-            for name in spec.cluster_names.iter().flatten().take(NAMES_CHECKED) {
-                if !in_batch(name) && store.cluster_get(&r.tenant, name).await?.is_none() {
-                    missing.push(name.clone());
-                }
-            }
+            let names = spec.cluster_names.as_deref().unwrap_or_default();
+            let missing = progress::missing_clusters(store, &r.tenant, names, in_batch).await?;
             let selects_any = match (&spec.cluster_names, &spec.cluster_selector) {
                 (Some(names), _) => names.len() > missing.len(),
                 (None, Some(selector)) => {
@@ -71,9 +66,6 @@ impl Batch {
         Ok(())
     }
 }
-
-/// The most names of `clusterNames` looked up one by one.
-const NAMES_CHECKED: usize = 100;
 
 /// The warnings of a SyncSet whose `clusterNames` name `missing` clusters that do not
 /// exist, and that selects some cluster or none.

@@ -15,7 +15,7 @@ use crate::Store;
 use fleetsync_model::{KeyFailure, Phase, ProgressReason, RolloutBrief, RolloutPhase, RolloutStatus, StatusSummary, SyncSet, SyncSetProgress};
 
 /// The most names of `clusterNames` looked up to find those that do not exist.
-const NAMES_CHECKED: usize = 100;
+pub const NAMES_CHECKED: usize = 100;
 
 /// A SyncSet's keys counted by the generation each is told to run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,15 +130,28 @@ fn plural(n: u64, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
+/// The names among `names` (the first [`NAMES_CHECKED`]) of no cluster of `tenant`,
+/// looked up one by one; `known` names clusters that exist without being stored yet
+/// (those of the same apply).
+pub async fn missing_clusters<S: Store + ?Sized>(
+    store: &S,
+    tenant: &str,
+    names: &[String],
+    known: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, crate::StoreError> {
+    let mut missing = Vec::new();
+    for name in names.iter().take(NAMES_CHECKED) {
+        if !known(name) && store.cluster_get(tenant, name).await?.is_none() {
+            missing.push(name.clone());
+        }
+    }
+    Ok(missing)
+}
+
 /// The progress of `set` (as stored now), whose keys sum to `summary`.
 pub async fn read<S: Store + ?Sized>(store: &S, set: &SyncSet, summary: &StatusSummary) -> Result<SyncSetProgress, DriveError> {
     let (tenant, name, generation) = (set.metadata.tenant(), set.metadata.name.as_str(), set.metadata.generation);
-    let mut missing = Vec::new();
-    for n in set.spec.cluster_names.iter().flatten().take(NAMES_CHECKED) {
-        if store.cluster_get(tenant, n).await?.is_none() {
-            missing.push(n.clone());
-        }
-    }
+    let missing = missing_clusters(store, tenant, set.spec.cluster_names.as_deref().unwrap_or_default(), |_| false).await?;
     let holds_back = store.rollout_get(tenant, name).await?.is_some_and(|r| r.revision == generation && r.phase != RolloutPhase::Completed);
     let viewed = match holds_back {
         true => rollout_drive::status_with_clusters(store, tenant, name).await?,
