@@ -335,9 +335,10 @@ impl Client {
         Ok(self.get_json::<Items<TokenRecord>>("/v1/tokens", &[]).await?.items)
     }
 
-    /// `DELETE /v1/tokens/{name}`.
-    pub async fn token_revoke(&self, name: &str) -> Result<Revoked> {
-        let req = self.http.delete(self.url(&format!("/v1/tokens/{name}")));
+    /// `DELETE /v1/tokens/{name}` (`?tenant=`: which, when there are several so named).
+    pub async fn token_revoke(&self, name: &str, tenant: Option<&str>) -> Result<Revoked> {
+        let query: Vec<(&str, &str)> = tenant.map(|t| ("tenant", t)).into_iter().collect();
+        let req = self.http.delete(self.url(&format!("/v1/tokens/{name}"))).query(&query);
         self.call(req, "DELETE /v1/tokens").await
     }
 

@@ -166,7 +166,7 @@ pub struct TokenCreateArgs {
     /// How long it is valid (e.g. 30d, 12h); default: until revoked.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub ttl: Option<Duration>,
-    /// Its name (unique in the hub; default: made from the grant).
+    /// Its name (unique in its tenant; default: made from the grant).
     #[arg(long)]
     pub name: Option<String>,
 }
@@ -182,6 +182,10 @@ pub struct TokenListArgs {
 #[derive(Debug, Args)]
 pub struct TokenRevokeArgs {
     pub name: String,
+    /// The tenant of the token (of its grant): needed only when tokens of that name are
+    /// in several tenants you administer.
+    #[arg(long)]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub store: TokenStoreArgs,
 }

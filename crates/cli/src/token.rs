@@ -9,7 +9,7 @@ use crate::output::{structured, table, text_of};
 use anyhow::{anyhow, bail, Context, Result};
 use fleetsync_api::{Client, Items, TokenCreate};
 use fleetsync_model::{Grant, Role, SystemClock, TokenRecord};
-use fleetsync_server::access::tokens::{issue, TokenRequest};
+use fleetsync_server::access::tokens::{issue, pick, TokenRequest};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{StoreConfig, Tokens};
 use std::sync::Arc;
@@ -79,12 +79,14 @@ fn row(t: &TokenRecord) -> Vec<String> {
 pub async fn revoke(a: TokenRevokeArgs) -> Result<()> {
     match target(&a.store).await? {
         Target::Store(store) => {
-            if !store.token_revoke(&a.name).await? {
+            let records = store.token_list().await?;
+            let record = pick(&records, &a.name, a.tenant.as_deref())?;
+            if !store.token_revoke(record.grant.tenant(), &a.name).await? {
                 bail!("no token named {:?}", a.name);
             }
         }
         Target::Hub(hub) => {
-            hub.token_revoke(&a.name).await.map_err(crate::client::explain)?;
+            hub.token_revoke(&a.name, a.tenant.as_deref()).await.map_err(crate::client::explain)?;
         }
     }
     outln!("token/{} revoked", a.name)?;

@@ -253,8 +253,8 @@ impl Tokens for ExpireAfterClaim {
         self.inner.token_list().await
     }
 
-    async fn token_revoke(&self, name: &str) -> Result<bool> {
-        self.inner.token_revoke(name).await
+    async fn token_revoke(&self, tenant: Option<&str>, name: &str) -> Result<bool> {
+        self.inner.token_revoke(tenant, name).await
     }
 }
 

@@ -265,15 +265,20 @@ pub trait LiveState: Send + Sync + 'static {
 #[async_trait]
 pub trait Tokens: Send + Sync + 'static {
     /// Stores a new token's record under the SHA-256 of the token. `Ok(false)` and
-    /// nothing written if the name is taken.
+    /// nothing written if the name is taken: a token's name is unique in its tenant
+    /// (the tenant of its grant), and the name of a hub-wide token (`fleet-admin`, no
+    /// tenant) is unique in the whole store (no tenant's token may take it, and it may
+    /// take no name a tenant's token has), so that a tenant and a name always find one
+    /// token.
     async fn token_create(&self, record: &TokenRecord, hash: &[u8; 32]) -> Result<bool>;
     /// The record of the token whose SHA-256 is `hash`, expired or not (the caller judges
     /// expiry with its clock): one lookup by primary key, whatever the number of tokens.
     async fn token_find(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>>;
-    /// Every token's record, by name.
+    /// Every token's record, by name (and tenant, hub-wide first).
     async fn token_list(&self) -> Result<Vec<TokenRecord>>;
-    /// Deletes the token named `name`; `Ok(false)` if there is none.
-    async fn token_revoke(&self, name: &str) -> Result<bool>;
+    /// Deletes the token named `name` of `tenant` (`None`: the hub-wide one); `Ok(false)`
+    /// if there is none.
+    async fn token_revoke(&self, tenant: Option<&str>, name: &str) -> Result<bool>;
 }
 
 /// Revisions of SyncSets and their rollouts ([`crate::rollout`]).

@@ -19,8 +19,8 @@ pub const BOOTSTRAP_NAME: &str = "bootstrap-admin";
 /// Why a token was not issued.
 #[derive(Debug, thiserror::Error)]
 pub enum IssueError {
-    #[error("a token named {0:?} exists already: revoke it first, or choose another --name")]
-    NameTaken(String),
+    #[error("a token named {name:?} exists already {place}: revoke it first, or choose another --name")]
+    NameTaken { name: String, place: String },
     #[error("invalid token name {name:?}: {rule}")]
     BadName { name: String, rule: String },
     #[error("the store failed")]
@@ -87,9 +87,41 @@ pub async fn issue(store: &dyn Tokens, clock: &dyn Clock, req: TokenRequest) -> 
     };
     let token = format!("{PREFIX}{}", random_hex(32));
     if !store.token_create(&record, &hash(&token)).await? {
-        return Err(IssueError::NameTaken(name));
+        // Taken in its own tenant, or by a hub-wide token (whose names every tenant's
+        // admins may learn so): never a name of another tenant.
+        let place = match record.grant.tenant() {
+            Some(tenant) => format!("in tenant {tenant} or hub-wide"),
+            None => "(a hub-wide token's name is unique in the hub)".into(),
+        };
+        return Err(IssueError::NameTaken { name, place });
     }
     Ok((token, record))
+}
+
+/// Why a name did not pick one token to revoke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    #[error("token {0} not found")]
+    NotFound(String),
+    #[error("tokens named {name} are in {}: say which with --tenant (?tenant=)", .places.join(", "))]
+    Several { name: String, places: Vec<String> },
+}
+
+/// The one token among `records` (those the caller may see) named `name`, in `tenant`
+/// if given. A name is unique in a tenant (and a hub-wide token's in the store), so a
+/// name alone is enough unless the caller administers several tenants with a token of
+/// that name; then the tenant decides.
+pub fn pick<'a>(records: &'a [TokenRecord], name: &str, tenant: Option<&str>) -> Result<&'a TokenRecord, PickError> {
+    let found: Vec<&TokenRecord> =
+        records.iter().filter(|r| r.name == name && tenant.is_none_or(|t| r.grant.tenant() == Some(t))).collect();
+    match found[..] {
+        [] => Err(PickError::NotFound(name.to_string())),
+        [one] => Ok(one),
+        _ => {
+            let places = found.iter().map(|r| r.grant.tenant().map_or("hub-wide".to_string(), |t| format!("tenant {t}"))).collect();
+            Err(PickError::Several { name: name.to_string(), places })
+        }
+    }
 }
 
 /// Why a presented hub token was refused (the 401's message).

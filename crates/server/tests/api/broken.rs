@@ -200,7 +200,7 @@ impl Tokens for Broken {
         fail()
     }
 
-    async fn token_revoke(&self, _: &str) -> Result<bool> {
+    async fn token_revoke(&self, _: Option<&str>, _: &str) -> Result<bool> {
         fail()
     }
 }

@@ -14,5 +14,6 @@ mod objects;
 mod paging;
 mod ops;
 mod status;
+mod tokens;
 mod ui;
 mod watch_limits;

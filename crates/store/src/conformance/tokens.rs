@@ -13,33 +13,48 @@ fn record(name: &str, grant: &str, expires_at: Option<i64>) -> TokenRecord {
     }
 }
 
-/// Tokens are kept by hash and found by it; a name is taken once; revoking removes the
-/// token; every shape of grant and the expiry come back as written; a reopened store
-/// still has them.
+/// Tokens are kept by hash and found by it; a name is taken once per tenant (the
+/// tenant of the grant), and a hub-wide (fleet-admin) token's name once in the store;
+/// revoking a tenant's token removes that one only; every shape of grant and the
+/// expiry come back as written; a reopened store still has them.
 pub async fn tokens_found_by_hash_and_revoked(h: &dyn Harness) {
     let (s, _) = open(h).await;
     let records = [
         (record("ci", "team-a:editor", Some(T0.millis() + 60_000)), [1u8; 32]),
         (record("ops", "fleet-admin", None), [2u8; 32]),
         (record("agent-c1", "team-a:agent:c1", None), [3u8; 32]),
+        (record("ci", "team-b:viewer", None), [5u8; 32]),
     ];
     for (r, hash) in &records {
-        assert!(s.token_create(r, hash).await.expect("create"), "{}", r.name);
+        assert!(s.token_create(r, hash).await.expect("create"), "{} {}", r.name, r.grant);
     }
-    assert!(!s.token_create(&record("ci", "team-b:viewer", None), &[9u8; 32]).await.expect("create"), "the name is taken");
+    let taken = [
+        (record("ci", "team-a:viewer", None), "in its tenant"),
+        (record("agent-c1", "team-a:admin", None), "in its tenant, whatever the role"),
+        (record("ops", "team-c:admin", None), "by a hub-wide token"),
+        (record("ci", "fleet-admin", None), "a hub-wide name taken by a tenant's token"),
+    ];
+    for (r, why) in &taken {
+        assert!(!s.token_create(r, &[9u8; 32]).await.expect("create"), "{} {}: {why}", r.name, r.grant);
+    }
     assert_eq!(s.token_find(&[9u8; 32]).await.expect("find"), None, "nothing written for a taken name");
     for (r, hash) in &records {
         assert_eq!(s.token_find(hash).await.expect("find").as_ref(), Some(r));
     }
     assert_eq!(s.token_find(&[7u8; 32]).await.expect("find"), None);
-    let names: Vec<String> = s.token_list().await.expect("list").into_iter().map(|r| r.name).collect();
-    assert_eq!(names, ["agent-c1", "ci", "ops"]);
+    let listed: Vec<String> = s.token_list().await.expect("list").into_iter().map(|r| format!("{} {}", r.name, r.grant)).collect();
+    assert_eq!(listed, ["agent-c1 team-a:agent:c1", "ci team-a:editor", "ci team-b:viewer", "ops fleet-admin"]);
 
-    assert!(s.token_revoke("ci").await.expect("revoke"));
-    assert!(!s.token_revoke("ci").await.expect("revoke again"));
+    assert!(!s.token_revoke(Some("team-c"), "ci").await.expect("revoke in another tenant"));
+    assert!(!s.token_revoke(None, "ci").await.expect("revoke hub-wide"));
+    assert!(s.token_revoke(Some("team-a"), "ci").await.expect("revoke"));
+    assert!(!s.token_revoke(Some("team-a"), "ci").await.expect("revoke again"));
     assert_eq!(s.token_find(&[1u8; 32]).await.expect("find"), None);
+    assert_eq!(s.token_find(&[5u8; 32]).await.expect("find").as_ref(), Some(&records[3].0), "team-b's ci stays");
+    assert!(!s.token_revoke(Some("team-a"), "ops").await.expect("a hub-wide token is not a tenant's"));
     let s = h.open(StoreConfig::default()).await;
     assert_eq!(s.token_find(&[2u8; 32]).await.expect("find after reopen").as_ref(), Some(&records[1].0));
+    assert!(s.token_revoke(None, "ops").await.expect("revoke hub-wide"));
 }
 
 /// Applies and deletes by an actor put it on their events; changes by no one leave it
@@ -65,7 +80,7 @@ pub async fn expired_tokens_are_found_and_unknown_names_not_revoked(h: &dyn Harn
     let found = s.token_find(&[4u8; 32]).await.expect("find").expect("an expired token is still found");
     assert_eq!(found, expired);
     assert!(found.expired(clock.now()), "the caller sees it expired");
-    assert!(!s.token_revoke("nope").await.expect("revoke unknown"));
+    assert!(!s.token_revoke(Some("team-a"), "nope").await.expect("revoke unknown"));
     assert_eq!(s.token_list().await.expect("list"), [expired]);
 }
 

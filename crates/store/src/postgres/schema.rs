@@ -406,6 +406,18 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE INDEX live_state_issues ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL OR unready IS NOT NULL;
     "#,
     ),
+    (
+        "a token's name is unique in its tenant, not in the whole store",
+        r#"
+    -- The tenant of a token's grant; '' for a hub-wide (fleet-admin) token. No default:
+    -- a process of an older build, which writes no tenant, cannot issue tokens here.
+    ALTER TABLE tokens ADD COLUMN tenant text;
+    UPDATE tokens SET tenant = CASE WHEN strpos(grant_, ':') > 0 THEN split_part(grant_, ':', 1) ELSE '' END;
+    ALTER TABLE tokens ALTER COLUMN tenant SET NOT NULL;
+    ALTER TABLE tokens DROP CONSTRAINT tokens_name_key;
+    ALTER TABLE tokens ADD CONSTRAINT tokens_tenant_name_key UNIQUE (tenant, name);
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

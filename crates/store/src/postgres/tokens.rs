@@ -1,5 +1,6 @@
 //! Hub-issued tokens on PostgreSQL (see [`crate::Tokens`]): records keyed by the
-//! token's SHA-256.
+//! token's SHA-256, named once per tenant (the column `tenant`: the grant's, `''` for a
+//! hub-wide token).
 
 use super::{query, PgResult, PgStore};
 use crate::stored::corrupt;
@@ -13,10 +14,14 @@ const COLUMNS: &str = "name, grant_, created_at, expires_at, created_by";
 
 #[async_trait]
 impl Tokens for PgStore {
+    /// A transaction that locks the table against other writers of tokens (issuing one
+    /// is rare): a hub-wide token's name is checked against every tenant, which no
+    /// unique index can say. A transaction whose COMMIT failed is never run again, so
+    /// its own row cannot read as a taken name.
     async fn token_create(&self, record: &TokenRecord, hash: &[u8; 32]) -> Result<bool> {
-        self.write_statement("storing a token", |c, _| {
+        self.write("storing a token", |tx| {
             let (record, hash) = (record.clone(), *hash);
-            Box::pin(async move { create(c, &record, &hash).await })
+            Box::pin(async move { create(&tx.tx, &record, &hash).await })
         })
         .await
     }
@@ -34,7 +39,7 @@ impl Tokens for PgStore {
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
         self.read("listing tokens", |c, _| {
-            Box::pin(async move { query(c, &format!("SELECT {COLUMNS} FROM tokens ORDER BY name"), &[]).await?.iter().map(decode).collect() })
+            Box::pin(async move { query(c, &format!("SELECT {COLUMNS} FROM tokens ORDER BY name, tenant"), &[]).await?.iter().map(decode).collect() })
         })
         .await
     }
@@ -43,31 +48,36 @@ impl Tokens for PgStore {
     /// may have deleted the row the first time, and would then answer "no such token"
     /// for a revocation that took effect. A transaction whose COMMIT failed is never
     /// run again.
-    async fn token_revoke(&self, name: &str) -> Result<bool> {
+    async fn token_revoke(&self, tenant: Option<&str>, name: &str) -> Result<bool> {
         self.write("revoking a token", |tx| {
-            let name = name.to_string();
-            Box::pin(async move { Ok(tx.execute("DELETE FROM tokens WHERE name = $1", &[&name]).await? == 1) })
+            let (tenant, name) = (tenant_column(tenant).to_string(), name.to_string());
+            Box::pin(async move { Ok(tx.execute("DELETE FROM tokens WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await? == 1) })
         })
         .await
     }
 }
 
-/// Inserts the record unless its name is taken. Run again after a lost connection, it
-/// finds its own row by the hash (random: no other token has it) and says so.
+/// The `tenant` column of a token: its grant's tenant, `''` for a hub-wide one.
+fn tenant_column(tenant: Option<&str>) -> &str {
+    tenant.unwrap_or("")
+}
+
+/// Inserts the record unless its name is taken in its tenant, by a hub-wide token, or
+/// (for a hub-wide token) by any token.
 async fn create<C: GenericClient>(c: &C, r: &TokenRecord, hash: &[u8; 32]) -> PgResult<bool> {
     let (grant, expires) = (r.grant.to_string(), r.expires_at.map(Timestamp::millis));
-    let hash = &hash[..];
+    let tenant = tenant_column(r.grant.tenant());
+    c.batch_execute("LOCK TABLE tokens IN SHARE ROW EXCLUSIVE MODE").await?;
     let inserted = query(
         c,
-        "INSERT INTO tokens (hash, name, grant_, created_at, expires_at, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+        "INSERT INTO tokens (hash, tenant, name, grant_, created_at, expires_at, created_by)
+         SELECT $1, $2, $3, $4, $5, $6, $7
+         WHERE NOT EXISTS (SELECT 1 FROM tokens WHERE name = $3 AND (tenant = $2 OR tenant = '' OR $2 = ''))
          ON CONFLICT DO NOTHING RETURNING 1",
-        &[&hash, &r.name, &grant, &r.created_at.millis(), &expires, &r.created_by],
+        &[&&hash[..], &tenant, &r.name, &grant, &r.created_at.millis(), &expires, &r.created_by],
     )
     .await?;
-    if !inserted.is_empty() {
-        return Ok(true);
-    }
-    Ok(!query(c, "SELECT 1 FROM tokens WHERE hash = $1", &[&hash]).await?.is_empty())
+    Ok(!inserted.is_empty())
 }
 
 fn decode(r: &Row) -> PgResult<TokenRecord> {

@@ -515,9 +515,9 @@ impl Tokens for SqliteStore {
         self.read("listing tokens", |c, _| tokens::list(c)).await
     }
 
-    async fn token_revoke(&self, name: &str) -> Result<bool> {
-        let name = name.to_string();
-        self.write("revoking a token", move |tx, _, _| tokens::revoke(tx, &name)).await
+    async fn token_revoke(&self, tenant: Option<&str>, name: &str) -> Result<bool> {
+        let (tenant, name) = (tenant.map(str::to_string), name.to_string());
+        self.write("revoking a token", move |tx, _, _| tokens::revoke(tx, tenant.as_deref(), &name)).await
     }
 }
 

@@ -233,6 +233,20 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX live_state_drift;
     CREATE INDEX live_state_issues ON live_state (tenant, cluster, syncset) WHERE drift IS NOT NULL OR unready IS NOT NULL;
     "#,
+    // 16: a token's name is unique in its tenant (the tenant of its grant; '' for a
+    // hub-wide fleet-admin token), not in the whole store: the table is made again
+    // without the UNIQUE on name (SQLite cannot drop a constraint).
+    r#"
+    CREATE TABLE tokens_by_tenant (
+        hash BLOB PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, grant_ TEXT NOT NULL,
+        created_at INTEGER NOT NULL, expires_at INTEGER, created_by TEXT NOT NULL,
+        UNIQUE (tenant, name)) WITHOUT ROWID;
+    INSERT INTO tokens_by_tenant (hash, tenant, name, grant_, created_at, expires_at, created_by)
+        SELECT hash, CASE WHEN instr(grant_, ':') > 0 THEN substr(grant_, 1, instr(grant_, ':') - 1) ELSE '' END,
+            name, grant_, created_at, expires_at, created_by FROM tokens;
+    DROP TABLE tokens;
+    ALTER TABLE tokens_by_tenant RENAME TO tokens;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

@@ -1,4 +1,5 @@
-//! Hub-issued tokens (see [`crate::Tokens`]): records keyed by the token's SHA-256.
+//! Hub-issued tokens (see [`crate::Tokens`]): records keyed by the token's SHA-256,
+//! named once per tenant (the column `tenant`: the grant's, `''` for a hub-wide token).
 
 use crate::stored::corrupt;
 use crate::Result;
@@ -7,14 +8,25 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 const COLUMNS: &str = "name, grant_, created_at, expires_at, created_by";
 
+/// The `tenant` column of a token: its grant's tenant, `''` for a hub-wide one.
+fn tenant_column(tenant: Option<&str>) -> &str {
+    tenant.unwrap_or("")
+}
+
+/// Inserts the record unless its name is taken in its tenant, by a hub-wide token, or
+/// (for a hub-wide token) by any token. One writer at a time: the check and the insert
+/// see the same rows.
 pub(super) fn create(tx: &Transaction<'_>, record: &TokenRecord, hash: &[u8; 32]) -> Result<bool> {
     let inserted = tx
         .prepare_cached(
-            "INSERT INTO tokens (hash, name, grant_, created_at, expires_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            "INSERT INTO tokens (hash, tenant, name, grant_, created_at, expires_at, created_by)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+             WHERE NOT EXISTS (SELECT 1 FROM tokens WHERE name = ?3 AND (tenant = ?2 OR tenant = '' OR ?2 = ''))
              ON CONFLICT DO NOTHING",
         )?
         .execute(params![
             &hash[..],
+            tenant_column(record.grant.tenant()),
             record.name,
             record.grant.to_string(),
             record.created_at.millis(),
@@ -31,14 +43,15 @@ pub(super) fn find(c: &Connection, hash: &[u8; 32]) -> Result<Option<TokenRecord
 }
 
 pub(super) fn list(c: &Connection) -> Result<Vec<TokenRecord>> {
-    let sql = format!("SELECT {COLUMNS} FROM tokens ORDER BY name");
+    let sql = format!("SELECT {COLUMNS} FROM tokens ORDER BY name, tenant");
     let mut stmt = c.prepare_cached(&sql)?;
     let rows = stmt.query_map([], raw)?.collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter().map(decode).collect()
 }
 
-pub(super) fn revoke(tx: &Transaction<'_>, name: &str) -> Result<bool> {
-    Ok(tx.prepare_cached("DELETE FROM tokens WHERE name = ?1")?.execute(params![name])? == 1)
+pub(super) fn revoke(tx: &Transaction<'_>, tenant: Option<&str>, name: &str) -> Result<bool> {
+    let deleted = tx.prepare_cached("DELETE FROM tokens WHERE tenant = ?1 AND name = ?2")?.execute(params![tenant_column(tenant), name])?;
+    Ok(deleted == 1)
 }
 
 type Raw = (String, String, i64, Option<i64>, String);
