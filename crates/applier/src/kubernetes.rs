@@ -60,6 +60,8 @@ pub const FENCE_HEADER: &str = "x-fleetsync-fence";
 pub const KEY_HEADER: &str = "x-fleetsync-key";
 /// Longest text of a target's answer kept in an error (cut on a character boundary).
 pub const MAX_MESSAGE: usize = 512;
+/// Default [`KubeConfig::max_response_bytes`]: 8 MiB.
+pub const MAX_RESPONSE_BYTES: usize = 8 << 20;
 
 #[derive(Debug, Clone)]
 pub struct KubeConfig {
@@ -67,8 +69,12 @@ pub struct KubeConfig {
     pub field_manager: String,
     /// Take over fields owned by other managers (`force=true`).
     pub force: bool,
-    /// Longest time one request may take.
+    /// Longest time one request may take, its answer's body read in full included.
     pub request_timeout: Duration,
+    /// Most bytes of one answer's body the hub reads; a longer body fails the call
+    /// ([`ApplyError::Transient`], naming the limit) instead of filling the hub's
+    /// memory. Kubernetes keeps an object under 1.5 MiB, so the default leaves room.
+    pub max_response_bytes: usize,
     /// Drop a cluster's client after this long unused.
     pub idle_after: Duration,
     /// Clusters with a client at most; past it the least recently used lose theirs.
@@ -94,6 +100,7 @@ impl Default for KubeConfig {
             field_manager: "fleetsync".into(),
             force: true,
             request_timeout: Duration::from_secs(30),
+            max_response_bytes: MAX_RESPONSE_BYTES,
             idle_after: Duration::from_secs(600),
             max_clients: 10_000,
             max_idle_connections: 2,
@@ -209,7 +216,9 @@ impl KubeApplier {
             // quiet keeps its connections until its client is dropped.
             .pool_timer(hyper_util::rt::TokioTimer::new())
             .build::<_, gate::Gated>(connector);
+        let limit = self.config.max_response_bytes;
         let service = tower::ServiceBuilder::new()
+            .map_response(move |r| limited(r, limit))
             .layer(config.base_uri_layer())
             .option_layer(config.auth_layer()?)
             .map_request(gate::gated)
@@ -250,6 +259,30 @@ impl KubeApplier {
         }
     }
 }
+
+/// An answer whose body is cut off after `limit` bytes: reading more fails with
+/// [`TooLong`], so one cluster's endless answer costs the hub `limit` bytes at most.
+fn limited<B>(r: http::Response<B>, limit: usize) -> http::Response<impl http_body::Body<Data = bytes::Bytes, Error = tower::BoxError>>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<tower::BoxError>,
+{
+    use http_body_util::BodyExt;
+    r.map(|b| {
+        http_body_util::Limited::new(b, limit).map_err(move |e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                Box::new(TooLong(limit)) as tower::BoxError
+            } else {
+                e
+            }
+        })
+    })
+}
+
+/// An answer longer than the hub reads ([`KubeConfig::max_response_bytes`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the answer is longer than {0} bytes, the most the hub reads of one answer")]
+struct TooLong(usize);
 
 /// A request that ran out of time; mapped to [`ApplyError::Timeout`].
 #[derive(Debug, thiserror::Error)]
@@ -307,6 +340,9 @@ fn classify(e: kube::Error, target: &str) -> ApplyError {
     }
     if let Some(passed) = cause_of::<gate::DeadlinePassed>(&e) {
         return ApplyError::Transient(passed.to_string());
+    }
+    if let Some(too_long) = cause_of::<TooLong>(&e) {
+        return ApplyError::Transient(shorten(&format!("{target}: {too_long}"), MAX_ERROR));
     }
     match e {
         kube::Error::Api(s) => {

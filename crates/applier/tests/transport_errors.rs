@@ -18,11 +18,17 @@ fn applier(timeout: Duration) -> KubeApplier {
     KubeApplier::new(KubeConfig { request_timeout: timeout, egress, ..KubeConfig::default() })
 }
 
-async fn apply(k: &KubeApplier, url: &str) -> ApplyError {
+/// The error of applying a ConfigMap to the cluster at `url`.
+async fn apply_error(k: &KubeApplier, url: &str) -> ApplyError {
     let c = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Http { url: url.into() }) };
     let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "apps"}}));
     let ctx = ApplyContext::new(WorkKey::new("default", "c1", "s1"), Fence::new(1), 1, 0);
-    let err = k.apply(&c, &m, &ctx).await.expect_err("the target cannot be reached");
+    k.apply(&c, &m, &ctx).await.expect_err("the apply fails")
+}
+
+/// The same, for a target that cannot be reached: the cluster's reachability names it.
+async fn apply(k: &KubeApplier, url: &str) -> ApplyError {
+    let err = apply_error(k, url).await;
     // What the cluster's reachability condition reads from the key's error, as the
     // SyncSet applier writes it.
     let text = err.to_string();
@@ -117,4 +123,59 @@ async fn a_long_address_is_cut_in_the_middle_keeping_the_cause() {
     assert!(text.starts_with(&format!("http://{addr}/ppp")), "{text}");
     assert!(text.contains('…'), "{text}");
     assert!(text.ends_with("Connection refused (os error 111)"), "the cause stays whole: {text}");
+}
+
+/// A listener on 127.0.0.1 that answers every request `200` with a JSON body that
+/// never ends, written `chunk` at a time with `pause` between chunks; it stops after
+/// `cap` bytes per connection, so a hub that reads it all fails the test, not the machine.
+async fn endless(chunk: usize, pause: Duration, cap: usize) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let data = format!("{:x}\r\n{}\r\n", chunk, "[".repeat(chunk));
+                let mut sent = 0;
+                while sent < cap && socket.write_all(data.as_bytes()).await.is_ok() {
+                    sent += chunk;
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// An endless answer is read up to the limit and no further: the key fails naming the
+/// address and the limit, and trying again may succeed (the target may be fixed).
+#[tokio::test]
+async fn an_endless_answer_is_cut_at_the_limit_and_named() {
+    let addr = endless(64 << 10, Duration::ZERO, 1 << 30).await;
+    let egress = EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule");
+    let config = KubeConfig { request_timeout: Duration::from_secs(20), max_response_bytes: 1 << 20, egress, ..KubeConfig::default() };
+    let started = std::time::Instant::now();
+    let err = apply_error(&KubeApplier::new(config), &format!("http://{addr}/clusters/c1")).await;
+    assert_eq!(
+        err.to_string(),
+        format!("transient: http://{addr}/clusters/c1/api/v1: the answer is longer than 1048576 bytes, the most the hub reads of one answer")
+    );
+    assert!(err.is_retryable());
+    assert!(started.elapsed() < Duration::from_secs(10), "cut at the limit, not read to the end: {:?}", started.elapsed());
+}
+
+/// An answer that trickles in forever ends at the request timeout, its body included.
+#[tokio::test]
+async fn an_answer_that_trickles_forever_times_out() {
+    let addr = endless(16, Duration::from_millis(20), usize::MAX).await;
+    let err = apply(&applier(Duration::from_millis(500)), &format!("http://{addr}/clusters/c1")).await;
+    assert!(matches!(err, ApplyError::Timeout { ms: 500, .. }), "{err:?}");
 }

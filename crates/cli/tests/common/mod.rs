@@ -119,6 +119,11 @@ impl Hub {
     }
 
     /// Runs a client command against this hub as its fleet-admin.
+    /// The hub process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn cli(&self, args: &[&str]) -> Output {
         bin().args(args).args(["--server", &self.url]).env("FLEETSYNC_TOKEN", &self.token).output().expect("run client")
     }
