@@ -24,6 +24,7 @@ pub mod retry;
 pub mod rollout;
 pub mod rollout_drive;
 pub mod roles;
+pub mod sealed;
 pub mod summary;
 
 #[cfg(feature = "conformance")]
@@ -52,6 +53,7 @@ pub use queue::{
 pub use page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT};
 pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
+pub use sealed::{KeyFileError, Keyring, Resealed, SealError};
 pub use roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Store, Tokens, WorkQueue};
 
 use fleetsync_model::Clock;
@@ -66,5 +68,8 @@ pub struct StoreConfig {
     pub clock: Option<Arc<dyn Clock>>,
     /// Backoff and parking after failures.
     pub retry: RetryPolicy,
+    /// The keys Secrets are sealed with at rest ([`sealed`]): the first seals, every one
+    /// opens. `None`: Secrets are written in clear, and a sealed one does not read.
+    pub keys: Option<Arc<Keyring>>,
 }
 

@@ -70,7 +70,7 @@ async fn due_holds_exactly_the_ready_and_running_keys_after_every_kind_of_write(
     let (scratch, admin) = scratch().await;
     let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
     let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
-    let config = StoreConfig { clock: Some(clock.clone()), retry };
+    let config = StoreConfig { clock: Some(clock.clone()), retry, keys: None };
     let store = PgStore::connect(&test_database_url(), Some(&scratch.name), config).await.expect("connect");
     enter(&admin, &scratch).await;
     let ttl = Duration::from_secs(30);

@@ -120,7 +120,7 @@ async fn open(h: &dyn Harness) -> (Arc<dyn Store>, Arc<ManualClock>) {
 
 fn config(clock: Arc<ManualClock>) -> StoreConfig {
     let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
-    StoreConfig { clock: Some(clock), retry }
+    StoreConfig { clock: Some(clock), retry, keys: None }
 }
 
 pub fn cluster(name: &str, labels: &[(&str, &str)]) -> Document {

@@ -8,6 +8,7 @@ use super::queue::{enqueue, row_key, Enqueues};
 use super::rollouts;
 use super::{query, PgResult, Tx};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
+use crate::sealed::{self, decode_stored, Keyring};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
 use crate::quota::{self, Quota, Quotas, Usage};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
@@ -17,10 +18,10 @@ use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tokio_postgres::types::ToSql;
 
-/// Applies documents within `quotas`. Their tenants are locked first (in the order
-/// [`apply_as`] locks them, which takes the same locks again), so no other write changes
-/// what is measured between the two readings.
-pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document], quotas: &Quotas) -> PgResult<Vec<ApplyOutcome>> {
+/// Applies documents within `quotas`, Secrets sealed with `keys`. Their tenants are
+/// locked first (in the order [`apply_as`] locks them, which takes the same locks
+/// again), so no other write changes what is measured between the two readings.
+pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document], quotas: &Quotas, keys: Option<&Keyring>) -> PgResult<Vec<ApplyOutcome>> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
     for tenant in &tenants {
         tx.lock_tenant(tenant).await?;
@@ -30,7 +31,7 @@ pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document], quotas: &Quotas) -
     for (tenant, quota) in &limited {
         before.push(usage(tx, tenant, quota).await?);
     }
-    let out = apply_as(tx, docs, None).await?;
+    let out = apply_as(tx, docs, None, keys).await?;
     for ((tenant, quota), before) in limited.iter().zip(&before) {
         quota::check(tenant, quota, before, &usage(tx, tenant, quota).await?).map_err(StoreError::from)?;
     }
@@ -58,8 +59,8 @@ async fn usage(tx: &Tx<'_>, tenant: &str, quota: &Quota) -> PgResult<Usage> {
 }
 
 /// Applies documents, their tenants locked first; `own`: the key of an own write, which
-/// its enqueues leave clean ([`Planned::dirties`]).
-async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>) -> PgResult<Vec<ApplyOutcome>> {
+/// its enqueues leave clean ([`Planned::dirties`]); `keys`: what Secrets are sealed with.
+async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>, keys: Option<&Keyring>) -> PgResult<Vec<ApplyOutcome>> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
     for tenant in tenants {
         tx.lock_tenant(tenant).await?;
@@ -69,7 +70,7 @@ async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>) -> 
         out.push(match doc {
             Document::Cluster(c) => apply_cluster(tx, c, own).await?,
             Document::SyncSet(s) => apply_syncset(tx, s, own).await?,
-            Document::Secret(s) => apply_secret(tx, s, own).await?,
+            Document::Secret(s) => apply_secret(tx, s, own, keys).await?,
         });
     }
     Ok(out)
@@ -80,9 +81,9 @@ async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>) -> 
 /// with `own.fence`. The check comes last and locks the row,
 /// so a take-over cannot commit between the check and this commit; coming after the
 /// enqueues, which lock rows in id order, it usually finds the row locked already.
-pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite) -> PgResult<Vec<ApplyOutcome>> {
+pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite, keys: Option<&Keyring>) -> PgResult<Vec<ApplyOutcome>> {
     let k = &own.key;
-    let out = apply_as(tx, docs, Some(k)).await?;
+    let out = apply_as(tx, docs, Some(k), keys).await?;
     let held = tx
         .query_opt(
             "SELECT 1 FROM work WHERE tenant = $1 AND cluster = $2 AND syncset = $3 AND phase = 'running' AND fence = $4
@@ -151,26 +152,33 @@ async fn enqueue_all(tx: &mut Tx<'_>, plan: Vec<Planned>) -> PgResult<u64> {
     Ok(enqueued)
 }
 
-/// Stores a Secret; a new or changed one re-applies the keys of every cluster that
-/// reaches its target through it (new credentials, or ones that were missing).
-async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&WorkKey>) -> PgResult<ApplyOutcome> {
+/// Stores a Secret (sealed, given keys); a new or changed one re-applies the keys of
+/// every cluster that reaches its target through it (new credentials, or ones that
+/// were missing). The stored document is read and compared opened (sealing the same
+/// content twice gives two different rows); the tenant's lock keeps it as read.
+async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&WorkKey>, keys: Option<&Keyring>) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
+    let old = tx.query_opt("SELECT generation, doc FROM secrets WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await?;
+    if let Some(old) = old {
+        if sealed::open(keys, tenant, name, old.try_get(1)?).map_err(StoreError::from)? == doc {
+            return Ok(outcome(Kind::Secret, tenant, name, old.try_get(0)?, "unchanged", 0));
+        }
+    }
+    let doc = sealed::seal(keys, tenant, name, doc).map_err(StoreError::from)?;
     let row = tx
         .query_opt(
             "INSERT INTO secrets AS o (tenant, name, generation, doc) VALUES ($1, $2, 1, $3)
              ON CONFLICT (tenant, name) DO UPDATE SET generation = o.generation + 1, doc = EXCLUDED.doc
-             WHERE o.doc <> EXCLUDED.doc
              RETURNING generation",
             &[&tenant, &name, &doc],
         )
         .await?;
     let Some((generation, action)) = written(row)? else {
-        let generation = generation_of(tx.client(), Kind::Secret, tenant, name).await?;
-        return Ok(outcome(Kind::Secret, tenant, name, generation, "unchanged", 0));
+        return Err(corrupt("secrets", "the upsert returned no row").into());
     };
     tx.event(tenant, "Secret", name, action, generation);
-    let clusters: Vec<Cluster> = list(tx.client(), Kind::Cluster, Some(tenant.to_string())).await?;
+    let clusters: Vec<Cluster> = list(tx.client(), Kind::Cluster, Some(tenant.to_string()), None).await?;
     let mut enqueued = 0;
     for c in plan::secret_users(name, &clusters) {
         enqueued += enqueue_cluster(tx, c, own).await?;
@@ -269,7 +277,8 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
     Ok(())
 }
 
-pub(super) async fn get<T, C>(c: &C, kind: Kind, tenant: String, name: String) -> PgResult<Option<T>>
+/// An object; a Secret opened with `keys` ([`decode_stored`]).
+pub(super) async fn get<T, C>(c: &C, kind: Kind, tenant: String, name: String, keys: Option<&Keyring>) -> PgResult<Option<T>>
 where
     T: DeserializeOwned + WithGeneration,
     C: GenericClient,
@@ -277,20 +286,61 @@ where
     let sql = format!("SELECT doc, generation FROM {} WHERE tenant = $1 AND name = $2", table(kind));
     let rows = query(c, &sql, &[&tenant, &name]).await?;
     let Some(row) = rows.first() else { return Ok(None) };
-    Ok(Some(decode_doc(table(kind), row.try_get(0)?, row.try_get(1)?)?))
+    Ok(Some(decode_stored(kind, keys, &tenant, &name, row.try_get(0)?, row.try_get(1)?)?))
 }
 
-pub(super) async fn list<T, C>(c: &C, kind: Kind, tenant: Option<String>) -> PgResult<Vec<T>>
+/// The objects of a kind (of `tenant`, if given); Secrets opened with `keys`.
+pub(super) async fn list<T, C>(c: &C, kind: Kind, tenant: Option<String>, keys: Option<&Keyring>) -> PgResult<Vec<T>>
 where
     T: DeserializeOwned + WithGeneration,
     C: GenericClient,
 {
     let sql = format!(
-        "SELECT doc, generation FROM {} WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, name",
+        "SELECT tenant, name, doc, generation FROM {} WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, name",
         table(kind)
     );
     let rows = query(c, &sql, &[&tenant]).await?;
-    rows.iter().map(|row| Ok(decode_doc(table(kind), row.try_get(0)?, row.try_get(1)?)?)).collect()
+    rows.iter().map(|row| Ok(decode_stored(kind, keys, row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?)?)).collect()
+}
+
+impl super::PgStore {
+    /// Seals every Secret with the first of the config's keys where it is not yet (it
+    /// is in clear, or sealed with another key), keeping its generation: run at start,
+    /// this finishes a key rotation (see [`crate::sealed`]). Checks every Secret first
+    /// and fails, changing nothing, if one does not open with the keys given (or is
+    /// sealed and no keys were given). Each row is replaced only if it is still the
+    /// one read (an apply in between sealed it with its own keys).
+    pub async fn secrets_reseal(&self) -> crate::Result<sealed::Resealed> {
+        let keys = self.inner.config.keys.clone();
+        let rows: Vec<(String, String, String)> = self
+            .read("reading secrets", |c, _| {
+                Box::pin(async move {
+                    let rows = query(c, "SELECT tenant, name, doc FROM secrets ORDER BY tenant, name", &[]).await?;
+                    rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))).collect()
+                })
+            })
+            .await?;
+        let mut done = sealed::Resealed::default();
+        let mut writes = Vec::new();
+        for (tenant, name, stored) in rows {
+            let what = sealed::reseal(keys.as_deref(), &tenant, &name, &stored)?;
+            done.count(&stored, &what);
+            if let sealed::Reseal::Write(doc) = what {
+                writes.push((tenant, name, stored, doc));
+            }
+        }
+        for (tenant, name, old, new) in writes {
+            self.write_statement("sealing a secret again", |c, _| {
+                let (tenant, name, old, new) = (tenant.clone(), name.clone(), old.clone(), new.clone());
+                Box::pin(async move {
+                    let sql = "UPDATE secrets SET doc = $3 WHERE tenant = $1 AND name = $2 AND doc = $4";
+                    Ok(c.execute(sql, &[&tenant, &name, &new, &old]).await?)
+                })
+            })
+            .await?;
+        }
+        Ok(done)
+    }
 }
 
 /// Every SyncSet of a tenant with what is needed to match clusters.

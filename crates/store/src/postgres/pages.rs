@@ -3,7 +3,8 @@
 
 use super::{live, query, rows, PgResult};
 use crate::page::{LiveFilter, ObjectKey, Page, PageRequest, Scan};
-use crate::stored::{decode, decode_doc, table, WithGeneration};
+use crate::sealed::{decode_stored, Keyring};
+use crate::stored::{decode, table, WithGeneration};
 use crate::{LiveResource, StatusFilter};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{KeyStatus, Kind, LabelQuery, Timestamp, WorkKey};
@@ -13,13 +14,14 @@ use tokio_postgres::types::ToSql;
 
 /// A page of objects of `kind` (of `tenant`, if given); `labels`: Clusters only, the
 /// selector their labels must match (read from the `labels` column, before the document
-/// is decoded).
+/// is decoded); Secrets opened with `keys`.
 pub(super) async fn objects<T, C>(
     c: &C,
     kind: Kind,
     tenant: Option<&str>,
     labels: Option<&LabelQuery>,
     req: &PageRequest<ObjectKey>,
+    keys: Option<&Keyring>,
 ) -> PgResult<Page<T, ObjectKey>>
 where
     T: DeserializeOwned + WithGeneration,
@@ -51,8 +53,12 @@ where
                 (Some(q), Some(l)) => q.matches(&decode::<BTreeMap<String, String>>(table(kind), l)?),
                 _ => true,
             };
-            let item = if selected { Some(decode_doc(table(kind), r.try_get(3)?, r.try_get(4)?)?) } else { None };
-            chunk.push((ObjectKey { tenant: r.try_get(0)?, name: r.try_get(1)? }, item));
+            let key = ObjectKey { tenant: r.try_get(0)?, name: r.try_get(1)? };
+            let item = match selected {
+                true => Some(decode_stored(kind, keys, &key.tenant, &key.name, r.try_get(3)?, r.try_get(4)?)?),
+                false => None,
+            };
+            chunk.push((key, item));
         }
         if !scan.feed(chunk) {
             return Ok(scan.finish());

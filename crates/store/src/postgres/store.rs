@@ -42,19 +42,21 @@ impl Objects for PgStore {
     async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
         let (docs, quotas) = (Arc::new(docs), Arc::new(quotas.clone()));
         let actor = actor.map(str::to_string);
+        let keys = self.inner.config.keys.clone();
         self.write_ending("applying documents", commit, |tx| {
-            let (docs, quotas) = (docs.clone(), quotas.clone());
+            let (docs, quotas, keys) = (docs.clone(), quotas.clone(), keys.clone());
             tx.actor = actor.clone();
-            Box::pin(async move { objects::apply(tx, &docs, &quotas).await })
+            Box::pin(async move { objects::apply(tx, &docs, &quotas, keys.as_deref()).await })
         })
         .await
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
         let (docs, own) = (Arc::new(docs), Arc::new(own));
+        let keys = self.inner.config.keys.clone();
         self.write("applying an own write", |tx| {
-            let (docs, own) = (docs.clone(), own.clone());
-            Box::pin(async move { objects::apply_own(tx, &docs, &own).await })
+            let (docs, own, keys) = (docs.clone(), own.clone(), keys.clone());
+            Box::pin(async move { objects::apply_own(tx, &docs, &own, keys.as_deref()).await })
         })
         .await
     }
@@ -69,33 +71,41 @@ impl Objects for PgStore {
     }
 
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
-        self.read("reading a cluster", |c, _| Box::pin(objects::get(c, Kind::Cluster, tenant.to_string(), name.to_string()))).await
+        self.read("reading a cluster", |c, _| Box::pin(objects::get(c, Kind::Cluster, tenant.to_string(), name.to_string(), None))).await
     }
 
     async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
-        self.read("listing clusters", |c, _| Box::pin(objects::list(c, Kind::Cluster, tenant.map(str::to_string)))).await
+        self.read("listing clusters", |c, _| Box::pin(objects::list(c, Kind::Cluster, tenant.map(str::to_string), None))).await
     }
 
     async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
-        self.read("reading a syncset", |c, _| Box::pin(objects::get(c, Kind::SyncSet, tenant.to_string(), name.to_string()))).await
+        self.read("reading a syncset", |c, _| Box::pin(objects::get(c, Kind::SyncSet, tenant.to_string(), name.to_string(), None))).await
     }
 
     async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
-        self.read("listing syncsets", |c, _| Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string)))).await
+        self.read("listing syncsets", |c, _| Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string), None))).await
     }
 
     async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
-        self.read("reading a secret", |c, _| Box::pin(objects::get(c, Kind::Secret, tenant.to_string(), name.to_string()))).await
+        self.read("reading a secret", |c, _| {
+            let (tenant, name, keys) = (tenant.to_string(), name.to_string(), self.inner.config.keys.clone());
+            Box::pin(async move { objects::get(c, Kind::Secret, tenant, name, keys.as_deref()).await })
+        })
+        .await
     }
 
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
-        self.read("listing secrets", |c, _| Box::pin(objects::list(c, Kind::Secret, tenant.map(str::to_string)))).await
+        self.read("listing secrets", |c, _| {
+            let (tenant, keys) = (tenant.map(str::to_string), self.inner.config.keys.clone());
+            Box::pin(async move { objects::list(c, Kind::Secret, tenant, keys.as_deref()).await })
+        })
+        .await
     }
 
     async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
         self.read("listing clusters", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
-            Box::pin(async move { pages::objects(c, Kind::Cluster, f.tenant.as_deref(), Some(&f.labels), &p).await })
+            Box::pin(async move { pages::objects(c, Kind::Cluster, f.tenant.as_deref(), Some(&f.labels), &p, None).await })
         })
         .await
     }
@@ -103,15 +113,15 @@ impl Objects for PgStore {
     async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
         self.read("listing syncsets", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
-            Box::pin(async move { pages::objects(c, Kind::SyncSet, f.tenant.as_deref(), None, &p).await })
+            Box::pin(async move { pages::objects(c, Kind::SyncSet, f.tenant.as_deref(), None, &p, None).await })
         })
         .await
     }
 
     async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
         self.read("listing secrets", |c, _| {
-            let (f, p) = (filter.clone(), page.clone());
-            Box::pin(async move { pages::objects(c, Kind::Secret, f.tenant.as_deref(), None, &p).await })
+            let (f, p, keys) = (filter.clone(), page.clone(), self.inner.config.keys.clone());
+            Box::pin(async move { pages::objects(c, Kind::Secret, f.tenant.as_deref(), None, &p, keys.as_deref()).await })
         })
         .await
     }

@@ -4,6 +4,11 @@
 //! a separate reader connection serves status and listings without waiting for it.
 //! Both run on tokio's blocking pool. `synchronous = FULL`: a commit is on disk before
 //! the call returns, which is what the API's 2xx promises.
+//!
+//! The file holds the fleet's credentials (Secrets, sealed only if the store was given
+//! keys), so it is created readable by its owner alone (0600, whatever the umask), and
+//! SQLite gives its `-wal` and `-shm` the main file's mode; a store file other users may
+//! read is warned about at open (see [`private_file`]).
 
 mod consumers;
 mod live;
@@ -93,11 +98,13 @@ impl SqliteStore {
             let transient = transience(&e).is_transient();
             StoreError::backend("opening the SQLite file", transient, AtPath { path: path.clone(), cause: Box::new(e) })
         };
+        private_file(&path).map_err(|e| StoreError::backend("creating the SQLite file", false, AtPath { path: path.clone(), cause: Box::new(e) }))?;
         let mut writer = Connection::open(&path).map_err(opened)?;
         writer
             .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
             .map_err(opened)?;
         schema::migrate(&mut writer).map_err(opened)?;
+        warn_if_shared(&path);
         let reader = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .map_err(opened)?;
         reader.execute_batch("PRAGMA busy_timeout = 10000;").map_err(opened)?;
@@ -121,12 +128,11 @@ impl SqliteStore {
         let path = path.as_ref();
         let lock_path = PathBuf::from(format!("{}.lock", path.display()));
         let locking = |cause: Cause| StoreError::backend("locking the SQLite file", false, AtPath { path: lock_path.clone(), cause });
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| locking(Box::new(e)))?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let lock = options.open(&lock_path).map_err(|e| locking(Box::new(e)))?;
         lock.try_lock().map_err(|e| match e {
             std::fs::TryLockError::WouldBlock => {
                 locking(format!("another fleetsync process runs work on {} (it holds this lock)", path.display()).into())
@@ -136,6 +142,30 @@ impl SqliteStore {
         let store = Self::open_with(path, config, Some(lock))?;
         let taken = store.write("taking back the predecessor's leases", |tx, now, _| queue::take_back(tx, now)).await?;
         Ok((store, taken))
+    }
+
+    /// Seals every Secret with the first of the config's keys where it is not yet (it
+    /// is in clear, or sealed with another key), keeping its generation: run at start,
+    /// this finishes a key rotation (see [`crate::sealed`]). Fails, changing nothing, if
+    /// a Secret does not open with the keys given (or is sealed and no keys were given).
+    /// When Secrets that were in clear were sealed, the file is vacuumed and its WAL
+    /// truncated, so that their clear text is not left in free pages or old WAL frames.
+    pub async fn secrets_reseal(&self) -> Result<crate::Resealed> {
+        let done = self.write("sealing secrets again", |tx, _, cfg| objects::secrets_reseal(tx, cfg.keys.as_deref())).await?;
+        if done.were_in_clear > 0 {
+            let inner = self.inner.clone();
+            blocking("vacuuming the SQLite file", move || {
+                let conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+                conn.execute_batch("VACUUM")?;
+                let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+                if busy != 0 {
+                    tracing::warn!(path = %inner.path.display(), "the WAL could not be truncated after sealing the Secrets (a reader held it); it is at the next checkpoint");
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(done)
     }
 
     /// The file this store lives in.
@@ -234,6 +264,42 @@ impl SqliteStore {
     }
 }
 
+/// Creates the store's file, if missing, readable and writable by its owner alone
+/// (0600, whatever the umask), before SQLite opens it: SQLite creates the `-wal` and
+/// `-shm` files with the main file's permissions. An existing file is left as it is.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Warns about each of the store's files (the database, `-wal`, `-shm`) that users other
+/// than its owner may read or write: it holds the fleet's credentials. A warning, not a
+/// refusal: stores created before 0600 was the rule are 0644, and a group may be given
+/// access on purpose (a backup agent); the warning says how to close it.
+fn warn_if_shared(path: &Path) {
+    #[cfg(unix)]
+    for file in [path.to_path_buf(), PathBuf::from(format!("{}-wal", path.display())), PathBuf::from(format!("{}-shm", path.display()))] {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(&file) else { continue };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                file = %file.display(),
+                mode = %format!("{mode:o}"),
+                "the store file may be read by other users, and it holds the fleet's credentials: chmod 600 {}*",
+                path.display()
+            );
+        }
+    }
+}
+
 /// A failed attempt of a write, and how it counts for running the write again: only
 /// SQLite's own errors may be contention; the store's answers never are.
 struct Retried {
@@ -280,7 +346,8 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 impl Objects for SqliteStore {
     async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
         let (actor, quotas) = (actor.map(str::to_string), quotas.clone());
-        let apply = move |tx: &Transaction<'_>, now, _: &StoreConfig| objects::apply(tx, now, &docs, actor.as_deref(), &quotas);
+        let apply =
+            move |tx: &Transaction<'_>, now, cfg: &StoreConfig| objects::apply(tx, now, &docs, actor.as_deref(), &quotas, cfg.keys.as_deref());
         let (out, announce) = self.write_ending("applying documents", commit, apply).await?;
         if commit == Commit::Yes {
             self.announce(announce);
@@ -289,7 +356,9 @@ impl Objects for SqliteStore {
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
-        let (out, announce) = self.write("applying an own write", move |tx, now, _| objects::apply_own(tx, now, &docs, &own)).await?;
+        let (out, announce) = self
+            .write("applying an own write", move |tx, now, cfg| objects::apply_own(tx, now, &docs, &own, cfg.keys.as_deref()))
+            .await?;
         self.announce(announce);
         Ok(out)
     }
@@ -304,47 +373,50 @@ impl Objects for SqliteStore {
 
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
-        self.read("reading a cluster", move |c, _| objects::get(c, Kind::Cluster, &tenant, &name)).await
+        self.read("reading a cluster", move |c, _| objects::get(c, Kind::Cluster, &tenant, &name, None)).await
     }
 
     async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
         let tenant = tenant.map(str::to_string);
-        self.read("listing clusters", move |c, _| objects::list(c, Kind::Cluster, tenant.as_deref())).await
+        self.read("listing clusters", move |c, _| objects::list(c, Kind::Cluster, tenant.as_deref(), None)).await
     }
 
     async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
-        self.read("reading a syncset", move |c, _| objects::get(c, Kind::SyncSet, &tenant, &name)).await
+        self.read("reading a syncset", move |c, _| objects::get(c, Kind::SyncSet, &tenant, &name, None)).await
     }
 
     async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
         let tenant = tenant.map(str::to_string);
-        self.read("listing syncsets", move |c, _| objects::list(c, Kind::SyncSet, tenant.as_deref())).await
+        self.read("listing syncsets", move |c, _| objects::list(c, Kind::SyncSet, tenant.as_deref(), None)).await
     }
 
     async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
-        self.read("reading a secret", move |c, _| objects::get(c, Kind::Secret, &tenant, &name)).await
+        let keys = self.inner.config.keys.clone();
+        self.read("reading a secret", move |c, _| objects::get(c, Kind::Secret, &tenant, &name, keys.as_deref())).await
     }
 
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
         let tenant = tenant.map(str::to_string);
-        self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref())).await
+        let keys = self.inner.config.keys.clone();
+        self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref(), keys.as_deref())).await
     }
 
     async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
         let (filter, page) = (filter.clone(), page.clone());
-        self.read("listing clusters", move |c, _| pages::objects(c, Kind::Cluster, filter.tenant.as_deref(), Some(&filter.labels), &page)).await
+        self.read("listing clusters", move |c, _| pages::objects(c, Kind::Cluster, filter.tenant.as_deref(), Some(&filter.labels), &page, None)).await
     }
 
     async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
         let (tenant, page) = (filter.tenant.clone(), page.clone());
-        self.read("listing syncsets", move |c, _| pages::objects(c, Kind::SyncSet, tenant.as_deref(), None, &page)).await
+        self.read("listing syncsets", move |c, _| pages::objects(c, Kind::SyncSet, tenant.as_deref(), None, &page, None)).await
     }
 
     async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
         let (tenant, page) = (filter.tenant.clone(), page.clone());
-        self.read("listing secrets", move |c, _| pages::objects(c, Kind::Secret, tenant.as_deref(), None, &page)).await
+        let keys = self.inner.config.keys.clone();
+        self.read("listing secrets", move |c, _| pages::objects(c, Kind::Secret, tenant.as_deref(), None, &page, keys.as_deref())).await
     }
 }
 

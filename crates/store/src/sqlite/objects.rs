@@ -4,7 +4,8 @@ use super::queue::enqueue;
 use super::rollouts;
 use super::rows::{event_append, NewEvent};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
-use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
+use crate::sealed::{self, decode_stored, Keyring};
+use crate::stored::{canonical, corrupt, decode, json, table, WithGeneration};
 use crate::quota::{self, Quota, Quotas, Usage};
 use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, Timestamp, WorkKey};
@@ -13,26 +14,29 @@ use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// Who writes: `own`, the key of an own write, which its enqueues leave clean
-/// ([`Planned::dirties`]); `actor`, who the events name.
+/// ([`Planned::dirties`]); `actor`, who the events name; `keys`, what Secrets are
+/// sealed with ([`sealed`]).
 #[derive(Clone, Copy)]
 struct By<'a> {
     own: Option<&'a WorkKey>,
     actor: Option<&'a str>,
+    keys: Option<&'a Keyring>,
 }
 
-/// Applies documents by `actor` within `quotas`; returns their outcomes and what the
-/// commit announces.
+/// Applies documents by `actor` within `quotas`, Secrets sealed with `keys`; returns
+/// their outcomes and what the commit announces.
 pub(super) fn apply(
     tx: &Transaction<'_>,
     now: Timestamp,
     docs: &[Document],
     actor: Option<&str>,
     quotas: &Quotas,
+    keys: Option<&Keyring>,
 ) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let tenants: BTreeSet<&str> = docs.iter().map(|d| d.metadata().tenant()).collect();
     let limited: Vec<(&str, Quota)> = tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
     let before = limited.iter().map(|(t, q)| usage(tx, t, q)).collect::<Result<Vec<_>>>()?;
-    let applied = apply_as(tx, now, docs, By { own: None, actor })?;
+    let applied = apply_as(tx, now, docs, By { own: None, actor, keys })?;
     for ((tenant, quota), before) in limited.iter().zip(&before) {
         quota::check(tenant, quota, before, &usage(tx, tenant, quota)?)?;
     }
@@ -75,7 +79,13 @@ fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], by: By<'_>)
 
 /// An own write (see [`crate::Objects::objects_apply_own`]): refused unless `own.key` is
 /// running with `own.fence`; then applied with that key as the own write's.
-pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], own: &OwnWrite) -> Result<(Vec<ApplyOutcome>, Announce)> {
+pub(super) fn apply_own(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    docs: &[Document],
+    own: &OwnWrite,
+    keys: Option<&Keyring>,
+) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let k = &own.key;
     let held = tx
         .prepare_cached(
@@ -85,16 +95,29 @@ pub(super) fn apply_own(tx: &Transaction<'_>, now: Timestamp, docs: &[Document],
     if !held {
         return Err(StoreError::LeaseLost { key: k.clone(), fence: own.fence });
     }
-    apply_as(tx, now, docs, By { own: Some(k), actor: None })
+    apply_as(tx, now, docs, By { own: Some(k), actor: None, keys })
 }
 
-/// Upserts a document row; returns (generation, result) or None if unchanged.
+/// The generation and event action of writing a document row whose content is `doc`,
+/// or None if unchanged.
 fn upsert_generation(tx: &Transaction<'_>, table: &str, tenant: &str, name: &str, doc: &str) -> Result<Option<(i64, &'static str)>> {
+    upsert_generation_by(tx, table, tenant, name, |old| Ok(old == doc))
+}
+
+/// [`upsert_generation`], the stored document compared by `same` (a sealed Secret's is
+/// opened first: sealing the same content twice gives two different rows).
+fn upsert_generation_by(
+    tx: &Transaction<'_>,
+    table: &str,
+    tenant: &str,
+    name: &str,
+    same: impl FnOnce(&str) -> Result<bool>,
+) -> Result<Option<(i64, &'static str)>> {
     let sql = format!("SELECT generation, doc FROM {table} WHERE tenant = ?1 AND name = ?2");
     let existing: Option<(i64, String)> =
         tx.prepare_cached(&sql)?.query_row(params![tenant, name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(match existing {
-        Some((_, old)) if old == doc => None,
+        Some((_, old)) if same(&old)? => None,
         Some((g, _)) => Some((g + 1, "Updated")),
         None => Some((1, "Created")),
     })
@@ -134,14 +157,17 @@ fn enqueue_all(tx: &Transaction<'_>, now: Timestamp, plan: &[Planned]) -> Result
     Ok(plan.len() as u64)
 }
 
-/// Stores a Secret; a new or changed one re-applies the keys of every cluster that
-/// reaches its target through it (new credentials, or ones that were missing).
+/// Stores a Secret (sealed, given keys); a new or changed one re-applies the keys of
+/// every cluster that reaches its target through it (new credentials, or ones that
+/// were missing).
 fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, by: By<'_>) -> Result<(ApplyOutcome, Announce)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
-    let Some((generation, action)) = upsert_generation(tx, "secrets", tenant, name, &doc)? else {
+    let same = |old: &str| Ok(sealed::open(by.keys, tenant, name, old)? == doc);
+    let Some((generation, action)) = upsert_generation_by(tx, "secrets", tenant, name, same)? else {
         return Ok((outcome(Kind::Secret, tenant, name, generation_of(tx, "secrets", tenant, name)?, "unchanged", 0), Announce::default()));
     };
+    let doc = sealed::seal(by.keys, tenant, name, doc)?;
     tx.prepare_cached(
         "INSERT INTO secrets (tenant, name, generation, doc) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, doc = excluded.doc",
@@ -149,7 +175,7 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, by: By<'_>) ->
     .execute(params![tenant, name, generation, doc])?;
     event_append(tx, now, NewEvent { tenant, kind: "Secret", name, action, generation, actor: by.actor })?;
     let mut enqueued = 0;
-    for c in plan::secret_users(name, &list::<Cluster>(tx, Kind::Cluster, Some(tenant))?) {
+    for c in plan::secret_users(name, &list::<Cluster>(tx, Kind::Cluster, Some(tenant), None)?) {
         enqueued += enqueue_cluster(tx, now, c, by.own)?;
     }
     let written = outcome(Kind::Secret, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
@@ -165,7 +191,7 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
     // The document this write replaces, read only when its revision is not stored (a
     // SyncSet last written before revisions were kept).
     let previous = match generation > 1 && !rollouts::revision_kept(tx, tenant, name, generation - 1)? {
-        true => get::<SyncSet>(tx, Kind::SyncSet, tenant, name)?,
+        true => get::<SyncSet>(tx, Kind::SyncSet, tenant, name, None)?,
         false => None,
     };
     let mode = s.spec.resource_apply_mode;
@@ -227,21 +253,49 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
     Ok(Announce::objects(now, 1, enqueued))
 }
 
-pub(super) fn get<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: &str, name: &str) -> Result<Option<T>> {
+/// An object; a Secret opened with `keys` ([`decode_stored`]).
+pub(super) fn get<T: DeserializeOwned + WithGeneration>(
+    c: &Connection,
+    kind: Kind,
+    tenant: &str,
+    name: &str,
+    keys: Option<&Keyring>,
+) -> Result<Option<T>> {
     let sql = format!("SELECT doc, generation FROM {} WHERE tenant = ?1 AND name = ?2", table(kind));
     let row: Option<(String, i64)> = c.prepare_cached(&sql)?.query_row(params![tenant, name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-    row.map(|(doc, g)| decode_doc(table(kind), &doc, g)).transpose()
+    row.map(|(doc, g)| decode_stored(kind, keys, tenant, name, &doc, g)).transpose()
 }
 
-pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: Option<&str>) -> Result<Vec<T>> {
-    let sql = format!("SELECT doc, generation FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, name", table(kind));
+/// The objects of a kind (of `tenant`, if given); Secrets opened with `keys`.
+pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: Option<&str>, keys: Option<&Keyring>) -> Result<Vec<T>> {
+    let sql = format!("SELECT tenant, name, doc, generation FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, name", table(kind));
     let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    let rows = stmt.query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?)))?;
     rows.map(|row| {
-        let (doc, g) = row?;
-        decode_doc(table(kind), &doc, g)
+        let (tenant, name, doc, g) = row?;
+        decode_stored(kind, keys, &tenant, &name, &doc, g)
     })
     .collect()
+}
+
+/// Every Secret's stored document sealed again with the first of `keys` where it is
+/// not (in clear, or sealed with another key), without a new generation or an event:
+/// the content is the same. Fails, writing nothing, if one does not open.
+pub(super) fn secrets_reseal(tx: &Transaction<'_>, keys: Option<&Keyring>) -> Result<sealed::Resealed> {
+    let rows = {
+        let mut stmt = tx.prepare_cached("SELECT tenant, name, doc FROM secrets ORDER BY tenant, name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    let mut done = sealed::Resealed::default();
+    for (tenant, name, stored) in rows {
+        let what = sealed::reseal(keys, &tenant, &name, &stored)?;
+        done.count(&stored, &what);
+        if let sealed::Reseal::Write(doc) = what {
+            tx.prepare_cached("UPDATE secrets SET doc = ?3 WHERE tenant = ?1 AND name = ?2")?.execute(params![tenant, name, doc])?;
+        }
+    }
+    Ok(done)
 }
 
 /// Every SyncSet of a tenant with what is needed to match clusters.

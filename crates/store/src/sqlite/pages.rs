@@ -2,7 +2,8 @@
 
 use super::{live, rows};
 use crate::page::{LiveFilter, ObjectKey, Page, PageRequest, Scan};
-use crate::stored::{decode, decode_doc, table, WithGeneration};
+use crate::sealed::{decode_stored, Keyring};
+use crate::stored::{decode, table, WithGeneration};
 use crate::{LiveResource, Result, StatusFilter};
 use fleetsync_model::{KeyStatus, Kind, LabelQuery, Timestamp, WorkKey};
 use rusqlite::{params, Connection};
@@ -11,13 +12,14 @@ use std::collections::BTreeMap;
 
 /// A page of objects of `kind` (of `tenant`, if given); `labels`: Clusters only, the
 /// selector their labels must match (read from the `labels` column, before the document
-/// is decoded).
+/// is decoded); Secrets opened with `keys`.
 pub(super) fn objects<T: DeserializeOwned + WithGeneration>(
     c: &Connection,
     kind: Kind,
     tenant: Option<&str>,
     labels: Option<&LabelQuery>,
     req: &PageRequest<ObjectKey>,
+    keys: Option<&Keyring>,
 ) -> Result<Page<T, ObjectKey>> {
     let labels = labels.filter(|l| !l.is_empty());
     let label_column = if labels.is_some() { "labels" } else { "NULL" };
@@ -45,7 +47,7 @@ pub(super) fn objects<T: DeserializeOwned + WithGeneration>(
                 (Some(q), Some(l)) => q.matches(&decode::<BTreeMap<String, String>>(table(kind), &l)?),
                 _ => true,
             };
-            let item = if selected { Some(decode_doc(table(kind), &doc, generation)?) } else { None };
+            let item = if selected { Some(decode_stored(kind, keys, &tenant, &name, &doc, generation)?) } else { None };
             chunk.push((ObjectKey { tenant, name }, item));
         }
         if !scan.feed(chunk) {

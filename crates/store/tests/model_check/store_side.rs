@@ -56,7 +56,7 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
     let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(format!("tempdir: {e}")))?;
     let path = dir.path().join("fleetsync.db");
     let clock = Arc::new(ManualClock::new(Timestamp(T0)));
-    let config = StoreConfig { clock: Some(clock.clone()), retry: retry_policy() };
+    let config = StoreConfig { clock: Some(clock.clone()), retry: retry_policy(), keys: None };
     let store = SqliteStore::open(&path, config).map_err(|e| TestCaseError::fail(format!("open: {e}")))?;
     let raw = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| TestCaseError::fail(format!("raw connection: {e}")))?;
