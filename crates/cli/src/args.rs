@@ -198,6 +198,20 @@ pub struct StoreArgs {
     pub db: PathBuf,
     #[command(flatten)]
     pub pg: PgArgs,
+    #[command(flatten)]
+    pub seal: SealArgs,
+}
+
+/// What Secrets are sealed with at rest, in either store.
+#[derive(Debug, Clone, Args)]
+pub struct SealArgs {
+    /// A file of keys that seal Secret values in the store (AES-256-GCM), one a line:
+    /// `[NAME:]BASE64` of 32 random bytes (`head -c 32 /dev/urandom | base64`). The first
+    /// key seals; every key opens. At start the hub seals again every Secret not sealed
+    /// with the first key (a rotation), and refuses to start if one does not open.
+    /// Without it, Secret values are kept in clear.
+    #[arg(long, env = "FLEETSYNC_ENCRYPTION_KEY_FILE", value_name = "FILE")]
+    pub encryption_key_file: Option<PathBuf>,
 }
 
 /// A PostgreSQL store: a URL (or key=value string) plus the usual PG* variables.
@@ -221,6 +235,8 @@ pub struct PgArgs {
 pub struct WorkerArgs {
     #[command(flatten)]
     pub pg: PgArgs,
+    #[command(flatten)]
+    pub seal: SealArgs,
     /// Where the worker serves /livez, /readyz (the store is ready) and /metrics, with
     /// no credential: bind the pod's address, not a public one. None unless given.
     #[arg(long, env = "FLEETSYNC_LISTEN")]
