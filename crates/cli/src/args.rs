@@ -305,6 +305,10 @@ pub struct ServeLimitsArgs {
     /// Event watches open at once by one caller.
     #[arg(long, env = "FLEETSYNC_MAX_WATCHES_PER_IDENTITY", default_value_t = 100)]
     pub max_watches_per_identity: usize,
+    /// Event watches open at once that carry one tenant's events (a watch counts for
+    /// each tenant its caller reads; a fleet-admin's for none).
+    #[arg(long, env = "FLEETSYNC_MAX_WATCHES_PER_TENANT", default_value_t = 250)]
+    pub max_watches_per_tenant: usize,
 }
 
 /// What each tenant may hold: `clusters`, `syncsets`, `keys` (a SyncSet on a cluster)

@@ -94,7 +94,8 @@ fn tls_config(a: &ServeTlsArgs) -> Result<Option<TlsConfig>> {
 
 /// The API's connection and watch limits from the flags.
 fn serve_limits(a: &ServeLimitsArgs) -> Result<(ConnectionLimits, WatchLimits)> {
-    for (flag, value) in [("--max-connections", a.max_connections), ("--max-watches", a.max_watches), ("--max-watches-per-identity", a.max_watches_per_identity)] {
+    let watch_flags = [("--max-watches-per-identity", a.max_watches_per_identity), ("--max-watches-per-tenant", a.max_watches_per_tenant)];
+    for (flag, value) in [("--max-connections", a.max_connections), ("--max-watches", a.max_watches)].into_iter().chain(watch_flags) {
         if value == 0 {
             anyhow::bail!("{flag} must be above zero");
         }
@@ -105,7 +106,8 @@ fn serve_limits(a: &ServeLimitsArgs) -> Result<(ConnectionLimits, WatchLimits)> 
         }
     }
     let connections = ConnectionLimits { max_connections: a.max_connections, header_read_timeout: a.header_read_timeout, idle_timeout: a.idle_timeout };
-    Ok((connections, WatchLimits { max_watches: a.max_watches, max_per_identity: a.max_watches_per_identity }))
+    let watches = WatchLimits { max_watches: a.max_watches, max_per_identity: a.max_watches_per_identity, max_per_tenant: a.max_watches_per_tenant };
+    Ok((connections, watches))
 }
 
 /// The event log's retention and trim interval from the flags ("0" lifts a bound).

@@ -205,7 +205,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
         let items = visible_page(&**state.events.log(), &visible, first, q.limit).await?;
         return Ok(Json(Items::all(items)).into_response());
     }
-    let slot = state.watches.slots.take(&state.watches.limits, &caller.subject)?;
+    let slot = state.watches.slots.take(&state.watches.limits, &caller)?;
     // Follow the feed before the first read: what it broadcasts from now on reaches us.
     let closing = state.watches.closing.subscribe();
     let pages = state.events.follow(state.watches.poll, closing.clone());

@@ -46,7 +46,7 @@ impl EventLog for Counting {
 /// No keep-alive and no safety poll within a test (only commits wake the feed), and
 /// room for 200 watches of one caller.
 fn quiet() -> Watches {
-    let limits = WatchLimits { max_watches: 1000, max_per_identity: 1000 };
+    let limits = WatchLimits { max_watches: 1000, max_per_identity: 1000, max_per_tenant: 1000 };
     Watches::new(Duration::from_secs(600), Duration::from_secs(600)).with_limits(limits)
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 const WATCH: &str = "/v1/events?watch=true";
 
 fn api(max_watches: usize, max_per_identity: usize) -> Api {
-    let watches = Watches::new(Duration::from_secs(600), Duration::from_secs(600)).with_limits(WatchLimits { max_watches, max_per_identity });
+    let watches = Watches::new(Duration::from_secs(600), Duration::from_secs(600)).with_limits(WatchLimits { max_watches, max_per_identity, ..WatchLimits::default() });
     Api::with_watches(watches)
 }
 
@@ -58,4 +58,34 @@ async fn watches_beyond_the_cap_in_all_are_429_and_ended_streams_free_their_slot
         while lines.chunk().await.is_some() {}
     }
     assert_eq!(api.watches.open(), 0);
+}
+
+/// One tenant cannot take the server's watches: with the default caps (500 in all, 100
+/// per identity, 250 per tenant), a tenant whose admin mints five viewers that open 100
+/// watches each stops at 250, and another tenant's viewer still gets its watch.
+#[tokio::test]
+async fn one_tenant_cannot_fill_the_servers_watches() {
+    let api = Api::with_watches(Watches::new(Duration::from_secs(600), Duration::from_secs(600)));
+    let mut viewers_a = Vec::new();
+    for _ in 0..5 {
+        viewers_a.push(api.issue("team-a:viewer", None).await);
+    }
+    let mut open = Vec::new();
+    let mut refusals = Vec::new();
+    for token in &viewers_a {
+        for _ in 0..100 {
+            let answer_or_stream = api.stream_as(Some(token), WATCH).await;
+            match answer_or_stream.0 {
+                StatusCode::OK => open.push(answer_or_stream.2),
+                status => refusals.push(status),
+            }
+        }
+    }
+    assert_eq!(open.len(), 250, "tenant a stops at its cap");
+    assert!(refusals.iter().all(|s| *s == StatusCode::TOO_MANY_REQUESTS), "{refusals:?}");
+    let sixth = api.issue("team-a:viewer", None).await;
+    assert_eq!(refused(&api, &sixth).await, "too many watches: 250 open for a tenant of this identity (the limit); close one or try again later");
+    let viewer_b = api.issue("team-b:viewer", None).await;
+    let (status, _, _b) = api.stream_as(Some(&viewer_b), WATCH).await;
+    assert_eq!(status, StatusCode::OK, "tenant b still gets a watch");
 }
