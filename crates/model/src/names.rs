@@ -3,9 +3,10 @@
 //!
 //! The resources inside SyncSets follow Kubernetes' own rules (apimachinery's
 //! `IsDNS1123Label`, `IsDNS1123Subdomain` and `IsValidPathSegmentName`), chosen by
-//! kind in [`NameRule::for_kind`]; on top of Kubernetes, a path segment name may hold no
-//! control character, `?` or `#`, so that no name can reach past its own segment of a
-//! target's URL or break the store.
+//! kind in [`NameRule::for_kind`]; on top of Kubernetes, a path segment name (RBAC
+//! objects' names) holds only the characters a URL path carries unescaped (RFC 3986's
+//! unreserved characters, `:` and `@`), so that no name can reach past its own segment
+//! of a target's URL, need escaping there, or carry markup or spaces.
 
 /// The longest DNS-1123 label.
 pub const MAX_NAME_LEN: usize = 63;
@@ -53,8 +54,9 @@ pub enum NameRule {
     /// At most 253 lowercase alphanumerics, `-` or `.`, each `.`-separated part
     /// starting and ending with an alphanumeric.
     Dns1123Subdomain,
-    /// Anything but `.` and `..`, without `/` or `%` (Kubernetes), nor control
-    /// characters, `?` or `#` (fleetsync); at most 253 bytes.
+    /// Anything but `.` and `..`, without `/` or `%` (Kubernetes), and, in fleetsync,
+    /// only ASCII letters, digits and `-._~:@` (what a URL path carries unescaped); at
+    /// most 253 bytes.
     PathSegment,
 }
 
@@ -83,9 +85,7 @@ impl NameRule {
         let ok = match self {
             NameRule::Dns1123Label => is_label_part(name),
             NameRule::Dns1123Subdomain => name.split('.').all(is_label_part),
-            NameRule::PathSegment => {
-                name != "." && name != ".." && !name.chars().any(|c| c.is_control() || matches!(c, '/' | '%' | '?' | '#'))
-            }
+            NameRule::PathSegment => name != "." && name != ".." && name.chars().all(is_path_char),
         };
         if ok {
             Ok(())
@@ -108,7 +108,9 @@ impl NameRule {
             NameRule::Dns1123Subdomain => {
                 "a DNS-1123 subdomain is lowercase letters, digits, '-' and '.', each '.'-separated part starting and ending with a letter or digit"
             }
-            NameRule::PathSegment => "a path segment name may not be '.' or '..' nor contain '/', '%', '?', '#' or control characters",
+            NameRule::PathSegment => {
+                "a path segment name is ASCII letters, digits, '-', '.', '_', '~', ':' and '@' (what a URL path carries unescaped), and not '.' or '..'"
+            }
         }
     }
 }
@@ -121,6 +123,12 @@ impl std::fmt::Display for NameRule {
             NameRule::PathSegment => "path segment name",
         })
     }
+}
+
+/// A character a path segment name may hold: RFC 3986's unreserved characters, `:` and
+/// `@` (no `/`, `%`, `?`, `#`, space, quote or angle bracket).
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | ':' | '@')
 }
 
 /// Lowercase alphanumerics and `-`, starting and ending with an alphanumeric (any length).
@@ -252,10 +260,11 @@ mod tests {
         }
         assert!(Dns1123Label.check("my.app").is_err());
         assert_eq!(Dns1123Label.check(&"a".repeat(64)), Err(NameError::Long { rule: Dns1123Label, len: 64 }));
-        for ok in ["system:controller:job-controller", "system:kube-scheduler", "Admin Role", "a.b"] {
+        for ok in ["system:controller:job-controller", "system:kube-scheduler", "AdminRole", "a.b", "user@example.com", "x_y~1"] {
             assert_eq!(PathSegment.check(ok), Ok(()), "{ok}");
         }
-        for bad in ["", ".", "..", "a/b", "a%2f", "x\0y", "x\u{0}y", "x\ny", "a?confirm=yes", "a#frag", "../../admin"] {
+        let bad_ones = ["", ".", "..", "a/b", "a%2f", "x\0y", "x\u{0}y", "x\ny", "a?confirm=yes", "a#frag", "../../admin"];
+        for bad in bad_ones.into_iter().chain(["Admin Role", "<b>admin</b>", "a\"b", "it's", "rôle", "a&b", "a\tb"]) {
             assert!(PathSegment.check(bad).is_err(), "{bad:?}");
         }
         let e = Dns1123Subdomain.check("x\u{0}y").expect_err("NUL").to_string();

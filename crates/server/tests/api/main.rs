@@ -12,6 +12,7 @@ mod harness;
 mod manifests;
 mod objects;
 mod paging;
+mod role_names;
 mod ops;
 mod status;
 mod tokens;
