@@ -66,6 +66,10 @@ pub enum ApiError {
     /// A cap on open event watches is reached; `scope` says which one.
     #[error("too many watches: {open} open {scope} (the limit); close one or try again later")]
     TooManyWatches { open: usize, scope: &'static str },
+    /// Too many requests of one kind (`what` says which, and from whom); the answer's
+    /// `Retry-After` says when to try again.
+    #[error("{what}: try again in {} s", retry_after_secs(*retry_after))]
+    RateLimited { what: String, retry_after: std::time::Duration },
     /// A failure inside the server itself; `step` names what it was doing.
     #[error("internal error while {step}: {message}")]
     Internal { step: &'static str, message: String },
@@ -91,7 +95,7 @@ impl ApiError {
             ApiError::Store(StoreError::InvalidConsumerName { .. }) => StatusCode::BAD_REQUEST,
             ApiError::Store(StoreError::LeaseLost { .. }) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::TooManyWatches { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyWatches { .. } | ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -120,6 +124,11 @@ impl ApiError {
     }
 }
 
+/// Whole seconds to wait, rounded up (at least 1): `Retry-After` takes no fractions.
+fn retry_after_secs(d: std::time::Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0).max(u64::from(d.is_zero()))
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -138,6 +147,9 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(self.body())).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let ApiError::RateLimited { retry_after, .. } = &self {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(*retry_after)));
         }
         response
     }

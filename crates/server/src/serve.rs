@@ -135,8 +135,10 @@ impl Accepted {
     /// it, a deadline passes, the cap needs its slot, or shutdown begins (then the
     /// request in flight finishes first).
     async fn run(self, tcp: TcpStream, tls: Option<ServerTls>, app: Router) {
+        // The client's address, for what is counted per client (dashboard sign-ins).
+        let peer = tcp.peer_addr().ok();
         let Some(tls) = tls else {
-            return self.serve(tcp, None, false, app).await;
+            return self.serve(tcp, None, false, peer, app).await;
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
         let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
@@ -156,10 +158,10 @@ impl Accepted {
             () = stopping(self.stop.clone()) => return,
         };
         let identity = client_identity(stream.get_ref().1.peer_certificates());
-        self.serve(stream, identity, true, app).await;
+        self.serve(stream, identity, true, peer, app).await;
     }
 
-    async fn serve<I>(self, io: I, identity: Option<ClientIdentity>, over_tls: bool, app: Router)
+    async fn serve<I>(self, io: I, identity: Option<ClientIdentity>, over_tls: bool, peer: Option<std::net::SocketAddr>, app: Router)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -172,6 +174,9 @@ impl Accepted {
             }
             if over_tls {
                 request.extensions_mut().insert(OverTls);
+            }
+            if let Some(peer) = peer {
+                request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
             }
             let in_flight = requests.begin();
             let app = app.clone();

@@ -21,8 +21,10 @@
 pub mod assets;
 pub mod origin;
 pub mod session;
+pub mod sign_in_limits;
 
-pub use session::Sessions;
+pub use session::{SessionLimits, Sessions};
+pub use sign_in_limits::{Rate, SignInLimits};
 
 use crate::AppState;
 use axum::routing::{get, post};

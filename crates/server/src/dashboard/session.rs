@@ -4,17 +4,24 @@
 //! or in an answer, and is checked again on every request, so that revoking it or its
 //! expiry ends the session too.
 //!
+//! Signing in is rate-limited per client address and per credential
+//! ([`super::sign_in_limits`]); an agent's credential opens no session; each identity
+//! holds at most [`SessionLimits::max_per_identity`] sessions (its next sign-in ends its
+//! own oldest), and a hub whose sessions are all taken refuses a sign-in rather than
+//! end anybody else's session.
+//!
 //! A session is a credential for reading only: the access layer accepts the cookie on
 //! `GET` and `HEAD` requests whose `Origin`, if any, is the hub's own
 //! ([`credential`]), so a page of another site can make a browser write nothing.
 
 use super::origin::Origin;
-use crate::access::Access;
+use super::sign_in_limits::{SignInBuckets, SignInLimits};
+use crate::access::{Access, Caller};
 use crate::error::{ApiError, Result};
 use crate::tls::{ClientIdentity, OverTls};
 use crate::AppState;
 use axum::body::{to_bytes, Body};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +30,9 @@ use fleetsync_api::WhoAmI;
 use rand::RngCore;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use fleetsync_model::Grant;
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,21 +40,58 @@ use std::time::{Duration, Instant};
 pub const COOKIE: &str = "fleetsync_session";
 /// How long a session lasts (the token's own expiry ends it sooner).
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-/// Sessions kept at most; beyond it the one closest to its end is dropped.
+/// Sessions kept at most, by everyone (see [`SessionLimits`]).
 pub const MAX_SESSIONS: usize = 10_000;
+/// Sessions one identity keeps at most; its next sign-in ends its own oldest.
+pub const MAX_SESSIONS_PER_IDENTITY: usize = 10;
 /// The largest sign-in body (`{"token": "..."}`; an OIDC token takes a few KiB).
 pub const MAX_SIGN_IN_BYTES: usize = 16 * 1024;
 
+/// How many sessions a hub keeps, and how fast it may be signed in to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Sessions in all; when they are all taken a sign-in is refused (429), never
+    /// made by ending another identity's session.
+    pub max_sessions: usize,
+    /// Sessions of one identity (`token:NAME`, `oidc:SUB`, `cert:CN`); its sign-in past
+    /// it ends its own oldest.
+    pub max_per_identity: usize,
+    pub sign_in: SignInLimits,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self { max_sessions: MAX_SESSIONS, max_per_identity: MAX_SESSIONS_PER_IDENTITY, sign_in: SignInLimits::default() }
+    }
+}
+
 /// The sessions of a hub, in memory: by the SHA-256 of their id, the token each
-/// signed in with.
-#[derive(Clone, Default)]
+/// signed in with and who that is.
+#[derive(Clone)]
 pub struct Sessions {
+    limits: SessionLimits,
     open: Arc<Mutex<HashMap<[u8; 32], Session>>>,
+    sign_ins: Arc<Mutex<SignInBuckets>>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::with_limits(SessionLimits::default())
+    }
 }
 
 struct Session {
     token: String,
+    subject: String,
+    started: Instant,
     ends: Instant,
+}
+
+/// Why no session was started: every one is taken, by others; one ends after
+/// `retry_after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full {
+    pub retry_after: Duration,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -55,25 +101,46 @@ impl std::fmt::Debug for Sessions {
 }
 
 impl Sessions {
+    /// No session yet, under `limits`.
+    pub fn with_limits(limits: SessionLimits) -> Self {
+        Self { limits, open: Arc::default(), sign_ins: Arc::new(Mutex::new(SignInBuckets::new(limits.sign_in))) }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], Session>> {
         self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A new session for `token`: its id, for the cookie.
-    pub fn start(&self, token: String) -> String {
+    /// Counts a sign-in from `client` with `token` against the rates, or says which
+    /// one refused it (nothing counted then).
+    fn admit(&self, client: IpAddr, token: &str) -> Result<()> {
+        let mut buckets = self.sign_ins.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        buckets.take(client, &digest(token), Instant::now()).map_err(|refused| ApiError::RateLimited {
+            what: format!("too many dashboard sign-ins {}", refused.scope),
+            retry_after: refused.retry_after,
+        })
+    }
+
+    /// A new session of `subject` for `token`: its id, for the cookie. Past its own
+    /// cap, the identity's oldest session ends; when every session is taken by others,
+    /// none is started.
+    pub fn start(&self, token: String, subject: &str) -> Result<String, Full> {
         let mut bytes = [0u8; 32];
         rand::rng().fill_bytes(&mut bytes);
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let now = Instant::now();
         let mut open = self.lock();
         open.retain(|_, s| s.ends > now);
-        if open.len() >= MAX_SESSIONS {
-            if let Some(oldest) = open.iter().min_by_key(|(_, s)| s.ends).map(|(k, _)| *k) {
-                open.remove(&oldest);
+        let mine: Vec<([u8; 32], Instant)> = open.iter().filter(|(_, s)| s.subject == subject).map(|(k, s)| (*k, s.started)).collect();
+        if mine.len() >= self.limits.max_per_identity {
+            if let Some((oldest, _)) = mine.iter().min_by_key(|(_, started)| *started) {
+                open.remove(oldest);
             }
+        } else if open.len() >= self.limits.max_sessions {
+            let first_end = open.values().map(|s| s.ends).min().unwrap_or(now + SESSION_TTL);
+            return Err(Full { retry_after: first_end.saturating_duration_since(now) });
         }
-        open.insert(digest(&id), Session { token, ends: now + SESSION_TTL });
-        id
+        open.insert(digest(&id), Session { token, subject: subject.to_string(), started: now, ends: now + SESSION_TTL });
+        Ok(id)
     }
 
     /// The token of the session `id`, if it is open.
@@ -173,8 +240,20 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Resp
     if token.is_empty() {
         return Err(ApiError::InvalidField { field: "token".into(), rule: "must not be empty".into() });
     }
+    let sessions = &state.access.sessions;
+    // Counted before the credential is checked: a wrong one costs a try too.
+    sessions.admit(client(&parts), &token)?;
     let caller = state.access.authenticator.identify_token(&token).await?;
-    let id = state.access.sessions.start(token);
+    if !reads_the_dashboard(&caller) {
+        return Err(ApiError::Forbidden(format!(
+            "{} may not sign in to the dashboard: an agent's credential (or one with no grant) opens no session",
+            caller.subject
+        )));
+    }
+    let id = sessions.start(token, &caller.subject).map_err(|full| ApiError::RateLimited {
+        what: format!("all {} dashboard sessions of this hub are taken", sessions.limits.max_sessions),
+        retry_after: full.retry_after,
+    })?;
     let secure = https || parts.extensions.get::<OverTls>().is_some();
     let cookie = set_cookie(&id, SESSION_TTL.as_secs(), secure)?;
     tracing::info!(subject = %caller.subject, "dashboard sign-in");
@@ -182,6 +261,18 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Resp
     response.headers_mut().insert(header::SET_COOKIE, cookie);
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+/// Whether `caller` holds a grant that reads something (a role in a tenant, or
+/// fleet-admin): only those open sessions; an agent's credential does not.
+fn reads_the_dashboard(caller: &Caller) -> bool {
+    caller.grants.iter().any(|g| matches!(g, Grant::Tenant { .. } | Grant::Fleet))
+}
+
+/// The address the request came from; unspecified for a request that came through no
+/// socket (in-process callers, tests), which then share one bucket.
+fn client(parts: &Parts) -> IpAddr {
+    parts.extensions.get::<ConnectInfo<SocketAddr>>().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
 }
 
 /// `DELETE /ui/session`: ends the session and clears its cookie.
@@ -217,13 +308,30 @@ mod tests {
     #[test]
     fn sessions_start_find_and_end() {
         let sessions = Sessions::default();
-        let id = sessions.start("fst_secret".into());
+        let id = sessions.start("fst_secret".into(), "token:a").expect("start");
         assert_eq!(id.len(), 64);
         assert_eq!(sessions.token(&id).as_deref(), Some("fst_secret"));
         assert_eq!(sessions.token("other"), None);
         sessions.end(&id);
         assert_eq!(sessions.token(&id), None);
         assert!(!format!("{sessions:?}").contains("fst_secret"));
+    }
+
+    #[test]
+    fn an_identity_past_its_cap_ends_its_own_oldest_and_a_full_hub_ends_nobody_elses() {
+        let limits = SessionLimits { max_sessions: 4, max_per_identity: 2, ..SessionLimits::default() };
+        let sessions = Sessions::with_limits(limits);
+        let admin = sessions.start("fst_admin".into(), "token:admin").expect("admin");
+        let first = sessions.start("fst_x".into(), "token:x").expect("x 1");
+        let second = sessions.start("fst_x".into(), "token:x").expect("x 2");
+        let third = sessions.start("fst_x".into(), "token:x").expect("x 3 ends x 1");
+        assert_eq!(sessions.token(&first), None, "x's oldest ended");
+        assert!(sessions.token(&second).is_some() && sessions.token(&third).is_some());
+        sessions.start("fst_y".into(), "token:y").expect("y");
+        let full = sessions.start("fst_z".into(), "token:z").expect_err("4 in all");
+        assert!(full.retry_after <= SESSION_TTL, "{full:?}");
+        sessions.start("fst_x".into(), "token:x").expect("x may still replace its own");
+        assert_eq!(sessions.token(&admin).as_deref(), Some("fst_admin"), "nobody ended the admin's session");
     }
 
     #[test]
