@@ -156,7 +156,20 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::http::record))
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(close_after_413))
         .with_state(state)
+}
+
+/// A `413` closes its HTTP/1 connection (`Connection: close`): the rest of the body it
+/// refused is never read, so the connection can carry no further request, and a client
+/// sending a huge body learns at once that it may stop.
+async fn close_after_413(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let http1 = req.version() < axum::http::Version::HTTP_2;
+    let mut response = next.run(req).await;
+    if http1 && response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// Serves the API on `listener` (over https with `tls`, see [`tls`]) with the default
