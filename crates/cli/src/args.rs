@@ -362,14 +362,15 @@ pub struct KubeSourceArgs {
     pub kube_source_own_write_timeout: Duration,
 }
 
-/// How much of the event log the hub keeps. A consumer whose cursor falls behind what
-/// is kept gets 410 Gone and re-lists.
+/// How much of the event log the hub keeps, of each tenant on its own (one tenant's
+/// changes never push out another's). A consumer whose cursor falls behind what is
+/// kept gets 410 Gone and re-lists.
 #[derive(Debug, Clone, Args)]
 pub struct RetentionArgs {
-    /// Keep at most this many events ("0": no limit by count).
+    /// Keep at most this many events of each tenant ("0": no limit by count).
     #[arg(long, env = "FLEETSYNC_EVENT_RETENTION_COUNT", default_value_t = 1_000_000)]
     pub event_retention_count: u64,
-    /// Drop events older than this ("0s": no limit by age).
+    /// Drop a tenant's events older than this ("0s": no limit by age).
     #[arg(long, env = "FLEETSYNC_EVENT_RETENTION_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
     pub event_retention_age: Duration,
     /// How often the hub trims the log.

@@ -194,6 +194,38 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
     assert!(!out.status.success() && stderr(&out).contains("apply to `get events` only"), "{}", stderr(&out));
 }
 
+/// Retention is per tenant: with 5 events kept, one tenant's 20 changes do not push
+/// out another tenant's one record, and that tenant's cursor 0 still reads (no 410).
+#[test]
+fn one_tenants_changes_do_not_push_out_another_tenants_record() {
+    let hub = Hub::start_flags(&["--event-retention-count", "5", "--event-trim-every", "100ms"]);
+    apply_text(&hub, "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: prod-1, namespace: team-b}\nspec: {endpoint: {simulator: {}}}\n");
+    let in_a = syncsets(20, 0).replace("kind: SyncSet\nmetadata: {name: ", "kind: SyncSet\nmetadata: {namespace: team-a, name: ");
+    apply_text(&hub, &in_a);
+    let viewer = |tenant: &str| {
+        let out = hub.cli(&["token", "create", "--tenant", tenant, "--role", "viewer"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let (a, b) = (viewer("team-a"), viewer("team-b"));
+    let events = |token: &str, args: &[&str]| -> Vec<Event> {
+        let out = bin().args(["get", "events", "-o", "json", "--server", &hub.url]).args(args).env("FLEETSYNC_TOKEN", token).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_str::<Items<Event>>(&stdout(&out)).expect("events").items
+    };
+    // team-a's own log is trimmed to its newest five.
+    hub.wait_until(Duration::from_secs(30), |_| events(&a, &[]).len() == 5);
+    let kept_of_a: Vec<String> = events(&a, &[]).into_iter().map(|e| e.name).collect();
+    assert_eq!(kept_of_a, ["s19", "s18", "s17", "s16", "s15"], "newest first");
+    // team-b's record of who created prod-1 is still there, from cursor 0 on.
+    for args in [&[][..], &["--after", "0"]] {
+        let of_b = events(&b, args);
+        assert_eq!(of_b.len(), 1, "{args:?}: {of_b:?}");
+        assert_eq!((of_b[0].kind.as_str(), of_b[0].name.as_str(), of_b[0].action.as_str()), ("Cluster", "prod-1", "Created"));
+        assert!(of_b[0].actor.is_some(), "the change names who made it");
+    }
+}
+
 /// Reads a watch stream's lines as they come and hands them on with the time each
 /// arrived.
 async fn read_watch(mut watch: EventWatch, lines: tokio::sync::mpsc::UnboundedSender<(WatchLine, Instant)>) {

@@ -226,6 +226,18 @@ impl EventLog for ExpireAfterClaim {
         self.inner.events_read(after, limit).await
     }
 
+    async fn events_read_of(&self, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.inner.events_read_of(tenants, after, limit).await
+    }
+
+    async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        self.inner.events_newest(tenants, before, limit).await
+    }
+
+    async fn events_head(&self) -> Result<u64> {
+        self.inner.events_head().await
+    }
+
     async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
         self.inner.events_of(object, before, limit).await
     }

@@ -5,16 +5,16 @@
 //! `after` it starts at the oldest event kept. A cursor older than the log's horizon
 //! (retention trimmed events after it) is `410 Gone` with
 //! `{"error", "cursor", "horizon"}`: the client re-lists, it never silently misses events.
-//! A caller sees the events of its own tenants only (a fleet-admin, all): a page reads
-//! on past other tenants' events until it is full or the log ends, and a watch moves its
-//! cursor past them (its bookmarks carry it).
+//! A caller sees the events of its own tenants only (a fleet-admin, all). The store
+//! reads a caller's tenants by an index on the tenant, so a page costs the page however
+//! many events other tenants have; retention is kept per tenant, and a cursor is
+//! checked against the caller's tenants' horizon. A watch moves its cursor past other
+//! tenants' events (its bookmarks carry it).
 //!
 //! `GET /v1/events?order=desc&limit=M` answers the `M` newest events instead, newest
 //! first; `&before=N` pages back (the newest events older than `N`). `order=desc` takes
-//! no `after` and no `watch`. It reads the log forward in windows below the newest
-//! `seq`, found by a binary search of one-event reads, so it costs a few indexed reads
-//! however long the log. A client that wants to watch "from now" reads the newest
-//! event (`order=desc&limit=1`) and watches after its `seq`.
+//! no `after` and no `watch`; it too costs the page. A client that wants to watch
+//! "from now" reads the newest event (`order=desc&limit=1`) and watches after its `seq`.
 //!
 //! `since=now` (instead of `after`) starts a list or a watch after the newest event:
 //! a client that only wants what happens from now on (the dashboard) reads no backlog.
@@ -96,7 +96,7 @@ pub struct EventsQuery {
     #[serde(default)]
     pub before: Option<u64>,
     /// `now`: start after the newest event, whoever's it is (no backlog); takes no
-    /// `after`. The cursor is found in a few one-event reads, however long the log.
+    /// `after`.
     #[serde(default)]
     pub since: Option<Since>,
 }
@@ -187,22 +187,19 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
         if q.watch || q.after.is_some() || q.since.is_some() {
             return Err(bad("order", "`desc` reads back from the newest event: it takes no `after`, `since` or `watch`"));
         }
-        let items = newest_page(&**state.events.log(), &visible, q.before, q.limit).await?;
+        let items = state.events.log().events_newest(scope(&visible).as_deref(), q.before, q.limit).await?;
         return Ok(Json(Items::all(items)).into_response());
     }
     let after = match q.since {
         Some(Since::Now) if q.after.is_some() => {
             return Err(ApiError::InvalidParam { param: "query parameter `since`".into(), rule: "`now` takes no `after`".into() });
         }
-        Some(Since::Now) => {
-            let log = &**state.events.log();
-            Some(newest_seq(log, horizon(log).await?).await?)
-        }
+        Some(Since::Now) => Some(state.events.log().events_head().await?),
         None => q.after,
     };
+    let tenants = scope(&visible);
     if !q.watch {
-        let (_, first) = first_page(&**state.events.log(), after, q.limit).await?;
-        let items = visible_page(&**state.events.log(), &visible, first, q.limit).await?;
+        let (_, items) = first_page(&**state.events.log(), tenants.as_deref(), after, q.limit).await?;
         return Ok(Json(Items::all(items)).into_response());
     }
     let slot = state.watches.slots.take(&state.watches.limits, &caller)?;
@@ -210,7 +207,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
     let closing = state.watches.closing.subscribe();
     let pages = state.events.follow(state.watches.poll, closing.clone());
     // Read before answering, so that an expired cursor is a 410, not a broken stream.
-    let (cursor, first) = first_page(&**state.events.log(), after, q.limit).await?;
+    let (cursor, first) = first_page(&**state.events.log(), tenants.as_deref(), after, q.limit).await?;
     let follow = Follow {
         log: state.events.log().clone(),
         feed: state.events,
@@ -220,6 +217,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
         limit: q.limit,
         pending: Some((Arc::new(FeedPage::new(cursor, first)), 0)),
         visible,
+        tenants,
         closing,
         keepalive: state.watches.keepalive,
         caught_up: false,
@@ -235,104 +233,35 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
     Ok((headers, Body::from_stream(stream)).into_response())
 }
 
+/// The tenants a caller's reads are scoped to (none: every tenant's).
+fn scope(visible: &Visible) -> Option<Vec<String>> {
+    match visible {
+        Visible::All => None,
+        Visible::Tenants(t) => Some(t.iter().cloned().collect()),
+    }
+}
+
+/// A page of the events of `tenants` (none: all) after `after`: read by tenant for a
+/// caller of some tenants, so it costs the page however many events others have.
+async fn read(store: &dyn EventLog, tenants: Option<&[String]>, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+    match tenants {
+        None => store.events_read(after, limit).await,
+        Some(tenants) => store.events_read_of(tenants, after, limit).await,
+    }
+}
+
 /// The first page and the cursor it was read from. Without a cursor, the log is read
-/// from its horizon (retention may move it between two reads, hence the loop).
-async fn first_page(store: &dyn EventLog, after: Option<u64>, limit: usize) -> Result<(u64, Vec<Event>)> {
+/// from its horizon (for a caller of some tenants, theirs; retention may move it
+/// between two reads, hence the loop).
+async fn first_page(store: &dyn EventLog, tenants: Option<&[String]>, after: Option<u64>, limit: usize) -> Result<(u64, Vec<Event>)> {
     let mut cursor = after.unwrap_or(0);
     loop {
-        match store.events_read(cursor, limit).await {
+        match read(store, tenants, cursor, limit).await {
             Ok(page) => return Ok((cursor, page)),
             Err(StoreError::CursorExpired { horizon, .. }) if after.is_none() && horizon > cursor => cursor = horizon,
             Err(e) => return Err(e.into()),
         }
     }
-}
-
-/// Up to `limit` events of the `visible` tenants, from `first` (a page just read) on:
-/// reads further pages while the ones read hold fewer, so that a page of other tenants'
-/// events does not look like the end of the log.
-async fn visible_page(store: &dyn EventLog, visible: &Visible, first: Vec<Event>, limit: usize) -> Result<Vec<Event>> {
-    let mut page = first;
-    let mut items = Vec::new();
-    loop {
-        let (full, last) = (page.len() == limit, page.last().map(|e| e.seq));
-        items.extend(page.into_iter().filter(|e| visible.contains(&e.tenant)));
-        match last {
-            Some(last) if full && items.len() < limit => page = store.events_read(last, limit).await?,
-            _ => break,
-        }
-    }
-    items.truncate(limit);
-    Ok(items)
-}
-
-/// The horizon: every event kept has a greater sequence number.
-async fn horizon(store: &dyn EventLog) -> Result<u64> {
-    match store.events_read(0, 1).await {
-        Ok(_) => Ok(0),
-        Err(StoreError::CursorExpired { horizon, .. }) => Ok(horizon),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The newest event's sequence number (`floor` when none is after it): the smallest
-/// `x` with no event after it, by an exponential then a binary search of one-event
-/// reads (sequence numbers may have gaps).
-async fn newest_seq(store: &dyn EventLog, floor: u64) -> Result<u64> {
-    let some_after = |x: u64| async move { Ok::<_, ApiError>(!store.events_read(x, 1).await?.is_empty()) };
-    if !some_after(floor).await? {
-        return Ok(floor);
-    }
-    // `lo` has an event after it, `hi` none.
-    let (mut lo, mut step) = (floor, 1u64);
-    let mut hi = loop {
-        let x = lo.saturating_add(step);
-        if x == u64::MAX || !some_after(x).await? {
-            break x;
-        }
-        (lo, step) = (x, step.saturating_mul(2));
-    };
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if some_after(mid).await? {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(hi)
-}
-
-/// Up to `limit` of the newest events of the `visible` tenants older than `before`
-/// (none: the newest of all), newest first. Reads windows of the log back from the
-/// top, each twice as wide as the last, until it has `limit` or reaches the horizon.
-async fn newest_page(store: &dyn EventLog, visible: &Visible, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
-    let floor = horizon(store).await?;
-    // Events up to and including `top` are wanted.
-    let mut top = match before {
-        Some(b) => b.saturating_sub(1),
-        None => newest_seq(store, floor).await?,
-    };
-    let mut width = limit as u64;
-    let mut items = Vec::new();
-    while top > floor && items.len() < limit {
-        let bottom = top.saturating_sub(width).max(floor);
-        let mut window = Vec::new();
-        let mut cursor = bottom;
-        loop {
-            let page = store.events_read(cursor, limit).await?;
-            let (full, last) = (page.len() == limit, page.last().map(|e| e.seq));
-            window.extend(page.into_iter().filter(|e| e.seq <= top && visible.contains(&e.tenant)));
-            match last {
-                Some(last) if full && last < top => cursor = last,
-                _ => break,
-            }
-        }
-        items.extend(window.into_iter().rev());
-        (top, width) = (bottom, width.saturating_mul(2));
-    }
-    items.truncate(limit);
-    Ok(items)
 }
 
 /// Largest chunk a watch builds before handing it to the connection: with hyper's
@@ -354,6 +283,8 @@ struct Follow {
     pending: Option<(Arc<FeedPage>, usize)>,
     /// Whose events are sent; the others are skipped (the cursor moves past them).
     visible: Visible,
+    /// The same as a scope of store reads (none: every tenant).
+    tenants: Option<Vec<String>>,
     closing: watch::Receiver<bool>,
     keepalive: Duration,
     /// Whether the "caught up" bookmark has been sent.
@@ -384,7 +315,7 @@ impl Follow {
                 return Some(self.sent(out));
             }
             if !self.live {
-                match self.log.events_read(self.cursor, self.limit).await {
+                match self.catch_up().await {
                     Ok(page) if !page.is_empty() => {
                         self.pending = Some((Arc::new(FeedPage::new(self.cursor, page)), 0));
                         continue;
@@ -421,6 +352,20 @@ impl Follow {
                 Err(_) => self.live = false,
             }
         }
+    }
+
+    /// The next page from the store after the cursor. A watch of some tenants reads
+    /// theirs only; when none is left it moves its cursor to the log's head as read
+    /// *before* that read (every event up to there was committed then, so none of its
+    /// tenants' is skipped): following the feed, it then starts where the feed is.
+    async fn catch_up(&mut self) -> Result<Vec<Event>, StoreError> {
+        let Some(tenants) = &self.tenants else { return self.log.events_read(self.cursor, self.limit).await };
+        let head = self.log.events_head().await?;
+        let page = self.log.events_read_of(tenants, self.cursor, self.limit).await?;
+        if page.is_empty() {
+            self.cursor = self.cursor.max(head);
+        }
+        Ok(page)
     }
 
     /// The lines of `page`'s visible events after the cursor, from index `from`, up to

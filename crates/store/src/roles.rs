@@ -211,13 +211,27 @@ pub trait EventLog: Send + Sync + 'static {
     /// to the horizon is fine.
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>>;
 
+    /// The same for the events of `tenants` only: read per tenant (an index by tenant),
+    /// so it costs the page, however many events other tenants have. The cursor is
+    /// checked against those tenants' horizon (retention is per tenant), not the log's.
+    async fn events_read_of(&self, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// Up to `limit` of the newest events with a sequence number below `before` (none:
+    /// the newest), newest first, of `tenants` (none: every tenant's). Costs the page.
+    async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>>;
+
+    /// The newest event's sequence number; the horizon if a trim left no event; 0 for a
+    /// log that never had one.
+    async fn events_head(&self) -> Result<u64>;
+
     /// Up to `limit` of one object's newest events with a sequence number below
     /// `before` (none: the newest), newest first. Served by an index on the object, so
     /// it costs the page, not the log. Trimmed events are simply gone.
     async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>>;
 
-    /// Applies retention: deletes the oldest events beyond `keep` and raises the log's
-    /// horizon (durably, in the same transaction) to the last deleted sequence number.
+    /// Applies retention to each tenant's events on its own: deletes a tenant's oldest
+    /// events beyond `keep` and raises its horizon and the whole log's (durably, in the
+    /// same transaction) to the last deleted sequence number.
     /// The horizon is recorded, never inferred from the oldest event left, so a cursor
     /// that fell off the log is recognised even where sequence numbers have gaps or the
     /// log is empty. Deletes in chunks of bounded size; safe to run from several

@@ -170,6 +170,18 @@ impl EventLog for Broken {
         fail()
     }
 
+    async fn events_read_of(&self, _: &[String], _: u64, _: usize) -> Result<Vec<Event>> {
+        fail()
+    }
+
+    async fn events_newest(&self, _: Option<&[String]>, _: Option<u64>, _: usize) -> Result<Vec<Event>> {
+        fail()
+    }
+
+    async fn events_head(&self) -> Result<u64> {
+        fail()
+    }
+
     async fn events_of(&self, _: &EventObject, _: Option<u64>, _: usize) -> Result<Vec<Event>> {
         fail()
     }

@@ -26,6 +26,19 @@ impl EventLog for Counting {
         self.log.events_read(after, limit).await
     }
 
+    async fn events_read_of(&self, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.log.events_read_of(tenants, after, limit).await
+    }
+
+    async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        self.log.events_newest(tenants, before, limit).await
+    }
+
+    async fn events_head(&self) -> Result<u64> {
+        self.log.events_head().await
+    }
+
     async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
         self.log.events_of(object, before, limit).await
     }

@@ -74,10 +74,10 @@ pub async fn events_trimmed_behind_a_horizon(h: &dyn Harness) {
     assert_eq!(nothing, EventsTrimmed { deleted: 0, horizon: 0 });
     assert_eq!(seqs(&*s, 0).await, all, "no horizon yet: cursor 0 reads everything");
 
-    // By count: the events of the newest 12 sequence numbers stay.
+    // By count: the newest 12 events stay.
     let t = s.events_trim(EventRetention { max_events: Some(12), max_age: None }).await.expect("trim by count");
-    let horizon = all[14] - 12;
-    assert_eq!(t, EventsTrimmed { deleted: all.iter().filter(|q| **q <= horizon).count() as u64, horizon });
+    let horizon = all[2];
+    assert_eq!(t, EventsTrimmed { deleted: 3, horizon });
     assert_eq!(expired(s.events_read(0, 10).await), (0, horizon));
     assert_eq!(expired(s.events_read(horizon - 1, 10).await), (horizon - 1, horizon));
     assert_eq!(seqs(&*s, horizon).await, all.iter().copied().filter(|q| *q > horizon).collect::<Vec<_>>());
@@ -108,6 +108,70 @@ pub async fn events_trimmed_behind_a_horizon(h: &dyn Harness) {
     let next = seqs(&*s, all[14]).await;
     assert_eq!(next.len(), 1);
     assert!(next[0] > all[14], "a trimmed sequence number is never used again");
+}
+
+/// A cluster of `tenant` whose labels carry `v` (each apply of a new `v` is an event).
+fn tenant_cluster(tenant: &str, v: usize) -> Document {
+    let mut c = cluster("c", &[("v", &v.to_string())]);
+    if let Document::Cluster(c) = &mut c {
+        c.metadata.namespace = tenant.into();
+    }
+    c
+}
+
+/// Retention and reads by tenant: each tenant keeps its own newest events and its own
+/// horizon, so one tenant's volume never pushes out another's record; a read of some
+/// tenants returns theirs only, checked against their horizon; the newest events read
+/// back from the top, of some tenants or of all.
+pub async fn events_kept_and_read_per_tenant(h: &dyn Harness) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let s = h.open(config(clock.clone())).await;
+    let (a, b) = (vec!["a".to_string()], vec!["b".to_string()]);
+    s.objects_apply(vec![tenant_cluster("b", 0)]).await.expect("b's first change");
+    for v in 0..30 {
+        s.objects_apply(vec![tenant_cluster("a", v)]).await.expect("a's change");
+    }
+    s.objects_apply(vec![tenant_cluster("b", 1)]).await.expect("b's second change");
+    let all = seqs(&*s, 0).await;
+    assert_eq!(all.len(), 32);
+    let of = |events: Vec<crate::Event>| events.iter().map(|e| (e.tenant.clone(), e.seq)).collect::<Vec<_>>();
+    let b_events = s.events_read_of(&b, 0, 10).await.expect("b's");
+    assert_eq!(of(b_events), [("b".to_string(), all[0]), ("b".to_string(), all[31])]);
+    let first_of_a = s.events_read_of(&a, 0, 2).await.expect("a's");
+    assert_eq!(first_of_a.iter().map(|e| e.seq).collect::<Vec<_>>(), all[1..3]);
+
+    // Five per tenant: a loses 25, b keeps both, however many a wrote after it.
+    let t = s.events_trim(EventRetention { max_events: Some(5), max_age: None }).await.expect("trim");
+    let a_horizon = all[25];
+    assert_eq!(t, EventsTrimmed { deleted: 25, horizon: a_horizon });
+    assert_eq!(s.events_read_of(&b, 0, 10).await.expect("b's record stays").len(), 2);
+    assert_eq!(expired(s.events_read_of(&a, 0, 10).await), (0, a_horizon), "a's cursor fell off a's log");
+    assert_eq!(expired(s.events_read(0, 10).await), (0, a_horizon), "a reader of every tenant lost a's events");
+    let both = vec!["a".to_string(), "b".to_string()];
+    assert_eq!(expired(s.events_read_of(&both, 0, 10).await).1, a_horizon);
+    let kept = s.events_read_of(&both, a_horizon, 10).await.expect("both from the horizon");
+    assert_eq!(kept.iter().map(|e| e.seq).collect::<Vec<_>>(), all[26..]);
+
+    // The newest, newest first: of all, of some, and back from `before`.
+    let seq = |events: Vec<crate::Event>| events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seq(s.events_newest(None, None, 2).await.expect("newest")), [all[31], all[30]]);
+    assert_eq!(seq(s.events_newest(Some(&b), None, 5).await.expect("b's newest")), [all[31], all[0]]);
+    assert_eq!(seq(s.events_newest(Some(&a), Some(all[30]), 2).await.expect("a's, back")), [all[29], all[28]]);
+    assert!(s.events_newest(Some(&["nobody".to_string()]), None, 5).await.expect("no events").is_empty());
+    assert_eq!(s.events_head().await.expect("head"), all[31]);
+
+    // By age, per tenant: a wrote nothing for an hour and is emptied; b's newest change
+    // is young, and its older one is kept only while b's log is young from there on.
+    clock.advance(Duration::from_secs(3600));
+    s.objects_apply(vec![tenant_cluster("b", 2)]).await.expect("b's third change");
+    let young = s.events_head().await.expect("head");
+    let t = s.events_trim(EventRetention { max_events: None, max_age: Some(Duration::from_secs(60)) }).await.expect("trim by age");
+    assert_eq!(t, EventsTrimmed { deleted: 7, horizon: young - 1 }, "a's five and b's two old ones");
+    assert!(s.events_read_of(&a, all[30], 10).await.expect("a from its horizon").is_empty());
+    assert_eq!(seq(s.events_read_of(&b, young - 1, 10).await.expect("b's young one")), [young]);
+    drop(s);
+    let s = h.open(config(clock.clone())).await;
+    assert_eq!(expired(s.events_read_of(&b, 0, 10).await), (0, young - 1), "a tenant's horizon is durable");
 }
 
 /// Event watchers are woken by every commit that appends events: object writes,

@@ -40,7 +40,7 @@ macro_rules! conformance_tests {
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
             relabel_moves_keys, events_in_order, an_objects_events_newest_first, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
-            cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, event_watchers_woken,
+            cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, events_kept_and_read_per_tenant, event_watchers_woken,
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
             own_write_that_unselects_the_writer_dirties_it, inventory_recorded_ahead_outlives_failed_and_lost_runs,
@@ -87,7 +87,7 @@ pub use objects::{
     own_write_with_a_stale_token_is_refused, own_write_that_unselects_the_writer_dirties_it,
 };
 pub use events::{
-    events_in_order, an_objects_events_newest_first, events_trimmed_behind_a_horizon, event_watchers_woken, consumer_cursors_only_move_forward,
+    events_in_order, an_objects_events_newest_first, events_trimmed_behind_a_horizon, events_kept_and_read_per_tenant, event_watchers_woken, consumer_cursors_only_move_forward,
     consumer_names_are_checked,
 };
 pub use members::members_and_shards;

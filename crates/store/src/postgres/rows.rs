@@ -2,7 +2,7 @@
 //! appended at commit by [`super::Tx`].)
 
 use super::{query, PgResult, Tx};
-use crate::event::{trim_cut, EventObject, TRIM_CHUNK};
+use crate::event::{scoped_horizon, tenant_cut, EventObject, TENANTS_WITH_EVENTS, TRIM_CHUNK};
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
 use crate::page::phase_condition;
@@ -34,41 +34,137 @@ pub(super) async fn events_horizon<C: GenericClient>(c: &C) -> PgResult<u64> {
     Ok(u64::try_from(h).unwrap_or(0))
 }
 
-/// One chunk of a trim (see [`crate::EventLog::events_trim`]): deletes at most
-/// [`TRIM_CHUNK`] of the oldest events beyond `keep` and raises the horizon. Returns
-/// what it did and whether more is left to trim.
-///
-/// Events being appended meanwhile are safe: they get their `seq` under the log's
-/// advisory lock, after every committed event, so they are above any cut computed here
-/// from committed rows. The horizon row lock serializes concurrent trims.
-pub(super) async fn events_trim_chunk(tx: &Tx<'_>, keep: EventRetention) -> PgResult<(EventsTrimmed, bool)> {
-    let row = tx.query_opt("SELECT horizon FROM events_horizon FOR UPDATE", &[]).await?;
-    let horizon = u64::try_from(row.map_or(Ok(0), |r| r.try_get::<_, i64>(0))?).unwrap_or(0);
-    let last: i64 = match tx.query_opt("SELECT max(seq) FROM events", &[]).await? {
+/// The events of `tenants` after `after`, oldest first, in one statement that reads a
+/// page per tenant from the `events_by_tenant` index: it costs the page, not the log.
+/// The horizon (the highest of those tenants') is read by a later statement, as in
+/// [`events_read`].
+pub(super) async fn events_read_of<C: GenericClient>(c: &C, tenants: &[String], after: u64, limit: usize) -> PgResult<Vec<Event>> {
+    let (after_sql, limit_sql) = (i64::try_from(after).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
+    let rows = query(
+        c,
+        "SELECT e.seq, e.at, e.tenant, e.kind, e.name, e.action, e.generation, e.actor
+         FROM unnest($1::text[]) AS t(tenant), LATERAL (
+             SELECT * FROM events WHERE events.tenant = t.tenant AND seq > $2 ORDER BY seq LIMIT $3) e
+         ORDER BY e.seq LIMIT $3",
+        &[&tenants, &after_sql, &limit_sql],
+    )
+    .await?;
+    let events = rows.iter().map(event_row).collect::<PgResult<Vec<_>>>()?;
+    let horizon = tenants_horizon(c, tenants).await?;
+    if after < horizon {
+        return Err(StoreError::CursorExpired { cursor: after, horizon }.into());
+    }
+    Ok(events)
+}
+
+/// The newest events before `before` (none: the newest), newest first, of `tenants`
+/// (none: every tenant's).
+pub(super) async fn events_newest<C: GenericClient>(c: &C, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> PgResult<Vec<Event>> {
+    let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = match tenants {
+        None => {
+            let sql = "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE seq < $1 ORDER BY seq DESC LIMIT $2";
+            query(c, sql, &[&before, &limit]).await?
+        }
+        Some(tenants) => {
+            let sql = "SELECT e.seq, e.at, e.tenant, e.kind, e.name, e.action, e.generation, e.actor
+                 FROM unnest($1::text[]) AS t(tenant), LATERAL (
+                     SELECT * FROM events WHERE events.tenant = t.tenant AND seq < $2 ORDER BY seq DESC LIMIT $3) e
+                 ORDER BY e.seq DESC LIMIT $3";
+            query(c, sql, &[&tenants, &before, &limit]).await?
+        }
+    };
+    rows.iter().map(event_row).collect()
+}
+
+/// The newest event's sequence number, or the horizon when a trim emptied the log.
+const EVENTS_HEAD: &str = "SELECT GREATEST((SELECT COALESCE(max(seq), 0) FROM events), (SELECT max(horizon) FROM events_horizon))";
+
+pub(super) async fn events_head<C: GenericClient>(c: &C) -> PgResult<u64> {
+    let rows = query(c, EVENTS_HEAD, &[]).await?;
+    let head: i64 = match rows.first() {
         Some(r) => r.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
         None => 0,
     };
-    let last = u64::try_from(last).unwrap_or(0).max(horizon);
-    let first_young = match keep.max_age {
-        Some(age) => {
-            let cutoff = tx.now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
-            let row = tx.query_opt("SELECT seq FROM events WHERE at >= $1 ORDER BY seq LIMIT 1", &[&cutoff]).await?;
-            row.map(|r| r.try_get::<_, i64>(0)).transpose()?.map(|s| u64::try_from(s).unwrap_or(0))
+    Ok(u64::try_from(head).unwrap_or(0))
+}
+
+/// The horizon of a read of `tenants`: the highest of theirs (each at least the row of
+/// `*`, the whole log's horizon from before horizons were kept per tenant).
+async fn tenants_horizon<C: GenericClient>(c: &C, tenants: &[String]) -> PgResult<u64> {
+    let rows = query(c, "SELECT tenant, horizon FROM events_tenant_horizon WHERE tenant = '*' OR tenant = ANY($1)", &[&tenants]).await?;
+    let (mut floor, mut each) = (0, Vec::with_capacity(rows.len()));
+    for r in &rows {
+        let h = u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0);
+        if r.try_get::<_, String>(0)? == "*" {
+            floor = h;
+        } else {
+            each.push(h);
         }
-        None => None,
-    };
-    let cut = trim_cut(&keep, last, first_young);
-    if cut <= horizon {
-        return Ok((EventsTrimmed { deleted: 0, horizon }, false));
     }
-    let offset = i64::try_from(TRIM_CHUNK - 1).unwrap_or(0);
-    let chunk_end = tx.query_opt("SELECT seq FROM events ORDER BY seq OFFSET $1 LIMIT 1", &[&offset]).await?;
-    let chunk_end = chunk_end.map(|r| r.try_get::<_, i64>(0)).transpose()?;
-    let chunk_cut = chunk_end.map_or(cut, |s| cut.min(u64::try_from(s).unwrap_or(0)));
-    let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
-    let deleted = tx.execute("DELETE FROM events WHERE seq <= $1", &[&cut_sql]).await?;
-    tx.execute("UPDATE events_horizon SET horizon = $1", &[&cut_sql]).await?;
-    Ok((EventsTrimmed { deleted, horizon: chunk_cut }, chunk_cut < cut))
+    Ok(scoped_horizon(floor, each))
+}
+
+/// One chunk of a trim (see [`crate::EventLog::events_trim`]): for each tenant with
+/// events, deletes its oldest events beyond `keep` and raises its horizon and the
+/// whole log's, at most [`TRIM_CHUNK`] events in all. Returns what it did and whether
+/// more is left to trim.
+///
+/// Events being appended meanwhile are safe: they get their `seq` under the log's
+/// advisory lock, after every committed event, so they are above any cut computed here
+/// from committed rows. The whole log's horizon row lock serializes concurrent trims.
+pub(super) async fn events_trim_chunk(tx: &Tx<'_>, keep: EventRetention) -> PgResult<(EventsTrimmed, bool)> {
+    let row = tx.query_opt("SELECT horizon FROM events_horizon FOR UPDATE", &[]).await?;
+    let mut horizon = u64::try_from(row.map_or(Ok(0), |r| r.try_get::<_, i64>(0))?).unwrap_or(0);
+    let tenants: Vec<String> = tx.query(TENANTS_WITH_EVENTS, &[]).await?.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    let cutoff = keep.max_age.map(|age| tx.now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
+    let (mut budget, mut deleted) = (TRIM_CHUNK, 0u64);
+    for tenant in &tenants {
+        let seq = |row: Option<Row>| -> PgResult<Option<u64>> {
+            let v = match row {
+                Some(r) => r.try_get::<_, Option<i64>>(0)?,
+                None => None,
+            };
+            Ok(v.map(|s| u64::try_from(s).unwrap_or(0)))
+        };
+        let own = tenants_horizon(&tx.tx, std::slice::from_ref(tenant)).await?;
+        let last = seq(tx.query_opt("SELECT max(seq) FROM events WHERE tenant = $1", &[tenant]).await?)?.unwrap_or(0);
+        let beyond_count = match keep.max_events {
+            Some(n) => {
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                seq(tx.query_opt("SELECT seq FROM events WHERE tenant = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1", &[tenant, &n]).await?)?
+            }
+            None => None,
+        };
+        let first_young = match cutoff {
+            Some(cutoff) => seq(tx.query_opt("SELECT seq FROM events WHERE tenant = $1 AND at >= $2 ORDER BY seq LIMIT 1", &[tenant, &cutoff]).await?)?,
+            None => None,
+        };
+        let cut = tenant_cut(&keep, beyond_count, first_young, last);
+        if cut <= own {
+            continue;
+        }
+        let offset = i64::try_from(budget - 1).unwrap_or(0);
+        let chunk_end = seq(tx.query_opt("SELECT seq FROM events WHERE tenant = $1 ORDER BY seq OFFSET $2 LIMIT 1", &[tenant, &offset]).await?)?;
+        let chunk_cut = chunk_end.map_or(cut, |s| cut.min(s));
+        let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
+        let n = tx.execute("DELETE FROM events WHERE tenant = $1 AND seq <= $2", &[tenant, &cut_sql]).await?;
+        tx.execute(
+            "INSERT INTO events_tenant_horizon (tenant, horizon) VALUES ($1, $2)
+             ON CONFLICT (tenant) DO UPDATE SET horizon = GREATEST(events_tenant_horizon.horizon, excluded.horizon)",
+            &[tenant, &cut_sql],
+        )
+        .await?;
+        horizon = horizon.max(chunk_cut);
+        tx.execute("UPDATE events_horizon SET horizon = GREATEST(horizon, $1)", &[&cut_sql]).await?;
+        deleted += n;
+        budget = budget.saturating_sub(n);
+        if chunk_cut < cut || budget == 0 {
+            return Ok((EventsTrimmed { deleted, horizon }, true));
+        }
+    }
+    Ok((EventsTrimmed { deleted, horizon }, false))
 }
 
 async fn events_page<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgResult<Vec<Event>> {
@@ -184,7 +280,7 @@ pub(super) async fn queue_stats<C: GenericClient>(c: &C, now: Timestamp) -> PgRe
         &oldest_params,
     );
     // The horizon counts when a trim emptied the log.
-    let last = query(c, "SELECT GREATEST((SELECT COALESCE(max(seq), 0) FROM events), (SELECT max(horizon) FROM events_horizon))", &[]);
+    let last = query(c, EVENTS_HEAD, &[]);
     // Sent together: the connection pipelines them.
     let (by_phase, oldest, last) = tokio::try_join!(by_phase, oldest, last)?;
 

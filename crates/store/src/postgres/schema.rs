@@ -418,6 +418,16 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ALTER TABLE tokens ADD CONSTRAINT tokens_tenant_name_key UNIQUE (tenant, name);
     "#,
     ),
+    (
+        "the event log by tenant: pages and retention per tenant",
+        r#"
+    -- A tenant's page reads its own events only; retention is kept per tenant, each with
+    -- its own horizon. Tenant '*' holds the horizon every tenant had before.
+    CREATE INDEX events_by_tenant ON events (tenant, seq);
+    CREATE TABLE events_tenant_horizon (tenant text PRIMARY KEY, horizon bigint NOT NULL);
+    INSERT INTO events_tenant_horizon (tenant, horizon) SELECT '*', horizon FROM events_horizon;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -319,6 +319,28 @@ impl EventLog for PgStore {
         .await
     }
 
+    async fn events_read_of(&self, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>> {
+        let tenants = tenants.to_vec();
+        self.read("reading a tenant's events", move |c, _| {
+            let tenants = tenants.clone();
+            Box::pin(async move { rows::events_read_of(c, &tenants, after, limit).await })
+        })
+        .await
+    }
+
+    async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        let tenants = tenants.map(<[String]>::to_vec);
+        self.read("reading the newest events", move |c, _| {
+            let tenants = tenants.clone();
+            Box::pin(async move { rows::events_newest(c, tenants.as_deref(), before, limit).await })
+        })
+        .await
+    }
+
+    async fn events_head(&self) -> Result<u64> {
+        self.read("reading the event log's head", |c, _| Box::pin(rows::events_head(c))).await
+    }
+
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
         crate::event::trim_in_chunks(|| self.write("trimming events", move |tx| Box::pin(rows::events_trim_chunk(tx, keep)))).await
     }

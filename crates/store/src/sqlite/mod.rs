@@ -545,6 +545,20 @@ impl EventLog for SqliteStore {
         self.read("reading events", move |c, _| rows::events_read(c, after, limit)).await
     }
 
+    async fn events_read_of(&self, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>> {
+        let tenants = tenants.to_vec();
+        self.read("reading a tenant's events", move |c, _| rows::events_read_of(c, &tenants, after, limit)).await
+    }
+
+    async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        let tenants = tenants.map(<[String]>::to_vec);
+        self.read("reading the newest events", move |c, _| rows::events_newest(c, tenants.as_deref(), before, limit)).await
+    }
+
+    async fn events_head(&self) -> Result<u64> {
+        self.read("reading the event log's head", |c, _| rows::events_head(c)).await
+    }
+
     async fn events_of(&self, object: &EventObject, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
         let object = object.clone();
         self.read("reading an object's events", move |c, _| rows::events_of(c, &object, before, limit)).await

@@ -2,7 +2,7 @@
 
 use crate::lifecycle::status_phase;
 use crate::stored::decode;
-use crate::event::{trim_cut, EventObject, TRIM_CHUNK};
+use crate::event::{merge_pages, scoped_horizon, tenant_cut, EventObject, TENANTS_WITH_EVENTS, TRIM_CHUNK};
 use crate::page::phase_condition;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilter, StoreError};
 use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
@@ -42,38 +42,118 @@ pub(super) fn events_horizon(c: &Connection) -> Result<u64> {
     Ok(u64::try_from(h).unwrap_or(0))
 }
 
-/// One chunk of a trim (see [`crate::EventLog::events_trim`]): deletes at most
-/// [`TRIM_CHUNK`] of the oldest events beyond `keep` and raises the horizon. Returns
-/// what it did and whether more is left to trim.
-pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &EventRetention) -> Result<(EventsTrimmed, bool)> {
-    let horizon = events_horizon(tx)?;
-    let last: i64 = tx.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?;
-    let last = u64::try_from(last).unwrap_or(0).max(horizon);
-    let first_young = match keep.max_age {
-        Some(age) => {
-            let cutoff = now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
-            let seq: Option<i64> = tx
-                .prepare_cached("SELECT seq FROM events WHERE at >= ?1 ORDER BY seq LIMIT 1")?
-                .query_row(params![cutoff], |r| r.get(0))
-                .optional()?;
-            seq.map(|s| u64::try_from(s).unwrap_or(0))
-        }
-        None => None,
-    };
-    let cut = trim_cut(keep, last, first_young);
-    if cut <= horizon {
-        return Ok((EventsTrimmed { deleted: 0, horizon }, false));
+/// The events of `tenants` after `after`, oldest first: a page read per tenant from the
+/// `events_by_tenant` index, then merged, so a tenant's page costs its own events, not
+/// the log's. The horizon (the highest of those tenants') is read after the pages, as
+/// in [`events_read`].
+pub(super) fn events_read_of(c: &Connection, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let (after_sql, limit_sql) = (i64::try_from(after).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
+    let mut pages = Vec::with_capacity(tenants.len());
+    for tenant in tenants {
+        pages.push(stmt.query_map(params![tenant, after_sql, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?);
     }
-    // The TRIM_CHUNK-th oldest event, if the cut goes beyond it.
-    let chunk_end: Option<i64> = tx
-        .prepare_cached("SELECT seq FROM events ORDER BY seq LIMIT 1 OFFSET ?1")?
-        .query_row(params![i64::try_from(TRIM_CHUNK - 1).unwrap_or(0)], |r| r.get(0))
-        .optional()?;
-    let chunk_cut = chunk_end.map_or(cut, |s| cut.min(u64::try_from(s).unwrap_or(0)));
-    let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
-    let deleted = tx.prepare_cached("DELETE FROM events WHERE seq <= ?1")?.execute(params![cut_sql])?;
-    tx.prepare_cached("UPDATE meta SET v = ?1 WHERE k = 'events_horizon'")?.execute(params![cut_sql])?;
-    Ok((EventsTrimmed { deleted: deleted as u64, horizon: chunk_cut }, chunk_cut < cut))
+    let horizon = tenants_horizon(c, tenants)?;
+    if after < horizon {
+        return Err(StoreError::CursorExpired { cursor: after, horizon });
+    }
+    Ok(merge_pages(pages, limit, false))
+}
+
+/// The newest events before `before` (none: the newest), newest first, of `tenants`
+/// (none: every tenant's).
+pub(super) fn events_newest(c: &Connection, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+    let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
+    let Some(tenants) = tenants else {
+        let mut stmt = c.prepare_cached(
+            "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
+        )?;
+        return Ok(stmt.query_map(params![before, limit_sql], event_row)?.collect::<rusqlite::Result<_>>()?);
+    };
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events
+         WHERE tenant = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+    )?;
+    let mut pages = Vec::with_capacity(tenants.len());
+    for tenant in tenants {
+        pages.push(stmt.query_map(params![tenant, before, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?);
+    }
+    Ok(merge_pages(pages, limit, true))
+}
+
+/// The newest event's sequence number, or the horizon when a trim emptied the log.
+pub(super) fn events_head(c: &Connection) -> Result<u64> {
+    let head: i64 =
+        c.query_row("SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), (SELECT v FROM meta WHERE k = 'events_horizon'))", [], |r| r.get(0))?;
+    Ok(u64::try_from(head).unwrap_or(0))
+}
+
+/// The horizon of a read of `tenants`: the highest of theirs (each at least the row of
+/// `*`, the whole log's horizon from before horizons were kept per tenant).
+fn tenants_horizon(c: &Connection, tenants: &[String]) -> Result<u64> {
+    let mut stmt = c.prepare_cached("SELECT horizon FROM events_tenant_horizon WHERE tenant = ?1")?;
+    let mut of = |tenant: &str| -> Result<u64> {
+        let h: Option<i64> = stmt.query_row(params![tenant], |r| r.get(0)).optional()?;
+        Ok(h.map_or(0, |h| u64::try_from(h).unwrap_or(0)))
+    };
+    let floor = of("*")?;
+    let mut each = Vec::with_capacity(tenants.len());
+    for tenant in tenants {
+        each.push(of(tenant)?);
+    }
+    Ok(scoped_horizon(floor, each))
+}
+
+/// One chunk of a trim (see [`crate::EventLog::events_trim`]): for each tenant with
+/// events, deletes its oldest events beyond `keep` and raises its horizon and the
+/// whole log's, at most [`TRIM_CHUNK`] events in all. Returns what it did and whether
+/// more is left to trim.
+pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &EventRetention) -> Result<(EventsTrimmed, bool)> {
+    let mut horizon = events_horizon(tx)?;
+    let tenants: Vec<String> = tx.prepare_cached(TENANTS_WITH_EVENTS)?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let cutoff = keep.max_age.map(|age| now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
+    let (mut budget, mut deleted) = (TRIM_CHUNK, 0u64);
+    for tenant in &tenants {
+        let seq = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<Option<u64>> {
+            let v: Option<i64> = tx.prepare_cached(sql)?.query_row(p, |r| r.get(0)).optional()?;
+            Ok(v.map(|s| u64::try_from(s).unwrap_or(0)))
+        };
+        let own = tenants_horizon(tx, std::slice::from_ref(tenant))?;
+        let last = seq("SELECT MAX(seq) FROM events WHERE tenant = ?1", &[tenant])?.unwrap_or(0);
+        let beyond_count = match keep.max_events {
+            Some(n) => seq("SELECT seq FROM events WHERE tenant = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2", &[tenant, &i64::try_from(n).unwrap_or(i64::MAX)])?,
+            None => None,
+        };
+        let first_young = match cutoff {
+            Some(cutoff) => seq("SELECT seq FROM events WHERE tenant = ?1 AND at >= ?2 ORDER BY seq LIMIT 1", &[tenant, &cutoff])?,
+            None => None,
+        };
+        let cut = tenant_cut(keep, beyond_count, first_young, last);
+        if cut <= own {
+            continue;
+        }
+        // The budget-th oldest event of the tenant, if the cut goes beyond it.
+        let chunk_end = seq("SELECT seq FROM events WHERE tenant = ?1 ORDER BY seq LIMIT 1 OFFSET ?2", &[tenant, &i64::try_from(budget - 1).unwrap_or(0)])?;
+        let chunk_cut = chunk_end.map_or(cut, |s| cut.min(s));
+        let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
+        let n = tx.prepare_cached("DELETE FROM events WHERE tenant = ?1 AND seq <= ?2")?.execute(params![tenant, cut_sql])? as u64;
+        tx.prepare_cached(
+            "INSERT INTO events_tenant_horizon (tenant, horizon) VALUES (?1, ?2)
+             ON CONFLICT (tenant) DO UPDATE SET horizon = MAX(horizon, excluded.horizon)",
+        )?
+        .execute(params![tenant, cut_sql])?;
+        horizon = horizon.max(chunk_cut);
+        tx.prepare_cached("UPDATE meta SET v = MAX(v, ?1) WHERE k = 'events_horizon'")?.execute(params![cut_sql])?;
+        deleted += n;
+        budget = budget.saturating_sub(n);
+        if chunk_cut < cut || budget == 0 {
+            return Ok((EventsTrimmed { deleted, horizon }, true));
+        }
+    }
+    Ok((EventsTrimmed { deleted, horizon }, false))
 }
 
 fn events_page(c: &Connection, after: u64, limit: usize) -> Result<Vec<Event>> {
@@ -183,15 +263,11 @@ pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> 
     let oldest: Option<i64> =
         c.query_row("SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1", params![now.millis()], |r| r.get(0))?;
     // The horizon counts when a trim emptied the log.
-    let last_event_seq: i64 = c.query_row(
-        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), (SELECT v FROM meta WHERE k = 'events_horizon'))",
-        [],
-        |r| r.get(0),
-    )?;
+    let last_event_seq = events_head(c)?;
     Ok(QueueStats {
         by_phase,
         oldest_ready_age: oldest.map(|t| now.since(Timestamp(t))).unwrap_or_default(),
-        last_event_seq: last_event_seq as u64,
+        last_event_seq,
     })
 }
 

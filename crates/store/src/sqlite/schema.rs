@@ -247,6 +247,14 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE tokens;
     ALTER TABLE tokens_by_tenant RENAME TO tokens;
     "#,
+    // 17: the event log by tenant: a tenant's page reads its own events only (the
+    // index), and retention is kept per tenant, each with its own horizon. The row of
+    // tenant '*' is the horizon every tenant had before (the whole log's).
+    r#"
+    CREATE INDEX events_by_tenant ON events (tenant, seq);
+    CREATE TABLE events_tenant_horizon (tenant TEXT PRIMARY KEY, horizon INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO events_tenant_horizon (tenant, horizon) SELECT '*', v FROM meta WHERE k = 'events_horizon';
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.
