@@ -23,9 +23,32 @@ pub enum BenchCommand {
     HiveFleet(HiveFleetArgs),
     /// The engine alone: items/s through enqueue → claim → complete with no-op applies.
     Drain(DrainArgs),
+    /// What a page of the event log costs a tenant with no events while another tenant
+    /// has many.
+    EventsPage(EventsPageArgs),
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks; also
     /// `fleetsync sim`).
     Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EventsPageArgs {
+    /// Events of the other tenant.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub events: u64,
+    /// Events of the other tenant in the run compared with.
+    #[arg(long, default_value_t = 1_000)]
+    pub baseline_events: u64,
+    /// Requests of each call at each size.
+    #[arg(long, default_value_t = 200)]
+    pub requests: usize,
+    /// Measure on this PostgreSQL (a fresh schema per size, dropped afterwards)
+    /// instead of a SQLite file.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -379,6 +379,11 @@ impl Admin {
         Ok(Self { client })
     }
 
+    /// Runs `sql` (the benches' own statements).
+    pub(crate) async fn batch(&self, sql: &str) -> Result<()> {
+        self.client.batch_execute(sql).await.context("running the bench's SQL")
+    }
+
     /// The name is one of the benches' own (`bench_…_<pid>…`): a plain identifier,
     /// safe to splice.
     pub(crate) async fn drop_schema(&self, schema: &str) -> Result<()> {

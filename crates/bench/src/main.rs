@@ -5,6 +5,7 @@
 
 mod args;
 mod drain;
+mod events_page;
 mod fleetsync_exe;
 mod hive_fleet;
 mod processes;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
         match cli.command {
             BenchCommand::HiveFleet(a) => hive_fleet::run(a).await,
             BenchCommand::Drain(a) => drain::run(a).await,
+            BenchCommand::EventsPage(a) => events_page::run(a).await,
             BenchCommand::Sim(a) => sim::run(a).await.map(|()| true),
         }
     })
