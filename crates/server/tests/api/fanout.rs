@@ -32,6 +32,7 @@ impl EventLog for Counting {
     }
 
     async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
         self.log.events_newest(tenants, before, limit).await
     }
 
@@ -128,6 +129,26 @@ async fn two_hundred_watches_cost_the_store_one_read_per_commit() {
     }
     // The list above is one more read.
     assert!(reads <= COMMITS + 2, "{reads} store reads for {COMMITS} commits and 200 watches");
+}
+
+/// A page for a tenant with no events costs one store read however many events another
+/// tenant has: the store reads the caller's tenants only, never the others' page by page.
+#[tokio::test]
+async fn a_quiet_tenants_page_costs_one_read_beside_a_busy_tenant() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counter = reads.clone();
+    let api = Api::with_feed(quiet(), move |log| EventFeed::new(Arc::new(Counting { log, reads: counter })), |_| {});
+    let busy: Vec<String> = (0..2_000).map(|i| syncset(i).replace("metadata: {name: s}", &format!("metadata: {{name: s{i}}}"))).collect();
+    assert_eq!(api.apply(&busy.join("---\n")).await.status, StatusCode::OK);
+    assert_eq!(all_seqs(&api).await.len(), 2_000);
+    let viewer = api.issue("quiet:viewer", None).await;
+    for uri in ["/v1/events?limit=1", "/v1/events?order=desc&limit=1", "/v1/events?limit=1&since=now"] {
+        reads.store(0, Ordering::SeqCst);
+        let page = api.call_as(Some(&viewer), "GET", uri, None, "").await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}");
+        assert_eq!(page.json()["items"], serde_json::json!([]), "{uri}");
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "{uri}: store reads of events");
+    }
 }
 
 #[tokio::test]
