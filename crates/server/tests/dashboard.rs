@@ -13,8 +13,11 @@
 //! Needs `chromium` and `chromium-driver`: when `chromedriver` is missing, the test
 //! installs them (as root, with apt-get), or fails naming them. It never skips.
 
-use fantoccini::{Client, ClientBuilder};
-use hyper_util::client::legacy::connect::HttpConnector;
+#[path = "support/browser.rs"]
+mod browser;
+
+use browser::{js, js_bool, ChromeDriver};
+use fantoccini::Client;
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::egress::EgressPolicy;
@@ -26,13 +29,11 @@ use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{serve, AppState, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
-use fleetsync_testkit::tools::installed;
 use fleetsync_testkit::{hive_fleet, hive_syncset, FleetShape};
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -520,54 +521,7 @@ async fn closing(browser: &Client, shots: &Screenshots, steps: impl Future<Outpu
     }
 }
 
-/// `chromedriver` on a free loopback port, ended when dropped.
-struct ChromeDriver {
-    child: Child,
-    port: u16,
-    chromium: PathBuf,
-}
 
-impl ChromeDriver {
-    fn start() -> ChromeDriver {
-        let driver = installed("chromedriver", BROWSER);
-        let chromium = installed("chromium", BROWSER);
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let child = Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < PATIENCE, "chromedriver did not listen on port {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        ChromeDriver { child, port, chromium }
-    }
-
-    /// A new headless Chromium with a fresh profile (no cookies).
-    async fn browser(&self) -> Client {
-        let args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"];
-        let caps = json!({"goog:chromeOptions": {"binary": self.chromium, "args": args}});
-        let Value::Object(caps) = caps else { unreachable!("an object") };
-        ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{}", self.port))
-            .await
-            .expect("a Chromium session")
-    }
-}
-
-impl Drop for ChromeDriver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Debian's packages of the browser and its driver.
-const BROWSER: &[&str] = &["chromium", "chromium-driver"];
 
 /// Clicks the element `css` selects; found again if the page redrew it between the
 /// find and the click (the matrix redraws as events come).
@@ -601,14 +555,6 @@ async fn choose(browser: &Client, id: &str, value: &str) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn js(browser: &Client, script: &str) -> Value {
-    browser.execute(script, vec![]).await.unwrap_or_else(|e| panic!("running {script:?}: {e}"))
-}
-
-async fn js_bool(browser: &Client, script: &str) -> bool {
-    js(browser, script).await.as_bool() == Some(true)
 }
 
 /// The totals on the fleet view, as the API's summaries write them.

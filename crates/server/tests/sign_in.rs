@@ -7,17 +7,17 @@
 //! The Chromium test needs `chromium` and `chromium-driver` (installed as root with
 //! apt-get when missing, as the dashboard's test does); it never skips.
 
-use fantoccini::{Client, ClientBuilder};
+#[path = "support/browser.rs"]
+mod browser;
+
+use browser::{js, js_bool, ChromeDriver};
 use fleetsync_model::Grant;
 use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{serve, AppState, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
-use fleetsync_testkit::tools::installed;
-use hyper_util::client::legacy::connect::HttpConnector;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -190,56 +190,7 @@ async fn a_signed_in_admin_stays_signed_in_in_the_browser() {
 // ---- the browser --------------------------------------------------------------------
 
 const PATIENCE: Duration = Duration::from_secs(60);
-const BROWSER: &[&str] = &["chromium", "chromium-driver"];
 
-/// `chromedriver` on a free loopback port, ended when dropped.
-struct ChromeDriver {
-    child: Child,
-    port: u16,
-    chromium: std::path::PathBuf,
-}
-
-impl ChromeDriver {
-    fn start() -> ChromeDriver {
-        let driver = installed("chromedriver", BROWSER);
-        let chromium = installed("chromium", BROWSER);
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let child =
-            Command::new(driver).arg(format!("--port={port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start chromedriver");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < PATIENCE, "chromedriver did not listen on port {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        ChromeDriver { child, port, chromium }
-    }
-
-    async fn browser(&self) -> Client {
-        let args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"];
-        let caps = json!({"goog:chromeOptions": {"binary": self.chromium, "args": args}});
-        let Value::Object(caps) = caps else { unreachable!("an object") };
-        ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{}", self.port))
-            .await
-            .expect("a Chromium session")
-    }
-}
-
-impl Drop for ChromeDriver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn js(browser: &Client, script: &str) -> Value {
-    browser.execute(script, vec![]).await.expect("run a script")
-}
-
-async fn js_bool(browser: &Client, script: &str) -> bool {
-    js(browser, script).await.as_bool().unwrap_or(false)
-}
 
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
