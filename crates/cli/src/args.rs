@@ -299,6 +299,9 @@ pub struct ServeLimitsArgs {
     /// How long a keep-alive connection may stay open with no request.
     #[arg(long, env = "FLEETSYNC_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
+    /// How long a client may take to send a request's body (then 408).
+    #[arg(long, env = "FLEETSYNC_BODY_READ_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub body_read_timeout: Duration,
     /// Event watches open at once.
     #[arg(long, env = "FLEETSYNC_MAX_WATCHES", default_value_t = 500)]
     pub max_watches: usize,

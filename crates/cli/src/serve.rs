@@ -100,12 +100,17 @@ fn serve_limits(a: &ServeLimitsArgs) -> Result<(ConnectionLimits, WatchLimits)> 
             anyhow::bail!("{flag} must be above zero");
         }
     }
-    for (flag, value) in [("--header-read-timeout", a.header_read_timeout), ("--idle-timeout", a.idle_timeout)] {
+    for (flag, value) in [("--header-read-timeout", a.header_read_timeout), ("--idle-timeout", a.idle_timeout), ("--body-read-timeout", a.body_read_timeout)] {
         if value.is_zero() {
             anyhow::bail!("{flag} must be above zero");
         }
     }
-    let connections = ConnectionLimits { max_connections: a.max_connections, header_read_timeout: a.header_read_timeout, idle_timeout: a.idle_timeout };
+    let connections = ConnectionLimits {
+        max_connections: a.max_connections,
+        header_read_timeout: a.header_read_timeout,
+        idle_timeout: a.idle_timeout,
+        body_read_timeout: a.body_read_timeout,
+    };
     let watches = WatchLimits { max_watches: a.max_watches, max_per_identity: a.max_watches_per_identity, max_per_tenant: a.max_watches_per_tenant };
     Ok((connections, watches))
 }

@@ -35,12 +35,21 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// How long a keep-alive connection may stay open with no request in flight.
     pub idle_timeout: Duration,
+    /// How long a client may take to send a request's body, from the end of its head;
+    /// then the request is `408` and the connection closed.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
-    /// 1000 connections, 10 s to send a request head, 60 s idle between requests.
+    /// 1000 connections, 10 s to send a request head, 60 s to send its body, 60 s idle
+    /// between requests.
     fn default() -> Self {
-        Self { max_connections: 1000, header_read_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(60) }
+        Self {
+            max_connections: 1000,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(60),
+        }
     }
 }
 

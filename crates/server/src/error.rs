@@ -59,6 +59,9 @@ pub enum ApiError {
     UnsupportedMediaType { got: String },
     #[error("request body is larger than the limit of {limit} bytes")]
     BodyTooLarge { limit: usize },
+    /// The body did not arrive in time; the connection is closed with the answer.
+    #[error("the request body did not arrive within {} s (the limit); send it faster or in smaller requests", limit.as_secs())]
+    BodyTimedOut { limit: std::time::Duration },
     #[error("no route for {method} {path}")]
     NoRoute { method: String, path: String },
     #[error("method {method} is not allowed on {path}")]
@@ -87,6 +90,7 @@ impl ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimedOut { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InvalidField { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,

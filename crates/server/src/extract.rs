@@ -14,6 +14,7 @@ use fleetsync_model::document::DEFAULT_TENANT;
 use fleetsync_model::names::check_dns1123_label;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use std::time::Duration;
 
 /// The largest request body accepted (a whole fleet's documents in one apply): the
 /// documents' body limit, one of their [limits](fleetsync_model::limits).
@@ -46,7 +47,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 }
 
 /// The request body as text, at most [`MAX_BODY_BYTES`] (set by the router's
-/// `DefaultBodyLimit`).
+/// `DefaultBodyLimit`), read by the request's [`BodyDeadline`].
 #[derive(Debug)]
 pub struct ApiText(pub String);
 
@@ -54,7 +55,29 @@ impl<S: Send + Sync> FromRequest<S> for ApiText {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self> {
-        Ok(ApiText(String::from_request(req, state).await?))
+        let deadline = req.extensions().get::<BodyDeadline>().copied().unwrap_or_else(|| BodyDeadline::after(BODY_READ_TIMEOUT));
+        match tokio::time::timeout_at(deadline.at, String::from_request(req, state)).await {
+            Ok(text) => Ok(ApiText(text?)),
+            Err(_) => Err(ApiError::BodyTimedOut { limit: deadline.limit }),
+        }
+    }
+}
+
+/// How long a request's body may take to arrive when the server sets no other
+/// ([`ConnectionLimits::body_read_timeout`](crate::ConnectionLimits::body_read_timeout)).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// When a request's body must have arrived: set by the server as the request's head
+/// is read, so that a client trickling a body cannot hold a request open for long.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline {
+    at: tokio::time::Instant,
+    limit: Duration,
+}
+
+impl BodyDeadline {
+    pub fn after(limit: Duration) -> Self {
+        Self { at: tokio::time::Instant::now() + limit, limit }
     }
 }
 

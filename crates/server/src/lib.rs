@@ -156,17 +156,18 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::http::record))
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(close_after_413))
+        .layer(axum::middleware::from_fn(close_after_refused_body))
         .with_state(state)
 }
 
-/// A `413` closes its HTTP/1 connection (`Connection: close`): the rest of the body it
-/// refused is never read, so the connection can carry no further request, and a client
-/// sending a huge body learns at once that it may stop.
-async fn close_after_413(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+/// A `413` or a `408` closes its HTTP/1 connection (`Connection: close`): the rest of
+/// the body it refused (too large, or too slow) is never read, so the connection can
+/// carry no further request, and the client learns at once that it may stop.
+async fn close_after_refused_body(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::http::StatusCode;
     let http1 = req.version() < axum::http::Version::HTTP_2;
     let mut response = next.run(req).await;
-    if http1 && response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+    if http1 && matches!(response.status(), StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT) {
         response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     response

@@ -9,6 +9,7 @@
 //! when their head's deadline passes.
 
 use crate::conn::{Connections, ConnectionLimits, Expiry, Registered, TrackedBody, Watched};
+use crate::extract::BodyDeadline;
 use crate::tls::{client_identity, ClientIdentity, OverTls, ServerTls};
 use axum::Router;
 use hyper::body::Incoming;
@@ -168,7 +169,9 @@ impl Accepted {
         let tracker = self.registered.tracker.clone();
         tracker.waiting_for_head();
         let requests = tracker.clone();
+        let body_read_timeout = self.limits.body_read_timeout;
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            request.extensions_mut().insert(BodyDeadline::after(body_read_timeout));
             if let Some(identity) = &identity {
                 request.extensions_mut().insert(identity.clone());
             }

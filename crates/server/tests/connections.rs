@@ -1,8 +1,11 @@
 //! The API's connection discipline over real TCP: clients that open connections and
 //! stall while sending a request head (slowloris) are closed after the header timeout
 //! and cannot keep `/healthz` out, even at the connection cap; idle keep-alive
-//! connections are closed after the idle timeout.
+//! connections are closed after the idle timeout; a request whose body trickles is
+//! answered `408` after the body timeout, and its connection closed.
 
+use fleetsync_model::Grant;
+use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{serve_with, AppState, ConnectionLimits, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
@@ -17,6 +20,8 @@ use tokio::time::Instant;
 /// A hub's API on a free port, over a real SQLite store, within `limits`.
 struct Server {
     addr: SocketAddr,
+    /// A fleet-admin's token.
+    token: String,
     _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -24,6 +29,8 @@ struct Server {
 async fn start(limits: ConnectionLimits) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
+    let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
     let mut registry = Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
     let state = AppState::new(store, Arc::new(registry), queue_metrics);
@@ -33,7 +40,7 @@ async fn start(limits: ConnectionLimits) -> Server {
     tokio::spawn(serve_with(listener, state, None, limits, async {
         let _ = stopped.await;
     }));
-    Server { addr, _dir: dir, _stop: stop }
+    Server { addr, token, _dir: dir, _stop: stop }
 }
 
 /// Reads one HTTP response (head and a `content-length` body) from `stream`.
@@ -88,7 +95,7 @@ async fn closed(mut s: TcpStream, since: Instant, patience: Duration) -> Duratio
 #[tokio::test]
 async fn stalled_request_heads_are_closed_after_the_header_timeout() {
     let timeout = Duration::from_millis(800);
-    let server = start(ConnectionLimits { max_connections: 100, header_read_timeout: timeout, idle_timeout: Duration::from_secs(60) }).await;
+    let server = start(ConnectionLimits { max_connections: 100, header_read_timeout: timeout, idle_timeout: Duration::from_secs(60), ..ConnectionLimits::default() }).await;
     let started = Instant::now();
     let mut attackers = Vec::new();
     for _ in 0..30 {
@@ -107,7 +114,7 @@ async fn stalled_request_heads_are_closed_after_the_header_timeout() {
 #[tokio::test]
 async fn healthz_answers_while_stalled_clients_hold_every_connection_slot() {
     // A header timeout far beyond the test: only the cap's eviction lets /healthz in.
-    let limits = ConnectionLimits { max_connections: 8, header_read_timeout: Duration::from_secs(60), idle_timeout: Duration::from_secs(60) };
+    let limits = ConnectionLimits { max_connections: 8, header_read_timeout: Duration::from_secs(60), idle_timeout: Duration::from_secs(60), ..ConnectionLimits::default() };
     let server = start(limits).await;
     let mut attackers = Vec::new();
     for round in 0..3 {
@@ -134,7 +141,7 @@ async fn healthz_answers_while_stalled_clients_hold_every_connection_slot() {
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let idle = Duration::from_millis(800);
-    let server = start(ConnectionLimits { max_connections: 100, header_read_timeout: Duration::from_secs(30), idle_timeout: idle }).await;
+    let server = start(ConnectionLimits { max_connections: 100, header_read_timeout: Duration::from_secs(30), idle_timeout: idle, ..ConnectionLimits::default() }).await;
     let mut s = TcpStream::connect(server.addr).await.expect("connect");
     for _ in 0..2 {
         s.write_all(b"GET /livez HTTP/1.1\r\nHost: hub\r\n\r\n").await.expect("write");
@@ -144,4 +151,23 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let since = Instant::now();
     let after = closed(s, since, Duration::from_secs(5)).await;
     assert!(after >= idle - Duration::from_millis(50) && after < Duration::from_secs(3), "closed after {after:?}, idle timeout {idle:?}");
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_is_408_after_the_body_timeout_and_closes_the_connection() {
+    let server = start(ConnectionLimits { body_read_timeout: Duration::from_secs(1), ..ConnectionLimits::default() }).await;
+    let mut s = TcpStream::connect(server.addr).await.expect("connect");
+    let head = format!(
+        "POST /v1/apply HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {}\r\nContent-Type: application/yaml\r\nContent-Length: 1000\r\n\r\nkind: Clu",
+        server.token
+    );
+    s.write_all(head.as_bytes()).await.expect("write");
+    let since = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(10), read_response(&mut s)).await.expect("an answer in time");
+    let took = since.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+    assert!(answer.contains("the request body did not arrive within 1 s (the limit)"), "{answer}");
+    assert!(took >= Duration::from_millis(900), "answered after {took:?}, before the timeout");
+    closed(s, since, Duration::from_secs(5)).await;
 }
