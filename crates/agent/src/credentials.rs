@@ -7,7 +7,9 @@
 
 use fleetsync_api::ClientTls;
 use fleetsync_kube_source::{ConnectError, Credentials};
-use kube::config::{AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::config::{
+    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
 use std::path::{Path, PathBuf};
 
 /// Where the agent's target is, and how the agent proves who it is there.
@@ -59,13 +61,15 @@ impl TargetSource {
                     .await
                     .map_err(|source| TargetConfigError::Url { url: url.clone(), source })
             }
-            TargetSource::Found(credentials) => fleetsync_kube_source::config_inferred(credentials).await.map_err(|e| match e {
-                ConnectError::Infer(source) => TargetConfigError::Missing(source),
-                ConnectError::Kubeconfig { context, source } => {
-                    TargetConfigError::Kubeconfig { path: credentials.kubeconfig.clone(), context, source }
-                }
-                other => TargetConfigError::Other(other),
-            }),
+            TargetSource::Found(credentials) => {
+                fleetsync_kube_source::config_inferred(credentials).await.map_err(|e| match e {
+                    ConnectError::Infer(source) => TargetConfigError::Missing(source),
+                    ConnectError::Kubeconfig { context, source } => {
+                        TargetConfigError::Kubeconfig { path: credentials.kubeconfig.clone(), context, source }
+                    }
+                    other => TargetConfigError::Other(other),
+                })
+            }
         }
     }
 }
@@ -104,7 +108,8 @@ mod tests {
     #[tokio::test]
     async fn target_flags_make_the_config_kube_speaks_with() {
         let tls = ClientTls { ca_file: None, insecure_skip_verify: true, client_cert: None };
-        let source = TargetSource::Url { url: "https://10.0.0.1:6443/base".into(), tls, token_file: Some("/t/token".into()) };
+        let source =
+            TargetSource::Url { url: "https://10.0.0.1:6443/base".into(), tls, token_file: Some("/t/token".into()) };
         let config = source.config().await.expect("config");
         assert_eq!(config.cluster_url.to_string(), "https://10.0.0.1:6443/base");
         assert!(config.accept_invalid_certs);
@@ -124,7 +129,10 @@ mod tests {
             TargetSource::Found(Credentials { kubeconfig: Some(path.clone()), context: context.map(str::to_string) })
         };
         assert_eq!(found(None).config().await.expect("current").cluster_url.to_string(), "http://127.0.0.1:1/");
-        assert_eq!(found(Some("b")).config().await.expect("b").cluster_url.to_string(), "http://127.0.0.1:2/clusters/b");
+        assert_eq!(
+            found(Some("b")).config().await.expect("b").cluster_url.to_string(),
+            "http://127.0.0.1:2/clusters/b"
+        );
         let e = found(Some("nope")).config().await.expect_err("no such context");
         assert!(e.to_string().contains("context \"nope\""), "{e}");
     }

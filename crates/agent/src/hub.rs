@@ -17,7 +17,14 @@ pub struct Hub {
 impl Hub {
     /// The hub at `url` (http or https, as `tls` says), as the agent of `cluster`
     /// with its `token`.
-    pub fn new(url: &str, tls: &ClientTls, token: String, tenant: &str, cluster: &str, timeout: Duration) -> Result<Hub, ClientBuildError> {
+    pub fn new(
+        url: &str,
+        tls: &ClientTls,
+        token: String,
+        tenant: &str,
+        cluster: &str,
+        timeout: Duration,
+    ) -> Result<Hub, ClientBuildError> {
         let client = Client::build(url, tls, Some(timeout))?.with_token(token);
         Ok(Hub { client, tenant: tenant.into(), cluster: cluster.into() })
     }

@@ -24,25 +24,25 @@ mod hub;
 mod metrics;
 mod outbox;
 mod target;
-mod token;
 #[cfg(test)]
 mod tls_tests;
+mod token;
 
+pub use credentials::{TargetConfigError, TargetSource};
 use fleetsync_api::{describe, ClientBuildError, ClientError, ClientTls, ReportResult};
+pub use fleetsync_kube_source::Credentials;
 use fleetsync_model::names::check_dns1123_label;
 use fleetsync_model::{LiveReport, LiveState, ResourceRef};
 use fleetsync_store::RetryPolicy;
 use hub::Hub;
+pub use metrics::AgentMetrics;
 use outbox::Outbox;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use target::{ObjectKey, Target, WatchEvent};
-pub use credentials::{TargetConfigError, TargetSource};
-pub use fleetsync_kube_source::Credentials;
-pub use metrics::AgentMetrics;
 pub use target::TargetError;
+use target::{ObjectKey, Target, WatchEvent};
 pub use token::TokenError;
 use token::TokenFile;
 
@@ -172,7 +172,8 @@ pub async fn run(a: Config) -> Result<(), AgentError> {
 }
 
 fn read_token(path: &Path) -> Result<String, AgentError> {
-    let text = std::fs::read_to_string(path).map_err(|source| AgentError::TokenUnreadable { path: path.into(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| AgentError::TokenUnreadable { path: path.into(), source })?;
     let token = text.trim();
     if token.is_empty() {
         return Err(AgentError::TokenEmpty { path: path.into() });
@@ -181,7 +182,13 @@ fn read_token(path: &Path) -> Result<String, AgentError> {
 }
 
 /// Sends pending reports until the hub acknowledges them; backs off while it cannot.
-async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPolicy, metrics: AgentMetrics) -> Result<(), AgentError> {
+async fn send_loop(
+    hub: Hub,
+    outbox: Arc<Outbox>,
+    batch: usize,
+    backoff: RetryPolicy,
+    metrics: AgentMetrics,
+) -> Result<(), AgentError> {
     let mut failures = 0u32;
     loop {
         let reports = outbox.batch(batch);
@@ -200,7 +207,13 @@ async fn send_loop(hub: Hub, outbox: Arc<Outbox>, batch: usize, backoff: RetryPo
                 }
                 failures = 0;
                 let stored = acks.iter().filter(|a| a.result == ReportResult::Stored).count();
-                tracing::debug!(sent, acknowledged = acks.len(), stored, pending = outbox.len(), "reports acknowledged");
+                tracing::debug!(
+                    sent,
+                    acknowledged = acks.len(),
+                    stored,
+                    pending = outbox.len(),
+                    "reports acknowledged"
+                );
             }
             Err(e) if hub::is_fatal(&e) => return Err(AgentError::Refused(e)),
             Err(e) => {
@@ -240,7 +253,13 @@ impl Drop for KindWatch {
 }
 
 /// Learns from the hub what to watch, and keeps one [`watch_kind`] task per kind.
-async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &Config, backoff: RetryPolicy) -> Result<(), AgentError> {
+async fn watch_loop(
+    hub: Hub,
+    target: Target,
+    outbox: Arc<Outbox>,
+    a: &Config,
+    backoff: RetryPolicy,
+) -> Result<(), AgentError> {
     let mut kinds: HashMap<KindId, KindWatch> = HashMap::new();
     let mut failures = 0u32;
     loop {
@@ -270,7 +289,8 @@ async fn watch_loop(hub: Hub, target: Target, outbox: Arc<Outbox>, a: &Config, b
                 }
                 None => {
                     let (tx, rx) = tokio::sync::watch::channel(resources);
-                    let watch = watch_kind(target.clone(), rx, outbox.clone(), a.relist_interval, backoff, a.metrics.clone());
+                    let watch =
+                        watch_kind(target.clone(), rx, outbox.clone(), a.relist_interval, backoff, a.metrics.clone());
                     kinds.insert(kind, KindWatch { watched: tx, task: tokio::spawn(watch) });
                 }
             }
@@ -408,6 +428,11 @@ async fn follow(
     }
 }
 
-fn live_report(r: &ResourceRef, resource_version: String, state: LiveState, object: Option<serde_json::Value>) -> LiveReport {
+fn live_report(
+    r: &ResourceRef,
+    resource_version: String,
+    state: LiveState,
+    object: Option<serde_json::Value>,
+) -> LiveReport {
     LiveReport { resource: r.clone(), resource_version, state, object }
 }

@@ -26,10 +26,18 @@ impl AgentMetrics {
         let r = registry.sub_registry_with_prefix("fleetsync_agent");
         let m = AgentMetrics::default();
         r.register("reports_acknowledged", "Reports of live state the hub acknowledged", m.acknowledged.clone());
-        r.register("send_failures", "Batches of reports the hub did not acknowledge (to be sent again)", m.send_failures.clone());
+        r.register(
+            "send_failures",
+            "Batches of reports the hub did not acknowledge (to be sent again)",
+            m.send_failures.clone(),
+        );
         r.register("pending_reports", "Reports waiting to be acknowledged by the hub", m.pending.clone());
         r.register("watched_kinds", "Kinds of resources watched on the target", m.watched_kinds.clone());
-        r.register("watch_failures", "Lists or watches of the target that failed (each followed by a re-list)", m.watch_failures.clone());
+        r.register(
+            "watch_failures",
+            "Lists or watches of the target that failed (each followed by a re-list)",
+            m.watch_failures.clone(),
+        );
         r.register(
             "last_acknowledged_timestamp_seconds",
             "When the hub last acknowledged reports (Unix time; 0 before the first)",

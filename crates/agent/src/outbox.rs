@@ -65,7 +65,12 @@ mod tests {
     use fleetsync_model::LiveState;
 
     fn report(name: &str, rv: &str, state: LiveState) -> LiveReport {
-        let resource = ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("a".into()), name: name.into() };
+        let resource = ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("a".into()),
+            name: name.into(),
+        };
         LiveReport { resource, resource_version: rv.into(), state, object: None }
     }
 

@@ -10,11 +10,11 @@
 //! collection version: it is the version an absent object is reported deleted at,
 //! and the hub refuses a report older than the one it holds.
 
-use futures_util::io::AsyncBufReadExt;
+use crate::token::TokenFile;
 use fleetsync_model::ResourceRef;
+use futures_util::io::AsyncBufReadExt;
 use serde_json::Value;
 use std::collections::HashMap;
-use crate::token::TokenFile;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,7 +120,8 @@ impl Watch {
 }
 
 fn parse_event(url: &str, line: &[u8]) -> Result<WatchEvent, TargetError> {
-    let event: Value = serde_json::from_slice(line).map_err(|source| TargetError::NotJson { url: url.to_string(), source })?;
+    let event: Value =
+        serde_json::from_slice(line).map_err(|source| TargetError::NotJson { url: url.to_string(), source })?;
     let object = event["object"].clone();
     match event["type"].as_str() {
         Some("ADDED" | "MODIFIED") => Ok(WatchEvent::Applied(object)),
@@ -172,7 +173,11 @@ impl Target {
     ///
     /// With `bearer`, each request carries its token (`--target-token-file`: read again
     /// as it rotates, and trimmed as kubectl trims it, which kube's own token files are not).
-    pub fn new(mut config: kube::Config, timeout: Duration, bearer: Option<Arc<TokenFile>>) -> Result<Target, kube::Error> {
+    pub fn new(
+        mut config: kube::Config,
+        timeout: Duration,
+        bearer: Option<Arc<TokenFile>>,
+    ) -> Result<Target, kube::Error> {
         let base = config.cluster_url.to_string().trim_end_matches('/').to_string();
         // Requests are bounded here, by `timeout`; a watch may be quiet for long.
         config.read_timeout = None;
@@ -181,13 +186,15 @@ impl Target {
         let client = match bearer {
             None => builder.build(),
             Some(token) => builder
-                .with_layer(&tower::util::MapRequestLayer::new(move |mut request: http::Request<kube::client::Body>| {
-                    if let Ok(mut value) = http::HeaderValue::try_from(format!("Bearer {}", token.current())) {
-                        value.set_sensitive(true);
-                        request.headers_mut().insert(http::header::AUTHORIZATION, value);
-                    }
-                    request
-                }))
+                .with_layer(&tower::util::MapRequestLayer::new(
+                    move |mut request: http::Request<kube::client::Body>| {
+                        if let Ok(mut value) = http::HeaderValue::try_from(format!("Bearer {}", token.current())) {
+                            value.set_sensitive(true);
+                            request.headers_mut().insert(http::header::AUTHORIZATION, value);
+                        }
+                        request
+                    },
+                ))
                 .build(),
         };
         Ok(Target { client, base, timeout, paths: HashMap::new() })
@@ -198,16 +205,24 @@ impl Target {
         let path = self.collection(&r.api_version, &r.kind).await?;
         let list = self.get(&path).await?;
         let resource_version = list["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
-        let objects = list["items"].as_array().into_iter().flatten().filter_map(|o| Some((key_of(o)?, o.clone()))).collect();
+        let objects =
+            list["items"].as_array().into_iter().flatten().filter_map(|o| Some((key_of(o)?, o.clone()))).collect();
         Ok(Listing { objects, resource_version })
     }
 
     /// Watches `r`'s kind (in all namespaces) for changes after `resource_version`;
     /// the server ends the watch after `lasting` (with a bookmark).
-    pub async fn watch(&mut self, r: &ResourceRef, resource_version: &str, lasting: Duration) -> Result<Watch, TargetError> {
+    pub async fn watch(
+        &mut self,
+        r: &ResourceRef,
+        resource_version: &str,
+        lasting: Duration,
+    ) -> Result<Watch, TargetError> {
         let path = self.collection(&r.api_version, &r.kind).await?;
         let seconds = lasting.as_secs().max(1);
-        let path = format!("{path}?watch=true&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={seconds}");
+        let path = format!(
+            "{path}?watch=true&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={seconds}"
+        );
         let url = format!("{}{path}", self.base);
         let allowed = lasting + self.timeout;
         let deadline = Instant::now() + allowed;
@@ -222,7 +237,8 @@ impl Target {
         if let Some(p) = self.paths.get(&id) {
             return Ok(p.clone());
         }
-        let prefix = if api_version.contains('/') { format!("/apis/{api_version}") } else { format!("/api/{api_version}") };
+        let prefix =
+            if api_version.contains('/') { format!("/apis/{api_version}") } else { format!("/api/{api_version}") };
         let resources = self.get(&prefix).await?;
         let plural = resources["resources"]
             .as_array()
@@ -245,7 +261,11 @@ impl Target {
 
     /// A request's answer within the timeout; an error status is a
     /// [`TargetError::Refused`] with the start of the server's message.
-    async fn bounded<T>(&self, url: &str, request: impl std::future::Future<Output = Result<T, kube::Error>>) -> Result<T, TargetError> {
+    async fn bounded<T>(
+        &self,
+        url: &str,
+        request: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, TargetError> {
         let answer = tokio::time::timeout(self.timeout, request).await;
         match answer.map_err(|_| TargetError::TimedOut { url: url.to_string(), after: self.timeout })? {
             Ok(t) => Ok(t),
@@ -283,13 +303,16 @@ mod tests {
         let event = |line: &str| parse_event("u", line.as_bytes());
         let added = event(r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"3"}}}"#);
         assert!(matches!(added, Ok(WatchEvent::Applied(o)) if version_of(&o) == "3"));
-        assert!(matches!(event(r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#), Ok(WatchEvent::Bookmark(v)) if v == "9"));
+        assert!(
+            matches!(event(r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#), Ok(WatchEvent::Bookmark(v)) if v == "9")
+        );
         assert!(matches!(event(r#"{"type":"ERROR","object":{"code":410}}"#), Ok(WatchEvent::Gone)));
     }
 
     #[test]
     fn a_broken_watch_line_is_an_error_that_names_the_watch() {
-        let e = parse_event("http://t/w", br#"{"type":"ERROR","object":{"code":500,"message":"boom"}}"#).expect_err("ended");
+        let e = parse_event("http://t/w", br#"{"type":"ERROR","object":{"code":500,"message":"boom"}}"#)
+            .expect_err("ended");
         assert_eq!(e.to_string(), "watch http://t/w: the server ended the watch: boom");
         let e = parse_event("http://t/w", b"{not json").expect_err("not JSON");
         assert!(matches!(e, TargetError::NotJson { .. }), "{e:?}");

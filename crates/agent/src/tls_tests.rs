@@ -62,12 +62,18 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
     let files = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
     let tls = || ServerTls::load(TlsConfig::new(&files.cert, &files.key)).expect("load");
 
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
     let mut registry = prometheus_client::registry::Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
     let (hub_listener, hub_url) = bind().await;
     let issue = |grant: &str| {
-        let req = TokenRequest { grant: Grant::parse(grant).expect("grant"), name: None, ttl: None, created_by: "test".into() };
+        let req = TokenRequest {
+            grant: Grant::parse(grant).expect("grant"),
+            name: None,
+            ttl: None,
+            created_by: "test".into(),
+        };
         let store = store.clone();
         async move { tokens::issue(store.as_ref(), &SystemClock, req).await.expect("issue").0 }
     };
@@ -83,10 +89,12 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
 
     // The agent's hub connection: trusted with the CA file, not without it.
     let timeout = Duration::from_secs(5);
-    let agent_hub = Hub::new(&hub_url, &trusting(&ca_file), agent_token.clone(), "default", "c1", timeout).expect("hub");
+    let agent_hub =
+        Hub::new(&hub_url, &trusting(&ca_file), agent_token.clone(), "default", "c1", timeout).expect("hub");
     let watched = agent_hub.resources().await.expect("resources over https");
     assert_eq!(watched.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["cm-0"]);
-    let untrusting = Hub::new(&hub_url, &ClientTls::default(), agent_token.clone(), "default", "c1", timeout).expect("hub");
+    let untrusting =
+        Hub::new(&hub_url, &ClientTls::default(), agent_token.clone(), "default", "c1", timeout).expect("hub");
     let e = untrusting.resources().await.expect_err("the test CA is not a system root");
     assert!(describe(&e).contains("UnknownIssuer"), "{}", describe(&e));
 
@@ -98,7 +106,11 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
         tenant: "default".into(),
         cluster: "c1".into(),
         token_file: dir.path().join("agent-token"),
-        target: TargetSource::Url { url: target_url, tls: trusting(&ca_file), token_file: Some(dir.path().join("target-token")) },
+        target: TargetSource::Url {
+            url: target_url,
+            tls: trusting(&ca_file),
+            token_file: Some(dir.path().join("target-token")),
+        },
         relist_interval: Duration::from_secs(60),
         resources_interval: Duration::from_secs(60),
         batch: 100,
@@ -111,7 +123,8 @@ async fn an_agent_reports_over_https_to_the_hub_from_a_target_that_wants_a_token
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let live = admin.live("default", "c1").await.expect("live");
-        if live.iter().any(|l| l.resource.name == "cm-0" && l.resource_version == "5" && l.state == LiveState::Present) {
+        if live.iter().any(|l| l.resource.name == "cm-0" && l.resource_version == "5" && l.state == LiveState::Present)
+        {
             break;
         }
         assert!(!agent.is_finished(), "the agent stopped: {:?}", agent.await);
@@ -141,7 +154,8 @@ async fn a_target_refuses_a_wrong_token_and_the_error_says_so() {
     let source = TargetSource::Url { url: url.clone(), tls: trusting(&ca_file), token_file: Some(token_path.clone()) };
     let target = || async {
         let bearer = crate::TokenFile::open(&token_path, crate::TokenFile::REFRESH).expect("token file");
-        Target::new(source.config().await.expect("config"), Duration::from_secs(5), Some(std::sync::Arc::new(bearer))).expect("target")
+        Target::new(source.config().await.expect("config"), Duration::from_secs(5), Some(std::sync::Arc::new(bearer)))
+            .expect("target")
     };
     let mut wrong = target().await;
     let kind = ResourceRef {

@@ -1,13 +1,13 @@
 //! The typed client of the hub: one method per route, answers read into the
 //! [wire types](crate::wire), every failure a [`ClientError`].
 
-use crate::wire::{
-    Acks, ApplyResponse, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member, Retried, SyncSetStatus,
-    WatchLine,
-};
 use crate::tls::{ClientBuildError, ClientTls};
-use crate::ApplyResult;
+use crate::wire::{
+    Acks, ApplyResponse, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member, Retried,
+    SyncSetStatus, WatchLine,
+};
 use crate::wire::{IssuedToken, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
+use crate::ApplyResult;
 use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, RolloutStatus, TokenRecord, WorkKey};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -106,7 +106,8 @@ pub struct StatusFilter {
 impl StatusFilter {
     /// The filter as query parameters (`limit` and `continue` left to the caller).
     pub(crate) fn query(&self) -> Vec<(&'static str, String)> {
-        let params = [("tenant", &self.tenant), ("cluster", &self.cluster), ("syncset", &self.syncset), ("phase", &self.phase)];
+        let params =
+            [("tenant", &self.tenant), ("cluster", &self.cluster), ("syncset", &self.syncset), ("phase", &self.phase)];
         let mut query: Vec<(&str, String)> = params.iter().filter_map(|(k, v)| Some((*k, (*v).clone()?))).collect();
         if self.stale {
             query.push(("stale", "true".into()));
@@ -295,7 +296,10 @@ impl Client {
     /// `GET /v1/agent/resources`: what the agent of a cluster is to watch (needs the
     /// cluster's token, [`Client::with_token`]).
     pub async fn agent_resources(&self, tenant: &str, cluster: &str) -> Result<Vec<ResourceRef>> {
-        Ok(self.get_json::<Items<ResourceRef>>("/v1/agent/resources", &[("tenant", tenant), ("cluster", cluster)]).await?.items)
+        Ok(self
+            .get_json::<Items<ResourceRef>>("/v1/agent/resources", &[("tenant", tenant), ("cluster", cluster)])
+            .await?
+            .items)
     }
 
     /// `POST /v1/agent/reports`: sends a batch; the hub acknowledges once it persisted it.
@@ -363,7 +367,11 @@ impl Client {
         self.answer_within(req, self.timeout).await
     }
 
-    async fn answer_within(&self, mut req: reqwest::RequestBuilder, timeout: Option<Duration>) -> Result<reqwest::Response> {
+    async fn answer_within(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response> {
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }
@@ -415,7 +423,9 @@ impl EventWatch {
                     continue;
                 }
                 let what = || format!("a watch line: {}", String::from_utf8_lossy(&line).trim_end());
-                return serde_json::from_slice(&line).map(Some).map_err(|source| ClientError::Undecodable { what: what(), source });
+                return serde_json::from_slice(&line)
+                    .map(Some)
+                    .map_err(|source| ClientError::Undecodable { what: what(), source });
             }
             match self.response.chunk().await {
                 Ok(Some(bytes)) => self.buffer.extend_from_slice(&bytes),
@@ -460,7 +470,8 @@ mod tests {
         let tls = ClientTls { ca_file: Some("/nonexistent/ca.crt".into()), ..ClientTls::default() };
         let e = Client::build("https://hub:8443", &tls, None).expect_err("no CA file");
         assert_eq!(e.to_string(), "cannot read /nonexistent/ca.crt");
-        assert!(Client::build("https://hub:8443/", &ClientTls::default(), None).is_ok_and(|c| c.base() == "https://hub:8443"));
+        assert!(Client::build("https://hub:8443/", &ClientTls::default(), None)
+            .is_ok_and(|c| c.base() == "https://hub:8443"));
     }
 
     #[tokio::test]

@@ -34,7 +34,13 @@ impl PageParams {
 impl Client {
     /// `GET /v1/<plural>?limit=&continue=`: one page of the objects of `kind` in
     /// `tenant`; Clusters may be selected by labels (`label_selector`, kubectl's syntax).
-    pub async fn list_page(&self, kind: Kind, tenant: &str, label_selector: Option<&str>, page: PageParams) -> Result<Items<Value>> {
+    pub async fn list_page(
+        &self,
+        kind: Kind,
+        tenant: &str,
+        label_selector: Option<&str>,
+        page: PageParams,
+    ) -> Result<Items<Value>> {
         let mut query = vec![("tenant", tenant.to_string())];
         if let Some(selector) = label_selector {
             query.push(("labelSelector", selector.to_string()));
@@ -52,7 +58,12 @@ impl Client {
 
     /// `GET /v1/status/syncsets/{name}?limit=&continue=`: a SyncSet's summary (of all
     /// its keys, whatever the page) and one page of its keys.
-    pub async fn syncset_status_page(&self, tenant: &str, syncset: &str, page: PageParams) -> Result<crate::SyncSetStatus> {
+    pub async fn syncset_status_page(
+        &self,
+        tenant: &str,
+        syncset: &str,
+        page: PageParams,
+    ) -> Result<crate::SyncSetStatus> {
         let mut query = vec![("tenant", tenant.to_string())];
         page.push(&mut query);
         let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -66,7 +77,11 @@ impl Client {
         self.get_page("/v1/live", &query).await
     }
 
-    async fn get_page<T: serde::de::DeserializeOwned>(&self, path: &str, query: &[(&'static str, String)]) -> Result<Items<T>> {
+    async fn get_page<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&'static str, String)],
+    ) -> Result<Items<T>> {
         let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
         self.get_json(path, &query).await
     }

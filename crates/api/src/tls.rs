@@ -46,7 +46,9 @@ impl ClientTls {
     /// A `reqwest` client builder set up for this TLS (for other https clients of the
     /// same program, e.g. the agent's connection to its target).
     pub fn builder(&self) -> Result<reqwest::ClientBuilder, ClientBuildError> {
-        let read = |path: &Path| std::fs::read(path).map_err(|source| ClientBuildError::Unreadable { path: path.into(), source });
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|source| ClientBuildError::Unreadable { path: path.into(), source })
+        };
         let mut builder = reqwest::Client::builder().use_rustls_tls();
         if let Some(path) = &self.ca_file {
             let certs = reqwest::Certificate::from_pem_bundle(&read(path)?)

@@ -5,8 +5,8 @@
 //! Objects (`GET /v1/clusters/...`) are not here: they are documents as users write
 //! them (`fleetsync_model::Document::to_value`), carried as JSON.
 
-use fleetsync_model::{Grant, Kind, ResourceRef, TokenRecord, WorkKey};
 use fleetsync_model::{ClusterConditions, KeyStatus, StatusSummary, SyncSetProgress};
+use fleetsync_model::{Grant, Kind, ResourceRef, TokenRecord, WorkKey};
 use serde::{Deserialize, Serialize};
 
 /// Defined with the model: the store keeps them as clients read them.
@@ -141,7 +141,6 @@ pub struct Member {
     pub shards: usize,
 }
 
-
 /// One line of `GET /v1/events?watch=true` (newline-delimited JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "UPPERCASE")]
@@ -239,14 +238,15 @@ pub struct Acks {
     pub requeued: Vec<String>,
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use fleetsync_model::{LiveState, Timestamp};
     use serde_json::json;
 
-    fn round_trip<T: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) -> serde_json::Value {
+    fn round_trip<T: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(
+        value: &T,
+    ) -> serde_json::Value {
         let json = serde_json::to_value(value).expect("serializes");
         let back: T = serde_json::from_value(json.clone()).expect("reads back");
         assert_eq!(&back, value);
@@ -254,7 +254,12 @@ mod tests {
     }
 
     fn resource() -> ResourceRef {
-        ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: "web".into() }
+        ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("apps".into()),
+            name: "web".into(),
+        }
     }
 
     #[test]
@@ -266,18 +271,41 @@ mod tests {
     #[test]
     fn an_error_body_leaves_out_what_it_does_not_have() {
         assert_eq!(round_trip(&ErrorBody::message("no")), json!({ "error": "no" }));
-        let v = ErrorBody { document: Some("document 2".into()), field: Some("kind".into()), rule: Some("unknown".into()), ..ErrorBody::message("bad") };
-        assert_eq!(round_trip(&v), json!({ "error": "bad", "document": "document 2", "field": "kind", "rule": "unknown" }));
+        let v = ErrorBody {
+            document: Some("document 2".into()),
+            field: Some("kind".into()),
+            rule: Some("unknown".into()),
+            ..ErrorBody::message("bad")
+        };
+        assert_eq!(
+            round_trip(&v),
+            json!({ "error": "bad", "document": "document 2", "field": "kind", "rule": "unknown" })
+        );
     }
 
     #[test]
     fn watch_lines_are_tagged_by_type() {
-        let event = Event { seq: 3, at: Timestamp(0), tenant: "t".into(), kind: "Cluster".into(), name: "c".into(), action: "Created".into(), generation: 1, actor: None };
+        let event = Event {
+            seq: 3,
+            at: Timestamp(0),
+            tenant: "t".into(),
+            kind: "Cluster".into(),
+            name: "c".into(),
+            action: "Created".into(),
+            generation: 1,
+            actor: None,
+        };
         let line = round_trip(&WatchLine::Event { event });
         assert_eq!((&line["type"], &line["event"]["seq"]), (&json!("EVENT"), &json!(3)));
         assert_eq!(round_trip(&WatchLine::Bookmark { seq: 7 }), json!({ "type": "BOOKMARK", "seq": 7 }));
-        let gone = WatchLine::Error(WatchError { code: 410, body: ErrorBody { cursor: Some(1), horizon: Some(4), ..ErrorBody::message("gone") } });
-        assert_eq!(round_trip(&gone), json!({ "type": "ERROR", "code": 410, "error": "gone", "cursor": 1, "horizon": 4 }));
+        let gone = WatchLine::Error(WatchError {
+            code: 410,
+            body: ErrorBody { cursor: Some(1), horizon: Some(4), ..ErrorBody::message("gone") },
+        });
+        assert_eq!(
+            round_trip(&gone),
+            json!({ "type": "ERROR", "code": 410, "error": "gone", "cursor": 1, "horizon": 4 })
+        );
     }
 
     #[test]
@@ -288,18 +316,31 @@ mod tests {
 
     #[test]
     fn report_results_and_acks_are_camel_case() {
-        let ack = Ack { resource: resource(), resource_version: "7".into(), result: ReportResult::Unmanaged, drift: None };
+        let ack =
+            Ack { resource: resource(), resource_version: "7".into(), result: ReportResult::Unmanaged, drift: None };
         let v = round_trip(&Acks { items: vec![ack], requeued: vec!["base".into()] });
         assert_eq!(v["items"][0]["result"], "unmanaged");
         assert_eq!(v["items"][0]["resourceVersion"], "7");
         assert!(v["items"][0].get("drift").is_none(), "no drift, no field: {v}");
-        let drifted = Ack { resource: resource(), resource_version: "8".into(), result: ReportResult::Stored, drift: Some("data.k".into()) };
+        let drifted = Ack {
+            resource: resource(),
+            resource_version: "8".into(),
+            result: ReportResult::Stored,
+            drift: Some("data.k".into()),
+        };
         assert_eq!(round_trip(&drifted)["drift"], "data.k");
     }
 
     #[test]
     fn members_and_live_resources_are_camel_case() {
-        let member = fleetsync_model::Member { id: "w1".into(), started_at: Timestamp(0), heartbeat_at: Timestamp(1), expires_at: Timestamp(2), in_flight: 3, max_in_flight: 6 };
+        let member = fleetsync_model::Member {
+            id: "w1".into(),
+            started_at: Timestamp(0),
+            heartbeat_at: Timestamp(1),
+            expires_at: Timestamp(2),
+            in_flight: 3,
+            max_in_flight: 6,
+        };
         let m = Member { member, shards: 4 };
         let v = round_trip(&m);
         assert_eq!((&v["inFlight"], &v["maxInFlight"], &v["shards"]), (&json!(3), &json!(6), &json!(4)));
@@ -314,19 +355,32 @@ mod tests {
             updated_at: Timestamp(5),
         };
         let v = round_trip(&live);
-        assert_eq!((&v["state"], &v["resourceVersion"], &v["updatedAt"].is_string()), (&json!("deleted"), &json!("9"), &true));
+        assert_eq!(
+            (&v["state"], &v["resourceVersion"], &v["updatedAt"].is_string()),
+            (&json!("deleted"), &json!("9"), &true)
+        );
     }
 
     #[test]
     fn apply_results_name_the_kind_as_documents_do() {
-        let r = ApplyResult { kind: Kind::SyncSet, tenant: "default".into(), name: "base".into(), generation: 2, result: "updated".into(), enqueued: 3, warnings: vec![], staged: None };
+        let r = ApplyResult {
+            kind: Kind::SyncSet,
+            tenant: "default".into(),
+            name: "base".into(),
+            generation: 2,
+            result: "updated".into(),
+            enqueued: 3,
+            warnings: vec![],
+            staged: None,
+        };
         assert_eq!(
             round_trip(&ApplyResponse { results: vec![r.clone()], dry_run: false }),
             json!({ "results": [{ "kind": "SyncSet", "tenant": "default", "name": "base", "generation": 2, "result": "updated", "enqueued": 3 }] })
         );
         let dry = round_trip(&ApplyResponse { results: vec![r], dry_run: true });
         assert_eq!(dry["dryRun"], json!(true), "a dry run says so: {dry}");
-        let d = DeleteResponse { deleted: Deleted { kind: Kind::Cluster, tenant: "default".into(), name: "c1".into() } };
+        let d =
+            DeleteResponse { deleted: Deleted { kind: Kind::Cluster, tenant: "default".into(), name: "c1".into() } };
         assert_eq!(round_trip(&d), json!({ "deleted": { "kind": "Cluster", "tenant": "default", "name": "c1" } }));
     }
 }

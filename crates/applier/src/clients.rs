@@ -112,8 +112,12 @@ impl ByCluster {
     /// left (or only held ones). Down to a tenth below the cap, so that a full map
     /// sorts its slots once per tenth of the cap of new clusters, not per call.
     fn evict_to(&mut self, keep: usize) {
-        let mut idle: Vec<(Instant, String)> =
-            self.slots.iter().filter(|(_, s)| Arc::strong_count(s) == 1).map(|(id, s)| (*lock(&s.last_used), id.clone())).collect();
+        let mut idle: Vec<(Instant, String)> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| Arc::strong_count(s) == 1)
+            .map(|(id, s)| (*lock(&s.last_used), id.clone()))
+            .collect();
         idle.sort_unstable();
         let excess = self.slots.len().saturating_sub(keep);
         for (_, id) in idle.into_iter().take(excess) {
@@ -164,7 +168,12 @@ impl Clients {
 impl Slot {
     /// The client, if it serves a call to `endpoint` of a run claimed at `claimed_at`
     /// (see the module docs).
-    pub fn current(&self, endpoint: &Endpoint, claimed_at: Option<Moment>, refresh: Duration) -> Option<Arc<ClusterClient>> {
+    pub fn current(
+        &self,
+        endpoint: &Endpoint,
+        claimed_at: Option<Moment>,
+        refresh: Duration,
+    ) -> Option<Arc<ClusterClient>> {
         lock(&self.client).clone().filter(|c| c.serves(endpoint, claimed_at, refresh))
     }
 

@@ -72,7 +72,8 @@ impl FromStr for Rule {
             return Err(bad("not a valid address or CIDR"));
         }
         let name = host_key(text);
-        let label_ok = |l: &str| !l.is_empty() && l.len() <= 63 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        let label_ok =
+            |l: &str| !l.is_empty() && l.len() <= 63 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
         if !name.split('.').all(label_ok) {
             return Err(bad("a host name is dot-separated labels of letters, digits and '-'"));
         }
@@ -160,7 +161,10 @@ impl EgressPolicy {
     fn check_name(&self, name: &str) -> Result<bool, EgressError> {
         let named = |r: &Rule| matches!(r, Rule::Host(h) if h == name);
         if self.deny.iter().any(named) {
-            return Err(EgressError::Denied { target: name.into(), why: format!("the hub's deny list: --egress-deny {name}") });
+            return Err(EgressError::Denied {
+                target: name.into(),
+                why: format!("the hub's deny list: --egress-deny {name}"),
+            });
         }
         if self.allow.iter().any(named) {
             return Ok(true);
@@ -307,7 +311,8 @@ mod tests {
         let p = EgressPolicy::default();
         let err = p.check_resolved("localhost", &[addr("127.0.0.1")]).expect_err("loopback").to_string();
         assert_eq!(err, "egress to localhost (127.0.0.1) is denied (loopback; allow it with --egress-allow)");
-        let err = p.check_resolved("api.example.com", &[addr("10.0.0.1"), addr("169.254.169.254")]).expect_err("any denied");
+        let err =
+            p.check_resolved("api.example.com", &[addr("10.0.0.1"), addr("169.254.169.254")]).expect_err("any denied");
         assert!(err.to_string().contains("cloud metadata"), "{err}");
         assert_eq!(p.check_resolved("api.example.com", &[addr("10.0.0.1")]), Ok(()));
     }
@@ -318,7 +323,11 @@ mod tests {
         assert_eq!(p.check_host("127.0.0.1"), Ok(()));
         assert!(p.check_host("127.0.0.2").is_err(), "only what is listed");
         assert_eq!(p.check_host("[fe80::99]"), Ok(()));
-        assert_eq!(p.check_resolved("LocalHost.", &[addr("127.0.0.5"), addr("::1")]), Ok(()), "an allowed name, any address");
+        assert_eq!(
+            p.check_resolved("LocalHost.", &[addr("127.0.0.5"), addr("::1")]),
+            Ok(()),
+            "an allowed name, any address"
+        );
         assert_eq!(p.check_host("metadata"), Ok(()));
     }
 
@@ -329,9 +338,16 @@ mod tests {
         assert!(err.contains("the hub's deny list: --egress-deny 127.0.0.1/32"), "{err}");
         assert!(p.check_host("10.9.1.1").is_err());
         assert_eq!(p.check_host("10.8.1.1"), Ok(()));
-        assert!(p.check_host("db.example.com").expect_err("by name").to_string().contains("--egress-deny db.example.com"));
+        assert!(p
+            .check_host("db.example.com")
+            .expect_err("by name")
+            .to_string()
+            .contains("--egress-deny db.example.com"));
         let allowed_name = policy(&["api.example.com"], &["10.9.0.0/16"]);
-        assert!(allowed_name.check_resolved("api.example.com", &[addr("10.9.0.1")]).is_err(), "an allowed name, a denied address");
+        assert!(
+            allowed_name.check_resolved("api.example.com", &[addr("10.9.0.1")]).is_err(),
+            "an allowed name, a denied address"
+        );
     }
 
     #[test]

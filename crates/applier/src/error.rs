@@ -45,7 +45,13 @@ impl ApplyError {
     /// errors still go through backoff (a human may fix the target), but are reported
     /// as such.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ApplyError::Conflict(_) | ApplyError::Unreachable(_) | ApplyError::Timeout { .. } | ApplyError::Transient(_))
+        matches!(
+            self,
+            ApplyError::Conflict(_)
+                | ApplyError::Unreachable(_)
+                | ApplyError::Timeout { .. }
+                | ApplyError::Transient(_)
+        )
     }
 
     /// Whether the key should be parked at once rather than backed off: trying again
@@ -142,7 +148,8 @@ mod tests {
         assert_eq!(causes(&e), "client error (Connect): tcp connect error: Connection refused (os error 111)");
         let repeated = chain(&["invalid peer certificate: UnknownIssuer", "invalid peer certificate: UnknownIssuer"]);
         assert_eq!(causes(&repeated), "invalid peer certificate: UnknownIssuer");
-        let wrapper_says_it = chain(&["error sending request: dns error: no such host", "dns error: no such host", "no such host"]);
+        let wrapper_says_it =
+            chain(&["error sending request: dns error: no such host", "dns error: no such host", "no such host"]);
         assert_eq!(causes(&wrapper_says_it), "error sending request: dns error: no such host");
         assert_eq!(causes(&chain(&["a\nb"])), "a b");
     }
@@ -162,7 +169,11 @@ mod tests {
     #[test]
     fn only_an_egress_refusal_parks_at_once() {
         assert!(ApplyError::Egress("egress to 127.0.0.1 is denied".into()).parks_at_once());
-        for other in [ApplyError::Forbidden("403 Forbidden".into()), ApplyError::Unreachable("x".into()), ApplyError::Invalid("x".into())] {
+        for other in [
+            ApplyError::Forbidden("403 Forbidden".into()),
+            ApplyError::Unreachable("x".into()),
+            ApplyError::Invalid("x".into()),
+        ] {
             assert!(!other.parks_at_once(), "{other}");
         }
         let refused = ApplyError::Egress("egress to x is denied".into());

@@ -54,8 +54,11 @@ pub(crate) async fn config_from_secret(secret: &Secret) -> Result<kube::Config, 
     let text = secret
         .get(KUBECONFIG_KEY)
         .ok_or_else(|| ApplyError::Invalid(format!("{id} has no `{KUBECONFIG_KEY}` key in stringData")))?;
-    let kubeconfig = Kubeconfig::from_yaml(text.expose())
-        .map_err(|_| ApplyError::Invalid(format!("{id}: `{KUBECONFIG_KEY}` is not a valid kubeconfig (YAML with clusters, users and contexts)")))?;
+    let kubeconfig = Kubeconfig::from_yaml(text.expose()).map_err(|_| {
+        ApplyError::Invalid(format!(
+            "{id}: `{KUBECONFIG_KEY}` is not a valid kubeconfig (YAML with clusters, users and contexts)"
+        ))
+    })?;
     check_self_contained(&kubeconfig).map_err(|rule| ApplyError::Invalid(format!("{id}: {rule}")))?;
     kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -64,7 +67,9 @@ pub(crate) async fn config_from_secret(secret: &Secret) -> Result<kube::Config, 
 
 /// The service account of the pod this process runs in.
 pub(crate) fn in_cluster_config() -> Result<kube::Config, ApplyError> {
-    kube::Config::incluster().map_err(|e| ApplyError::Unsupported(format!("inCluster endpoint, but this process is not running in a Kubernetes pod: {e}")))
+    kube::Config::incluster().map_err(|e| {
+        ApplyError::Unsupported(format!("inCluster endpoint, but this process is not running in a Kubernetes pod: {e}"))
+    })
 }
 
 /// Refuses what a stored kubeconfig must not do: read local files or run commands.
@@ -76,9 +81,13 @@ fn check_self_contained(k: &Kubeconfig) -> Result<(), CredentialsError> {
     }
     for u in &k.auth_infos {
         let Some(a) = &u.auth_info else { continue };
-        let file = [(&a.client_certificate, "client-certificate"), (&a.client_key, "client-key"), (&a.token_file, "tokenFile")]
-            .into_iter()
-            .find_map(|(v, field)| v.as_ref().map(|_| field));
+        let file = [
+            (&a.client_certificate, "client-certificate"),
+            (&a.client_key, "client-key"),
+            (&a.token_file, "tokenFile"),
+        ]
+        .into_iter()
+        .find_map(|(v, field)| v.as_ref().map(|_| field));
         if let Some(field) = file {
             return Err(CredentialsError::File { user: u.name.clone(), field });
         }
@@ -131,7 +140,13 @@ mod tests {
     async fn errors_name_the_problem_but_never_quote_the_secret() {
         let cases = [
             ("MARKER-tok: [unclosed", "not a valid kubeconfig"),
-            (&GOOD.replace("token: MARKER-tok", "token: MARKER-tok, exec: {command: sh, apiVersion: client.authentication.k8s.io/v1}"), "exec plugin"),
+            (
+                &GOOD.replace(
+                    "token: MARKER-tok",
+                    "token: MARKER-tok, exec: {command: sh, apiVersion: client.authentication.k8s.io/v1}",
+                ),
+                "exec plugin",
+            ),
             (&GOOD.replace("token: MARKER-tok", "token: MARKER-tok, tokenFile: /etc/passwd"), "tokenFile file"),
             (&GOOD.replace("current-context: c", "current-context: MARKER-nope"), "MARKER-nope"),
         ];

@@ -35,12 +35,12 @@
 //!   that is not Kubernetes) is reduced to its HTTP status code and reason phrase, so a
 //!   target's response never lands verbatim in a key's `lastError`.
 
-use crate::clients::{lock, Checked, ClusterClient, Clients, Source};
+use crate::clients::{lock, Checked, Clients, ClusterClient, Source};
 use crate::egress::{refusal_in, EgressPolicy, PolicyResolver};
 use crate::error::{causes, shorten, MAX_ERROR};
 use crate::gate;
 use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
-use crate::{ApplyContext, ApplyError, Applier, Moment};
+use crate::{Applier, ApplyContext, ApplyError, Moment};
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
@@ -157,7 +157,8 @@ impl KubeApplier {
         let read = Checked::now();
         let (source, config) = match endpoint {
             Endpoint::Http { url } => {
-                let uri: http::Uri = url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
+                let uri: http::Uri =
+                    url.parse().map_err(|e| ApplyError::Invalid(format!("cluster URL {url:?}: {e}")))?;
                 (Source::Url(url.clone()), kube::Config::new(uri))
             }
             Endpoint::Kubeconfig { secret_ref } => {
@@ -173,15 +174,21 @@ impl KubeApplier {
             }
             Endpoint::InCluster {} => (Source::InCluster, in_cluster_config()?),
             other => {
-                return Err(ApplyError::Unsupported(format!("the Kubernetes applier does not handle {} endpoints", other.kind_name())))
+                return Err(ApplyError::Unsupported(format!(
+                    "the Kubernetes applier does not handle {} endpoints",
+                    other.kind_name()
+                )))
             }
         };
         let base = base_of(&config.cluster_url);
-        let host = config.cluster_url.host().ok_or_else(|| ApplyError::Invalid(format!("cluster URL {base:?} names no host")))?;
+        let host = config
+            .cluster_url
+            .host()
+            .ok_or_else(|| ApplyError::Invalid(format!("cluster URL {base:?} names no host")))?;
         self.egress.check_host(host).map_err(|e| ApplyError::Egress(shorten(&e.to_string(), MAX_ERROR)))?;
-        let client = self
-            .build_client(config)
-            .map_err(|e| ApplyError::Unreachable(shorten(&format!("creating a client for {base}: {}", causes(&e)), MAX_ERROR)))?;
+        let client = self.build_client(config).map_err(|e| {
+            ApplyError::Unreachable(shorten(&format!("creating a client for {base}: {}", causes(&e)), MAX_ERROR))
+        })?;
         Ok(slot.install(ClusterClient::new(client, base, source, read)))
     }
 
@@ -240,7 +247,9 @@ impl KubeApplier {
             group => format!("{}/apis/{group}/{}", c.base, gvk.version),
         };
         let (ar, caps) = found.map_err(|e| match classify(e, &target) {
-            ApplyError::NotFound(m) => ApplyError::NotFound(format!("kind {} {} is not served by the cluster: {m}", r.api_version, r.kind)),
+            ApplyError::NotFound(m) => {
+                ApplyError::NotFound(format!("kind {} {} is not served by the cluster: {m}", r.api_version, r.kind))
+            }
             other => other,
         })?;
         let entry = (ar, caps.scope == Scope::Namespaced);
@@ -252,7 +261,10 @@ impl KubeApplier {
         lock(&c.kinds).remove(&gvk(r));
     }
 
-    async fn timed<T>(&self, call: impl std::future::Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
+    async fn timed<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
         match tokio::time::timeout(self.config.request_timeout, call).await {
             Ok(r) => r,
             Err(_) => Err(kube::Error::Service(Box::new(TimedOut(self.config.request_timeout)))),
@@ -262,7 +274,10 @@ impl KubeApplier {
 
 /// An answer whose body is cut off after `limit` bytes: reading more fails with
 /// [`TooLong`], so one cluster's endless answer costs the hub `limit` bytes at most.
-fn limited<B>(r: http::Response<B>, limit: usize) -> http::Response<impl http_body::Body<Data = bytes::Bytes, Error = tower::BoxError>>
+fn limited<B>(
+    r: http::Response<B>,
+    limit: usize,
+) -> http::Response<impl http_body::Body<Data = bytes::Bytes, Error = tower::BoxError>>
 where
     B: http_body::Body<Data = bytes::Bytes>,
     B::Error: Into<tower::BoxError>,
@@ -303,8 +318,8 @@ fn collection(ar: &ApiResource, namespaced: bool, r: &ResourceRef) -> kube::core
 
 /// The manifest with the key's fencing annotations added.
 fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, ApplyError> {
-    let mut obj: DynamicObject =
-        serde_json::from_value(manifest.0.clone()).map_err(|e| ApplyError::Invalid(format!("manifest is not an object: {e}")))?;
+    let mut obj: DynamicObject = serde_json::from_value(manifest.0.clone())
+        .map_err(|e| ApplyError::Invalid(format!("manifest is not an object: {e}")))?;
     let annotations = obj.metadata.annotations.get_or_insert_with(Default::default);
     annotations.insert(KEY_ANNOTATION.into(), ctx.key.to_string());
     annotations.insert(FENCE_ANNOTATION.into(), ctx.fence.to_string());
@@ -467,14 +482,17 @@ mod tests {
 
     #[test]
     fn group_version_kind_of_core_and_grouped_kinds() {
-        let r = |v: &str, k: &str| ResourceRef { api_version: v.into(), kind: k.into(), namespace: None, name: "x".into() };
+        let r =
+            |v: &str, k: &str| ResourceRef { api_version: v.into(), kind: k.into(), namespace: None, name: "x".into() };
         assert_eq!(gvk(&r("v1", "ConfigMap")), GroupVersionKind::gvk("", "v1", "ConfigMap"));
         assert_eq!(gvk(&r("apps/v1", "Deployment")), GroupVersionKind::gvk("apps", "v1", "Deployment"));
     }
 
     #[test]
     fn applied_objects_carry_the_fence() {
-        let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "me"}}}));
+        let m = Manifest(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "annotations": {"keep": "me"}}}),
+        );
         let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(42), 3, 1);
         let obj = fenced(&m, &ctx).expect("object");
         let a = obj.metadata.annotations.expect("annotations");
@@ -509,7 +527,11 @@ mod tests {
 
     #[async_trait]
     impl Credentials for OneSecret {
-        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, crate::kubeconfig::CredentialsError> {
+        async fn secret(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<fleetsync_model::Secret>, crate::kubeconfig::CredentialsError> {
             Ok(Some(self.0.clone()))
         }
     }
@@ -521,17 +543,24 @@ mod tests {
         let kubeconfig = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n";
         let mut secret = fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
         secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
-        let config = KubeConfig { request_timeout: Duration::from_secs(5), egress: loopback_allowed(), ..KubeConfig::default() };
+        let config =
+            KubeConfig { request_timeout: Duration::from_secs(5), egress: loopback_allowed(), ..KubeConfig::default() };
         let k = KubeApplier::new(config).with_credentials(Arc::new(OneSecret(secret)));
         let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(1), 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
-        let by_secret = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
+        let by_secret = Cluster {
+            metadata: ObjectMeta::new("c"),
+            spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }),
+        };
         let err = k.apply(&by_secret, &m, &ctx).await.expect_err("nothing listens");
         assert!(matches!(err, ApplyError::Unreachable(_)), "{err}");
         assert_eq!(k.open_clients(), 1);
         let in_pod = Cluster { metadata: ObjectMeta::new("p"), spec: ClusterSpec::new(Endpoint::InCluster {}) };
         let err = k.apply(&in_pod, &m, &ctx).await.expect_err("not in a pod");
-        assert!(matches!(&err, ApplyError::Unsupported(msg) if msg.contains("not running in a Kubernetes pod")), "{err}");
+        assert!(
+            matches!(&err, ApplyError::Unsupported(msg) if msg.contains("not running in a Kubernetes pod")),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -541,7 +570,10 @@ mod tests {
         let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(1), 1, 0);
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
         assert!(matches!(k.apply(&sim, &m, &ctx).await, Err(ApplyError::Unsupported(_))));
-        let bad = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Http { url: "http://[::1".into() }) };
+        let bad = Cluster {
+            metadata: ObjectMeta::new("c"),
+            spec: ClusterSpec::new(Endpoint::Http { url: "http://[::1".into() }),
+        };
         let err = k.apply(&bad, &m, &ctx).await.expect_err("bad URL");
         assert!(matches!(&err, ApplyError::Invalid(m) if m.contains("http://[::1")), "{err}");
     }
@@ -557,7 +589,8 @@ mod tests {
         fn point_at(&self, server: &str) {
             let kubeconfig = format!("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{{name: c, cluster: {{server: '{server}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n");
             let mut held = lock(&self.secret);
-            let mut secret = fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
+            let mut secret =
+                fleetsync_model::Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
             secret.metadata.generation = held.as_ref().map_or(1, |s| s.metadata.generation + 1);
             secret.string_data.insert("kubeconfig".into(), fleetsync_model::SecretValue::new(kubeconfig));
             *held = Some(secret);
@@ -570,7 +603,11 @@ mod tests {
 
     #[async_trait]
     impl Credentials for Arc<Rotating> {
-        async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, crate::kubeconfig::CredentialsError> {
+        async fn secret(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<fleetsync_model::Secret>, crate::kubeconfig::CredentialsError> {
             self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // A store round trip, so that calls arriving together overlap.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -582,7 +619,10 @@ mod tests {
         secret.point_at("http://127.0.0.1:1/old");
         let config = KubeConfig { egress: loopback_allowed(), ..KubeConfig::default() };
         let k = KubeApplier::new(config).with_credentials(Arc::new(secret.clone()));
-        let c = Cluster { metadata: ObjectMeta::new("c"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
+        let c = Cluster {
+            metadata: ObjectMeta::new("c"),
+            spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }),
+        };
         (k, c)
     }
 
@@ -598,14 +638,20 @@ mod tests {
         assert_eq!(secret.reads(), 1, "a run reads the Secret once");
 
         let unchanged = Moment::now();
-        assert!(Arc::ptr_eq(&old, &k.client(&c, Some(unchanged)).await.expect("client")), "same generation, warm client kept");
+        assert!(
+            Arc::ptr_eq(&old, &k.client(&c, Some(unchanged)).await.expect("client")),
+            "same generation, warm client kept"
+        );
         assert_eq!(secret.reads(), 2, "a later claim reads it again");
 
         secret.point_at("http://127.0.0.1:1/new");
         let rotated = Moment::now();
         let new = k.client(&c, Some(rotated)).await.expect("client");
         assert!(!Arc::ptr_eq(&old, &new), "a new generation, a new client");
-        assert!(Arc::ptr_eq(&new, &k.client(&c, Some(first)).await.expect("client")), "an older run gets the newer client");
+        assert!(
+            Arc::ptr_eq(&new, &k.client(&c, Some(first)).await.expect("client")),
+            "an older run gets the newer client"
+        );
         assert_eq!(secret.reads(), 3);
         assert_eq!(k.open_clients(), 1);
     }
@@ -622,7 +668,8 @@ mod tests {
                 let (k, c) = (k.clone(), c.clone());
                 runs.spawn(async move { k.client(&c, Some(claimed)).await.map(|c| Arc::as_ptr(&c) as usize) });
             }
-            let clients: std::collections::HashSet<usize> = runs.join_all().await.into_iter().map(|c| c.expect("client")).collect();
+            let clients: std::collections::HashSet<usize> =
+                runs.join_all().await.into_iter().map(|c| c.expect("client")).collect();
             assert_eq!(clients.len(), 1, "one client");
             assert_eq!(secret.reads(), burst, "one read per burst");
         }

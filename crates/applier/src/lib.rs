@@ -5,11 +5,11 @@
 //! can check it refuses a worker that lost its lease. [`ByEndpoint`] routes each cluster
 //! to the applier for its kind of endpoint. [`sim`] is the in-process simulated fleet.
 
+#[cfg(feature = "kube")]
+mod clients;
 pub mod deadline;
 #[cfg(feature = "kube")]
 pub mod egress;
-#[cfg(feature = "kube")]
-mod clients;
 pub mod error;
 #[cfg(feature = "kube")]
 mod gate;

@@ -7,7 +7,7 @@
 //! against its critical path.
 
 use crate::latency::LatencyModel;
-use crate::{ApplyContext, ApplyError, Applier};
+use crate::{Applier, ApplyContext, ApplyError};
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Manifest, ResourceRef, WorkKey};
 use rand::Rng;

@@ -6,7 +6,7 @@ use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubeconfig::{Credentials, CredentialsError};
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig, MAX_MESSAGE};
 use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_applier::{Applier, ApplyContext, ApplyError};
 use fleetsync_k8s_sim::{SimConfig, SimServer};
 use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Fence, Manifest, ObjectMeta, Secret, SecretValue, WorkKey};
 use serde_json::json;
@@ -22,10 +22,11 @@ async fn sim() -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
     let server = SimServer::new(SimConfig { latency: LatencyModel::zero(), fail_rate: 0.0, fail_status: 500 });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        let _ = server.serve(listener, async move {
-            let _ = stopped.await;
-        })
-        .await;
+        let _ = server
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await;
     });
     (addr, stop)
 }
@@ -65,7 +66,9 @@ fn cluster(url: String) -> Cluster {
 }
 
 fn cm() -> Manifest {
-    Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "apps"}, "data": {"v": "1"}}))
+    Manifest(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "apps"}, "data": {"v": "1"}}),
+    )
 }
 
 fn ctx() -> ApplyContext {
@@ -90,7 +93,10 @@ fn assert_denied(result: Result<(), ApplyError>, expect: &str) {
 async fn a_loopback_target_is_refused_unless_allowed() {
     let (addr, _stop) = sim().await;
     let url = format!("http://{addr}/clusters/c1");
-    assert_denied(apply(&applier(&[], &[]), url.clone()).await, "egress to 127.0.0.1 is denied (loopback; allow it with --egress-allow)");
+    assert_denied(
+        apply(&applier(&[], &[]), url.clone()).await,
+        "egress to 127.0.0.1 is denied (loopback; allow it with --egress-allow)",
+    );
     apply(&applier(&["127.0.0.1"], &[]), url.clone()).await.expect("allowed by address");
     apply(&applier(&["127.0.0.0/8"], &[]), url).await.expect("allowed by CIDR");
 }
@@ -106,9 +112,15 @@ async fn a_name_that_resolves_to_loopback_is_refused_when_connecting() {
 #[tokio::test]
 async fn cloud_metadata_and_unspecified_addresses_are_refused() {
     let k = applier(&["10.0.0.0/8"], &[]);
-    assert_denied(apply(&k, "http://169.254.169.254/latest".into()).await, "egress to 169.254.169.254 is denied (cloud metadata");
+    assert_denied(
+        apply(&k, "http://169.254.169.254/latest".into()).await,
+        "egress to 169.254.169.254 is denied (cloud metadata",
+    );
     assert_denied(apply(&k, "http://[fd00:ec2::254]/".into()).await, "cloud metadata");
-    assert_denied(apply(&k, "http://metadata.google.internal/".into()).await, "egress to metadata.google.internal is denied (cloud metadata");
+    assert_denied(
+        apply(&k, "http://metadata.google.internal/".into()).await,
+        "egress to metadata.google.internal is denied (cloud metadata",
+    );
     assert_denied(apply(&k, "http://0.0.0.0:80/".into()).await, "unspecified");
     assert_denied(apply(&k, "http://[::ffff:127.0.0.1]:80/".into()).await, "loopback");
 }
@@ -117,11 +129,17 @@ async fn cloud_metadata_and_unspecified_addresses_are_refused() {
 async fn the_operator_deny_list_wins_over_the_allow_list() {
     let (addr, _stop) = sim().await;
     let url = format!("http://{addr}/clusters/c1");
-    assert_denied(apply(&applier(&["127.0.0.0/8"], &["127.0.0.1"]), url.clone()).await, "the hub's deny list: --egress-deny 127.0.0.1/32");
+    assert_denied(
+        apply(&applier(&["127.0.0.0/8"], &["127.0.0.1"]), url.clone()).await,
+        "the hub's deny list: --egress-deny 127.0.0.1/32",
+    );
     let by_name = format!("http://localhost:{}/clusters/c1", addr.port());
     assert_denied(apply(&applier(&["localhost"], &["127.0.0.0/8", "::1"]), by_name).await, "--egress-deny");
     // Private ranges stay allowed by default; the deny list can close them.
-    assert_denied(apply(&applier(&[], &["10.0.0.0/8"]), "http://10.1.2.3:6443/".into()).await, "--egress-deny 10.0.0.0/8");
+    assert_denied(
+        apply(&applier(&[], &["10.0.0.0/8"]), "http://10.1.2.3:6443/".into()).await,
+        "--egress-deny 10.0.0.0/8",
+    );
 }
 
 struct OneSecret(Secret);
@@ -139,7 +157,10 @@ async fn a_kubeconfig_server_is_held_to_the_same_policy() {
     let kubeconfig = format!("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{{name: c, cluster: {{server: 'http://{addr}/clusters/c1'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n");
     let mut secret = Secret { metadata: ObjectMeta::new("kc"), string_data: Default::default() };
     secret.string_data.insert("kubeconfig".into(), SecretValue::new(kubeconfig));
-    let by_secret = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
+    let by_secret = Cluster {
+        metadata: ObjectMeta::new("c1"),
+        spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }),
+    };
     let refused = applier(&[], &[]).with_credentials(Arc::new(OneSecret(secret.clone())));
     let err = refused.apply(&by_secret, &cm(), &ctx()).await.expect_err("loopback");
     assert!(matches!(&err, ApplyError::Egress(m) if m.contains("egress to 127.0.0.1 is denied (loopback")), "{err}");
@@ -151,8 +172,15 @@ async fn a_kubeconfig_server_is_held_to_the_same_policy() {
 async fn a_raw_error_body_never_reaches_the_error() {
     let k = applier(&["127.0.0.1"], &[]);
     let text = answering("500 Internal Server Error", "text/plain", "db_password=MARKER-hunter2".into()).await;
-    let json = answering("503 Service Unavailable", "application/json", r#"{"message": "MARKER-hunter2", "reason": "MARKER-r"}"#.into()).await;
-    for (addr, expect) in [(text, "500 Internal Server Error"), (json, "an error response that is not a Kubernetes Status")] {
+    let json = answering(
+        "503 Service Unavailable",
+        "application/json",
+        r#"{"message": "MARKER-hunter2", "reason": "MARKER-r"}"#.into(),
+    )
+    .await;
+    for (addr, expect) in
+        [(text, "500 Internal Server Error"), (json, "an error response that is not a Kubernetes Status")]
+    {
         let err = apply(&k, format!("http://{addr}/")).await.expect_err("5xx");
         assert!(matches!(&err, ApplyError::Transient(m) if m == expect), "{err}");
         assert!(!err.to_string().contains("MARKER"), "{err}");
@@ -168,11 +196,14 @@ async fn a_status_body_keeps_its_reason_and_message_bounded() {
     let status = |code: u16, reason: &str, message: &str| {
         json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}).to_string()
     };
-    let short = answering("500 Internal Server Error", "application/json", status(500, "InternalError", "etcd is slow")).await;
+    let short =
+        answering("500 Internal Server Error", "application/json", status(500, "InternalError", "etcd is slow")).await;
     let err = apply(&k, format!("http://{short}/")).await.expect_err("500");
     assert_eq!(err, ApplyError::Transient("500 InternalError: etcd is slow".into()));
 
-    let long = answering("500 Internal Server Error", "application/json", status(500, "InternalError", &"ü".repeat(5000))).await;
+    let long =
+        answering("500 Internal Server Error", "application/json", status(500, "InternalError", &"ü".repeat(5000)))
+            .await;
     let err = apply(&k, format!("http://{long}/")).await.expect_err("500");
     let ApplyError::Transient(m) = &err else { panic!("{err}") };
     assert!(m.starts_with("500 InternalError: üü"), "{m}");

@@ -5,9 +5,9 @@ use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubeconfig::Credentials;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::{ApplyContext, ApplyError, Applier, Moment};
+use fleetsync_applier::{Applier, ApplyContext, ApplyError, Moment};
 use fleetsync_k8s_sim::{SimConfig, SimServer};
-use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Manifest, ObjectMeta, ResourceRef, WorkKey, Fence};
+use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Fence, Manifest, ObjectMeta, ResourceRef, WorkKey};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,10 +25,11 @@ async fn sim(config: SimConfig) -> Sim {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let s = server.clone();
     tokio::spawn(async move {
-        let _ = s.serve(listener, async move {
-            let _ = stopped.await;
-        })
-        .await;
+        let _ = s
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await;
     });
     Sim { server, base, _stop: stop }
 }
@@ -43,7 +44,9 @@ fn cluster(s: &Sim, name: &str) -> Cluster {
 }
 
 fn cm(name: &str, value: &str) -> Manifest {
-    Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "apps"}, "data": {"v": value}}))
+    Manifest(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "apps"}, "data": {"v": value}}),
+    )
 }
 
 fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
@@ -51,7 +54,11 @@ fn ctx(fence: i64, generation: i64, index: usize) -> ApplyContext {
 }
 
 fn applier() -> KubeApplier {
-    KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(2), egress: loopback(), ..KubeConfig::default() })
+    KubeApplier::new(KubeConfig {
+        request_timeout: Duration::from_secs(2),
+        egress: loopback(),
+        ..KubeConfig::default()
+    })
 }
 
 /// The simulator listens on loopback, which the egress policy refuses unless allowed.
@@ -133,12 +140,19 @@ async fn slow_target_times_out_and_unreachable_is_typed() {
     let s = sim(quiet()).await;
     let url = format!("{}/_sim/clusters/slow/faults", s.base);
     reqwest::Client::new().put(url).json(&json!({"status": null, "delay_ms": 5000})).send().await.expect("set fault");
-    let k = KubeApplier::new(KubeConfig { request_timeout: Duration::from_millis(300), egress: loopback(), ..KubeConfig::default() });
+    let k = KubeApplier::new(KubeConfig {
+        request_timeout: Duration::from_millis(300),
+        egress: loopback(),
+        ..KubeConfig::default()
+    });
     let err = k.apply(&cluster(&s, "slow"), &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("slow");
     assert!(matches!(err, ApplyError::Timeout { .. }), "{err:?}");
     assert!(err.is_retryable());
 
-    let dead = Cluster { metadata: ObjectMeta::new("dead"), spec: ClusterSpec::new(Endpoint::Http { url: "http://127.0.0.1:9/clusters/dead".into() }) };
+    let dead = Cluster {
+        metadata: ObjectMeta::new("dead"),
+        spec: ClusterSpec::new(Endpoint::Http { url: "http://127.0.0.1:9/clusters/dead".into() }),
+    };
     let err = k.apply(&dead, &cm("a", "1"), &ctx(1, 1, 0)).await.expect_err("nothing listens on port 9");
     assert!(matches!(err, ApplyError::Unreachable(_)), "{err:?}");
     assert!(err.is_retryable());
@@ -161,7 +175,11 @@ impl OneSecret {
 
 #[async_trait::async_trait]
 impl Credentials for OneSecret {
-    async fn secret(&self, _: &str, _: &str) -> Result<Option<fleetsync_model::Secret>, fleetsync_applier::kubeconfig::CredentialsError> {
+    async fn secret(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> Result<Option<fleetsync_model::Secret>, fleetsync_applier::kubeconfig::CredentialsError> {
         Ok(self.0.lock().expect("lock").clone())
     }
 }
@@ -174,12 +192,17 @@ async fn a_rotated_secret_is_used_by_the_next_claimed_run() {
     let secret = OneSecret::default();
     secret.point_at(&format!("{}/clusters/c1", old.base));
     let k = applier().with_credentials(Arc::new(secret.clone()));
-    let c = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }) };
+    let c = Cluster {
+        metadata: ObjectMeta::new("c1"),
+        spec: ClusterSpec::new(Endpoint::Kubeconfig { secret_ref: "kc".into() }),
+    };
     let run = |fence: i64| ApplyContext { claimed_at: Some(Moment::now()), ..ctx(fence, 1, 0) };
 
     let first = run(1);
     for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-        k.apply(&c, &cm(name, "1"), &ApplyContext { index: i, ..first.clone() }).await.expect("apply to the old server");
+        k.apply(&c, &cm(name, "1"), &ApplyContext { index: i, ..first.clone() })
+            .await
+            .expect("apply to the old server");
     }
     assert_eq!(old.server.totals().applies, 3, "one run, one client, three writes");
 
@@ -187,7 +210,9 @@ async fn a_rotated_secret_is_used_by_the_next_claimed_run() {
     for fence in [2, 3] {
         let again = run(fence);
         for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-            k.apply(&c, &cm(name, "1"), &ApplyContext { index: i, ..again.clone() }).await.expect("apply to the new server");
+            k.apply(&c, &cm(name, "1"), &ApplyContext { index: i, ..again.clone() })
+                .await
+                .expect("apply to the new server");
         }
     }
     assert_eq!(old.server.totals().applies, 3, "nothing written to the old server after the rotation");
@@ -200,11 +225,14 @@ async fn a_rotated_secret_is_used_by_the_next_claimed_run() {
 fn open_connections_to(port: u16) -> usize {
     let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
     let remote = format!("0100007F:{port:04X}");
-    table.lines().skip(1).filter(|l| {
-        let cols: Vec<&str> = l.split_whitespace().collect();
-        cols.get(2) == Some(&remote.as_str()) && cols.get(3) == Some(&"01")
-    })
-    .count()
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.get(2) == Some(&remote.as_str()) && cols.get(3) == Some(&"01")
+        })
+        .count()
 }
 
 /// A cluster's idle connections are closed after `connection_idle` while its client

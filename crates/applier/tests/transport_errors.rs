@@ -161,7 +161,12 @@ async fn endless(chunk: usize, pause: Duration, cap: usize) -> SocketAddr {
 async fn an_endless_answer_is_cut_at_the_limit_and_named() {
     let addr = endless(64 << 10, Duration::ZERO, 1 << 30).await;
     let egress = EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule");
-    let config = KubeConfig { request_timeout: Duration::from_secs(20), max_response_bytes: 1 << 20, egress, ..KubeConfig::default() };
+    let config = KubeConfig {
+        request_timeout: Duration::from_secs(20),
+        max_response_bytes: 1 << 20,
+        egress,
+        ..KubeConfig::default()
+    };
     let started = std::time::Instant::now();
     let err = apply_error(&KubeApplier::new(config), &format!("http://{addr}/clusters/c1")).await;
     assert_eq!(
@@ -169,7 +174,11 @@ async fn an_endless_answer_is_cut_at_the_limit_and_named() {
         format!("transient: http://{addr}/clusters/c1/api/v1: the answer is longer than 1048576 bytes, the most the hub reads of one answer")
     );
     assert!(err.is_retryable());
-    assert!(started.elapsed() < Duration::from_secs(10), "cut at the limit, not read to the end: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cut at the limit, not read to the end: {:?}",
+        started.elapsed()
+    );
 }
 
 /// An answer that trickles in forever ends at the request timeout, its body included.

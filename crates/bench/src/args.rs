@@ -6,7 +6,11 @@ use fleetsync::args::EngineArgs;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "fleetsync-bench", version, about = "fleetsync's benchmarks and its Kubernetes API simulator (also run as `fleetsync bench …` and `fleetsync sim …`).")]
+#[command(
+    name = "fleetsync-bench",
+    version,
+    about = "fleetsync's benchmarks and its Kubernetes API simulator (also run as `fleetsync bench …` and `fleetsync sim …`)."
+)]
 pub struct Cli {
     /// The hub's API, for apply, get and delete.
     // Unused here: `fleetsync bench …` accepted this global flag of `fleetsync`, so

@@ -11,11 +11,11 @@
 //! fast drain that loses work would be no figure at all.
 
 use crate::args::{DrainArgs, Peer};
-use fleetsync::engine::{runtime_config, store_config};
-use fleetsync::output::table;
 use anyhow::{bail, ensure, Context, Result};
 use async_trait::async_trait;
-use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync::engine::{runtime_config, store_config};
+use fleetsync::output::table;
+use fleetsync_applier::{Applier, ApplyContext, ApplyError};
 use fleetsync_model::{Cluster, Document, Endpoint, LabelSelector, Manifest, Phase, ResourceRef};
 use fleetsync_runtime::metrics::OutcomeLabel;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
@@ -146,7 +146,8 @@ fn check(a: &DrainArgs) -> Result<()> {
 /// `synchronous = FULL`: every commit is on disk before it returns).
 async fn drain_sqlite(a: &DrainArgs) -> Result<Measured> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
-    let store = SqliteStore::open(dir.path().join("drain.db"), store_config(&a.engine)?).context("opening the SQLite store")?;
+    let store =
+        SqliteStore::open(dir.path().join("drain.db"), store_config(&a.engine)?).context("opening the SQLite store")?;
     drain_ours(Arc::new(store), None, a).await
 }
 
@@ -198,12 +199,19 @@ async fn drain_ours(store: Arc<dyn Store>, analyze: Option<(&Admin, &str)>, a: &
     let config = fleetsync_runtime::RuntimeConfig { resync_every: None, ..runtime_config(&a.engine)? };
     let shutdown = CancellationToken::new();
     let start = Instant::now();
-    let workers = tokio::spawn(Runtime::new(store.clone(), Arc::new(NoopApplier), config, metrics).run(shutdown.clone()));
+    let workers =
+        tokio::spawn(Runtime::new(store.clone(), Arc::new(NoopApplier), config, metrics).run(shutdown.clone()));
     let finished = wait_until(|| applied.get() >= a.items as u64, a.timeout).await;
     let drain = start.elapsed();
     shutdown.cancel();
     workers.await.context("the workers panicked")??;
-    ensure!(finished, "the drain did not finish within --timeout {:?}: {} of {} items committed", a.timeout, applied.get(), a.items);
+    ensure!(
+        finished,
+        "the drain did not finish within --timeout {:?}: {} of {} items committed",
+        a.timeout,
+        applied.get(),
+        a.items
+    );
     verify_all_applied(&*store, a.items).await?;
     Ok(Measured { items: a.items, enqueue, drain })
 }
@@ -245,7 +253,8 @@ fn labelled(mut doc: Document, fleet: &str) -> Document {
 fn rest_syncset(i: usize, revision: &str) -> Document {
     let mut doc = hive_syncset(i, 1, revision);
     if let Document::SyncSet(s) = &mut doc {
-        s.spec.cluster_selector = Some(LabelSelector { match_labels: [("fleet".to_string(), "rest".to_string())].into() });
+        s.spec.cluster_selector =
+            Some(LabelSelector { match_labels: [("fleet".to_string(), "rest".to_string())].into() });
     }
     doc
 }
@@ -281,7 +290,8 @@ async fn churn(store: Arc<dyn Store>, url: &str, schema: &str, a: &DrainArgs) ->
     let applied = metrics.runs.get_or_create(&OutcomeLabel { outcome: "applied" }).clone();
     let config = fleetsync_runtime::RuntimeConfig { resync_every: None, ..runtime_config(&a.engine)? };
     let shutdown = CancellationToken::new();
-    let workers = tokio::spawn(Runtime::new(store.clone(), Arc::new(NoopApplier), config, metrics).run(shutdown.clone()));
+    let workers =
+        tokio::spawn(Runtime::new(store.clone(), Arc::new(NoopApplier), config, metrics).run(shutdown.clone()));
     let mut rates = Vec::with_capacity(a.churn);
     for round in 1..=a.churn {
         enqueue_ours(&*store, a.items, &format!("r{}", round + 1)).await?;
@@ -297,7 +307,9 @@ async fn churn(store: Arc<dyn Store>, url: &str, schema: &str, a: &DrainArgs) ->
     workers.await.context("the workers panicked")??;
     verify_all_applied(&*store, a.items).await?;
     let work_bytes_after = admin.count(&format!("SELECT pg_total_relation_size('{work}')")).await?;
-    let stat = format!("SELECT COALESCE(n_dead_tup, 0) FROM pg_stat_user_tables WHERE schemaname = '{schema}' AND relname = 'work'");
+    let stat = format!(
+        "SELECT COALESCE(n_dead_tup, 0) FROM pg_stat_user_tables WHERE schemaname = '{schema}' AND relname = 'work'"
+    );
     let work_dead_rows_after = admin.count(&stat).await?;
     Ok(ChurnReport {
         rounds: a.churn,
@@ -430,7 +442,10 @@ mod graphile {
     use anyhow::{ensure, Context, Result};
     use fleetsync_model::WorkKey;
     use fleetsync_testkit::{cluster_name, syncset_name};
-    use graphile_worker::{IntoTaskHandlerResult, JobComplete, JobSpec, LocalQueueConfig, RawJobSpec, TaskHandler, WorkerContext, WorkerOptions};
+    use graphile_worker::{
+        IntoTaskHandlerResult, JobComplete, JobSpec, LocalQueueConfig, RawJobSpec, TaskHandler, WorkerContext,
+        WorkerOptions,
+    };
     use serde::{Deserialize, Serialize};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
@@ -486,7 +501,12 @@ mod graphile {
         worker.request_shutdown();
         running.await.context("the graphile_worker worker panicked")?.context("the graphile_worker worker failed")?;
         let done = completed.load(Ordering::Relaxed);
-        ensure!(finished, "graphile_worker did not finish within --timeout {:?}: {done} of {} jobs completed", a.timeout, a.items);
+        ensure!(
+            finished,
+            "graphile_worker did not finish within --timeout {:?}: {done} of {} jobs completed",
+            a.timeout,
+            a.items
+        );
         let left = admin.count(&format!("SELECT count(*) FROM {schema}._private_jobs")).await?;
         ensure!(left == 0, "graphile_worker left {left} jobs in its table after completing {done}");
         Ok(Measured { items: a.items, enqueue, drain })
@@ -494,7 +514,12 @@ mod graphile {
 
     /// A worker counting persisted completions (the `JobComplete` hook fires after the
     /// completion is committed).
-    async fn worker(url: &str, schema: &str, a: &DrainArgs, completed: Arc<AtomicU64>) -> Result<graphile_worker::Worker> {
+    async fn worker(
+        url: &str,
+        schema: &str,
+        a: &DrainArgs,
+        completed: Arc<AtomicU64>,
+    ) -> Result<graphile_worker::Worker> {
         WorkerOptions::default()
             .database_url(url)
             .max_pg_conn(u32::try_from(a.pool_size).unwrap_or(u32::MAX))
@@ -502,7 +527,10 @@ mod graphile {
             .concurrency(CONCURRENCY)
             .poll_interval(Duration::from_millis(500))
             .local_queue(
-                LocalQueueConfig::default().with_size(LOCAL_QUEUE).with_queue_count(LOCAL_QUEUES).with_ttl(Duration::from_secs(60)),
+                LocalQueueConfig::default()
+                    .with_size(LOCAL_QUEUE)
+                    .with_queue_count(LOCAL_QUEUES)
+                    .with_ttl(Duration::from_secs(60)),
             )
             .complete_job_batch_delay(COMPLETE_BATCH_DELAY)
             .listen_os_shutdown_signals(false)
@@ -524,8 +552,13 @@ mod graphile {
     async fn enqueue(worker: &graphile_worker::Worker, items: usize) -> Result<Duration> {
         let specs: Vec<RawJobSpec> = (0..items)
             .map(|i| {
-                let key = WorkKey::new("default", cluster_name(i / SYNCSETS_PER_CLUSTER), syncset_name(i % SYNCSETS_PER_CLUSTER));
-                let spec = JobSpec { job_key: Some(key.to_string()), queue_name: Some(key.to_string()), ..JobSpec::default() };
+                let key = WorkKey::new(
+                    "default",
+                    cluster_name(i / SYNCSETS_PER_CLUSTER),
+                    syncset_name(i % SYNCSETS_PER_CLUSTER),
+                );
+                let spec =
+                    JobSpec { job_key: Some(key.to_string()), queue_name: Some(key.to_string()), ..JobSpec::default() };
                 RawJobSpec { identifier: Noop::IDENTIFIER.to_string(), payload: serde_json::json!({}), spec }
             })
             .collect();
@@ -544,10 +577,18 @@ fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
         "sqlite" => "SQLite in a temporary file (WAL, synchronous=FULL)",
         _ => "PostgreSQL (a fresh schema, dropped afterwards)",
     };
-    println!("fleetsync bench drain: {} items (keys) enqueued, then claimed and completed with no-op applies, on {store}", r.items);
+    println!(
+        "fleetsync bench drain: {} items (keys) enqueued, then claimed and completed with no-op applies, on {store}",
+        r.items
+    );
     println!("drain = from the workers' start until every item is committed; the enqueue before it is timed apart\n");
     let row = |name: &str, m: &Measured| {
-        vec![name.to_string(), format!("{:.0}", m.drain_rate()), format!("{:.2}", m.drain.as_secs_f64()), format!("{:.0}", m.enqueue_rate())]
+        vec![
+            name.to_string(),
+            format!("{:.0}", m.drain_rate()),
+            format!("{:.2}", m.drain.as_secs_f64()),
+            format!("{:.0}", m.enqueue_rate()),
+        ]
     };
     let mut rows = vec![row(&format!("fleetsync ({})", r.backend), ours)];
     if let Some(p) = peer {
@@ -564,7 +605,10 @@ fn print_summary(r: &DrainReport, ours: &Measured, peer: Option<&Measured>) {
         println!("\nchurn: {} rounds of {} items with a transaction held open (vacuum held back)", c.rounds, r.items);
         println!("  items/s by round: {}", rates.join(", "));
         println!("  loss, median of the last rounds against the first (up to 3 each): {:.1}%", c.loss * 100.0);
-        println!("  work table: {} → {} bytes, {} dead rows after", c.work_bytes_before, c.work_bytes_after, c.work_dead_rows_after);
+        println!(
+            "  work table: {} → {} bytes, {} dead rows after",
+            c.work_bytes_before, c.work_bytes_after, c.work_dead_rows_after
+        );
     }
 }
 
@@ -579,7 +623,10 @@ mod tests {
             return; // the environment decides; nothing to add
         }
         assert_eq!(plain_unless_said("postgres://u@h/db"), "postgres://u@h/db?sslmode=disable");
-        assert_eq!(plain_unless_said("postgres://u@h/db?application_name=x"), "postgres://u@h/db?application_name=x&sslmode=disable");
+        assert_eq!(
+            plain_unless_said("postgres://u@h/db?application_name=x"),
+            "postgres://u@h/db?application_name=x&sslmode=disable"
+        );
         assert_eq!(plain_unless_said("host=h dbname=db"), "host=h dbname=db sslmode=disable");
         assert_eq!(plain_unless_said("postgres://u@h/db?sslmode=require"), "postgres://u@h/db?sslmode=require");
     }

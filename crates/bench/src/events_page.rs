@@ -82,7 +82,10 @@ pub async fn run(a: EventsPageArgs) -> Result<bool> {
     println!("events-page on {backend}: a viewer of a tenant with no events, {} requests per call", a.requests);
     for s in &report.sizes {
         for c in &s.calls {
-            println!("  other tenant {:>9} events  {:<5} median {:>7.3} ms  p99 {:>7.3} ms", s.events, c.name, c.median_ms, c.p99_ms);
+            println!(
+                "  other tenant {:>9} events  {:<5} median {:>7.3} ms  p99 {:>7.3} ms",
+                s.events, c.name, c.median_ms, c.p99_ms
+            );
         }
     }
     for (name, r) in &report.ratios {
@@ -122,8 +125,12 @@ impl Hub {
                 let admin = Admin::connect(url).await?;
                 admin.drop_schema(&schema).await?;
                 let options = PgOptions { schema: Some(schema.clone()), pool_size: 4, migrate: true };
-                let store = PgStore::connect_with(url, options, StoreConfig::default()).await.context("opening the PostgreSQL store")?;
-                admin.batch(&fill_sql(&format!("{schema}.events"), events, "generate_series(1, {n}) AS g(i)", "i")).await?;
+                let store = PgStore::connect_with(url, options, StoreConfig::default())
+                    .await
+                    .context("opening the PostgreSQL store")?;
+                admin
+                    .batch(&fill_sql(&format!("{schema}.events"), events, "generate_series(1, {n}) AS g(i)", "i"))
+                    .await?;
                 admin.batch(&format!("ANALYZE {schema}.events")).await?;
                 (Arc::new(store), Some((admin, schema)))
             }
@@ -136,7 +143,8 @@ impl Hub {
             ttl: None,
             created_by: "bench".into(),
         };
-        let (token, _) = issue(store.as_ref(), store.clock().as_ref(), viewer).await.context("issuing the viewer's token")?;
+        let (token, _) =
+            issue(store.as_ref(), store.clock().as_ref(), viewer).await.context("issuing the viewer's token")?;
         let state = AppState::new(store, Arc::new(registry), queue_metrics);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
@@ -155,7 +163,10 @@ impl Hub {
         let body: serde_json::Value = answer.json().await?;
         let took = t0.elapsed();
         anyhow::ensure!(status.is_success(), "{path}: {status} {body}");
-        anyhow::ensure!(body["items"].as_array().is_some_and(Vec::is_empty), "{path}: the quiet tenant has no events, got {body}");
+        anyhow::ensure!(
+            body["items"].as_array().is_some_and(Vec::is_empty),
+            "{path}: the quiet tenant has no events, got {body}"
+        );
         Ok(took)
     }
 

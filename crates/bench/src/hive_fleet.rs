@@ -7,13 +7,13 @@
 
 use crate::args::HiveFleetArgs;
 use crate::processes::{self, ProcessUsage};
+use anyhow::{anyhow, bail, Context, Result};
 use fleetsync::engine::{check_fail_rate, runtime_config, store_config};
 use fleetsync::process::{cpu_time, peak_rss_bytes};
 use fleetsync::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
-use anyhow::{anyhow, bail, Context, Result};
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
-use fleetsync_applier::{ApplyContext, Applier, ByEndpoint};
+use fleetsync_applier::{Applier, ApplyContext, ByEndpoint};
 use fleetsync_k8s_sim::Report as SimReport;
 use fleetsync_model::{Document, Endpoint, WorkKey};
 use fleetsync_runtime::metrics::OutcomeLabel;
@@ -107,7 +107,16 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     };
     let speedup = baseline.as_ref().map(|b| report.applies_per_sec / b.report.applies_per_sec.max(1e-9));
     let processes = a.database_url.is_some().then_some(a.processes);
-    let out = BenchReport { report, load_seconds, cpu_seconds: cpu.as_secs_f64(), verdict, processes, per_process, baseline, speedup };
+    let out = BenchReport {
+        report,
+        load_seconds,
+        cpu_seconds: cpu.as_secs_f64(),
+        verdict,
+        processes,
+        per_process,
+        baseline,
+        speedup,
+    };
     if a.json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
@@ -138,7 +147,8 @@ async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest
     let shutdown = CancellationToken::new();
     let runtime = Runtime::new(store.clone(), applier, runtime_config(&a.engine)?, metrics);
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
-    let (settled, parked) = wait_settled(&*store, &progress, || applies_ok.get(), shape.applies() as u64, a.timeout).await?;
+    let (settled, parked) =
+        wait_settled(&*store, &progress, || applies_ok.get(), shape.applies() as u64, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0);
     progress.finish_and_clear();
@@ -152,7 +162,8 @@ async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest
 
 /// `GET /_sim/report`.
 pub(crate) async fn read_sim_report(http: &reqwest::Client, sim: &str) -> Result<SimReport> {
-    serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?).context("the simulator's report has an unexpected shape")
+    serde_json::from_value(get_json(http, &format!("{sim}/_sim/report")).await?)
+        .context("the simulator's report has an unexpected shape")
 }
 
 /// The hub's report: applies and make-spans as the simulator saw them, over `seconds`.
@@ -195,11 +206,16 @@ async fn verdict(http: &reqwest::Client, sim: &str, shape: FleetShape, report: &
         for s in 0..shape.syncsets {
             let key = WorkKey::new("default", cluster_name(c), syncset_name(s)).to_string();
             let resources = keys.get(&key).and_then(Value::as_object);
-            let all = resources.is_some_and(|r| r.len() == shape.resources && r.values().all(|g| g.as_i64() == Some(1)));
+            let all =
+                resources.is_some_and(|r| r.len() == shape.resources && r.values().all(|g| g.as_i64() == Some(1)));
             latest &= all;
         }
     }
-    Ok(Verdict { latest_generation: latest, order_kept: report.totals.order_violations == 0, overlaps: report.totals.overlaps })
+    Ok(Verdict {
+        latest_generation: latest,
+        order_kept: report.totals.order_violations == 0,
+        overlaps: report.totals.overlaps,
+    })
 }
 
 /// Today's controllers: `workers` threads of control, each taking a whole cluster and
@@ -210,11 +226,15 @@ async fn run_baseline(shape: FleetShape, sim: &str, workers: usize, window: Dura
     let applies = Arc::new(AtomicU64::new(0));
     let (cpu0, start) = (cpu_time(), Instant::now());
     let deadline = start + window;
-    let syncsets: Arc<Vec<Document>> = Arc::new((0..shape.syncsets).map(|s| hive_syncset(s, shape.resources, "r1")).collect());
+    let syncsets: Arc<Vec<Document>> =
+        Arc::new((0..shape.syncsets).map(|s| hive_syncset(s, shape.resources, "r1")).collect());
     let tasks: Vec<_> = (0..workers)
         .map(|_| {
-            let (applier, next, applies, syncsets, sim) = (applier.clone(), next.clone(), applies.clone(), syncsets.clone(), sim.to_string());
-            tokio::spawn(async move { baseline_worker(&*applier, &next, &applies, &syncsets, &sim, shape, deadline).await })
+            let (applier, next, applies, syncsets, sim) =
+                (applier.clone(), next.clone(), applies.clone(), syncsets.clone(), sim.to_string());
+            tokio::spawn(
+                async move { baseline_worker(&*applier, &next, &applies, &syncsets, &sim, shape, deadline).await },
+            )
         })
         .collect();
     let mut spans = Vec::new();
@@ -251,7 +271,9 @@ async fn baseline_worker(
         if c >= shape.clusters || Instant::now() >= deadline {
             return spans;
         }
-        let Document::Cluster(cluster) = hive_cluster(c, Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(c)) }) else {
+        let Document::Cluster(cluster) =
+            hive_cluster(c, Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(c)) })
+        else {
             return spans;
         };
         let started = Instant::now();
@@ -289,7 +311,15 @@ impl SimProcess {
     fn start(latency_scale: f64, fail_rate: f64) -> Result<Self> {
         let exe = std::env::current_exe().context("cannot find this executable, to start its simulator")?;
         let mut child = Command::new(exe)
-            .args(["sim", "--listen", "127.0.0.1:0", "--latency-scale", &latency_scale.to_string(), "--fail-rate", &fail_rate.to_string()])
+            .args([
+                "sim",
+                "--listen",
+                "127.0.0.1:0",
+                "--latency-scale",
+                &latency_scale.to_string(),
+                "--fail-rate",
+                &fail_rate.to_string(),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -297,7 +327,10 @@ impl SimProcess {
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("the simulator has no stdout"))?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).context("reading the simulator's address")?;
-        let addr = line.trim().strip_prefix("listening on ").ok_or_else(|| anyhow!("the simulator did not start: {line:?}"))?;
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .ok_or_else(|| anyhow!("the simulator did not start: {line:?}"))?;
         Ok(Self { url: format!("http://{addr}"), child })
     }
 }
@@ -327,23 +360,36 @@ fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usiz
         ("applies/s", format!("{:.0}", r.applies_per_sec)),
         ("make-span / critical path", format!("p50 {:.3}   p99 {:.3}   max {:.3}", q.p50, q.p99, q.max)),
         ("failed (parked) keys", r.failed_keys.to_string()),
-        ("hub CPU seconds", format!("{:.1} ({:.0}% of one core)", b.cpu_seconds, 100.0 * b.cpu_seconds / r.seconds.max(1e-9))),
+        (
+            "hub CPU seconds",
+            format!("{:.1} ({:.0}% of one core)", b.cpu_seconds, 100.0 * b.cpu_seconds / r.seconds.max(1e-9)),
+        ),
         ("hub peak RSS", format!("{:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0))),
         ("store size", format!("{:.1} MiB", store_bytes as f64 / (1024.0 * 1024.0))),
     ];
     if let (Some(n), Some(each)) = (b.processes, &b.per_process) {
         let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
-        let shares: Vec<String> =
-            each.iter().map(|p| format!("{} clusters, {:.1} s, {:.0} MiB", p.clusters, p.cpu_seconds, mib(p.peak_rss_bytes))).collect();
+        let shares: Vec<String> = each
+            .iter()
+            .map(|p| format!("{} clusters, {:.1} s, {:.0} MiB", p.clusters, p.cpu_seconds, mib(p.peak_rss_bytes)))
+            .collect();
         rows.push(("worker processes", format!("{n} on PostgreSQL (CPU and RSS are their sums)")));
         rows.push(("per process", shares.join("; ")));
     }
     let v = &b.verdict;
-    rows.push(("sim verdict", format!("latest generation {}, order kept {}, overlaps {}", v.latest_generation, v.order_kept, v.overlaps)));
+    rows.push((
+        "sim verdict",
+        format!("latest generation {}, order kept {}, overlaps {}", v.latest_generation, v.order_kept, v.overlaps),
+    ));
     if let (Some(base), Some(x)) = (&b.baseline, b.speedup) {
-        rows.push(("baseline (hive)", format!("{workers} workers, {:.0} applies/s over {:.0} s", base.report.applies_per_sec, base.report.seconds)));
+        rows.push((
+            "baseline (hive)",
+            format!(
+                "{workers} workers, {:.0} applies/s over {:.0} s",
+                base.report.applies_per_sec, base.report.seconds
+            ),
+        ));
         rows.push(("speed-up", format!("{x:.0}×")));
     }
     print_rows(&rows);
 }
-

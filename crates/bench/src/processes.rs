@@ -21,17 +21,17 @@
 //! as the largest share takes: an uneven split shows up as less than linear scaling.
 
 use crate::args::HiveFleetArgs;
-use crate::hive_fleet::{hub_report, read_sim_report, HubRun};
 use crate::drain::Admin;
+use crate::hive_fleet::{hub_report, read_sim_report, HubRun};
+use anyhow::{bail, Context, Result};
 use fleetsync::engine::{runtime_config, store_config};
 use fleetsync::process::Proc;
 use fleetsync::report::progress_bar;
-use anyhow::{bail, Context, Result};
 use fleetsync_model::shard::{owner_of, shard_of};
 use fleetsync_model::{Endpoint, Phase};
 use fleetsync_store::postgres::{PgOptions, PgStore};
-use fleetsync_store::Store;
 use fleetsync_store::Objects;
+use fleetsync_store::Store;
 use fleetsync_testkit::{cluster_name, hive_fleet, unsettled, FleetShape};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -132,7 +132,14 @@ async fn run_in(
     let sim_report = read_sim_report(http, sim).await?;
     let report = hub_report(&sim_report, seconds, settled, parked, usage.iter().map(|u| u.peak_rss_bytes).sum());
     let cpu = Duration::from_secs_f64(usage.iter().map(|u| u.cpu_seconds).sum());
-    Ok(HubRun { report, load_seconds, cpu, store_bytes: u64::try_from(store_bytes).unwrap_or(0), sim: sim_report, per_process: Some(usage) })
+    Ok(HubRun {
+        report,
+        load_seconds,
+        cpu,
+        store_bytes: u64::try_from(store_bytes).unwrap_or(0),
+        sim: sim_report,
+        per_process: Some(usage),
+    })
 }
 
 /// The worker child processes, killed on drop (a failed run leaves none behind).
@@ -186,20 +193,32 @@ impl Workers {
                 let last_alone = ours.iter().filter(|m| Some(m.started_at) == last).count() == 1;
                 // The last to join saw the others when it joined; the others have to
                 // beat once more.
-                let heard = |m: &&fleetsync_store::Member| Some(m.heartbeat_at) > last || (last_alone && Some(m.started_at) == last);
+                let heard = |m: &&fleetsync_store::Member| {
+                    Some(m.heartbeat_at) > last || (last_alone && Some(m.started_at) == last)
+                };
                 if ours.iter().all(heard) {
                     return Ok(());
                 }
             }
             if Instant::now() >= deadline {
-                bail!("the worker processes did not all join within {JOIN_TIMEOUT:?} ({} of {} are members)", ours.len(), self.children.len());
+                bail!(
+                    "the worker processes did not all join within {JOIN_TIMEOUT:?} ({} of {} are members)",
+                    ours.len(),
+                    self.children.len()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// Waits until no key is unsettled or the timeout; returns (settled, parked keys).
-    async fn wait_settled(&mut self, store: &dyn Store, progress: &ProgressBar, resources: usize, timeout: Duration) -> Result<(bool, u64)> {
+    async fn wait_settled(
+        &mut self,
+        store: &dyn Store,
+        progress: &ProgressBar,
+        resources: usize,
+        timeout: Duration,
+    ) -> Result<(bool, u64)> {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_running()?;
@@ -226,7 +245,8 @@ impl Workers {
     /// while it runs).
     fn usage(&self, cpu0: &[Duration], shape: FleetShape) -> Vec<ProcessUsage> {
         let ids: Vec<String> = self.children.iter().map(|(id, _)| id.clone()).collect();
-        let owners: Vec<Option<&str>> = (0..shape.clusters).map(|c| owner_of(shard_of("default", &cluster_name(c)), &ids)).collect();
+        let owners: Vec<Option<&str>> =
+            (0..shape.clusters).map(|c| owner_of(shard_of("default", &cluster_name(c)), &ids)).collect();
         self.children
             .iter()
             .zip(cpu0)
@@ -252,7 +272,8 @@ impl Workers {
             }
         }
         let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline && self.children.iter_mut().any(|(_, c)| c.try_wait().ok().flatten().is_none()) {
+        while Instant::now() < deadline && self.children.iter_mut().any(|(_, c)| c.try_wait().ok().flatten().is_none())
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         for (id, child) in &mut self.children {

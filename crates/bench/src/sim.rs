@@ -3,8 +3,8 @@
 //! `listening on ADDR` as its first line so a parent can find it.
 
 use crate::args::SimArgs;
-use fleetsync::engine::check_fail_rate;
 use anyhow::{bail, Context, Result};
+use fleetsync::engine::check_fail_rate;
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_k8s_sim::{SimConfig, SimServer};
 use std::io::Write;

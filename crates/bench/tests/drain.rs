@@ -104,7 +104,8 @@ fn churn_under_a_held_transaction_reports_each_round() {
     assert_eq!(rates.len(), 3, "{v}");
     assert!(rates.iter().all(|r| r.as_f64().is_some_and(|r| r > 0.0)), "{v}");
     // The held transaction keeps every round's dead row versions: the table only grows.
-    let (before, after) = (churn["work_bytes_before"].as_i64().expect("before"), churn["work_bytes_after"].as_i64().expect("after"));
+    let (before, after) =
+        (churn["work_bytes_before"].as_i64().expect("before"), churn["work_bytes_after"].as_i64().expect("after"));
     assert!(before > 0 && after > before, "work table {before} → {after} bytes: {v}");
     assert!(churn["loss"].as_f64().is_some(), "{v}");
     assert_schemas_dropped(&url, pid);

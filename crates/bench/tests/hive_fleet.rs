@@ -16,14 +16,31 @@ fn bench_hive_fleet_small_has_a_clean_verdict() {
     let db = dir.path().join("fleet.db");
     let db = db.to_str().expect("a UTF-8 path");
     let args = [
-        "hive-fleet", "--clusters", "50", "--syncsets", "10", "--resources", "5", "--latency-scale", "0.02",
-        "--baseline", "hive", "--baseline-window", "2s", "--json", "--db", db,
+        "hive-fleet",
+        "--clusters",
+        "50",
+        "--syncsets",
+        "10",
+        "--resources",
+        "5",
+        "--latency-scale",
+        "0.02",
+        "--baseline",
+        "hive",
+        "--baseline-window",
+        "2s",
+        "--json",
+        "--db",
+        db,
     ];
     let out = run(&args);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
     assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
-    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(2500), Some(0)));
+    assert_eq!(
+        (v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()),
+        (Some(true), Some(2500), Some(0))
+    );
     assert!(v["cpu_seconds"].as_f64().expect("cpu") > 0.0);
     assert!(v["makespan_over_critical"]["p50"].as_f64().expect("p50") >= 0.99, "{v}");
     assert!(v["baseline"]["applies_per_sec"].as_f64().expect("baseline rate") > 0.0, "{v}");
@@ -32,12 +49,17 @@ fn bench_hive_fleet_small_has_a_clean_verdict() {
 
     let kept = tokio::runtime::Runtime::new().expect("runtime").block_on(async {
         use fleetsync_store::StatusRead;
-        let store = fleetsync_store::sqlite::SqliteStore::open(db, fleetsync_store::StoreConfig::default()).expect("open the kept store");
+        let store = fleetsync_store::sqlite::SqliteStore::open(db, fleetsync_store::StoreConfig::default())
+            .expect("open the kept store");
         store.queue_stats().await.expect("stats").by_phase
     });
     assert_eq!(kept.get(&fleetsync_model::Phase::Applied), Some(&500), "every key applied in the kept store: {kept:?}");
     let again = run(&args);
-    assert!(!again.status.success() && stderr(&again).contains("--db") && stderr(&again).contains("exists"), "{}", stderr(&again));
+    assert!(
+        !again.status.success() && stderr(&again).contains("--db") && stderr(&again).contains("exists"),
+        "{}",
+        stderr(&again)
+    );
 }
 
 #[test]
@@ -57,8 +79,24 @@ fn bench_rejects_bad_flags() {
 fn bench_hive_fleet_with_worker_processes() {
     let url = database_url();
     let args = [
-        "hive-fleet", "--clusters", "20", "--syncsets", "5", "--resources", "3", "--latency-scale", "0.02",
-        "--database-url", &url, "--processes", "2", "--max-in-flight", "8", "--member-ttl", "1s", "--json",
+        "hive-fleet",
+        "--clusters",
+        "20",
+        "--syncsets",
+        "5",
+        "--resources",
+        "3",
+        "--latency-scale",
+        "0.02",
+        "--database-url",
+        &url,
+        "--processes",
+        "2",
+        "--max-in-flight",
+        "8",
+        "--member-ttl",
+        "1s",
+        "--json",
     ];
     let child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run fleetsync-bench");
     let pid = child.id();
@@ -67,7 +105,10 @@ fn bench_hive_fleet_with_worker_processes() {
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
     assert_eq!(v["processes"], 2, "{v}");
     assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
-    assert_eq!((v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()), (Some(true), Some(300), Some(0)));
+    assert_eq!(
+        (v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()),
+        (Some(true), Some(300), Some(0))
+    );
     let each = v["per_process"].as_array().expect("per_process");
     assert_eq!(each.len(), 2, "{v}");
     assert!(each.iter().all(|p| p["peak_rss_bytes"].as_u64() > Some(1 << 20)), "worker RSS read from /proc: {v}");

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use fleetsync_model::names::check_dns1123_label;
 use fleetsync_model::SystemClock;
 use fleetsync_server::access::oidc::{JwksSource, Oidc, OidcConfig, DEFAULT_GRANTS_CLAIM};
-use fleetsync_server::access::tokens::{bootstrap_file, bootstrap as issue_first};
+use fleetsync_server::access::tokens::{bootstrap as issue_first, bootstrap_file};
 use fleetsync_server::access::AccessSettings;
 use fleetsync_store::Tokens;
 use std::path::Path;
@@ -26,7 +26,13 @@ pub async fn settings(a: &AccessArgs, stop: CancellationToken) -> Result<AccessS
                 _ => bail!("--oidc-issuer needs the issuer's keys: --oidc-jwks-file or --oidc-jwks-url"),
             };
             let claim = a.oidc_grants_claim.clone().unwrap_or_else(|| DEFAULT_GRANTS_CLAIM.to_string());
-            let config = OidcConfig { issuer: issuer.clone(), audience: audience.clone(), jwks, claim, refresh: fleetsync_server::access::oidc::DEFAULT_REFRESH };
+            let config = OidcConfig {
+                issuer: issuer.clone(),
+                audience: audience.clone(),
+                jwks,
+                claim,
+                refresh: fleetsync_server::access::oidc::DEFAULT_REFRESH,
+            };
             let oidc = Oidc::load(config).await.context("--oidc-issuer: cannot load the issuer's keys")?;
             oidc.spawn_refresh(stop);
             tracing::info!(issuer, audience, "accepting OIDC tokens");
@@ -45,7 +51,10 @@ pub async fn settings(a: &AccessArgs, stop: CancellationToken) -> Result<AccessS
 /// into a file beside the database (mode 0600) and logs where (never the token).
 pub async fn bootstrap(store: &dyn Tokens, db: &Path) -> Result<()> {
     let file = bootstrap_file(db);
-    if issue_first(store, &SystemClock, &file).await.with_context(|| format!("issuing the first token into {}", file.display()))? {
+    if issue_first(store, &SystemClock, &file)
+        .await
+        .with_context(|| format!("issuing the first token into {}", file.display()))?
+    {
         tracing::info!(file = %file.display(), "no token yet: issued a fleet-admin token into this file (clients on this machine use it)");
     }
     Ok(())

@@ -30,7 +30,13 @@ pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
         let m = metrics.clone();
         let ready: ReadyCheck = Arc::new(move || {
             let ok = m.hub_reachable();
-            Box::pin(async move { if ok { Ok(()) } else { Err("the agent's last exchange with the hub failed (or none yet)".into()) } })
+            Box::pin(async move {
+                if ok {
+                    Ok(())
+                } else {
+                    Err("the agent's last exchange with the hub failed (or none yet)".into())
+                }
+            })
         });
         tokio::spawn(serve_probes(listener, Arc::new(registry), ready, std::future::pending()));
     }

@@ -330,7 +330,10 @@ pub struct QuotaArgs {
 
 impl QuotaArgs {
     pub fn quotas(&self) -> fleetsync_store::Quotas {
-        fleetsync_store::Quotas { default: self.default.unwrap_or_default(), tenants: self.tenants.iter().cloned().collect() }
+        fleetsync_store::Quotas {
+            default: self.default.unwrap_or_default(),
+            tenants: self.tenants.iter().cloned().collect(),
+        }
     }
 }
 
@@ -844,12 +847,36 @@ mod tests {
     #[test]
     fn engine_knobs_survive_the_trip_to_a_child_process() {
         let given = [
-            "fleetsync", "worker", "--max-in-flight", "7", "--max-per-cluster", "0", "--lease-ttl", "2s", "--renew-every",
-            "500ms", "--member-ttl", "1s 250ms", "--backoff-base", "3s", "--backoff-cap", "1m", "--max-attempts", "4",
-            "--resync-every", "0s", "--poll-interval", "40ms", "--steal-after", "250ms", "--worker-id", "w-1",
+            "fleetsync",
+            "worker",
+            "--max-in-flight",
+            "7",
+            "--max-per-cluster",
+            "0",
+            "--lease-ttl",
+            "2s",
+            "--renew-every",
+            "500ms",
+            "--member-ttl",
+            "1s 250ms",
+            "--backoff-base",
+            "3s",
+            "--backoff-cap",
+            "1m",
+            "--max-attempts",
+            "4",
+            "--resync-every",
+            "0s",
+            "--poll-interval",
+            "40ms",
+            "--steal-after",
+            "250ms",
+            "--worker-id",
+            "w-1",
         ];
         let Command::Worker(w) = Cli::parse_from(given).command else { panic!("a worker") };
-        let forwarded: Vec<String> = ["fleetsync".to_string(), "worker".to_string()].into_iter().chain(w.engine.to_args()).collect();
+        let forwarded: Vec<String> =
+            ["fleetsync".to_string(), "worker".to_string()].into_iter().chain(w.engine.to_args()).collect();
         let Command::Worker(back) = Cli::parse_from(forwarded).command else { panic!("a worker") };
         let expected = EngineArgs { worker_id: None, ..w.engine };
         assert_eq!(format!("{:?}", back.engine), format!("{expected:?}"));

@@ -3,13 +3,13 @@
 //! (errors explained, lists printed).
 
 use crate::args::{ApplyArgs, DryRun, Format, GetArgs, Resource};
+use crate::context::connect;
 use crate::inputs;
 use crate::output::{names, structured, structured_list, NAME_LISTS_OBJECTS_ONLY};
-use crate::{details, events};
 use crate::tables::{self, Columns};
+use crate::{details, events};
 use crate::{status, tenants};
 use anyhow::{anyhow, bail, Result};
-use crate::context::connect;
 use fleetsync::outln;
 use fleetsync_api::{all_pages, describe, ClientError, PageParams};
 use fleetsync_model::Kind;
@@ -31,7 +31,10 @@ pub(crate) fn explain(e: ClientError) -> anyhow::Error {
 }
 
 pub(crate) fn cursor_gone(cursor: u64, horizon: u64) -> String {
-    format!("the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`", horizon + 1)
+    format!(
+        "the cursor {cursor} fell off the log (oldest kept is {}): re-list with `fleetsync get events`",
+        horizon + 1
+    )
 }
 
 /// `apply -f`, or with `--dry-run` what it would do: `server`, as the hub answers a dry
@@ -41,7 +44,11 @@ pub async fn apply(a: ApplyArgs) -> Result<()> {
     let (docs, body) = inputs::documents_and_body(inputs::read(&a.files, a.recursive)?)?;
     if a.dry_run == DryRun::Client {
         for doc in &docs {
-            outln!("{}/{} valid (client dry run, not sent)", doc.kind().as_str().to_ascii_lowercase(), doc.metadata().name)?;
+            outln!(
+                "{}/{} valid (client dry run, not sent)",
+                doc.kind().as_str().to_ascii_lowercase(),
+                doc.metadata().name
+            )?;
         }
         return Ok(());
     }
@@ -49,7 +56,13 @@ pub async fn apply(a: ApplyArgs) -> Result<()> {
     if a.dry_run == DryRun::Server {
         for r in hub.apply_dry_run(body).await.map_err(explain)? {
             let kind = r.kind.as_str().to_ascii_lowercase();
-            outln!("{kind}/{} {} (server dry run: generation {}, {} keys would be enqueued)", r.name, r.result, r.generation, r.enqueued)?;
+            outln!(
+                "{kind}/{} {} (server dry run: generation {}, {} keys would be enqueued)",
+                r.name,
+                r.result,
+                r.generation,
+                r.enqueued
+            )?;
             warn(&kind, &r)?;
         }
         return Ok(());
@@ -58,7 +71,9 @@ pub async fn apply(a: ApplyArgs) -> Result<()> {
         let kind = r.kind.as_str().to_ascii_lowercase();
         match &r.staged {
             Some(staged) => outln!("{kind}/{} {} (generation {}, staged: {staged})", r.name, r.result, r.generation)?,
-            None => outln!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued)?,
+            None => {
+                outln!("{kind}/{} {} (generation {}, {} keys enqueued)", r.name, r.result, r.generation, r.enqueued)?
+            }
         }
         warn(&kind, &r)?;
     }
@@ -76,7 +91,11 @@ fn warn(kind: &str, r: &fleetsync_api::ApplyResult) -> std::io::Result<()> {
 }
 
 /// Prints a list as a `kind: List` in JSON or YAML, or as a table.
-pub(crate) fn print_list<T: serde::Serialize>(format: Format, items: &[T], rows: impl Fn(&[T]) -> std::io::Result<()>) -> Result<()> {
+pub(crate) fn print_list<T: serde::Serialize>(
+    format: Format,
+    items: &[T],
+    rows: impl Fn(&[T]) -> std::io::Result<()>,
+) -> Result<()> {
     if !structured_list(format, items)? {
         rows(items)?;
     }
@@ -144,7 +163,9 @@ pub async fn get(a: GetArgs) -> Result<()> {
             let selector = a.selector.as_deref();
             let mut items = Vec::new();
             for t in &tenants {
-                items.extend(all_pages(|token| hub.list_page(kind, t, selector, page(a.limit, token))).await.map_err(explain)?);
+                items.extend(
+                    all_pages(|token| hub.list_page(kind, t, selector, page(a.limit, token))).await.map_err(explain)?,
+                );
             }
             if format == Format::Name {
                 return Ok(names(kind, &items)?);

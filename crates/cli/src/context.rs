@@ -69,7 +69,9 @@ fn config_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("FLEETSYNC_CONFIG") {
         return Some(PathBuf::from(p));
     }
-    let base = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
     Some(base.join("fleetsync").join("config.yaml"))
 }
 
@@ -96,7 +98,10 @@ fn pick(config: Config, wanted: Option<&str>) -> Result<Context> {
     let Some(name) = name else { return Ok(Context::default()) };
     let known = config.contexts.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
     config.contexts.into_iter().find(|c| c.name == name).ok_or_else(|| {
-        anyhow!("no context named {name:?} in the config file (it has: {})", if known.is_empty() { "none".into() } else { known.join(", ") })
+        anyhow!(
+            "no context named {name:?} in the config file (it has: {})",
+            if known.is_empty() { "none".into() } else { known.join(", ") }
+        )
     })
 }
 
@@ -118,7 +123,8 @@ pub fn connect(a: &ConnArgs) -> Result<Conn> {
         (None, None, None) if is_local(&server) => local_token()?,
         _ => None,
     };
-    let mut client = Client::build(&server, &tls, Some(a.timeout())).map_err(|e| anyhow!("{}", fleetsync_api::describe(&e)))?;
+    let mut client =
+        Client::build(&server, &tls, Some(a.timeout())).map_err(|e| anyhow!("{}", fleetsync_api::describe(&e)))?;
     if let Some(t) = token {
         client = client.with_token(t);
     }
@@ -126,7 +132,8 @@ pub fn connect(a: &ConnArgs) -> Result<Conn> {
 }
 
 fn read_token(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the token file {}", path.display()))?;
     let token = text.trim();
     if token.is_empty() {
         bail!("the token file {} is empty", path.display());

@@ -93,7 +93,11 @@ async fn await_cleanup(hub: &Client, syncsets: &[Target], clusters: &[Target], t
             return Ok(());
         }
         if start.elapsed() >= timeout {
-            bail!("the cleanup of the deleted SyncSets has not finished after {} (--cleanup-timeout) on: {}", humantime::format_duration(timeout), left.join(", "));
+            bail!(
+                "the cleanup of the deleted SyncSets has not finished after {} (--cleanup-timeout) on: {}",
+                humantime::format_duration(timeout),
+                left.join(", ")
+            );
         }
         tokio::time::sleep(POLL).await;
     }

@@ -6,6 +6,7 @@
 use crate::args::DemoArgs;
 use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, store_config};
 use crate::process::{cpu_time, peak_rss_bytes};
+use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use anyhow::{bail, Context, Result};
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet, Totals};
@@ -13,7 +14,6 @@ use fleetsync_model::Endpoint;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::Store;
-use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use fleetsync_testkit::{hive_fleet, FleetShape};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,9 +52,15 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     let progress = progress_bar(shape.applies() as u64, a.json);
     let (cpu0, start) = (cpu_time(), Instant::now());
     let shutdown = CancellationToken::new();
-    let runtime = Runtime::new(store.clone(), appliers(sim.clone(), store.clone(), egress), runtime_cfg, RuntimeMetrics::unregistered());
+    let runtime = Runtime::new(
+        store.clone(),
+        appliers(sim.clone(), store.clone(), egress),
+        runtime_cfg,
+        RuntimeMetrics::unregistered(),
+    );
     let workers = tokio::spawn(runtime.run(shutdown.clone()));
-    let (settled, parked) = wait_settled(&*store, &progress, || sim.totals().applies, shape.applies() as u64, a.timeout).await?;
+    let (settled, parked) =
+        wait_settled(&*store, &progress, || sim.totals().applies, shape.applies() as u64, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu0);
     progress.finish_and_clear();
@@ -97,9 +103,22 @@ fn print_summary(r: &Report, x: &Extra, fail_rate: f64) {
         ("make-span / critical path", format!("p50 {:.3}   p99 {:.3}   max {:.3}", q.p50, q.p99, q.max)),
         ("failed (parked) keys", r.failed_keys.to_string()),
         ("failed applies (retried)", x.totals.failures.to_string()),
-        ("CPU seconds", format!("{:.1} ({:.0}% of one core)", x.cpu.as_secs_f64(), 100.0 * x.cpu.as_secs_f64() / r.seconds.max(1e-9))),
+        (
+            "CPU seconds",
+            format!(
+                "{:.1} ({:.0}% of one core)",
+                x.cpu.as_secs_f64(),
+                100.0 * x.cpu.as_secs_f64() / r.seconds.max(1e-9)
+            ),
+        ),
         ("peak RSS", format!("{:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0))),
-        ("verdict", format!("overlaps {}, order violations {}, fenced {}", x.totals.overlaps, x.totals.order_violations, x.totals.fenced)),
+        (
+            "verdict",
+            format!(
+                "overlaps {}, order violations {}, fenced {}",
+                x.totals.overlaps, x.totals.order_violations, x.totals.fenced
+            ),
+        ),
     ];
     print_rows(&rows);
 }

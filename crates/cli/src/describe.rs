@@ -26,7 +26,9 @@ pub async fn describe(a: DescribeArgs) -> Result<()> {
     field("Name", &text(&meta["name"]))?;
     field("Tenant", &text(&meta["namespace"]))?;
     field("Generation", &text(&meta["generation"]))?;
-    let labels = meta["labels"].as_object().map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(", "));
+    let labels = meta["labels"]
+        .as_object()
+        .map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(", "));
     field("Labels", labels.as_deref().filter(|l| !l.is_empty()).unwrap_or("<none>"))?;
     match kind {
         Kind::Cluster => cluster(hub, &tenant, &a.name, &object).await?,
@@ -58,7 +60,12 @@ async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
         .map(|k| {
             // Whole: describe is read by a person, and errors are bounded where they are made.
             let error = k.last_error.clone().unwrap_or_else(|| "-".into());
-            let cells = [format!("  {}", k.key.syncset), k.phase.as_str().into(), k.generation.to_string(), k.observed_generation.to_string()];
+            let cells = [
+                format!("  {}", k.key.syncset),
+                k.phase.as_str().into(),
+                k.generation.to_string(),
+                k.observed_generation.to_string(),
+            ];
             cells.into_iter().chain([k.attempts.to_string(), error]).collect()
         })
         .collect();
@@ -104,7 +111,8 @@ async fn syncset(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
 fn progress(p: &SyncSetProgress) -> Result<()> {
     field("Condition", &format!("Applied={} {} ({})", p.done, p.reason, p.message))?;
     let Some(r) = &p.rollout else { return Ok(()) };
-    let mut line = format!("{} at step {} of {}, generation {} (stable {})", r.phase, r.step + 1, r.steps, r.revision, r.stable);
+    let mut line =
+        format!("{} at step {} of {}, generation {} (stable {})", r.phase, r.step + 1, r.steps, r.revision, r.stable);
     for detail in [&r.waiting, &r.reason].into_iter().flatten() {
         line.push_str(&format!("; {detail}"));
     }
@@ -112,7 +120,8 @@ fn progress(p: &SyncSetProgress) -> Result<()> {
 }
 
 fn summary(s: &StatusSummary) -> Result<()> {
-    let phases: Vec<String> = s.phases.iter().filter(|(_, n)| **n > 0).map(|(p, n)| format!("{}={n}", p.as_str())).collect();
+    let phases: Vec<String> =
+        s.phases.iter().filter(|(_, n)| **n > 0).map(|(p, n)| format!("{}={n}", p.as_str())).collect();
     let phases = if phases.is_empty() { "no keys".to_string() } else { phases.join(", ") };
     field("Keys", &format!("{} ({phases})", s.total))?;
     if let Some(since) = &s.oldest_pending_since {
@@ -153,7 +162,15 @@ async fn events(hub: &Client, kind: Kind, tenant: &str, name: &str) -> Result<()
     }
     let rows: Vec<Vec<String>> = mine
         .iter()
-        .map(|e| vec![format!("  {}", text_of(&e.at)), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string()])
+        .map(|e| {
+            vec![
+                format!("  {}", text_of(&e.at)),
+                e.kind.clone(),
+                e.name.clone(),
+                e.action.clone(),
+                e.generation.to_string(),
+            ]
+        })
         .collect();
     Ok(table(&["  AT", "KIND", "NAME", "ACTION", "GENERATION"], &rows)?)
 }

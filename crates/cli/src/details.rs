@@ -48,12 +48,19 @@ async fn progress(hub: &Client, items: &[Value]) -> Result<Vec<Option<SyncSetPro
 /// error per tenant, from their index), and each candidate's own status decides, by
 /// the rule every view uses ([`fleetsync_model::status::reachability`]).
 async fn unreachable(hub: &Client, items: &[Value]) -> Result<HashMap<(String, String), Reachability>> {
-    let listed: BTreeSet<(String, String)> = items.iter().map(|c| (text(&c["metadata"]["namespace"]), text(&c["metadata"]["name"]))).collect();
+    let listed: BTreeSet<(String, String)> =
+        items.iter().map(|c| (text(&c["metadata"]["namespace"]), text(&c["metadata"]["name"]))).collect();
     let tenants: BTreeSet<&String> = listed.iter().map(|(t, _)| t).collect();
     let mut candidates = BTreeSet::new();
     for tenant in tenants {
-        let filter = StatusFilter { tenant: Some(tenant.clone()), phase: Some("Failed,Parked".into()), ..StatusFilter::default() };
-        let failing = all_pages(|token| hub.status_page(&filter, PageParams { limit: Some(500), continue_: token })).await.map_err(explain)?;
+        let filter = StatusFilter {
+            tenant: Some(tenant.clone()),
+            phase: Some("Failed,Parked".into()),
+            ..StatusFilter::default()
+        };
+        let failing = all_pages(|token| hub.status_page(&filter, PageParams { limit: Some(500), continue_: token }))
+            .await
+            .map_err(explain)?;
         for k in failing.into_iter().filter(|k| k.last_error.as_deref().and_then(unreachable_cause).is_some()) {
             let at = (k.key.tenant, k.key.cluster);
             if listed.contains(&at) {

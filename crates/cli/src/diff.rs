@@ -59,7 +59,12 @@ async fn one(hub: &Client, doc: &Document, verdict: &ApplyResult) -> Result<bool
     let (kind, tenant, name) = (doc.kind(), doc.metadata().tenant(), doc.metadata().name.as_str());
     let id = format!("{}/{tenant}/{name}", kind.as_str().to_ascii_lowercase());
     if (verdict.kind, verdict.tenant.as_str(), verdict.name.as_str()) != (kind, tenant, name) {
-        bail!("the hub's dry run answered for {}/{}/{} where {id} was expected", verdict.kind.as_str(), verdict.tenant, verdict.name);
+        bail!(
+            "the hub's dry run answered for {}/{}/{} where {id} was expected",
+            verdict.kind.as_str(),
+            verdict.tenant,
+            verdict.name
+        );
     }
     let live = match hub.get(kind, tenant, name).await {
         Ok(object) => Some(object),
@@ -77,7 +82,10 @@ async fn one(hub: &Client, doc: &Document, verdict: &ApplyResult) -> Result<bool
     // `outln!` adds a newline; the diff ends with one already.
     outln!("{}", unified.to_string().trim_end_matches('\n'))?;
     if live.is_some_and(|live| live == with_generation(local, generation_of(&live))) {
-        eprintln!("note: {id}: only secret values differ, which are never shown (the hub would make it generation {})", verdict.generation);
+        eprintln!(
+            "note: {id}: only secret values differ, which are never shown (the hub would make it generation {})",
+            verdict.generation
+        );
     }
     Ok(true)
 }

@@ -3,9 +3,9 @@
 
 use crate::args::EngineArgs;
 use anyhow::{bail, Result};
-use fleetsync_applier::sim::SimFleet;
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
+use fleetsync_applier::sim::SimFleet;
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_runtime::secrets::StoreSecrets;
 use fleetsync_runtime::{default_worker_id, RuntimeConfig};
@@ -18,9 +18,18 @@ pub fn store_config(a: &EngineArgs) -> Result<StoreConfig> {
         bail!("--max-attempts must be at least 1");
     }
     if a.backoff_base.is_zero() || a.backoff_base > a.backoff_cap {
-        bail!("--backoff-base ({:?}) must be above zero and at most --backoff-cap ({:?})", a.backoff_base, a.backoff_cap);
+        bail!(
+            "--backoff-base ({:?}) must be above zero and at most --backoff-cap ({:?})",
+            a.backoff_base,
+            a.backoff_cap
+        );
     }
-    let retry = RetryPolicy { base: a.backoff_base, cap: a.backoff_cap, max_attempts: a.max_attempts, ..RetryPolicy::default() };
+    let retry = RetryPolicy {
+        base: a.backoff_base,
+        cap: a.backoff_cap,
+        max_attempts: a.max_attempts,
+        ..RetryPolicy::default()
+    };
     Ok(StoreConfig { retry, ..StoreConfig::default() })
 }
 
@@ -29,7 +38,11 @@ pub fn runtime_config(a: &EngineArgs) -> Result<RuntimeConfig> {
         bail!("--max-in-flight must be at least 1");
     }
     if a.renew_every.is_zero() || a.renew_every >= a.lease_ttl {
-        bail!("--renew-every ({:?}) must be above zero and shorter than --lease-ttl ({:?})", a.renew_every, a.lease_ttl);
+        bail!(
+            "--renew-every ({:?}) must be above zero and shorter than --lease-ttl ({:?})",
+            a.renew_every,
+            a.lease_ttl
+        );
     }
     if a.member_ttl < Duration::from_millis(300) {
         bail!("--member-ttl must be at least 300ms, got {:?}", a.member_ttl);

@@ -91,7 +91,9 @@ async fn watch_events(hub: &Client, after: Option<u64>, format: Format) -> Resul
     loop {
         let watch = match hub.watch_events(cursor).await {
             Ok(watch) => watch,
-            Err(e @ (ClientError::Unreachable { .. } | ClientError::TimedOut { .. })) if !connected => return Err(explain(e)),
+            Err(e @ (ClientError::Unreachable { .. } | ClientError::TimedOut { .. })) if !connected => {
+                return Err(explain(e))
+            }
             Err(ClientError::Unreachable { .. } | ClientError::TimedOut { .. }) => {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(RECONNECT_MAX);

@@ -48,13 +48,20 @@ pub fn read(paths: &[PathBuf], recursive: bool) -> Result<Vec<Input>> {
             let before = files.len();
             files_in(path, recursive, &mut files)?;
             if files.len() == before {
-                anyhow::bail!("{}: no .yaml, .yml or .json files{}", path.display(), if recursive { "" } else { " (-R reads subdirectories)" });
+                anyhow::bail!(
+                    "{}: no .yaml, .yml or .json files{}",
+                    path.display(),
+                    if recursive { "" } else { " (-R reads subdirectories)" }
+                );
             }
         } else {
             files.push(path.clone());
         }
     }
-    files.into_iter().map(|f| Ok(Input { text: expand_lists(read_text(&f)?), source: f.display().to_string() })).collect()
+    files
+        .into_iter()
+        .map(|f| Ok(Input { text: expand_lists(read_text(&f)?), source: f.display().to_string() }))
+        .collect()
 }
 
 fn read_text(path: &Path) -> Result<String> {
@@ -70,7 +77,9 @@ fn read_text(path: &Path) -> Result<String> {
 /// its subdirectories, each in turn.
 fn files_in(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> Result<()> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read the directory {}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()
+    let mut paths: Vec<PathBuf> = entries
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()
         .with_context(|| format!("cannot read the directory {}", dir.display()))?;
     paths.sort();
     for path in paths {
@@ -128,7 +137,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let sub = dir.path().join("a-sub");
         std::fs::create_dir(&sub).expect("mkdir");
-        for (path, name) in [(dir.path().join("2.yml"), "b"), (dir.path().join("1.yaml"), "a"), (sub.join("3.json"), "c")] {
+        for (path, name) in
+            [(dir.path().join("2.yml"), "b"), (dir.path().join("1.yaml"), "a"), (sub.join("3.json"), "c")]
+        {
             std::fs::write(path, format!("{{\"apiVersion\": \"fleetsync.io/v1\", \"kind\": \"Cluster\", \"metadata\": {{\"name\": \"{name}\"}}, \"spec\": {{\"endpoint\": {{\"simulator\": {{}}}}}}}}")).expect("write");
         }
         std::fs::write(dir.path().join("notes.txt"), "not a manifest").expect("write");

@@ -2,8 +2,8 @@
 //! `bench` and `sim` run the `fleetsync-bench` binary ([`plugin`]).
 
 mod about;
-mod agent;
 mod access;
+mod agent;
 mod client;
 mod context;
 mod delete;
@@ -75,6 +75,7 @@ fn main() -> ExitCode {
 /// The hub logs at info, one-shot commands only warn, so their stdout stays clean for
 /// scripts.
 fn init_tracing(command: &Command, format: args::LogFormat) -> fleetsync::Telemetry {
-    let default = if matches!(command, Command::Serve(_) | Command::Worker(_) | Command::Agent(_)) { "info" } else { "warn" };
+    let default =
+        if matches!(command, Command::Serve(_) | Command::Worker(_) | Command::Agent(_)) { "info" } else { "warn" };
     fleetsync::init_tracing(default, format)
 }

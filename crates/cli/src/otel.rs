@@ -26,7 +26,9 @@ pub fn layer<S>() -> Option<(tracing_opentelemetry::OpenTelemetryLayer<S, opente
 where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
-    let configured = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].iter().any(|v| std::env::var_os(v).is_some());
+    let configured = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
     if !configured {
         return None;
     }

@@ -58,7 +58,9 @@ pub fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);
-    let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {human_pos}/{human_len} applies ({per_sec}) {msg}");
+    let style = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:40} {human_pos}/{human_len} applies ({per_sec}) {msg}",
+    );
     if let Ok(style) = style {
         bar.set_style(style);
     }

@@ -5,8 +5,8 @@ use crate::client::explain;
 use crate::context::connect;
 use anyhow::Result;
 use fleetsync::args::RolloutCommand;
-use fleetsync::output::{structured, table};
 use fleetsync::outln;
+use fleetsync::output::{structured, table};
 use fleetsync_model::{RolloutPhase, RolloutStatus};
 
 pub async fn run(command: RolloutCommand) -> Result<()> {
@@ -53,7 +53,15 @@ fn print(s: &RolloutStatus) -> Result<()> {
         .map(|(i, c)| {
             let mark = if i == s.step { "*" } else { "" };
             let last = if rolled_back { c.rolled_back } else { c.pending };
-            [format!("{}{mark}", i + 1), c.clusters.to_string(), c.updated.to_string(), c.healthy.to_string(), c.failed.to_string(), last.to_string()].into()
+            [
+                format!("{}{mark}", i + 1),
+                c.clusters.to_string(),
+                c.updated.to_string(),
+                c.healthy.to_string(),
+                c.failed.to_string(),
+                last.to_string(),
+            ]
+            .into()
         })
         .collect();
     let last = if rolled_back { "ROLLED BACK" } else { "PENDING" };

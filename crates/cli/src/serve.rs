@@ -35,7 +35,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let url = format!("{scheme}://{}", listener.local_addr()?);
     tracing::info!(%url, store = %describe(&a.store), "fleetsync hub serving {scheme}");
 
-    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store, egress), runtime_cfg).api(listener).event_trim(trim);
+    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store, egress), runtime_cfg)
+        .api(listener)
+        .event_trim(trim);
     hub = hub.connection_limits(connections).watch_limits(watches);
     if let Some(tls) = tls {
         hub = hub.api_tls(tls);
@@ -89,18 +91,31 @@ fn tls_config(a: &ServeTlsArgs) -> Result<Option<TlsConfig>> {
     if a.tls_reload_interval.is_zero() {
         anyhow::bail!("--tls-reload-interval must be above zero");
     }
-    Ok(Some(TlsConfig { client_ca_file: a.client_ca_file.clone(), reload_every: a.tls_reload_interval, ..TlsConfig::new(cert, key) }))
+    Ok(Some(TlsConfig {
+        client_ca_file: a.client_ca_file.clone(),
+        reload_every: a.tls_reload_interval,
+        ..TlsConfig::new(cert, key)
+    }))
 }
 
 /// The API's connection and watch limits from the flags.
 fn serve_limits(a: &ServeLimitsArgs) -> Result<(ConnectionLimits, WatchLimits)> {
-    let watch_flags = [("--max-watches-per-identity", a.max_watches_per_identity), ("--max-watches-per-tenant", a.max_watches_per_tenant)];
-    for (flag, value) in [("--max-connections", a.max_connections), ("--max-watches", a.max_watches)].into_iter().chain(watch_flags) {
+    let watch_flags = [
+        ("--max-watches-per-identity", a.max_watches_per_identity),
+        ("--max-watches-per-tenant", a.max_watches_per_tenant),
+    ];
+    for (flag, value) in
+        [("--max-connections", a.max_connections), ("--max-watches", a.max_watches)].into_iter().chain(watch_flags)
+    {
         if value == 0 {
             anyhow::bail!("{flag} must be above zero");
         }
     }
-    for (flag, value) in [("--header-read-timeout", a.header_read_timeout), ("--idle-timeout", a.idle_timeout), ("--body-read-timeout", a.body_read_timeout)] {
+    for (flag, value) in [
+        ("--header-read-timeout", a.header_read_timeout),
+        ("--idle-timeout", a.idle_timeout),
+        ("--body-read-timeout", a.body_read_timeout),
+    ] {
         if value.is_zero() {
             anyhow::bail!("{flag} must be above zero");
         }
@@ -111,7 +126,11 @@ fn serve_limits(a: &ServeLimitsArgs) -> Result<(ConnectionLimits, WatchLimits)> 
         idle_timeout: a.idle_timeout,
         body_read_timeout: a.body_read_timeout,
     };
-    let watches = WatchLimits { max_watches: a.max_watches, max_per_identity: a.max_watches_per_identity, max_per_tenant: a.max_watches_per_tenant };
+    let watches = WatchLimits {
+        max_watches: a.max_watches,
+        max_per_identity: a.max_watches_per_identity,
+        max_per_tenant: a.max_watches_per_tenant,
+    };
     Ok((connections, watches))
 }
 

@@ -31,7 +31,8 @@ pub async fn print(hub: &Client, tenants: &[String], a: &GetArgs, cols: Columns)
     }
     let mut items = Vec::new();
     for t in tenants {
-        let filter = StatusFilter { tenant: Some(t.clone()), phase: a.phase.clone(), stale: a.stale, ..StatusFilter::default() };
+        let filter =
+            StatusFilter { tenant: Some(t.clone()), phase: a.phase.clone(), stale: a.stale, ..StatusFilter::default() };
         items.extend(all_pages(|token| hub.status_page(&filter, page(a.limit, token))).await.map_err(explain)?);
     }
     print_list(format, &items, |items| tables::status(items, cols))
@@ -75,7 +76,9 @@ pub async fn watch(hub: &Client, tenants: &[String], a: &GetArgs, cols: Columns)
                     changed |= tenants.contains(&event.tenant);
                 }
                 Ok(Some(WatchLine::Bookmark { seq })) => cursor = Some(seq),
-                Ok(Some(WatchLine::Error(e))) if e.code == 410 => bail!("the hub's event log moved past this watch: {}", e.body.error),
+                Ok(Some(WatchLine::Error(e))) if e.code == 410 => {
+                    bail!("the hub's event log moved past this watch: {}", e.body.error)
+                }
                 Ok(Some(WatchLine::Unknown)) => {}
                 // The stream ended or broke (the hub restarts): reconnect from the cursor.
                 Ok(Some(WatchLine::Error(_)) | None) | Err(_) => {

@@ -28,12 +28,15 @@ pub async fn open_store(a: &StoreArgs, config: StoreConfig) -> Result<Arc<dyn St
             Ok(Arc::new(store))
         }
         None => {
-            let (store, taken) = SqliteStore::open_for_work(&a.db, config)
-                .await
-                .with_context(|| format!("cannot open the store {} (check the path and its permissions)", a.db.display()))?;
+            let (store, taken) = SqliteStore::open_for_work(&a.db, config).await.with_context(|| {
+                format!("cannot open the store {} (check the path and its permissions)", a.db.display())
+            })?;
             resealed(store.secrets_reseal().await)?;
             if taken > 0 {
-                tracing::info!(keys = taken, "took back the keys the previous process was running when it stopped; they run again now");
+                tracing::info!(
+                    keys = taken,
+                    "took back the keys the previous process was running when it stopped; they run again now"
+                );
             }
             Ok(Arc::new(store))
         }
@@ -60,9 +63,14 @@ fn with_keys(a: &SealArgs, mut config: StoreConfig) -> Result<StoreConfig> {
 /// What sealing every Secret again at start did, logged; an error if a Secret does not
 /// open with the keys given (the process then refuses to start).
 fn resealed(done: fleetsync_store::Result<Resealed>) -> Result<()> {
-    let done = done.context("cannot start: a Secret in the store does not open with the keys given (--encryption-key-file)")?;
+    let done =
+        done.context("cannot start: a Secret in the store does not open with the keys given (--encryption-key-file)")?;
     if done.resealed > 0 {
-        tracing::info!(resealed = done.resealed, were_in_clear = done.were_in_clear, "sealed Secrets again with the first key of the key file");
+        tracing::info!(
+            resealed = done.resealed,
+            were_in_clear = done.were_in_clear,
+            "sealed Secrets again with the first key of the key file"
+        );
     }
     if done.in_clear > 0 {
         tracing::warn!(secrets = done.in_clear, "Secrets are kept in clear in the store (no --encryption-key-file)");
@@ -79,8 +87,9 @@ pub(crate) async fn connect(url: &str, pg: &PgArgs, config: StoreConfig) -> Resu
 }
 
 fn required_url(url: &Option<String>) -> Result<&str> {
-    url.as_deref()
-        .ok_or_else(|| anyhow!("--database-url (or FLEETSYNC_DATABASE_URL) is required: workers share a PostgreSQL store"))
+    url.as_deref().ok_or_else(|| {
+        anyhow!("--database-url (or FLEETSYNC_DATABASE_URL) is required: workers share a PostgreSQL store")
+    })
 }
 
 /// Where the store is, for logs (never the password).

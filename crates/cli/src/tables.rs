@@ -2,9 +2,9 @@
 //! and `-A` a TENANT column first (as kubectl adds NAMESPACE).
 
 use crate::args::Resource;
+use crate::details::Details;
 use crate::output::{clip, table, text, text_of};
 use fleetsync_api::{Event, Member};
-use crate::details::Details;
 use fleetsync_model::KeyStatus;
 use serde_json::Value;
 
@@ -37,9 +37,9 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             let rows = items.iter().map(|c| {
                 let endpoint = c["spec"]["endpoint"].as_object().and_then(|o| o.iter().next());
                 let ep = endpoint.map(|(k, _)| k.clone()).unwrap_or_default();
-                let labels = c["metadata"]["labels"].as_object().map(|l| {
-                    l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(",")
-                });
+                let labels = c["metadata"]["labels"]
+                    .as_object()
+                    .map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(","));
                 let mut cells = name_gen(c);
                 cells.extend([ep, labels.unwrap_or_default()]);
                 if cols.wide {
@@ -48,13 +48,20 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                     cells.push(target.map_or("-".into(), text));
                     // `-`: no key failed to reach it; `describe cluster` says why it is not.
                     let at = (text(&c["metadata"]["namespace"]), text(&c["metadata"]["name"]));
-                    let unreachable = details.unreachable.get(&at).and_then(|r| r.since.as_ref()).map(|since| format!("No (since {})", text_of(since)));
+                    let unreachable = details
+                        .unreachable
+                        .get(&at)
+                        .and_then(|r| r.since.as_ref())
+                        .map(|since| format!("No (since {})", text_of(since)));
                     cells.push(unreachable.unwrap_or_else(|| "-".into()));
                 }
                 row(c, cells)
             });
-            let headers: &[&str] =
-                if cols.wide { &["NAME", "GENERATION", "ENDPOINT", "LABELS", "TARGET", "REACHABLE"] } else { &["NAME", "GENERATION", "ENDPOINT", "LABELS"] };
+            let headers: &[&str] = if cols.wide {
+                &["NAME", "GENERATION", "ENDPOINT", "LABELS", "TARGET", "REACHABLE"]
+            } else {
+                &["NAME", "GENERATION", "ENDPOINT", "LABELS"]
+            };
             print(cols, headers, rows.collect())
         }
         Resource::Syncsets => {
@@ -74,7 +81,18 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                 row(s, cells)
             });
             let headers: &[&str] = if cols.wide {
-                &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "APPLIED", "STATUS", "TARGETS", "KINDS", "MESSAGE"]
+                &[
+                    "NAME",
+                    "GENERATION",
+                    "MODE",
+                    "RESOURCES",
+                    "CLUSTERS",
+                    "APPLIED",
+                    "STATUS",
+                    "TARGETS",
+                    "KINDS",
+                    "MESSAGE",
+                ]
             } else {
                 &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "APPLIED", "STATUS"]
             };
@@ -99,7 +117,9 @@ fn targets(spec: &Value) -> String {
         parts.push(names.iter().map(text).collect::<Vec<_>>().join(","));
     }
     if let Some(sel) = spec.get("clusterSelector").filter(|s| !s.is_null()) {
-        let labels = sel["matchLabels"].as_object().map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>());
+        let labels = sel["matchLabels"]
+            .as_object()
+            .map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>());
         let exprs = sel["matchExpressions"].as_array().map_or(0, Vec::len);
         let mut s = labels.unwrap_or_default().join(",");
         if exprs > 0 {
@@ -150,7 +170,18 @@ pub fn status(items: &[KeyStatus], cols: Columns) -> std::io::Result<()> {
         (k.key.tenant.clone(), cells)
     });
     let headers: &[&str] = if cols.wide {
-        &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST APPLIED", "NEXT ATTEMPT", "LAST ERROR"]
+        &[
+            "CLUSTER",
+            "SYNCSET",
+            "PHASE",
+            "GENERATION",
+            "OBSERVED",
+            "ATTEMPTS",
+            "DRIFT",
+            "LAST APPLIED",
+            "NEXT ATTEMPT",
+            "LAST ERROR",
+        ]
     } else {
         &["CLUSTER", "SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "DRIFT", "LAST ERROR"]
     };
@@ -163,7 +194,14 @@ pub fn members(items: &[Member]) -> std::io::Result<()> {
         .map(|m| {
             let w = &m.member;
             let limit = if w.max_in_flight == 0 { "-".to_string() } else { w.max_in_flight.to_string() };
-            vec![w.id.clone(), m.shards.to_string(), w.in_flight.to_string(), limit, text_of(&w.heartbeat_at), text_of(&w.started_at)]
+            vec![
+                w.id.clone(),
+                m.shards.to_string(),
+                w.in_flight.to_string(),
+                limit,
+                text_of(&w.heartbeat_at),
+                text_of(&w.started_at),
+            ]
         })
         .collect();
     table(&["MEMBER", "SHARDS", "IN-FLIGHT", "LIMIT", "HEARTBEAT", "STARTED"], &rows)
@@ -178,10 +216,27 @@ pub fn events(items: &[Event]) -> std::io::Result<()> {
 pub fn event_cells(e: &Event) -> Vec<String> {
     let at = text_of(&e.at);
     let actor = e.actor.clone().unwrap_or_else(|| "-".into());
-    vec![e.seq.to_string(), at, e.tenant.clone(), e.kind.clone(), e.name.clone(), e.action.clone(), e.generation.to_string(), actor]
+    vec![
+        e.seq.to_string(),
+        at,
+        e.tenant.clone(),
+        e.kind.clone(),
+        e.name.clone(),
+        e.action.clone(),
+        e.generation.to_string(),
+        actor,
+    ]
 }
 
 /// Columns of the event table, and the width each is padded to when streaming (rows
 /// are printed as they come, so widths cannot be measured first).
-pub const EVENT_COLUMNS: [(&str, usize); 8] =
-    [("SEQ", 8), ("AT", 24), ("TENANT", 10), ("KIND", 8), ("NAME", 28), ("ACTION", 9), ("GENERATION", 10), ("ACTOR", 0)];
+pub const EVENT_COLUMNS: [(&str, usize); 8] = [
+    ("SEQ", 8),
+    ("AT", 24),
+    ("TENANT", 10),
+    ("KIND", 8),
+    ("NAME", 28),
+    ("ACTION", 9),
+    ("GENERATION", 10),
+    ("ACTOR", 0),
+];

@@ -4,9 +4,9 @@
 
 use crate::args::{TokenCreateArgs, TokenListArgs, TokenRevokeArgs, TokenStoreArgs};
 use crate::context::connect;
-use fleetsync::outln;
 use crate::output::{structured, table, text_of};
 use anyhow::{anyhow, bail, Context, Result};
+use fleetsync::outln;
 use fleetsync_api::{Client, Items, TokenCreate};
 use fleetsync_model::{Grant, Role, SystemClock, TokenRecord};
 use fleetsync_server::access::tokens::{issue, pick, TokenRequest};
@@ -28,7 +28,8 @@ async fn target(a: &TokenStoreArgs) -> Result<Target> {
         if !db.exists() {
             bail!("no store at {}: start `fleetsync serve --db {}` once to create it", db.display(), db.display());
         }
-        let store = SqliteStore::open(db, StoreConfig::default()).with_context(|| format!("cannot open the store {}", db.display()))?;
+        let store = SqliteStore::open(db, StoreConfig::default())
+            .with_context(|| format!("cannot open the store {}", db.display()))?;
         return Ok(Target::Store(Arc::new(store)));
     }
     Ok(Target::Hub(connect(&a.conn)?.client))

@@ -52,12 +52,19 @@ pub async fn wait(a: WaitArgs) -> Result<()> {
                 outln!("{} condition met: it selects no cluster (--allow-empty)", a.target)?;
                 return Ok(());
             }
-            Check::Empty => bail!("{}: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)", a.target),
+            Check::Empty => {
+                bail!("{}: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)", a.target)
+            }
             Check::Never(why) => bail!("{}: {why}", a.target),
             Check::NotYet(progress) => progress,
         };
         if start.elapsed() >= a.timeout {
-            bail!("timed out after {} waiting for {} ({}): {progress}", humantime::format_duration(a.timeout), a.target, a.condition);
+            bail!(
+                "timed out after {} waiting for {} ({}): {progress}",
+                humantime::format_duration(a.timeout),
+                a.target,
+                a.condition
+            );
         }
         tokio::time::sleep(POLL.min(a.timeout.saturating_sub(start.elapsed()))).await;
     }
@@ -140,8 +147,16 @@ mod tests {
 
     #[test]
     fn a_syncset_is_waited_for_until_done_and_never_when_it_cannot_be() {
-        assert_eq!(syncset_check(&progress(ProgressReason::Applied, true)), Check::Met("2 of 6 clusters at generation 2".into()));
-        for waits in [ProgressReason::RollingOut, ProgressReason::Progressing, ProgressReason::Degraded, ProgressReason::RolloutPaused] {
+        assert_eq!(
+            syncset_check(&progress(ProgressReason::Applied, true)),
+            Check::Met("2 of 6 clusters at generation 2".into())
+        );
+        for waits in [
+            ProgressReason::RollingOut,
+            ProgressReason::Progressing,
+            ProgressReason::Degraded,
+            ProgressReason::RolloutPaused,
+        ] {
             assert!(matches!(syncset_check(&progress(waits, false)), Check::NotYet(_)), "{waits}");
         }
         for never in [ProgressReason::RolledBack, ProgressReason::RolloutFailed] {

@@ -26,7 +26,9 @@ fn fleet(sim: &str, n: usize) -> String {
          apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: base}}\nspec:\n  clusterNames: [c1]\n  resources:\n"
     );
     for i in 0..n {
-        y.push_str(&format!("  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm-{i}, namespace: apps}}, data: {{k: v}}}}\n"));
+        y.push_str(&format!(
+            "  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm-{i}, namespace: apps}}, data: {{k: v}}}}\n"
+        ));
     }
     y
 }
@@ -55,7 +57,12 @@ impl Http {
 
     /// The third party: server-side applies (forced) of `(name, data, annotation)`,
     /// 64 at a time; calls `each` after every one.
-    fn meddle(&self, sim: &str, changes: Vec<(String, &'static str, String)>, each: impl Fn(usize) + Send + Sync + 'static) {
+    fn meddle(
+        &self,
+        sim: &str,
+        changes: Vec<(String, &'static str, String)>,
+        each: impl Fn(usize) + Send + Sync + 'static,
+    ) {
         self.rt.block_on(async {
             let each = Arc::new(each);
             let mut set = tokio::task::JoinSet::new();
@@ -108,7 +115,10 @@ impl Http {
     /// Whether the hub holds, for every ConfigMap of the sim, its current version.
     fn converged(&self, hub: &str, sim: &str) -> bool {
         let (live, objects) = (self.hub_live(hub), self.sim_state(sim));
-        !objects.is_empty() && objects.iter().all(|(name, (rv, _))| live.get(name).is_some_and(|l| &l.0 == rv && l.1 == LiveState::Present))
+        !objects.is_empty()
+            && objects
+                .iter()
+                .all(|(name, (rv, _))| live.get(name).is_some_and(|l| &l.0 == rv && l.1 == LiveState::Present))
     }
 }
 
@@ -143,9 +153,25 @@ impl Agent {
 
     fn start_with(hub: &str, sim: &str, token: &Path, log: &Path, more: &[&str]) -> Agent {
         let args: Vec<String> = [
-            "agent", "--hub", hub, "--cluster", "c1", "--token-file", token.to_str().expect("utf-8"),
-            "--target", &format!("http://{sim}/clusters/c1"), "--resources-interval", "1s",
-            "--request-timeout", "1s", "--backoff-base", "20ms", "--backoff-cap", "400ms", "--batch", "500",
+            "agent",
+            "--hub",
+            hub,
+            "--cluster",
+            "c1",
+            "--token-file",
+            token.to_str().expect("utf-8"),
+            "--target",
+            &format!("http://{sim}/clusters/c1"),
+            "--resources-interval",
+            "1s",
+            "--request-timeout",
+            "1s",
+            "--backoff-base",
+            "20ms",
+            "--backoff-cap",
+            "400ms",
+            "--batch",
+            "500",
         ]
         .iter()
         .chain(more)
@@ -202,7 +228,8 @@ impl Proxy {
                     PASS => match TcpStream::connect(&upstream) {
                         Ok(server) => {
                             for (from, to) in [(&client, &server), (&server, &client)] {
-                                let (from, to, m) = (from.try_clone().expect("clone"), to.try_clone().expect("clone"), m.clone());
+                                let (from, to, m) =
+                                    (from.try_clone().expect("clone"), to.try_clone().expect("clone"), m.clone());
                                 std::thread::spawn(move || pipe(from, to, &m));
                             }
                         }
@@ -282,10 +309,17 @@ fn kill_hub_and_cut_the_link_during_10k_events() {
     const CHANGES: usize = 10_000;
     let (mut hub, sim, http, dir) = setup(OBJECTS);
     let proxy = Proxy::start(hub.url.trim_start_matches("http://"));
-    let _agent = Agent::start(&format!("http://{}", proxy.addr), &sim.addr, &dir.path().join("token"), &dir.path().join("agent.log"));
+    let _agent = Agent::start(
+        &format!("http://{}", proxy.addr),
+        &sim.addr,
+        &dir.path().join("token"),
+        &dir.path().join("agent.log"),
+    );
     let full = wait_for("the full state", Duration::from_secs(60), || http.hub_live(&hub.url).len() == OBJECTS);
     let rate = OBJECTS as f64 / full.as_secs_f64();
-    println!("full state of {OBJECTS} resources persisted {full:?} after the agent started: {rate:.0} events/s acknowledged");
+    println!(
+        "full state of {OBJECTS} resources persisted {full:?} after the agent started: {rate:.0} events/s acknowledged"
+    );
 
     let done = Arc::new(AtomicUsize::new(0));
     let changes: Vec<(String, &'static str, String)> =
@@ -293,9 +327,11 @@ fn kill_hub_and_cut_the_link_during_10k_events() {
     let stream_start = Instant::now();
     std::thread::scope(|s| {
         let d = done.clone();
-        let meddler = s.spawn(|| http.meddle(&sim.addr, changes, move |_| {
-            d.fetch_add(1, Ordering::Relaxed);
-        }));
+        let meddler = s.spawn(|| {
+            http.meddle(&sim.addr, changes, move |_| {
+                d.fetch_add(1, Ordering::Relaxed);
+            })
+        });
         wait_for("a quarter of the changes", Duration::from_secs(60), || done.load(Ordering::Relaxed) >= CHANGES / 4);
         hub.restart(false);
         wait_for("half of the changes", Duration::from_secs(60), || done.load(Ordering::Relaxed) >= CHANGES / 2);
@@ -306,8 +342,13 @@ fn kill_hub_and_cut_the_link_during_10k_events() {
         proxy.set(PASS);
         meddler.join().expect("meddler");
     });
-    let settle = wait_for("the hub to hold every latest version", Duration::from_secs(60), || http.converged(&hub.url, &sim.addr));
-    println!("{CHANGES} changes made in {:?}; the hub held every latest version {settle:?} after the last", stream_start.elapsed() - settle);
+    let settle = wait_for("the hub to hold every latest version", Duration::from_secs(60), || {
+        http.converged(&hub.url, &sim.addr)
+    });
+    println!(
+        "{CHANGES} changes made in {:?}; the hub held every latest version {settle:?} after the last",
+        stream_start.elapsed() - settle
+    );
 
     let live = http.hub_live(&hub.url);
     let per_object = (CHANGES / OBJECTS) as u64;
@@ -317,10 +358,16 @@ fn kill_hub_and_cut_the_link_during_10k_events() {
         assert!(*versions >= 2 && *versions <= 1 + per_object, "{name}: {versions} versions stored");
     }
     let stored: u64 = live.values().map(|l| l.2).sum();
-    println!("versions stored: {stored} of {} made (each at most once; the outbox keeps only the newest)", CHANGES + OBJECTS);
+    println!(
+        "versions stored: {stored} of {} made (each at most once; the outbox keeps only the newest)",
+        CHANGES + OBJECTS
+    );
     assert!(applied(&hub), "changes that do not drift re-run nothing");
     let log = std::fs::read_to_string(dir.path().join("agent.log")).expect("agent log");
-    assert!(log.contains("will resend") && log.contains("the hub acknowledges again"), "the outages reached the agent:\n{log}");
+    assert!(
+        log.contains("will resend") && log.contains("the hub acknowledges again"),
+        "the outages reached the agent:\n{log}"
+    );
 }
 
 /// kill -9 of the agent while objects change and one is deleted: the restarted agent
@@ -336,7 +383,9 @@ fn agent_restart_resends_full_state_and_drift_is_repaired() {
     http.meddle(&sim.addr, changes, |_| {});
     http.delete(&sim.addr, "cm-19");
     agent.restart();
-    wait_for("the deleted object to be re-applied", Duration::from_secs(30), || http.sim_state(&sim.addr).contains_key("cm-19"));
+    wait_for("the deleted object to be re-applied", Duration::from_secs(30), || {
+        http.sim_state(&sim.addr).contains_key("cm-19")
+    });
     wait_for("the hub to converge", Duration::from_secs(30), || {
         http.converged(&hub.url, &sim.addr) && applied(&hub) && http.hub_live(&hub.url).values().all(|l| l.3.is_none())
     });
@@ -351,10 +400,15 @@ fn agent_restart_resends_full_state_and_drift_is_repaired() {
     }
     let start = Instant::now();
     http.delete(&sim.addr, "cm-10");
-    wait_for("the deletion to be repaired", Duration::from_secs(30), || http.sim_state(&sim.addr).contains_key("cm-10"));
+    wait_for("the deletion to be repaired", Duration::from_secs(30), || {
+        http.sim_state(&sim.addr).contains_key("cm-10")
+    });
     let deletion = start.elapsed();
     repairs.sort();
-    println!("drift to repair (agent watching): p50 {:?}, max {:?}; deletion to re-creation {deletion:?}", repairs[5], repairs[9]);
+    println!(
+        "drift to repair (agent watching): p50 {:?}, max {:?}; deletion to re-creation {deletion:?}",
+        repairs[5], repairs[9]
+    );
     wait_for("drift to clear in status", Duration::from_secs(30), || {
         common::status_items(&hub).iter().all(|k| k.drift.is_empty())
     });
@@ -376,7 +430,9 @@ fn a_broken_watch_is_followed_by_a_relist_that_reports_vanished_objects() {
     http.delete(&sim.addr, "cm-4");
     std::thread::sleep(Duration::from_millis(300));
     link.set(PASS);
-    wait_for("the vanished object to be re-applied", Duration::from_secs(30), || http.sim_state(&sim.addr).contains_key("cm-4"));
+    wait_for("the vanished object to be re-applied", Duration::from_secs(30), || {
+        http.sim_state(&sim.addr).contains_key("cm-4")
+    });
     wait_for("the hub to converge", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
     let text = std::fs::read_to_string(&log).expect("agent log");
     assert!(text.contains("cannot watch the target; will re-list"), "the watch should have broken: {text}");
@@ -396,7 +452,9 @@ fn live_state_follows_what_fleetsync_stops_applying() {
     std::fs::write(&file, sync).expect("write");
     let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", stderr(&out));
-    wait_for("cm-2 to be deleted from the cluster", Duration::from_secs(30), || !http.sim_state(&sim.addr).contains_key("cm-2"));
+    wait_for("cm-2 to be deleted from the cluster", Duration::from_secs(30), || {
+        !http.sim_state(&sim.addr).contains_key("cm-2")
+    });
     hub.wait_until(Duration::from_secs(30), applied);
     wait_for("the hub to hold the rest", Duration::from_secs(30), || http.converged(&hub.url, &sim.addr));
     let live = http.hub_live(&hub.url);
@@ -404,7 +462,9 @@ fn live_state_follows_what_fleetsync_stops_applying() {
 
     let out = hub.cli(&["delete", "syncset", "base"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    wait_for("the removal", Duration::from_secs(30), || http.sim_state(&sim.addr).is_empty() && common::status_items(&hub).is_empty());
+    wait_for("the removal", Duration::from_secs(30), || {
+        http.sim_state(&sim.addr).is_empty() && common::status_items(&hub).is_empty()
+    });
     let live = http.hub_live(&hub.url);
     assert!(live.is_empty(), "{live:?}");
 }
@@ -428,7 +488,17 @@ fn credentials_are_per_cluster_and_bad_flags_are_named() {
     let target = format!("http://{}/clusters/c2", sim.addr);
     let agent = |cluster: &str, token: &Path| {
         bin()
-            .args(["agent", "--hub", &hub.url, "--cluster", cluster, "--token-file", token.to_str().expect("utf-8"), "--target", &target])
+            .args([
+                "agent",
+                "--hub",
+                &hub.url,
+                "--cluster",
+                cluster,
+                "--token-file",
+                token.to_str().expect("utf-8"),
+                "--target",
+                &target,
+            ])
             .output()
             .expect("run agent")
     };
@@ -444,7 +514,10 @@ fn credentials_are_per_cluster_and_bad_flags_are_named() {
     std::fs::write(&empty, "\n").expect("write");
     let e = agent("c2", &empty);
     assert!(!e.status.success() && stderr(&e).contains("is empty"), "{}", stderr(&e));
-    let bad = bin().args(["agent", "--hub", "localhost:1", "--cluster", "c2", "--token-file", "x", "--target", &target]).output().expect("run");
+    let bad = bin()
+        .args(["agent", "--hub", "localhost:1", "--cluster", "c2", "--token-file", "x", "--target", &target])
+        .output()
+        .expect("run");
     assert!(!bad.status.success() && stderr(&bad).contains("--hub must be an http://"), "{}", stderr(&bad));
 }
 
@@ -493,9 +566,25 @@ fn an_agent_given_a_kubeconfig_reports_live_state_like_with_a_target() {
     std::fs::write(&kubeconfig, yaml).expect("write");
     let token = dir.path().join("token");
     let args: Vec<String> = [
-        "agent", "--hub", &hub.url, "--cluster", "c1", "--token-file", token.to_str().expect("utf-8"),
-        "--kubeconfig", kubeconfig.to_str().expect("utf-8"), "--context", "c1", "--resources-interval", "1s",
-        "--request-timeout", "1s", "--backoff-base", "20ms", "--backoff-cap", "400ms",
+        "agent",
+        "--hub",
+        &hub.url,
+        "--cluster",
+        "c1",
+        "--token-file",
+        token.to_str().expect("utf-8"),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8"),
+        "--context",
+        "c1",
+        "--resources-interval",
+        "1s",
+        "--request-timeout",
+        "1s",
+        "--backoff-base",
+        "20ms",
+        "--backoff-cap",
+        "400ms",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -507,7 +596,10 @@ fn an_agent_given_a_kubeconfig_reports_live_state_like_with_a_target() {
     http.meddle(&sim.addr, vec![("cm-1".to_string(), "v", "changed".to_string())], |_| {});
     wait_for("the change through the kubeconfig's watch", Duration::from_secs(30), full);
     let text = std::fs::read_to_string(&log).expect("agent log");
-    assert!(text.contains(&format!("http://{}/clusters/c1", sim.addr)), "the agent should name the context's server: {text}");
+    assert!(
+        text.contains(&format!("http://{}/clusters/c1", sim.addr)),
+        "the agent should name the context's server: {text}"
+    );
 }
 
 /// The agent's probes and metrics (`--listen`) follow what it does: ready and with
@@ -523,7 +615,8 @@ fn the_agents_probes_and_metrics_follow_its_link_to_the_hub() {
     let _agent = Agent::start_with(&format!("http://{}", proxy.addr), &sim.addr, &token, &log, &["--listen", &probes]);
     let metric = |name: &str| -> f64 {
         let (_, text) = http_get(&probes, "/metrics").expect("the agent's /metrics");
-        let line = text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}:\n{text}"));
+        let line =
+            text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}:\n{text}"));
         line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
     };
     let ready = || http_get(&probes, "/readyz").map(|a| a.0);

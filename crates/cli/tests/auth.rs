@@ -91,7 +91,9 @@ fn tokens_are_issued_scoped_revoked_and_never_kept_in_clear() {
     let other = create(&["--tenant", "team-b", "--role", "admin"]);
     assert!(editor.starts_with("fst_") && editor.len() >= 4 + 64, "256 random bits");
 
-    let as_ = |token: &str, args: &[&str]| bin().args(args).args(["--server", &hub.url, "--token", token]).output().expect("run");
+    let as_ = |token: &str, args: &[&str]| {
+        bin().args(args).args(["--server", &hub.url, "--token", token]).output().expect("run")
+    };
     let file = example();
     let applied = as_(&editor, &["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(applied.status.success(), "{}", stderr(&applied));
@@ -148,5 +150,9 @@ fn contexts_say_where_and_as_whom() {
     let current = run_in(dir.path(), &["get", "clusters"], &[("FLEETSYNC_CONFIG", cfg)]);
     assert!(!current.status.success() && stderr(&current).contains("127.0.0.1:9"), "{}", stderr(&current));
     let unknown = run_in(dir.path(), &["get", "clusters", "--context", "zz"], &[("FLEETSYNC_CONFIG", cfg)]);
-    assert!(stderr(&unknown).contains("no context named \"zz\"") && stderr(&unknown).contains("nowhere, hub"), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("no context named \"zz\"") && stderr(&unknown).contains("nowhere, hub"),
+        "{}",
+        stderr(&unknown)
+    );
 }

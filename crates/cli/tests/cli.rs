@@ -20,7 +20,15 @@ fn demo_json_converges_and_prints_one_object() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["applies", "applies_per_sec", "converged", "failed_keys", "makespan_over_critical", "peak_rss_bytes", "seconds"]
+        [
+            "applies",
+            "applies_per_sec",
+            "converged",
+            "failed_keys",
+            "makespan_over_critical",
+            "peak_rss_bytes",
+            "seconds"
+        ]
     );
     assert_eq!(v["applies"], 12 * 5 * 3);
     assert_eq!(v["converged"], true);
@@ -35,8 +43,24 @@ fn demo_json_converges_and_prints_one_object() {
 #[test]
 fn demo_with_failures_retries_and_converges() {
     let args = [
-        "demo", "--clusters", "4", "--syncsets", "3", "--resources", "3", "--latency-scale", "0.01", "--fail-rate", "0.2",
-        "--backoff-base", "10ms", "--backoff-cap", "50ms", "--max-attempts", "50", "--json",
+        "demo",
+        "--clusters",
+        "4",
+        "--syncsets",
+        "3",
+        "--resources",
+        "3",
+        "--latency-scale",
+        "0.01",
+        "--fail-rate",
+        "0.2",
+        "--backoff-base",
+        "10ms",
+        "--backoff-cap",
+        "50ms",
+        "--max-attempts",
+        "50",
+        "--json",
     ];
     let out = run(&args);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -54,7 +78,10 @@ fn bad_flags_say_what_to_fix() {
         (&["demo", "--clusters", "0"], "--clusters, --syncsets and --resources must each be at least 1"),
         (&["demo", "--renew-every", "40s"], "--renew-every"),
         (&["demo", "--lease-ttl", "soon"], "--lease-ttl"),
-        (&["demo", "--egress-deny", "10.0.0.0/8,10.0.0.0/33"], "egress rule \"10.0.0.0/33\" is neither a host name nor an IP address or CIDR"),
+        (
+            &["demo", "--egress-deny", "10.0.0.0/8,10.0.0.0/33"],
+            "egress rule \"10.0.0.0/33\" is neither a host name nor an IP address or CIDR",
+        ),
     ];
     for (args, want) in cases {
         let out = run(args);
@@ -67,8 +94,11 @@ fn bad_flags_say_what_to_fix() {
 fn apply_rejects_an_invalid_file_naming_the_problem() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("bad.yaml");
-    std::fs::write(&file, "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n")
-        .expect("write");
+    std::fs::write(
+        &file,
+        "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n",
+    )
+    .expect("write");
     let out = run(&["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(!out.status.success());
     let err = stderr(&out);
@@ -154,7 +184,8 @@ fn hub_and_worker_share_a_postgres_store() {
     let store = ["--database-url", url.as_str(), "--schema", schema.0.as_str(), "--no-migrate"];
     let mut hub = Hub::start_with(tempfile::tempdir().expect("tempdir"), &store);
     let probes = common::free_address();
-    let worker = bin().arg("worker").args(store).args(["--listen", &probes]).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+    let worker =
+        bin().arg("worker").args(store).args(["--listen", &probes]).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
     let _worker = common::Killed(worker.expect("worker"));
     let file = example();
     let out = hub.cli(&["apply", "-f", file.to_str().expect("utf-8")]);
@@ -169,7 +200,12 @@ fn hub_and_worker_share_a_postgres_store() {
     assert_eq!(common::http_get(&probes, "/readyz").map(|a| a.0), Some(200));
     let (status, metrics) = common::http_get(&probes, "/metrics").expect("the worker's /metrics");
     assert_eq!(status, 200);
-    for series in ["fleetsync_claimed_keys_total ", "fleetsync_members ", "fleetsync_lease_renewal_failures_total ", "process_resident_memory_bytes "] {
+    for series in [
+        "fleetsync_claimed_keys_total ",
+        "fleetsync_members ",
+        "fleetsync_lease_renewal_failures_total ",
+        "process_resident_memory_bytes ",
+    ] {
         assert!(metrics.contains(series), "{series} in the worker's metrics:\n{metrics}");
     }
     assert!(!metrics.contains("fleetsync_keys{"), "the store-wide gauges are the API's, not a worker's:\n{metrics}");
@@ -194,7 +230,10 @@ fn bench_reaches_the_fleetsync_bench_plugin_beside_the_binary() {
         let out = run(&["bench", "--help"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let help = stdout(&out);
-        assert!(help.contains("fleetsync's benchmarks") && help.contains("hive-fleet") && help.contains("drain"), "{help}");
+        assert!(
+            help.contains("fleetsync's benchmarks") && help.contains("hive-fleet") && help.contains("drain"),
+            "{help}"
+        );
         assert!(help.contains("Usage: fleetsync bench "), "named as run: {help}");
     } else {
         let out = bin().args(["bench", "--help"]).env("PATH", "").output().expect("run fleetsync");
@@ -208,14 +247,14 @@ fn bench_reaches_the_fleetsync_bench_plugin_beside_the_binary() {
 /// a missing plugin is named, with how to build it.
 #[test]
 fn bench_passes_arguments_output_and_exit_status_through() {
-    let dir = tempfile::tempdir_in(Path::new(env!("CARGO_BIN_EXE_fleetsync")).parent().expect("dir")).expect("temp dir");
+    let dir =
+        tempfile::tempdir_in(Path::new(env!("CARGO_BIN_EXE_fleetsync")).parent().expect("dir")).expect("temp dir");
     let exe = dir.path().join("fleetsync");
     std::fs::hard_link(env!("CARGO_BIN_EXE_fleetsync"), &exe)
         .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_fleetsync"), &exe).map(|_| ()))
         .expect("the binary in a directory of its own");
-    let bench = |args: &[&str]| {
-        Command::new(&exe).arg("bench").args(args).env("PATH", "").output().expect("run fleetsync")
-    };
+    let bench =
+        |args: &[&str]| Command::new(&exe).arg("bench").args(args).env("PATH", "").output().expect("run fleetsync");
 
     let out = bench(&["hive-fleet", "--json"]);
     assert!(!out.status.success(), "no plugin: must fail");
@@ -229,7 +268,11 @@ fn bench_passes_arguments_output_and_exit_status_through() {
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert_eq!(stdout(&out), "args: drain --items 10 --json --help -x\n");
     assert_eq!(stderr(&out), "oops\n");
-    let out = Command::new(&exe).args(["sim", "--listen", "127.0.0.1:0", "--help"]).env("PATH", "").output().expect("run fleetsync");
+    let out = Command::new(&exe)
+        .args(["sim", "--listen", "127.0.0.1:0", "--help"])
+        .env("PATH", "")
+        .output()
+        .expect("run fleetsync");
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert_eq!(stdout(&out), "args: sim --listen 127.0.0.1:0 --help\n", "`fleetsync sim` is the plugin's `sim`");
 }
@@ -239,8 +282,27 @@ fn bench_passes_arguments_output_and_exit_status_through() {
 #[test]
 fn failed_runs_and_parked_keys_are_logged_as_json_lines() {
     let args = [
-        "--log-format", "json", "demo", "--clusters", "2", "--syncsets", "1", "--resources", "1", "--latency-scale", "0.01",
-        "--fail-rate", "1", "--max-attempts", "2", "--backoff-base", "10ms", "--backoff-cap", "10ms", "--timeout", "3s",
+        "--log-format",
+        "json",
+        "demo",
+        "--clusters",
+        "2",
+        "--syncsets",
+        "1",
+        "--resources",
+        "1",
+        "--latency-scale",
+        "0.01",
+        "--fail-rate",
+        "1",
+        "--max-attempts",
+        "2",
+        "--backoff-base",
+        "10ms",
+        "--backoff-cap",
+        "10ms",
+        "--timeout",
+        "3s",
     ];
     let out = run(&args);
     let lines: Vec<serde_json::Value> = stderr(&out)
@@ -248,7 +310,10 @@ fn failed_runs_and_parked_keys_are_logged_as_json_lines() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
         .collect();
     let said = |message: &str| {
-        lines.iter().filter(|l| l["level"] == "WARN" && l["fields"]["message"].as_str().is_some_and(|m| m.starts_with(message))).collect::<Vec<_>>()
+        lines
+            .iter()
+            .filter(|l| l["level"] == "WARN" && l["fields"]["message"].as_str().is_some_and(|m| m.starts_with(message)))
+            .collect::<Vec<_>>()
     };
     let (failed, parked) = (said("run failed; the key runs again"), said("run failed; the key is parked"));
     assert_eq!((failed.len(), parked.len()), (2, 2), "one failure, then parked, per key: {lines:?}");
@@ -262,7 +327,23 @@ fn failed_runs_and_parked_keys_are_logged_as_json_lines() {
 /// Text logs into a pipe or a file carry no colour codes.
 #[test]
 fn text_logs_into_a_pipe_have_no_colour_codes() {
-    let out = run(&["demo", "--clusters", "1", "--syncsets", "1", "--resources", "1", "--latency-scale", "0.01", "--fail-rate", "1", "--max-attempts", "1", "--timeout", "2s"]);
+    let out = run(&[
+        "demo",
+        "--clusters",
+        "1",
+        "--syncsets",
+        "1",
+        "--resources",
+        "1",
+        "--latency-scale",
+        "0.01",
+        "--fail-rate",
+        "1",
+        "--max-attempts",
+        "1",
+        "--timeout",
+        "2s",
+    ]);
     let logs = stderr(&out);
     assert!(logs.contains("WARN") && logs.contains("run failed"), "{logs}");
     assert!(!logs.contains('\u{1b}'), "escape codes in piped logs: {logs:?}");

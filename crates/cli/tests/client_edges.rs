@@ -78,10 +78,18 @@ fn a_hub_that_never_answers_times_out_and_names_the_flag() {
 
     // The environment sets it too; a watch waits that long for the hub to start answering.
     let start = Instant::now();
-    let out = bin().args(["get", "events", "--watch", "--server", &url]).env("FLEETSYNC_REQUEST_TIMEOUT", "500ms").output().expect("run");
+    let out = bin()
+        .args(["get", "events", "--watch", "--server", &url])
+        .env("FLEETSYNC_REQUEST_TIMEOUT", "500ms")
+        .output()
+        .expect("run");
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
     assert!(!out.status.success());
-    assert!(stderr(&out).contains(&format!("no answer from {url} within 500ms (--request-timeout)")), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("no answer from {url} within 500ms (--request-timeout)")),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -98,7 +106,10 @@ fn completion_scripts_for_bash_zsh_and_fish() {
     let out = run(&["completion", "bash"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let script = stdout(&out);
-    assert!(script.contains("_fleetsync") && script.contains("apply") && script.contains("--request-timeout"), "{script}");
+    assert!(
+        script.contains("_fleetsync") && script.contains("apply") && script.contains("--request-timeout"),
+        "{script}"
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("fleetsync.bash");
     std::fs::write(&file, &script).expect("write the script");
@@ -125,7 +136,11 @@ fn version_prints_the_clients_and_says_the_servers_is_unknown() {
 
     let out = run(&["version", "--server", "http://127.0.0.1:9"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).starts_with(&format!("client: {}\nserver: unknown (", env!("CARGO_PKG_VERSION"))), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with(&format!("client: {}\nserver: unknown (", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// A hub that answers reports its version (`GET /v1/version`).
@@ -135,14 +150,22 @@ fn version_prints_the_hubs_when_it_answers() {
     let out = hub.cli(&["version", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
-    assert_eq!((&v["client"], &v["server"]), (&Value::from(env!("CARGO_PKG_VERSION")), &Value::from(env!("CARGO_PKG_VERSION"))), "{v}");
+    assert_eq!(
+        (&v["client"], &v["server"]),
+        (&Value::from(env!("CARGO_PKG_VERSION")), &Value::from(env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
     let schema = &v["schema"];
     assert_eq!(schema["store"], "sqlite", "{v}");
-    let (version, latest) = (schema["version"].as_u64().expect("a version"), schema["latest"].as_u64().expect("the latest"));
+    let (version, latest) =
+        (schema["version"].as_u64().expect("a version"), schema["latest"].as_u64().expect("the latest"));
     assert!(version >= 1 && version == latest, "a hub migrates its store when it starts: {v}");
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
     let out = hub.cli(&["version"]);
-    let text = format!("client: {0}\nserver: {0}\nschema: sqlite {version} (the hub's build keeps {latest})\n", env!("CARGO_PKG_VERSION"));
+    let text = format!(
+        "client: {0}\nserver: {0}\nschema: sqlite {version} (the hub's build keeps {latest})\n",
+        env!("CARGO_PKG_VERSION")
+    );
     assert_eq!(stdout(&out), text);
 }
 
@@ -155,9 +178,15 @@ fn flags_show_only_where_they_apply() {
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         let help = stdout(&out);
         let offered = |f: &&&str| help.lines().any(|l| l.trim_start().split([' ', '=']).next() == Some(**f));
-        ["--server", "--request-timeout", "--context", "--no-migrate"].iter().filter(offered).map(|f| f.to_string()).collect()
+        ["--server", "--request-timeout", "--context", "--no-migrate"]
+            .iter()
+            .filter(offered)
+            .map(|f| f.to_string())
+            .collect()
     };
-    for hub_command in [&["get"][..], &["apply"], &["delete"], &["describe"], &["wait"], &["retry"], &["version"], &["token", "list"]] {
+    for hub_command in
+        [&["get"][..], &["apply"], &["delete"], &["describe"], &["wait"], &["retry"], &["version"], &["token", "list"]]
+    {
         assert_eq!(flags(hub_command)[..3], ["--server", "--request-timeout", "--context"], "{hub_command:?}");
     }
     assert_eq!(flags(&["serve"]), ["--no-migrate"]);

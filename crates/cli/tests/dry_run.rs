@@ -58,11 +58,20 @@ fn apply_dry_runs_say_what_would_happen_and_apply_nothing() {
         "cluster/c1 unchanged (server dry run: generation 1, 0 keys would be enqueued)\n\
          syncset/web updated (server dry run: generation 2, 1 keys would be enqueued)\n"
     );
-    assert!(ok(&hub.cli(&["get", "syncset", "web", "-o", "yaml"])).contains("generation: 1"), "still the first generation");
+    assert!(
+        ok(&hub.cli(&["get", "syncset", "web", "-o", "yaml"])).contains("generation: 1"),
+        "still the first generation"
+    );
 
     // The client dry run needs no hub: nothing listens on port 9.
-    let client = bin().args(["apply", "-f", &changed, "--dry-run=client", "--server", "http://127.0.0.1:9"]).output().expect("run");
-    assert_eq!(ok(&client), "cluster/c1 valid (client dry run, not sent)\nsyncset/web valid (client dry run, not sent)\n");
+    let client = bin()
+        .args(["apply", "-f", &changed, "--dry-run=client", "--server", "http://127.0.0.1:9"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        ok(&client),
+        "cluster/c1 valid (client dry run, not sent)\nsyncset/web valid (client dry run, not sent)\n"
+    );
     let bad = file(&hub, "bad.yaml", &WEB.replace("name: c1", "name: C1"));
     let refused = hub.cli(&["apply", "-f", &bad, "--dry-run=client"]);
     assert!(!refused.status.success() && stderr(&refused).contains("metadata.name"), "{}", stderr(&refused));
@@ -74,8 +83,16 @@ fn apply_dry_runs_say_what_would_happen_and_apply_nothing() {
     }
 
     let viewer = ok(&hub.cli(&["token", "create", "--tenant", "default", "--role", "viewer"])).trim().to_string();
-    let out = bin().args(["apply", "-f", &changed, "--dry-run=server", "--server", &hub.url]).env("FLEETSYNC_TOKEN", &viewer).output().expect("run");
-    assert!(!out.status.success() && stderr(&out).contains("403"), "a viewer may not dry-run a write: {}", stderr(&out));
+    let out = bin()
+        .args(["apply", "-f", &changed, "--dry-run=server", "--server", &hub.url])
+        .env("FLEETSYNC_TOKEN", &viewer)
+        .output()
+        .expect("run");
+    assert!(
+        !out.status.success() && stderr(&out).contains("403"),
+        "a viewer may not dry-run a write: {}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -91,20 +108,28 @@ fn diff_shows_what_apply_would_change() {
     let out = hub.cli(&["diff", "-f", &changed]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let shown = stdout(&out);
-    assert!(shown.starts_with("--- syncset/default/web (live)\n+++ syncset/default/web (local, updated)\n@@ "), "{shown}");
-    let changes: Vec<&str> = shown.lines().filter(|l| l.starts_with(['-', '+']) && !l.starts_with("---") && !l.starts_with("+++")).collect();
+    assert!(
+        shown.starts_with("--- syncset/default/web (live)\n+++ syncset/default/web (local, updated)\n@@ "),
+        "{shown}"
+    );
+    let changes: Vec<&str> =
+        shown.lines().filter(|l| l.starts_with(['-', '+']) && !l.starts_with("---") && !l.starts_with("+++")).collect();
     assert_eq!(changes.len(), 4, "the generation and the field, each out and in: {shown}");
     assert!(changes.iter().any(|l| l.starts_with('-') && l.contains("size: small")), "{shown}");
     assert!(changes.iter().any(|l| l.starts_with('+') && l.contains("size: large")), "{shown}");
     assert!(changes.contains(&"-  generation: 1") && changes.contains(&"+  generation: 2"), "{shown}");
     assert!(!shown.contains("cluster/"), "the unchanged Cluster is not shown: {shown}");
 
-    let c2 = "---\napiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: c2}\nspec: {endpoint: {simulator: {}}}\n";
+    let c2 =
+        "---\napiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: c2}\nspec: {endpoint: {simulator: {}}}\n";
     let added = file(&hub, "added.yaml", &format!("{WEB}{c2}"));
     let out = hub.cli(&["diff", "-f", &added]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let shown = stdout(&out);
-    assert!(shown.starts_with("--- cluster/default/c2 (live)\n+++ cluster/default/c2 (local, created)\n@@ -0,0 +1,"), "{shown}");
+    assert!(
+        shown.starts_with("--- cluster/default/c2 (live)\n+++ cluster/default/c2 (local, created)\n@@ -0,0 +1,"),
+        "{shown}"
+    );
     assert!(shown.lines().skip(3).all(|l| l.starts_with('+')), "a new object is all additions: {shown}");
     assert!(shown.contains("+  name: c2"), "{shown}");
 
@@ -125,7 +150,8 @@ fn diff_never_prints_secret_values() {
     assert!(shown.contains("--- secret/default/kc (live)") && shown.contains("+  generation: 2"), "{shown}");
     assert!(said.contains("only secret values differ"), "{said}");
 
-    let more = file(&hub, "more.yaml", &KC.replace("{token: FIRST-VALUE-1}", "{token: FIRST-VALUE-1, ca: THIRD-VALUE-3}"));
+    let more =
+        file(&hub, "more.yaml", &KC.replace("{token: FIRST-VALUE-1}", "{token: FIRST-VALUE-1, ca: THIRD-VALUE-3}"));
     let out = hub.cli(&["diff", "-f", &more]);
     let shown = stdout(&out);
     assert!(shown.lines().any(|l| l.starts_with("+  ca: ")), "a new key shows by its name: {shown}");

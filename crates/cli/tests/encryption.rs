@@ -25,7 +25,8 @@ fn new_key() -> String {
 
 fn write_keys(path: &Path, lines: &[(&str, &str)]) {
     let text: String = lines.iter().map(|(name, key)| format!("{name}:{key}\n")).collect();
-    std::fs::write(path, format!("# fleetsync encryption keys: the first seals, all open\n{text}")).expect("write keys");
+    std::fs::write(path, format!("# fleetsync encryption keys: the first seals, all open\n{text}"))
+        .expect("write keys");
 }
 
 /// A Secret holding a kubeconfig (whose token is the marker) that points cluster c1 at
@@ -55,7 +56,14 @@ impl Served {
     fn start(store: &[&str], token: Option<&str>, log: &Path) -> Served {
         let listen = free_address();
         let file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log");
-        let child = bin().arg("serve").args(["--listen", &listen]).args(store).stdout(Stdio::null()).stderr(file).spawn().expect("serve");
+        let child = bin()
+            .arg("serve")
+            .args(["--listen", &listen])
+            .args(store)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("serve");
         let mut child = Killed(child);
         let token = match token {
             Some(t) => t.to_string(),
@@ -135,7 +143,14 @@ fn read_when_there(file: &Path, child: &mut Killed, log: &Path) -> String {
 /// Runs `fleetsync serve` on the store flags, expecting it to refuse to start; returns
 /// what it said (its stderr).
 fn refused(store: &[&str]) -> String {
-    let child = bin().arg("serve").args(["--listen", &free_address()]).args(store).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("serve");
+    let child = bin()
+        .arg("serve")
+        .args(["--listen", &free_address()])
+        .args(store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
     let mut child = Killed(child);
     let start = Instant::now();
     let status = loop {
@@ -260,12 +275,19 @@ fn sqlite_secrets_written_in_clear_are_sealed_when_a_key_is_given() {
     assert!(on_disk(&db, MARKER), "without a key the value is kept in clear");
     hub.stop();
     let logged = std::fs::read_to_string(&log).expect("log");
-    assert!(logged.contains("no --encryption-key-file: Secret values (the clusters' credentials) are kept in clear"), "{logged}");
+    assert!(
+        logged.contains("no --encryption-key-file: Secret values (the clusters' credentials) are kept in clear"),
+        "{logged}"
+    );
 
     // A store file made readable by others is warned about (it still opens).
     std::fs::set_permissions(&db, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
     write_keys(&keys, &[("k1", &new_key())]);
-    let hub = Served::start(&["--db", db_arg, "--encryption-key-file", keys.to_str().expect("utf-8")], Some(&hub_token(&db)), &log);
+    let hub = Served::start(
+        &["--db", db_arg, "--encryption-key-file", keys.to_str().expect("utf-8")],
+        Some(&hub_token(&db)),
+        &log,
+    );
     assert!(!on_disk(&db, MARKER), "sealing left the credential in clear on disk");
     assert!(on_disk(&db, "fleetsync:enc:aes256gcm:v1:k1:"));
     hub.apply(dir.path(), &fleet(&sim.addr, 2));
@@ -286,10 +308,28 @@ fn postgres_secrets_are_sealed_and_rotated() {
     let url = database_url();
     let (k1, k2) = (new_key(), new_key());
     write_keys(&keys, &[("k1", &k1)]);
-    let store = ["--database-url", url.as_str(), "--schema", schema.0.as_str(), "--encryption-key-file", keys.to_str().expect("utf-8")];
+    let store = [
+        "--database-url",
+        url.as_str(),
+        "--schema",
+        schema.0.as_str(),
+        "--encryption-key-file",
+        keys.to_str().expect("utf-8"),
+    ];
     let migrated = run(&["migrate", "--database-url", &url, "--schema", &schema.0]);
     assert!(migrated.status.success(), "{}", stderr(&migrated));
-    let issued = run(&["token", "create", "--database-url", &url, "--schema", &schema.0, "--tenant", "default", "--role", "fleet-admin"]);
+    let issued = run(&[
+        "token",
+        "create",
+        "--database-url",
+        &url,
+        "--schema",
+        &schema.0,
+        "--tenant",
+        "default",
+        "--role",
+        "fleet-admin",
+    ]);
     assert!(issued.status.success(), "{}", stderr(&issued));
     let token = stdout(&issued).trim().to_string();
     let row = || {
@@ -309,7 +349,12 @@ fn postgres_secrets_are_sealed_and_rotated() {
 
     write_keys(&keys, &[("k1", &k2)]);
     let wrong = refused(&store);
-    assert!(wrong.contains("Secret default/kc does not open with key \"k1\"") && !wrong.contains(MARKER) && !wrong.contains(&k2), "{wrong}");
+    assert!(
+        wrong.contains("Secret default/kc does not open with key \"k1\"")
+            && !wrong.contains(MARKER)
+            && !wrong.contains(&k2),
+        "{wrong}"
+    );
 
     write_keys(&keys, &[("k2", &k2), ("k1", &k1)]);
     let hub = Served::start(&store, Some(&token), &log);

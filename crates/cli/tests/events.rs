@@ -189,7 +189,11 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
     assert_eq!(watcher.wait_for(6, Duration::from_secs(30))[5].name, "late");
 
     let out = hub.cli(&["get", "clusters", "--watch"]);
-    assert!(!out.status.success() && stderr(&out).contains("--watch applies to `get events` and `get status` only"), "{}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("--watch applies to `get events` and `get status` only"),
+        "{}",
+        stderr(&out)
+    );
     let out = hub.cli(&["get", "status", "--after", "3"]);
     assert!(!out.status.success() && stderr(&out).contains("apply to `get events` only"), "{}", stderr(&out));
 }
@@ -200,7 +204,8 @@ fn a_cursor_that_fell_off_the_log_exits_non_zero_with_what_to_do() {
 fn one_tenants_changes_do_not_push_out_another_tenants_record() {
     let hub = Hub::start_flags(&["--event-retention-count", "5", "--event-trim-every", "100ms"]);
     apply_text(&hub, "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: prod-1, namespace: team-b}\nspec: {endpoint: {simulator: {}}}\n");
-    let in_a = syncsets(20, 0).replace("kind: SyncSet\nmetadata: {name: ", "kind: SyncSet\nmetadata: {namespace: team-a, name: ");
+    let in_a = syncsets(20, 0)
+        .replace("kind: SyncSet\nmetadata: {name: ", "kind: SyncSet\nmetadata: {namespace: team-a, name: ");
     apply_text(&hub, &in_a);
     let viewer = |tenant: &str| {
         let out = hub.cli(&["token", "create", "--tenant", tenant, "--role", "viewer"]);
@@ -209,7 +214,12 @@ fn one_tenants_changes_do_not_push_out_another_tenants_record() {
     };
     let (a, b) = (viewer("team-a"), viewer("team-b"));
     let events = |token: &str, args: &[&str]| -> Vec<Event> {
-        let out = bin().args(["get", "events", "-o", "json", "--server", &hub.url]).args(args).env("FLEETSYNC_TOKEN", token).output().expect("run");
+        let out = bin()
+            .args(["get", "events", "-o", "json", "--server", &hub.url])
+            .args(args)
+            .env("FLEETSYNC_TOKEN", token)
+            .output()
+            .expect("run");
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         serde_json::from_str::<Items<Event>>(&stdout(&out)).expect("events").items
     };
@@ -221,7 +231,10 @@ fn one_tenants_changes_do_not_push_out_another_tenants_record() {
     for args in [&[][..], &["--after", "0"]] {
         let of_b = events(&b, args);
         assert_eq!(of_b.len(), 1, "{args:?}: {of_b:?}");
-        assert_eq!((of_b[0].kind.as_str(), of_b[0].name.as_str(), of_b[0].action.as_str()), ("Cluster", "prod-1", "Created"));
+        assert_eq!(
+            (of_b[0].kind.as_str(), of_b[0].name.as_str(), of_b[0].action.as_str()),
+            ("Cluster", "prod-1", "Created")
+        );
         assert!(of_b[0].actor.is_some(), "the change names who made it");
     }
 }
@@ -251,7 +264,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_to_watcher_latency_on_the_embedded_store() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
     let mut registry = prometheus_client::registry::Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
     let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
@@ -319,5 +333,9 @@ async fn change_to_watcher_latency_on_the_embedded_store() {
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(30), reader).await.expect("the stream ends at shutdown").expect("reader");
-    tokio::time::timeout(Duration::from_secs(30), server).await.expect("the server stops").expect("join").expect("serve");
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("the server stops")
+        .expect("join")
+        .expect("serve");
 }

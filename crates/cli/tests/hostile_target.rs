@@ -68,7 +68,9 @@ fn an_endless_answer_costs_the_hub_one_bounded_read_and_names_the_limit() {
     let key = status_items(&hub).into_iter().next().expect("the key");
     let error = key.last_error.unwrap_or_default();
     assert!(
-        error.contains(&format!("http://{addr}/api/v1: the answer is longer than 8388608 bytes, the most the hub reads of one answer")),
+        error.contains(&format!(
+            "http://{addr}/api/v1: the answer is longer than 8388608 bytes, the most the hub reads of one answer"
+        )),
         "{error}"
     );
     let peak = peak_memory(hub.pid());

@@ -93,7 +93,8 @@ fn custom_resources_in_a_hub_cluster_are_applied_and_get_status() {
 fn a_bad_kube_source_url_says_what_to_fix() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("hub.db");
-    let out = run(&["serve", "--db", db.to_str().expect("utf-8"), "--listen", "127.0.0.1:0", "--kube-source-url", "ftp://x"]);
+    let out =
+        run(&["serve", "--db", db.to_str().expect("utf-8"), "--listen", "127.0.0.1:0", "--kube-source-url", "ftp://x"]);
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("--kube-source-url") && err.contains("scheme must be http or https"), "{err}");

@@ -77,8 +77,14 @@ team-a   a-1        1           http       env=dev
     let wide = ok(&hub.cli(&["get", "clusters", "-o", "wide", "--namespace", "team-a"]));
     let lines: Vec<&str> = wide.lines().collect();
     assert_eq!(lines[0], "NAME  GENERATION  ENDPOINT  LABELS   TARGET                           REACHABLE", "{wide}");
-    assert!(lines[1].starts_with("a-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1  No (since "), "{wide}");
-    assert_eq!(ok(&hub.cli(&["get", "syncsets", "-A", "-o", "name"])), "syncset/base\nsyncset/eu-only\nsyncset/tools\n");
+    assert!(
+        lines[1].starts_with("a-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1  No (since "),
+        "{wide}"
+    );
+    assert_eq!(
+        ok(&hub.cli(&["get", "syncsets", "-A", "-o", "name"])),
+        "syncset/base\nsyncset/eu-only\nsyncset/tools\n"
+    );
 
     hub.wait_until(Duration::from_secs(30), |h| {
         let items = status_items(h);
@@ -95,11 +101,19 @@ eu-only  1           Upsert  1          1         1/1      Applied  eu-west-1   
     let all = ok(&hub.cli(&["get", "syncsets", "-A"]));
     let lines: Vec<&str> = all.lines().collect();
     assert_eq!(lines[0], "TENANT   NAME     GENERATION  MODE    RESOURCES  CLUSTERS  APPLIED  STATUS", "{all}");
-    assert!(lines[3].starts_with("team-a   tools    1           Upsert  1          1         0/1      "), "the unreachable cluster's: {all}");
+    assert!(
+        lines[3].starts_with("team-a   tools    1           Upsert  1          1         0/1      "),
+        "the unreachable cluster's: {all}"
+    );
     let status = ok(&hub.cli(&["get", "status", "-A", "-o", "wide"]));
     let lines: Vec<&str> = status.lines().collect();
     assert!(lines[0].starts_with("TENANT   CLUSTER    SYNCSET  PHASE"), "{status}");
-    assert!(lines[0].contains("  DRIFT  LAST APPLIED") && lines[0].contains("NEXT ATTEMPT") && lines[0].ends_with("LAST ERROR"), "{status}");
+    assert!(
+        lines[0].contains("  DRIFT  LAST APPLIED")
+            && lines[0].contains("NEXT ATTEMPT")
+            && lines[0].ends_with("LAST ERROR"),
+        "{status}"
+    );
     assert_eq!(lines.len(), 5, "3 keys of default, 1 of team-a: {status}");
     assert!(lines[4].starts_with("team-a   a-1        tools"), "{status}");
 
@@ -114,7 +128,11 @@ fn all_tenants_is_what_the_caller_may_see() {
     apply_text(&hub, "fleet.yaml", &std::fs::read_to_string(example()).expect("example"));
     apply_text(&hub, "team-a.yaml", TEAM_A);
     let token = ok(&hub.cli(&["token", "create", "--tenant", "team-a", "--role", "viewer"])).trim().to_string();
-    let out = bin().args(["get", "clusters", "-A", "-o", "name", "--server", &hub.url]).env("FLEETSYNC_TOKEN", &token).output().expect("run");
+    let out = bin()
+        .args(["get", "clusters", "-A", "-o", "name", "--server", &hub.url])
+        .env("FLEETSYNC_TOKEN", &token)
+        .output()
+        .expect("run");
     assert_eq!(ok(&out), "cluster/a-1\n");
 }
 
@@ -126,7 +144,8 @@ fn lists_print_as_kind_list_and_apply_back_unchanged() {
 
     let yaml = ok(&hub.cli(&["get", "clusters", "-o", "yaml"]));
     assert!(yaml.starts_with("apiVersion: v1\nkind: List\nitems:\n"), "{yaml}");
-    let json: serde_json::Value = serde_json::from_str(&ok(&hub.cli(&["get", "syncsets", "-A", "-o", "json"]))).expect("JSON");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&hub.cli(&["get", "syncsets", "-A", "-o", "json"]))).expect("JSON");
     assert_eq!((json["apiVersion"].as_str(), json["kind"].as_str()), (Some("v1"), Some("List")));
     assert_eq!(json["items"].as_array().map(Vec::len), Some(3));
 
@@ -140,11 +159,18 @@ fn lists_print_as_kind_list_and_apply_back_unchanged() {
             let list = ok(&hub.cli(&["get", what, "-A", "-o", format]));
             let back = with_stdin(&hub, &["apply", "-f", "-"], &list);
             if what == "secrets" {
-                assert!(!back.status.success() && stderr(&back).contains("no documents"), "no secrets, nothing to apply: {}", stderr(&back));
+                assert!(
+                    !back.status.success() && stderr(&back).contains("no documents"),
+                    "no secrets, nothing to apply: {}",
+                    stderr(&back)
+                );
                 continue;
             }
             let back = ok(&back);
-            assert!(back.lines().count() >= 2 && back.lines().all(|l| l.contains(" unchanged ")), "{what} -o {format}: {back}");
+            assert!(
+                back.lines().count() >= 2 && back.lines().all(|l| l.contains(" unchanged ")),
+                "{what} -o {format}: {back}"
+            );
         }
     }
 }
@@ -154,7 +180,9 @@ fn files_repeat_and_directories_read_in_name_order() {
     let hub = Hub::start();
     let dir = hub.dir.path().join("manifests");
     std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
-    let cluster = |name: &str| format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n");
+    let cluster = |name: &str| {
+        format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n")
+    };
     std::fs::write(dir.join("b.yml"), cluster("b")).expect("write");
     std::fs::write(dir.join("a.yaml"), cluster("a")).expect("write");
     std::fs::write(dir.join("sub/c.json"), r#"{"apiVersion": "fleetsync.io/v1", "kind": "Cluster", "metadata": {"name": "c"}, "spec": {"endpoint": {"simulator": {}}}}"#).expect("write");
@@ -170,14 +198,29 @@ fn files_repeat_and_directories_read_in_name_order() {
     assert!(out.contains("cluster/c created") && out.contains("cluster/a unchanged"), "{out}");
 
     let out = hub.cli(&["apply", "-f", extra_s, "-f", extra_s]);
-    assert!(!out.status.success() && stderr(&out).contains("the files together") && stderr(&out).contains("also document 1"), "{}", stderr(&out));
+    assert!(
+        !out.status.success()
+            && stderr(&out).contains("the files together")
+            && stderr(&out).contains("also document 1"),
+        "{}",
+        stderr(&out)
+    );
 
     let bad = hub.dir.path().join("bad");
     std::fs::create_dir_all(&bad).expect("mkdir");
-    std::fs::write(bad.join("x.yaml"), "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n").expect("write");
+    std::fs::write(
+        bad.join("x.yaml"),
+        "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n",
+    )
+    .expect("write");
     let out = hub.cli(&["apply", "-f", extra_s, "-f", bad.to_str().expect("utf-8")]);
-    assert!(!out.status.success() && stderr(&out).contains("x.yaml") && stderr(&out).contains("metadata.name"), "{}", stderr(&out));
-    let out = hub.cli(&["apply", "-f", hub.dir.path().join("manifests/sub/..").join("nothing").to_str().expect("utf-8")]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("x.yaml") && stderr(&out).contains("metadata.name"),
+        "{}",
+        stderr(&out)
+    );
+    let out =
+        hub.cli(&["apply", "-f", hub.dir.path().join("manifests/sub/..").join("nothing").to_str().expect("utf-8")]);
     assert!(!out.status.success() && stderr(&out).contains("cannot read"), "{}", stderr(&out));
 }
 
@@ -223,7 +266,8 @@ fn events_newest_first_since_and_watch_from_now() {
         items.len() == 3 && items.iter().all(|k| k.phase == fleetsync_model::Phase::Applied)
     });
     let events = |args: &[&str]| -> Vec<serde_json::Value> {
-        let v: serde_json::Value = serde_json::from_str(&ok(&hub.cli(&[&["get", "events", "-o", "json"], args].concat()))).expect("JSON");
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&hub.cli(&[&["get", "events", "-o", "json"], args].concat()))).expect("JSON");
         v["items"].as_array().cloned().expect("items")
     };
     let seq = |e: &serde_json::Value| e["seq"].as_u64().expect("seq");
@@ -254,7 +298,11 @@ fn events_newest_first_since_and_watch_from_now() {
     });
     std::thread::sleep(Duration::from_millis(1000));
     let latest = seq(&events(&[])[0]);
-    apply_text(&hub, "z.yaml", "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: z}\nspec: {endpoint: {simulator: {}}}\n");
+    apply_text(
+        &hub,
+        "z.yaml",
+        "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: z}\nspec: {endpoint: {simulator: {}}}\n",
+    );
     let start = Instant::now();
     loop {
         let e = rx.recv_timeout(Duration::from_secs(10)).expect("the new event, watched");
@@ -285,13 +333,21 @@ fn wait_retry_and_describe() {
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/tools", "-n", "team-a", "--timeout", "2s"]);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("timed out after 2s waiting for syncset/tools (condition=Applied): 0 of 1 cluster at generation 1"), "{err}");
+    assert!(
+        err.contains(
+            "timed out after 2s waiting for syncset/tools (condition=Applied): 0 of 1 cluster at generation 1"
+        ),
+        "{err}"
+    );
     assert!(err.contains("on a-1: ") && err.contains("unreachable"), "the first failure, named: {err}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/nope"]);
     assert!(!out.status.success() && stderr(&out).contains("404"), "{}", stderr(&out));
 
-    assert_eq!(ok(&hub.cli(&["retry", "a-1", "tools", "-n", "team-a"])), "a-1/tools queued to run again (tenant team-a)\n");
+    assert_eq!(
+        ok(&hub.cli(&["retry", "a-1", "tools", "-n", "team-a"])),
+        "a-1/tools queued to run again (tenant team-a)\n"
+    );
     let out = hub.cli(&["retry", "a-1", "nope", "-n", "team-a"]);
     assert!(!out.status.success() && stderr(&out).contains("404"), "{}", stderr(&out));
 
@@ -317,13 +373,28 @@ fn wait_retry_and_describe() {
 
     let out = ok(&hub.cli(&["describe", "cluster", "a-1", "-n", "team-a"]));
     let reachable = out.lines().find(|l| l.starts_with("Reachable:")).unwrap_or_default();
-    assert!(reachable.starts_with("Reachable:  False since ") && reachable.contains("http://127.0.0.1:9/clusters/a-1"), "the address: {out}");
+    assert!(
+        reachable.starts_with("Reachable:  False since ") && reachable.contains("http://127.0.0.1:9/clusters/a-1"),
+        "the address: {out}"
+    );
     assert!(reachable.contains("refused"), "and the cause: {out}");
     let out = ok(&hub.cli(&["describe", "syncset", "tools", "-n", "team-a"]));
-    for want in ["Name:       tools", "Tenant:     team-a", "Mode:       Upsert", "Clusters:   a-1", "  v1 ConfigMap x/t", "Failures:", "  a-1 "] {
+    for want in [
+        "Name:       tools",
+        "Tenant:     team-a",
+        "Mode:       Upsert",
+        "Clusters:   a-1",
+        "  v1 ConfigMap x/t",
+        "Failures:",
+        "  a-1 ",
+    ] {
         assert!(out.contains(want), "{want:?} in {out}");
     }
-    assert!(out.contains("Keys:       1 (") && out.contains("Condition:  Applied=false Degraded (0 of 1 cluster at generation 1; 1 failed"), "{out}");
+    assert!(
+        out.contains("Keys:       1 (")
+            && out.contains("Condition:  Applied=false Degraded (0 of 1 cluster at generation 1; 1 failed"),
+        "{out}"
+    );
     let out = hub.cli(&["describe", "secret", "x"]);
     assert!(!out.status.success() && stderr(&out).contains("possible values: cluster"), "{}", stderr(&out));
 }
@@ -355,7 +426,10 @@ fn a_syncset_that_selects_nothing_is_visible_and_fails_wait() {
     let started = Instant::now();
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/nomatch", "--timeout=30s"]);
     assert!(!out.status.success(), "{}", stdout(&out));
-    assert_eq!(stderr(&out).trim(), "error: syncset/nomatch: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)");
+    assert_eq!(
+        stderr(&out).trim(),
+        "error: syncset/nomatch: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)"
+    );
     assert!(started.elapsed() < Duration::from_secs(10), "at once, not at the timeout: {:?}", started.elapsed());
     let out = ok(&hub.cli(&["wait", "--for=condition=Applied", "syncset/nomatch", "--allow-empty"]));
     assert_eq!(out, "syncset/nomatch condition met: it selects no cluster (--allow-empty)\n");
@@ -365,7 +439,10 @@ fn a_syncset_that_selects_nothing_is_visible_and_fails_wait() {
     let out = ok(&hub.cli(&["describe", "syncset", "named"]));
     assert!(out.contains("clusterNames names 1 cluster that does not exist: eu-west-9"), "{out}");
     let out = ok(&hub.cli(&["wait", "--for=condition=Applied", "syncset/named", "--timeout=30s"]));
-    assert!(out.contains("1 of 1 cluster at generation 1; clusterNames names 1 cluster that does not exist: eu-west-9"), "{out}");
+    assert!(
+        out.contains("1 of 1 cluster at generation 1; clusterNames names 1 cluster that does not exist: eu-west-9"),
+        "{out}"
+    );
 }
 
 /// `get status --watch` prints the status, then again after each change of the

@@ -45,7 +45,8 @@ fn collector() -> (String, mpsc::Receiver<Received>) {
             if reader.read_exact(&mut body).is_err() {
                 continue;
             }
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
+            let _ =
+                conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
             let _ = tx.send(Received { line: line.trim().to_string(), body });
         }
     });

@@ -45,7 +45,8 @@ fn get_pages_through_every_list_and_prints_it_whole() {
     let out = hub.cli(&["get", "clusters", "--limit", "1", "-l", "env notin (dev)", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listed: Value = serde_json::from_str(&stdout(&out)).expect("json");
-    let names: Vec<&str> = listed["items"].as_array().expect("items").iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
+    let names: Vec<&str> =
+        listed["items"].as_array().expect("items").iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["c1", "c2", "c4", "c5"]);
 
     let out = hub.cli(&["get", "status", "--limit", "2", "--phase", "Parked", "-o", "json"]);
@@ -57,7 +58,11 @@ fn get_pages_through_every_list_and_prints_it_whole() {
 fn bad_paging_and_filter_flags_say_what_to_fix() {
     let hub = Hub::start();
     let out = hub.cli(&["get", "status", "--phase", "Broken"]);
-    assert!(!out.status.success() && stderr(&out).contains("`phase`") && stderr(&out).contains("Broken"), "{}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("`phase`") && stderr(&out).contains("Broken"),
+        "{}",
+        stderr(&out)
+    );
     let out = hub.cli(&["get", "clusters", "-l", "tier in (a"]);
     assert!(!out.status.success() && stderr(&out).contains("labelSelector"), "{}", stderr(&out));
     let out = hub.cli(&["get", "syncsets", "-l", "a=b"]);

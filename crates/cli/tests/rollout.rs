@@ -69,7 +69,8 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 /// Every key of `app` applied at `generation`.
 fn all_applied_at(hub: &Hub, generation: i64) -> bool {
     let items = common::status_items(hub);
-    items.len() == CLUSTERS.len() && items.iter().all(|s| s.phase == Phase::Applied && s.observed_generation == generation)
+    items.len() == CLUSTERS.len()
+        && items.iter().all(|s| s.phase == Phase::Applied && s.observed_generation == generation)
 }
 
 /// The ConfigMaps a simulated cluster holds in `apps`, name → `data.v`, and the
@@ -78,12 +79,18 @@ fn on_cluster(sim: &SimChild, cluster: &str) -> (BTreeMap<String, String>, u64) 
     block_on(async {
         let url = format!("http://{}/clusters/{cluster}/api/v1/namespaces/apps/configmaps", sim.addr);
         let list: Value = reqwest::get(url).await.expect("reach the sim").json().await.expect("a list");
-        let version = list["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).expect("a resource version");
+        let version =
+            list["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).expect("a resource version");
         let maps = list["items"]
             .as_array()
             .expect("items")
             .iter()
-            .map(|o| (o["metadata"]["name"].as_str().expect("name").to_string(), o["data"]["v"].as_str().unwrap_or("").to_string()))
+            .map(|o| {
+                (
+                    o["metadata"]["name"].as_str().expect("name").to_string(),
+                    o["data"]["v"].as_str().unwrap_or("").to_string(),
+                )
+            })
             .collect();
         (maps, version)
     })
@@ -111,12 +118,23 @@ fn fleet_at_one(sim: &SimChild, mode: &str, steps: &str, on_failure: &str, first
 }
 
 /// [`fleet_at_one`], the hub started with these flags.
-fn fleet_at_one_with(flags: &[&str], sim: &SimChild, mode: &str, steps: &str, on_failure: &str, first: &[(&str, &str)]) -> Hub {
+fn fleet_at_one_with(
+    flags: &[&str],
+    sim: &SimChild,
+    mode: &str,
+    steps: &str,
+    on_failure: &str,
+    first: &[(&str, &str)],
+) -> Hub {
     let hub = Hub::start_flags(flags);
     apply(&hub, &format!("{}{}", clusters_yaml(sim), syncset_yaml(mode, steps, on_failure, first)));
     wait_for("generation 1 everywhere", Duration::from_secs(30), || all_applied_at(&hub, 1));
     let status = rollout(&hub, "status");
-    assert_eq!((status.phase, status.revision, status.stable), (RolloutPhase::Completed, 1, 1), "a first generation goes out at once");
+    assert_eq!(
+        (status.phase, status.revision, status.stable),
+        (RolloutPhase::Completed, 1, 1),
+        "a first generation goes out at once"
+    );
     hub
 }
 
@@ -131,12 +149,16 @@ fn a_failing_canary_is_rolled_back_and_no_later_cluster_is_touched() {
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-b"]}));
     apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2"), ("cm-b", "2")]));
 
-    wait_for("the rollout to roll back", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::RolledBack);
+    wait_for("the rollout to roll back", Duration::from_secs(30), || {
+        rollout(&hub, "status").phase == RolloutPhase::RolledBack
+    });
     let status = rollout(&hub, "status");
     assert_eq!((status.step, status.revision, status.stable), (0, 2, 1), "{status:?}");
     let reason = status.reason.clone().unwrap_or_default();
     assert!(reason.contains("c1"), "the reason names the failed cluster: {reason}");
-    wait_for("the canary back at generation 1", Duration::from_secs(30), || on_cluster(&sim, "c1").0 == maps(&[("cm-a", "1"), ("cm-b", "1")]));
+    wait_for("the canary back at generation 1", Duration::from_secs(30), || {
+        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "1"), ("cm-b", "1")])
+    });
     // The canary still refuses cm-b, so its rollback run fails there too (after putting
     // cm-a back); once it is mended, a retry applies generation 1 whole.
     faults(&sim, "c1", serde_json::json!({}));
@@ -164,16 +186,26 @@ fn a_failing_canary_with_pause_stays_and_waits_until_aborted() {
     std::thread::sleep(Duration::from_secs(3));
     let status = rollout(&hub, "status");
     assert_eq!((status.phase, status.step, status.revision), (RolloutPhase::Failed, 0, 2), "it waits: {status:?}");
-    assert_eq!(on_cluster(&sim, "c1").0, maps(&[("cm-a", "2"), ("cm-b", "1")]), "the canary stays as the failed run left it");
+    assert_eq!(
+        on_cluster(&sim, "c1").0,
+        maps(&[("cm-a", "2"), ("cm-b", "1")]),
+        "the canary stays as the failed run left it"
+    );
     for c in ["c2", "c3", "c4"] {
         assert_eq!(on_cluster(&sim, c).1, before[c], "{c} untouched");
     }
 
     faults(&sim, "c1", serde_json::json!({}));
     assert_eq!(rollout(&hub, "abort").phase, RolloutPhase::RolledBack);
-    wait_for("the canary back at generation 1", Duration::from_secs(30), || on_cluster(&sim, "c1").0 == maps(&[("cm-a", "1"), ("cm-b", "1")]));
+    wait_for("the canary back at generation 1", Duration::from_secs(30), || {
+        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "1"), ("cm-b", "1")])
+    });
     let out = hub.cli(&["rollout", "resume", "app"]);
-    assert!(!out.status.success() && stderr(&out).contains("RolledBack"), "a finished rollout takes no control: {}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("RolledBack"),
+        "a finished rollout takes no control: {}",
+        stderr(&out)
+    );
 }
 
 /// Sync mode: generation 2 changes cm-a, removes cm-b and adds cm-c and cm-d. The
@@ -191,11 +223,15 @@ fn a_sync_mode_rollback_restores_exactly_what_the_bad_revision_changed() {
     wait_for("the canary at generation 2", Duration::from_secs(30), || {
         on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2"), ("cm-c", "2"), ("cm-d", "2")])
     });
-    wait_for("the rollout to roll back", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::RolledBack);
+    wait_for("the rollout to roll back", Duration::from_secs(30), || {
+        rollout(&hub, "status").phase == RolloutPhase::RolledBack
+    });
     assert_eq!(rollout(&hub, "status").step, 1, "the second step failed");
     faults(&sim, "c2", serde_json::json!({}));
     for c in ["c1", "c2"] {
-        wait_for("generation 1 exactly", Duration::from_secs(30), || on_cluster(&sim, c).0 == maps(&[("cm-a", "1"), ("cm-b", "1")]));
+        wait_for("generation 1 exactly", Duration::from_secs(30), || {
+            on_cluster(&sim, c).0 == maps(&[("cm-a", "1"), ("cm-b", "1")])
+        });
     }
     wait_for("every key applied at 1", Duration::from_secs(30), || all_applied_at(&hub, 1));
     for c in ["c3", "c4"] {
@@ -213,14 +249,18 @@ fn a_new_generation_mid_rollout_starts_again_from_the_first_step() {
     let hub = fleet_at_one(&sim, "Upsert", steps, "Rollback", &[("cm-a", "1")]);
     let before = versions(&sim);
     apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "2")]));
-    wait_for("the canary at generation 2", Duration::from_secs(30), || on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2")]));
+    wait_for("the canary at generation 2", Duration::from_secs(30), || {
+        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2")])
+    });
     wait_for("the step to pass", Duration::from_secs(30), || rollout(&hub, "status").healthy_since.is_some());
     std::thread::sleep(Duration::from_secs(2));
     let waiting = rollout(&hub, "status");
     assert_eq!((waiting.phase, waiting.step), (RolloutPhase::Progressing, 0), "it waits for a promote: {waiting:?}");
 
     apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
-    wait_for("the canary at generation 3", Duration::from_secs(30), || on_cluster(&sim, "c1").0 == maps(&[("cm-a", "3")]));
+    wait_for("the canary at generation 3", Duration::from_secs(30), || {
+        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "3")])
+    });
     let restarted = rollout(&hub, "status");
     assert_eq!((restarted.step, restarted.revision, restarted.stable), (0, 3, 1), "{restarted:?}");
     for c in ["c2", "c3", "c4"] {
@@ -228,7 +268,9 @@ fn a_new_generation_mid_rollout_starts_again_from_the_first_step() {
     }
     wait_for("the step to pass", Duration::from_secs(30), || rollout(&hub, "status").healthy_since.is_some());
     rollout(&hub, "promote");
-    wait_for("the rollout to complete", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::Completed);
+    wait_for("the rollout to complete", Duration::from_secs(30), || {
+        rollout(&hub, "status").phase == RolloutPhase::Completed
+    });
     wait_for("every key applied at 3", Duration::from_secs(30), || all_applied_at(&hub, 3));
     for c in CLUSTERS {
         assert_eq!(on_cluster(&sim, c).0, maps(&[("cm-a", "3")]), "{c}");
@@ -251,20 +293,33 @@ fn a_staged_change_reads_as_the_clusters_hold_it() {
     let path = hub.dir.path().join("two.yaml");
     std::fs::write(&path, syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "2")])).expect("write");
     let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
-    assert_eq!(stdout(&out), "syncset/app updated (generation 2, staged: rollout step 1 of 2 (1 cluster))\n", "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "syncset/app updated (generation 2, staged: rollout step 1 of 2 (1 cluster))\n",
+        "{}",
+        stderr(&out)
+    );
     wait_for("the canary at generation 2, waiting", Duration::from_secs(30), || {
-        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2")]) && rollout(&hub, "status").waiting.as_deref() == Some("waiting for promote")
+        on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2")])
+            && rollout(&hub, "status").waiting.as_deref() == Some("waiting for promote")
     });
     assert_eq!((holding("2"), holding("1")), (1, 3), "what the clusters hold");
 
     let describe = stdout(&hub.cli(&["describe", "syncset", "app"]));
     let want = "Condition:  Applied=false RollingOut (1 of 4 clusters at generation 2, 3 held at generation 1 by the rollout (step 1 of 2, waiting for promote))";
     assert!(describe.contains(want), "{describe}");
-    assert!(describe.contains("Rollout:    Progressing at step 1 of 2, generation 2 (stable 1); waiting for promote"), "{describe}");
+    assert!(
+        describe.contains("Rollout:    Progressing at step 1 of 2, generation 2 (stable 1); waiting for promote"),
+        "{describe}"
+    );
     let table = stdout(&hub.cli(&["get", "syncsets"]));
     assert!(table.lines().nth(1).is_some_and(|l| l.ends_with("4         1/4      RollingOut")), "{table}");
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/app", "--timeout=1s"]);
-    assert!(!out.status.success() && stderr(&out).contains("3 held at generation 1 by the rollout"), "{}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("3 held at generation 1 by the rollout"),
+        "{}",
+        stderr(&out)
+    );
     let status = stdout(&hub.cli(&["rollout", "status", "app"]));
     assert!(status.contains("Waiting:   waiting for promote"), "{status}");
 
@@ -273,12 +328,19 @@ fn a_staged_change_reads_as_the_clusters_hold_it() {
     let started = Instant::now();
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/app", "--timeout=60s"]);
     assert!(!out.status.success(), "a rolled-back generation is never applied");
-    assert!(stderr(&out).contains("the rollout of generation 2 rolled back (aborted); 4 clusters at generation 1"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the rollout of generation 2 rolled back (aborted); 4 clusters at generation 1"),
+        "{}",
+        stderr(&out)
+    );
     assert!(started.elapsed() < Duration::from_secs(10), "at once, not at the timeout");
     let status = stdout(&hub.cli(&["rollout", "status", "app"]));
     let header = status.lines().find(|l| l.starts_with("STEP")).unwrap_or_default();
     assert!(header.ends_with("ROLLED BACK"), "{status}");
-    assert!(status.lines().any(|l| l.starts_with("1*") && l.ends_with(" 1")), "the canary rolled back, nothing pending: {status}");
+    assert!(
+        status.lines().any(|l| l.starts_with("1*") && l.ends_with(" 1")),
+        "the canary rolled back, nothing pending: {status}"
+    );
 
     apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
     rollout(&hub, "promote");
@@ -294,8 +356,16 @@ fn a_staged_change_reads_as_the_clusters_hold_it() {
 #[test]
 fn a_failure_its_retry_fixes_does_not_roll_back_one_that_parks_does() {
     let sim = SimChild::start(0.0);
-    let hub = fleet_at_one_with(&["--backoff-base", "1s", "--max-attempts", "3"], &sim, "Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "1")]);
-    let canary = |hub: &Hub| common::status_items(hub).into_iter().find(|k| k.key.cluster == "c1").expect("the canary's key");
+    let hub = fleet_at_one_with(
+        &["--backoff-base", "1s", "--max-attempts", "3"],
+        &sim,
+        "Upsert",
+        CANARY_THEN_ALL,
+        "Rollback",
+        &[("cm-a", "1")],
+    );
+    let canary =
+        |hub: &Hub| common::status_items(hub).into_iter().find(|k| k.key.cluster == "c1").expect("the canary's key");
 
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-a"]}));
     apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2")]));
@@ -305,15 +375,26 @@ fn a_failure_its_retry_fixes_does_not_roll_back_one_that_parks_does() {
     let status = rollout(&hub, "status");
     assert_ne!(status.phase, RolloutPhase::RolledBack, "{status:?}");
     assert_eq!(on_cluster(&sim, "c1").0, maps(&[("cm-a", "2")]), "the canary holds generation 2");
-    wait_for("the rollout to complete", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::Completed);
+    wait_for("the rollout to complete", Duration::from_secs(30), || {
+        rollout(&hub, "status").phase == RolloutPhase::Completed
+    });
 
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-a"]}));
     let applied = Instant::now();
     apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "3")]));
-    wait_for("the rollout to roll back once the canary parks", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::RolledBack);
+    wait_for("the rollout to roll back once the canary parks", Duration::from_secs(30), || {
+        rollout(&hub, "status").phase == RolloutPhase::RolledBack
+    });
     // Three attempts, 1s and 2s apart (less 20% jitter): not before the key parked.
-    assert!(applied.elapsed() >= Duration::from_millis(2_400), "rolled back after {:?}, before the key parked", applied.elapsed());
-    assert!(rollout(&hub, "status").reason.unwrap_or_default().starts_with("step 1: 1 of 1 clusters failed (maxFailures 0); c1: "));
+    assert!(
+        applied.elapsed() >= Duration::from_millis(2_400),
+        "rolled back after {:?}, before the key parked",
+        applied.elapsed()
+    );
+    assert!(rollout(&hub, "status")
+        .reason
+        .unwrap_or_default()
+        .starts_with("step 1: 1 of 1 clusters failed (maxFailures 0); c1: "));
     for c in ["c2", "c3", "c4"] {
         assert_eq!(on_cluster(&sim, c).0, maps(&[("cm-a", "2")]), "{c} never saw generation 3");
     }

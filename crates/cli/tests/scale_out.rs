@@ -143,7 +143,18 @@ async fn join() {
     fx.load_by_syncset(shape, &sim).await;
     // No stealing: this test watches where shards go, and a process that ran short
     // would run a few keys of others' shards (stealing has its own test in the runtime).
-    let knobs = ["--lease-ttl", "5s", "--renew-every", "1s", "--member-ttl", "3s", "--max-in-flight", "8", "--steal-after", "0s"];
+    let knobs = [
+        "--lease-ttl",
+        "5s",
+        "--renew-every",
+        "1s",
+        "--member-ttl",
+        "3s",
+        "--max-in-flight",
+        "8",
+        "--steal-after",
+        "0s",
+    ];
     let ids: Vec<String> = ["join-a", "join-b", "join-c"].map(String::from).to_vec();
     let (two, newcomer) = (&ids[..2], &ids[2]);
     let _first: Vec<Worker> = two.iter().map(|id| Worker::start(&fx, id, &knobs)).collect();
@@ -178,7 +189,12 @@ async fn join() {
         owned_by(newcomer, &ids).len(),
         moved.len()
     );
-    assert!(ratio > 1.2, "throughput did not rise enough with a third worker: {:.0} → {:.0} applies/s", before.rate, after.rate);
+    assert!(
+        ratio > 1.2,
+        "throughput did not rise enough with a third worker: {:.0} → {:.0} applies/s",
+        before.rate,
+        after.rate
+    );
 }
 
 /// libfaketime, which `.ci/run` installs (Debian's `faketime` package).
@@ -188,7 +204,9 @@ const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 #[test]
 fn a_worker_whose_clock_is_a_minute_ahead_takes_over_no_live_lease() {
     if !Path::new(LIBFAKETIME).exists() {
-        eprintln!("SKIPPED: {LIBFAKETIME} is missing, so no process can run with its clock ahead (apt-get install faketime)");
+        eprintln!(
+            "SKIPPED: {LIBFAKETIME} is missing, so no process can run with its clock ahead (apt-get install faketime)"
+        );
         return;
     }
     let _one_at_a_time = serial();
@@ -226,7 +244,13 @@ async fn clock_ahead() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let report = sim.get("/_sim/report").await;
-    assert_eq!(report["totals"]["fenced"], 0, "a live lease was taken over (the holder's applies were fenced): {}\n{}", report["totals"], fx.logs());
+    assert_eq!(
+        report["totals"]["fenced"],
+        0,
+        "a live lease was taken over (the holder's applies were fenced): {}\n{}",
+        report["totals"],
+        fx.logs()
+    );
     assert_eq!(report["totals"]["overlaps"], 0, "two applies of one key at once: {}\n{}", report["totals"], fx.logs());
 
     // The worker ahead dies holding leases; the other takes them over in time.
@@ -251,7 +275,11 @@ async fn clock_ahead() {
             break;
         }
         let took = killed.elapsed();
-        assert!(took <= 2 * LEASE_TTL, "{left} of the {held} keys the worker ahead held are not taken over {took:?} after it died\n{}", fx.logs());
+        assert!(
+            took <= 2 * LEASE_TTL,
+            "{left} of the {held} keys the worker ahead held are not taken over {took:?} after it died\n{}",
+            fx.logs()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let took = killed.elapsed();
@@ -310,7 +338,8 @@ async fn app_on_sim(sim: &Sim) -> BTreeMap<String, Vec<i64>> {
     (0..ROLLOUT_CLUSTERS)
         .map(|i| {
             let key = WorkKey::new("default", cluster_name(i), "app").to_string();
-            let held = keys[&key].as_object().map(|r| r.values().filter_map(Value::as_i64).collect()).unwrap_or_default();
+            let held =
+                keys[&key].as_object().map(|r| r.values().filter_map(Value::as_i64).collect()).unwrap_or_default();
             (cluster_name(i), held)
         })
         .collect()
@@ -331,33 +360,45 @@ async fn rollout_with_a_kill() {
     let views: Vec<ClusterView> = docs
         .iter()
         .filter_map(|d| match d {
-            Document::Cluster(c) => Some(ClusterView { name: c.metadata.name.clone(), labels: c.metadata.labels.clone(), key: None }),
+            Document::Cluster(c) => {
+                Some(ClusterView { name: c.metadata.name.clone(), labels: c.metadata.labels.clone(), key: None })
+            }
             _ => None,
         })
         .collect();
     assert!(views.windows(2).all(|w| w[0].name < w[1].name), "clusters in name order");
-    let step_of: BTreeMap<String, usize> =
-        views.iter().zip(step_of(&spec, &views)).map(|(c, s)| (c.name.clone(), s.expect("every cluster is reached"))).collect();
+    let step_of: BTreeMap<String, usize> = views
+        .iter()
+        .zip(step_of(&spec, &views))
+        .map(|(c, s)| (c.name.clone(), s.expect("every cluster is reached")))
+        .collect();
     let per_step: Vec<usize> = (0..spec.steps.len()).map(|j| step_of.values().filter(|s| **s == j).count()).collect();
     assert_eq!(per_step, [4, 6, 10, 20], "canaries, then up to 25 %, 50 % and 100 % of {ROLLOUT_CLUSTERS}");
 
     fx.store.objects_apply(docs).await.expect("apply generation 1");
     fx.analyze().await;
     let knobs = ["--lease-ttl", "2s", "--renew-every", "500ms", "--member-ttl", "1s", "--max-in-flight", "16"];
-    let mut workers: Vec<Worker> = ["roll-01", "roll-02", "roll-03"].iter().map(|id| Worker::start(&fx, id, &knobs)).collect();
+    let mut workers: Vec<Worker> =
+        ["roll-01", "roll-02", "roll-03"].iter().map(|id| Worker::start(&fx, id, &knobs)).collect();
 
     // Generation 1 goes everywhere at once: a first generation is not staged.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let statuses = fx.store.status_list(&StatusFilter::default()).await.expect("status");
-        if statuses.len() == ROLLOUT_CLUSTERS && statuses.iter().all(|s| s.phase == Phase::Applied && s.observed_generation == 1) {
+        if statuses.len() == ROLLOUT_CLUSTERS
+            && statuses.iter().all(|s| s.phase == Phase::Applied && s.observed_generation == 1)
+        {
             break;
         }
         assert!(Instant::now() < deadline, "generation 1 was not applied everywhere\n{}", fx.logs());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let r = fx.store.rollout_get("default", "app").await.expect("read the rollout").expect("a rollout");
-    assert_eq!((r.phase, r.revision, r.stable), (RolloutPhase::Completed, 1, 1), "a first generation is not staged: {r:?}");
+    assert_eq!(
+        (r.phase, r.revision, r.stable),
+        (RolloutPhase::Completed, 1, 1),
+        "a first generation is not staged: {r:?}"
+    );
 
     // Generation 2, staged. Watched from the clusters' side every ~50 ms: when each
     // first holds generation 2 on any resource.
@@ -404,7 +445,8 @@ async fn rollout_with_a_kill() {
             // worker running the most keys.
             None if (1..=2).contains(&r.step) && first_at.keys().any(|c| step_of[c] == r.step) => {
                 let leases = fx.lease_counts().await;
-                let busiest = workers.iter().enumerate().map(|(i, w)| (leases.get(&w.id).copied().unwrap_or(0), i)).max();
+                let busiest =
+                    workers.iter().enumerate().map(|(i, w)| (leases.get(&w.id).copied().unwrap_or(0), i)).max();
                 if let Some((n, i)) = busiest.filter(|(n, _)| *n > 0) {
                     let mut victim = workers.swap_remove(i);
                     victim.kill9();
@@ -412,7 +454,10 @@ async fn rollout_with_a_kill() {
                     workers.push(Worker::start(&fx, "roll-04", &knobs));
                 }
             }
-            None => assert!(r.step < 3, "the rollout passed step index 2 before any worker could be killed holding a lease: {r:?}"),
+            None => assert!(
+                r.step < 3,
+                "the rollout passed step index 2 before any worker could be killed holding a lease: {r:?}"
+            ),
             Some((dead, _, _, at)) if taken_over.is_none() => {
                 if fx.lease_counts().await.get(&dead.id).copied().unwrap_or(0) == 0 {
                     taken_over = Some(t0.elapsed() - *at);
@@ -426,15 +471,23 @@ async fn rollout_with_a_kill() {
     let completed = t0.elapsed();
     let (dead, held, kill_step, kill_at) = killed.expect("a worker was killed mid-rollout");
     let taken_over = taken_over.unwrap_or(completed - kill_at);
-    assert_eq!((done.revision, done.stable, done.step), (2, 2, 3), "completed at revision 2, now the stable one: {done:?}");
+    assert_eq!(
+        (done.revision, done.stable, done.step),
+        (2, 2, 3),
+        "completed at revision 2, now the stable one: {done:?}"
+    );
 
     // Each move logged once, in order, whichever process made it: none skipped, none
     // taken twice (generation 2 started at step 1 without an event; generation 1
     // completed at once without one).
     let events = fx.store.events_read(0, 100_000).await.expect("events");
-    let moves: Vec<(String, i64, Option<String>)> =
-        events.into_iter().filter(|e| e.kind == "Rollout" && e.name == "app").map(|e| (e.action, e.generation, e.actor)).collect();
-    let want: Vec<(String, i64, Option<String>)> = ["Step 2", "Step 3", "Step 4", "Completed"].iter().map(|a| (a.to_string(), 2, None)).collect();
+    let moves: Vec<(String, i64, Option<String>)> = events
+        .into_iter()
+        .filter(|e| e.kind == "Rollout" && e.name == "app")
+        .map(|e| (e.action, e.generation, e.actor))
+        .collect();
+    let want: Vec<(String, i64, Option<String>)> =
+        ["Step 2", "Step 3", "Step 4", "Completed"].iter().map(|a| (a.to_string(), 2, None)).collect();
     assert_eq!(moves, want, "the rollout's events\n{}", fx.logs());
 
     // From the clusters' side: every cluster took generation 2, each step's clusters
@@ -473,7 +526,8 @@ async fn rollout_with_a_kill() {
     }
 
     let ms = |d: Duration| d.as_millis();
-    let steps: Vec<String> = spans.iter().enumerate().map(|(j, (a, b))| format!("step {}: {}–{} ms", j + 1, ms(*a), ms(*b))).collect();
+    let steps: Vec<String> =
+        spans.iter().enumerate().map(|(j, (a, b))| format!("step {}: {}–{} ms", j + 1, ms(*a), ms(*b))).collect();
     println!(
         "rollout of {ROLLOUT_CLUSTERS} clusters in 4 steps over 3 workers: {} (running {held} keys) killed at step {} ({} ms), its leases taken over \
          {} ms later; first writes of generation 2 {}; completed at {} ms; {} applies ({} refused as fenced), looks up to {} ms apart",
@@ -510,7 +564,8 @@ impl Fixture {
     async fn new(prefix: &str) -> Fixture {
         let url = database_url();
         let schema = format!("{prefix}_{}", std::process::id());
-        let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect to PostgreSQL");
+        let (db, connection) =
+            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect to PostgreSQL");
         tokio::spawn(connection);
         db.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await.expect("drop a leftover schema");
         let guard = Schema(schema.clone());
@@ -581,7 +636,11 @@ impl Fixture {
             if ids.len() == members.len() && ids.iter().all(|id| members.contains(id)) && heard && sharded && working {
                 return;
             }
-            assert!(Instant::now() < deadline, "members {members:?} did not settle: live {ids:?}, running {running:?}\n{}", self.logs());
+            assert!(
+                Instant::now() < deadline,
+                "members {members:?} did not settle: live {ids:?}, running {running:?}\n{}",
+                self.logs()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -596,7 +655,11 @@ impl Fixture {
         while start.elapsed() < LENGTH {
             for (shard, owner) in self.running().await {
                 let expected = owner_of(shard, members);
-                assert_eq!(Some(owner.as_str()), expected, "shard {shard} is run by {owner}, but hashing gives it to {expected:?} among {members:?}");
+                assert_eq!(
+                    Some(owner.as_str()),
+                    expected,
+                    "shard {shard} is run by {owner}, but hashing gives it to {expected:?} among {members:?}"
+                );
                 owners.insert(shard, owner);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -610,13 +673,17 @@ impl Fixture {
         let statuses = self.store.status_list(&StatusFilter::default()).await.expect("status");
         assert_eq!(statuses.len(), shape.keys());
         for s in &statuses {
-            assert!(s.phase == Phase::Applied && s.generation == revision && s.observed_generation == revision, "{s:?}");
+            assert!(
+                s.phase == Phase::Applied && s.generation == revision && s.observed_generation == revision,
+                "{s:?}"
+            );
         }
         let keys = sim.get("/_sim/keys").await;
         for c in 0..shape.clusters {
             for s in 0..shape.syncsets {
                 let key = WorkKey::new("default", cluster_name(c), syncset_name(s)).to_string();
-                let resources = keys[&key].as_object().map(|r| r.values().filter_map(Value::as_i64).collect::<Vec<_>>());
+                let resources =
+                    keys[&key].as_object().map(|r| r.values().filter_map(Value::as_i64).collect::<Vec<_>>());
                 assert_eq!(resources, Some(vec![revision; shape.resources]), "{key} on the sim");
             }
         }
@@ -654,12 +721,17 @@ impl Fixture {
     /// The last lines of every worker's log, for a failure message.
     fn logs(&self) -> String {
         let mut out = String::new();
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(self.logs.path()).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        let mut paths: Vec<PathBuf> =
+            std::fs::read_dir(self.logs.path()).into_iter().flatten().flatten().map(|e| e.path()).collect();
         paths.sort();
         for path in paths {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
-            out += &format!("--- {} (last lines)\n{}\n", path.display(), lines[lines.len().saturating_sub(15)..].join("\n"));
+            out += &format!(
+                "--- {} (last lines)\n{}\n",
+                path.display(),
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            );
         }
         out
     }
@@ -680,7 +752,18 @@ impl Worker {
     fn start_with_env(fx: &Fixture, id: &str, knobs: &[&str], env: &[(&str, &str)]) -> Worker {
         let log = std::fs::File::create(fx.logs.path().join(format!("{id}.log"))).expect("log file");
         let child = bin()
-            .args(["worker", "--database-url", &fx.url, "--schema", &fx.schema, "--no-migrate", "--worker-id", id, "--pool-size", "4"])
+            .args([
+                "worker",
+                "--database-url",
+                &fx.url,
+                "--schema",
+                &fx.schema,
+                "--no-migrate",
+                "--worker-id",
+                id,
+                "--pool-size",
+                "4",
+            ])
             .args(knobs)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

@@ -95,13 +95,20 @@ fn kubeconfig_secrets_reach_clusters_and_never_show() {
     hub.wait_until(Duration::from_secs(30), |h| {
         let items = status_items(h);
         let failed = |c: &str| key_of(&items, c).is_some_and(|k| k.attempts >= 1 && k.last_error.is_some());
-        key_of(&items, "kc-good").is_some_and(|k| k.phase == Phase::Applied) && failed("kc-broken") && failed("kc-missing")
+        key_of(&items, "kc-good").is_some_and(|k| k.phase == Phase::Applied)
+            && failed("kc-broken")
+            && failed("kc-missing")
     });
     let items = status_items(&hub);
     let error = |c: &str| key_of(&items, c).and_then(|k| k.last_error.clone()).unwrap_or_default();
     assert!(error("kc-broken").contains("not a valid kubeconfig"), "{}", error("kc-broken"));
-    assert!(error("kc-missing").contains("missing-kc") && error("kc-missing").contains("does not exist"), "{}", error("kc-missing"));
-    let report: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
+    assert!(
+        error("kc-missing").contains("missing-kc") && error("kc-missing").contains("does not exist"),
+        "{}",
+        error("kc-missing")
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
     assert_eq!(report["totals"]["applies"], 2, "{report}");
 
     // A rotated Secret re-applies the keys of the clusters that use it.
@@ -155,7 +162,8 @@ fn rotating_fleet(server: &str) -> String {
 }
 
 fn sim_applies(sim: &SimChild) -> u64 {
-    let report: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
+    let report: serde_json::Value =
+        serde_json::from_str(&http_get(&format!("http://{}/_sim/report", sim.addr))).expect("sim report");
     report["totals"]["applies"].as_u64().expect("applies")
 }
 
@@ -176,7 +184,11 @@ fn a_rotated_kubeconfig_is_used_by_the_runs_it_enqueued() {
     // SyncSet → when its key was last applied, for the keys that are Applied.
     let applied_at = |h: &Hub| -> std::collections::BTreeMap<String, String> {
         let items = status_items(h);
-        items.iter().filter(|k| k.phase == Phase::Applied).map(|k| (k.key.syncset.clone(), format!("{:?}", k.last_applied_at))).collect()
+        items
+            .iter()
+            .filter(|k| k.phase == Phase::Applied)
+            .map(|k| (k.key.syncset.clone(), format!("{:?}", k.last_applied_at)))
+            .collect()
     };
 
     apply(&old.addr);
@@ -194,7 +206,8 @@ fn a_rotated_kubeconfig_is_used_by_the_runs_it_enqueued() {
 
     assert_eq!(sim_applies(&old), 12, "the old server got no write after the rotation");
     assert_eq!(sim_applies(&new), 12, "the new server got every write of the re-enqueued keys");
-    let keys: serde_json::Value = serde_json::from_str(&http_get(&format!("http://{}/_sim/keys", new.addr))).expect("sim keys");
+    let keys: serde_json::Value =
+        serde_json::from_str(&http_get(&format!("http://{}/_sim/keys", new.addr))).expect("sim keys");
     for s in 1..=4 {
         assert_eq!(keys[format!("default/c1/s{s}")].as_object().map(|r| r.len()), Some(3), "{keys}");
     }

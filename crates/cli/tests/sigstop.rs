@@ -77,7 +77,8 @@ fn a_worker_woken_after_its_leases_ended_writes_nothing_with_an_old_token() {
             tokio::time::sleep(Duration::from_millis(5 + (cycle % 4) as u64 * 5)).await;
             hub.signal("-STOP");
             tokio::time::sleep(TTL + Duration::from_millis(30)).await;
-            let taken = store.work_claim(ClaimParams::new("test", 10_000, Duration::from_secs(5))).await.expect("claim");
+            let taken =
+                store.work_claim(ClaimParams::new("test", 10_000, Duration::from_secs(5))).await.expect("claim");
             let shown = taken.iter().map(|item| show_token(&http, &sim.addr, &item.key, item.fence.get()));
             futures_util::future::join_all(shown).await;
             for item in &taken {
@@ -87,7 +88,12 @@ fn a_worker_woken_after_its_leases_ended_writes_nothing_with_an_old_token() {
             hub.signal("-CONT");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let totals = reqwest::get(format!("http://{}/_sim/report", sim.addr)).await.expect("report").json::<Value>().await.expect("JSON");
+        let totals = reqwest::get(format!("http://{}/_sim/report", sim.addr))
+            .await
+            .expect("report")
+            .json::<Value>()
+            .await
+            .expect("JSON");
         let totals = &totals["totals"];
         println!(
             "{cycles} cycles in {:.0?}: {taken_over} keys taken over, {} applies, {} refused as stale",
@@ -98,7 +104,10 @@ fn a_worker_woken_after_its_leases_ended_writes_nothing_with_an_old_token() {
         // Keys taken over (expired leases, and keys that were waiting): old tokens to misuse.
         assert!(taken_over > cycles, "the cycles took keys over ({taken_over})");
         let stale = totals["fenced"].as_u64().expect("fenced");
-        assert!(stale * 100 <= cycles as u64, "{stale} requests with an old token reached the target in {cycles} pauses: {totals}");
+        assert!(
+            stale * 100 <= cycles as u64,
+            "{stale} requests with an old token reached the target in {cycles} pauses: {totals}"
+        );
         assert_eq!(totals["overlaps"], 0, "{totals}");
     });
 }

@@ -91,7 +91,8 @@ fn recorded(sim: &SimChild) -> Vec<String> {
     block_on(async {
         let url = format!("http://{}/_sim/keys", sim.addr);
         let keys: Value = reqwest::get(url).await.expect("reach the sim").json().await.expect("JSON");
-        let resources = keys.as_object().into_iter().flat_map(|k| k.values()).filter_map(Value::as_object).flat_map(|r| r.keys());
+        let resources =
+            keys.as_object().into_iter().flat_map(|k| k.values()).filter_map(Value::as_object).flat_map(|r| r.keys());
         resources.filter_map(|r| r.rsplit('/').next().map(str::to_string)).collect()
     })
 }

@@ -18,7 +18,13 @@ fn serve_with_a_certificate_serves_https_and_says_so() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let log = dir.path().join("serve.log");
     let mut child = bin()
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db", dir.path().join("hub.db").to_str().expect("utf-8")])
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--db",
+            dir.path().join("hub.db").to_str().expect("utf-8"),
+        ])
         .env("FLEETSYNC_TLS_CERT_FILE", &files.cert)
         .env("FLEETSYNC_TLS_PRIVATE_KEY_FILE", &files.key)
         .args(["--tls-reload-interval", "1s"])
@@ -34,7 +40,11 @@ fn serve_with_a_certificate_serves_https_and_says_so() {
     let start = Instant::now();
     while let Err(e) = rt.block_on(hub.health()) {
         assert!(start.elapsed() < Duration::from_secs(20), "no https answer: {}", fleetsync_api::describe(&e));
-        assert!(child.try_wait().expect("wait").is_none(), "serve exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "serve exited: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let said = std::fs::read_to_string(&log).expect("log");
@@ -45,13 +55,21 @@ fn serve_with_a_certificate_serves_https_and_says_so() {
     let server = format!("https://localhost:{port}");
     let cli = |ca: &std::path::Path| {
         let ca = ca.to_str().expect("utf-8");
-        bin().args(["get", "clusters", "--server", &server, "--certificate-authority", ca]).env("FLEETSYNC_TOKEN", token.trim()).output().expect("run")
+        bin()
+            .args(["get", "clusters", "--server", &server, "--certificate-authority", ca])
+            .env("FLEETSYNC_TOKEN", token.trim())
+            .output()
+            .expect("run")
     };
     let ok = cli(tls.ca_file.as_deref().expect("the CA file"));
     assert!(ok.status.success(), "{}", stderr(&ok));
     let other = TestCa::new("another CA").expect("CA").write_cert(dir.path(), "other").expect("write");
     let wrong = cli(&other);
-    assert!(!wrong.status.success() && stderr(&wrong).contains("invalid peer certificate: UnknownIssuer"), "{}", stderr(&wrong));
+    assert!(
+        !wrong.status.success() && stderr(&wrong).contains("invalid peer certificate: UnknownIssuer"),
+        "{}",
+        stderr(&wrong)
+    );
 
     std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     let start = Instant::now();
@@ -82,7 +100,10 @@ fn tls_flags_that_do_not_go_together_are_refused_with_a_clear_message() {
     let missing = dir.path().join("missing.crt");
     let out = serve(&["--tls-cert-file", missing.to_str().expect("utf-8"), "--tls-private-key-file", "k.key"]);
     let said = stderr(&out);
-    assert!(!out.status.success() && said.contains(&format!("cannot read the certificate file {}", missing.display())), "{said}");
+    assert!(
+        !out.status.success() && said.contains(&format!("cannot read the certificate file {}", missing.display())),
+        "{said}"
+    );
 
     let agent = ["agent", "--hub", "https://hub:8443", "--cluster", "c1", "--token-file", "t", "--target", "http://t"];
     let out = run(&[&agent[..], &["--client-certificate", "c.crt"]].concat());

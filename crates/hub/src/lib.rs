@@ -22,11 +22,11 @@ pub use trim::{EventTrim, TrimError};
 use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
+use fleetsync_server::access::{Access, AccessSettings};
 use fleetsync_server::metrics::process::ProcessCollector;
 use fleetsync_server::probes::{serve_probes, ReadyCheck};
 use fleetsync_server::{AppState, QueueMetrics, ServerTls};
 use fleetsync_store::{Quotas, Store};
-use fleetsync_server::access::{Access, AccessSettings};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Duration;
@@ -216,7 +216,9 @@ impl Hub {
             state.stale_after = self.stale_after;
             state.watches = state.watches.with_limits(self.watches);
             let stopped = stop.clone().cancelled_owned();
-            served = fleetsync_server::serve_with(listener, state, tls, self.connections, stopped).await.map_err(HubError::Serve);
+            served = fleetsync_server::serve_with(listener, state, tls, self.connections, stopped)
+                .await
+                .map_err(HubError::Serve);
             stop.cancel();
         }
         let workers = workers.await;

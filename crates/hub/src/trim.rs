@@ -58,7 +58,9 @@ impl EventTrim {
                 _ = tick.tick() => {}
             }
             match store.events_trim(self.keep).await {
-                Ok(t) if t.deleted > 0 => tracing::info!(deleted = t.deleted, horizon = t.horizon, "trimmed the event log"),
+                Ok(t) if t.deleted > 0 => {
+                    tracing::info!(deleted = t.deleted, horizon = t.horizon, "trimmed the event log")
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "trimming the event log failed; trying again later"),
             }

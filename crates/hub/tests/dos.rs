@@ -31,7 +31,9 @@ struct Sample {
 /// `name`'s value in a classic-format scrape (a series without labels).
 fn value(scrape: &str, name: &str) -> f64 {
     let line = scrape.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')));
-    line.and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {name} in\n{scrape}"))
+    line.and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{scrape}"))
 }
 
 fn percentile(mut xs: Vec<Duration>, p: f64) -> Duration {
@@ -99,7 +101,11 @@ async fn a_flood_shows_in_the_saturation_metrics_fires_the_alert_and_drains_whil
         if hub.on_target(SHAPE) == keys {
             break start.elapsed();
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "the flood never drained: {} of {keys} keys on the target", hub.on_target(SHAPE));
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the flood never drained: {} of {keys} keys on the target",
+            hub.on_target(SHAPE)
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
@@ -117,13 +123,17 @@ async fn a_flood_shows_in_the_saturation_metrics_fires_the_alert_and_drains_whil
     let dir = tempfile::tempdir().expect("tempdir");
     let test = dir.path().join("flood.test.yaml");
     std::fs::write(&test, alert_test(samples, flood - 1)).expect("write the rule test");
-    let (ok, said) = report(&Command::new(promtool()).args(["test", "rules"]).arg(&test).output().expect("run promtool"));
+    let (ok, said) =
+        report(&Command::new(promtool()).args(["test", "rules"]).arg(&test).output().expect("run promtool"));
     assert!(ok, "the saturation alert did not fire on what was scraped ({seen:?}):\n{said}");
 
     let readyz: Vec<Duration> = samples.iter().map(|s| s.readyz).collect();
     let pages: Vec<Duration> = samples.iter().map(|s| s.status_page).collect();
     let (readyz_p99, page_p99) = (percentile(readyz.clone(), 0.99), percentile(pages.clone(), 0.99));
-    assert!(readyz_p99 < Duration::from_secs(2) && page_p99 < Duration::from_secs(2), "the API lagged: readyz p99 {readyz_p99:?}, page p99 {page_p99:?}");
+    assert!(
+        readyz_p99 < Duration::from_secs(2) && page_p99 < Duration::from_secs(2),
+        "the API lagged: readyz p99 {readyz_p99:?}, page p99 {page_p99:?}"
+    );
     let max_age = samples.iter().map(|s| s.oldest_ready_age).fold(0.0, f64::max);
     println!(
         "{{\"offered_keys\": {keys}, \"limit\": {LIMIT}, \"scrapes\": {}, \"flood_scrapes\": {flood}, \"mean_saturation\": {:.2}, \"max_oldest_ready_age_s\": {max_age}, \

@@ -70,9 +70,15 @@ async fn a_hubs_metrics_pass_promtool_and_openmetrics_is_served_when_asked() {
     assert!(!classic.contains("# EOF"), "{classic}");
     let (ok, out) = check_metrics(&classic);
     assert!(ok && out.trim().is_empty(), "promtool check metrics:\n{out}\non\n{classic}");
-    for (file, text) in [("alerts.yaml", read(&deploy("prometheus/alerts.yaml"))), ("fleetsync.json", read(&deploy("grafana/fleetsync.json")))] {
+    for (file, text) in [
+        ("alerts.yaml", read(&deploy("prometheus/alerts.yaml"))),
+        ("fleetsync.json", read(&deploy("grafana/fleetsync.json"))),
+    ] {
         for name in series_named(&text) {
-            assert!(classic.contains(&format!(" {name} ")) || classic.contains(&format!("\n{name}")), "{file} names {name}, which the hub does not serve");
+            assert!(
+                classic.contains(&format!(" {name} ")) || classic.contains(&format!("\n{name}")),
+                "{file} names {name}, which the hub does not serve"
+            );
         }
     }
 
@@ -124,26 +130,42 @@ fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
 
 #[test]
 fn the_shipped_grafana_dashboards_queries_parse() {
-    let dashboard: serde_json::Value = serde_json::from_str(&read(&deploy("grafana/fleetsync.json"))).expect("the dashboard is JSON");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read(&deploy("grafana/fleetsync.json"))).expect("the dashboard is JSON");
     let mut queries = vec![];
     exprs(&dashboard, &mut queries);
     assert!(queries.len() >= 8, "{queries:?}");
     // promtool parses PromQL when it checks rules: each query as a recording rule.
-    let rules: String = queries.iter().enumerate().map(|(i, q)| format!("      - record: panel_query_{i}\n        expr: {}\n", serde_json::Value::from(q.as_str()))).collect();
+    let rules: String = queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            format!("      - record: panel_query_{i}\n        expr: {}\n", serde_json::Value::from(q.as_str()))
+        })
+        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("queries.yaml");
     std::fs::write(&file, format!("groups:\n  - name: dashboard\n    rules:\n{rules}")).expect("write");
-    let (ok, out) = report(&Command::new(promtool()).args(["check", "rules"]).arg(&file).output().expect("run promtool"));
+    let (ok, out) =
+        report(&Command::new(promtool()).args(["check", "rules"]).arg(&file).output().expect("run promtool"));
     assert!(ok, "a dashboard query does not parse:\n{out}");
 }
 
 #[test]
 fn the_shipped_alert_rules_are_valid_and_pass_their_unit_tests() {
     let dir = deploy("prometheus");
-    let check = Command::new(promtool()).args(["check", "rules", "alerts.yaml"]).current_dir(&dir).output().expect("run promtool");
+    let check = Command::new(promtool())
+        .args(["check", "rules", "alerts.yaml"])
+        .current_dir(&dir)
+        .output()
+        .expect("run promtool");
     let (ok, out) = report(&check);
     assert!(ok, "promtool check rules:\n{out}");
-    let test = Command::new(promtool()).args(["test", "rules", "alerts.test.yaml"]).current_dir(&dir).output().expect("run promtool");
+    let test = Command::new(promtool())
+        .args(["test", "rules", "alerts.test.yaml"])
+        .current_dir(&dir)
+        .output()
+        .expect("run promtool");
     let (ok, out) = report(&test);
     assert!(ok, "promtool test rules:\n{out}");
 }

@@ -76,6 +76,8 @@ mod tests {
     #[test]
     fn only_error_statuses() {
         assert!(Faults { status: Some(200), ..Faults::default() }.validate().is_err());
-        assert!(Faults { status: Some(429), delay_ms: Some(5), watch_delay_ms: Some(3000), ..Faults::default() }.validate().is_ok());
+        assert!(Faults { status: Some(429), delay_ms: Some(5), watch_delay_ms: Some(3000), ..Faults::default() }
+            .validate()
+            .is_ok());
     }
 }

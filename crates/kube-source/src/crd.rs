@@ -7,9 +7,9 @@
 //! the source itself reads objects untyped and validates specs as `fleetsync apply`
 //! does, so that an error names the field.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::CustomResourceExt;
 use kube::CustomResource;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

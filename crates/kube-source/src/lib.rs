@@ -28,5 +28,8 @@ pub mod source;
 pub mod store_reconciler;
 
 pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
-pub use source::{api_resource, client_for, client_inferred, config_inferred, ConnectError, Credentials, KubeSource, ObjectKey, SourceConfig, READY, SYNCED};
+pub use source::{
+    api_resource, client_for, client_inferred, config_inferred, ConnectError, Credentials, KubeSource, ObjectKey,
+    SourceConfig, READY, SYNCED,
+};
 pub use store_reconciler::{document, StoreReconciler};

@@ -8,11 +8,11 @@
 use crate::expect::{version, Tracker};
 use crate::handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
 use futures_util::stream::{self, BoxStream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 use kube::Client;
-use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -80,7 +80,8 @@ pub fn client_for(url: &str) -> Result<Client, ConnectError> {
     if uri.host().is_none_or(str::is_empty) {
         return Err(bad("no host".into()));
     }
-    Client::try_from(kube::Config::new(uri)).map_err(|e| ConnectError::Client { url: url.to_string(), reason: e.to_string() })
+    Client::try_from(kube::Config::new(uri))
+        .map_err(|e| ConnectError::Client { url: url.to_string(), reason: e.to_string() })
 }
 
 /// Where the hub cluster's credentials come from when no URL is given: found the
@@ -413,7 +414,10 @@ mod tests {
     fn a_condition_keeps_its_transition_time_until_its_status_changes() {
         let first = status_of(Ok(ready("False")), &object(Value::Null), at(1_000_000_000));
         let c = &first["conditions"][0];
-        assert_eq!((c["lastTransitionTime"].as_str(), c["observedGeneration"].as_i64()), (Some("2001-09-09T01:46:40Z"), Some(4)));
+        assert_eq!(
+            (c["lastTransitionTime"].as_str(), c["observedGeneration"].as_i64()),
+            (Some("2001-09-09T01:46:40Z"), Some(4))
+        );
         assert_eq!((first["observedGeneration"].as_i64(), first["error"].is_null()), (Some(4), true));
 
         let same = status_of(Ok(ready("False")), &object(first.clone()), at(1_000_000_100));
@@ -431,7 +435,10 @@ mod tests {
         assert_eq!(s["error"], "spec.x: bad");
         for (i, kind) in [SYNCED, READY].into_iter().enumerate() {
             let c = &s["conditions"][i];
-            assert_eq!((c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()), (Some(kind), Some("False"), Some("ReconcileFailed")));
+            assert_eq!(
+                (c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()),
+                (Some(kind), Some("False"), Some("ReconcileFailed"))
+            );
             assert_eq!(c["message"], "spec.x: bad");
         }
     }

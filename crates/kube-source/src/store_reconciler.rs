@@ -56,8 +56,11 @@ impl<S: Store + ?Sized> StoreReconciler<S> {
         let synced = condition(SYNCED, true, "Accepted", format!("in the store at generation {generation}"));
         let mut status = json!({"storeGeneration": generation});
         if kind == CrKind::SyncSet {
-            let filter =
-                StatusFilter { tenant: Some(tenant.to_string()), syncset: Some(name.to_string()), ..StatusFilter::default() };
+            let filter = StatusFilter {
+                tenant: Some(tenant.to_string()),
+                syncset: Some(name.to_string()),
+                ..StatusFilter::default()
+            };
             let keys = self.store.status_list(&filter).await.map_err(store_error)?;
             let ready = match self.store.syncset_get(tenant, name).await.map_err(store_error)? {
                 Some(set) => {

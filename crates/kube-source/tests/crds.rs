@@ -56,7 +56,8 @@ fn the_shipped_crds_are_the_generated_ones() {
     let kustomization = deploy().join("crds/kustomization.yaml");
     let kustomization: serde_json::Value =
         serde_saphyr::from_str(&std::fs::read_to_string(kustomization).expect("kustomization.yaml")).expect("YAML");
-    let listed: Vec<&str> = kustomization["resources"].as_array().expect("resources").iter().filter_map(|r| r.as_str()).collect();
+    let listed: Vec<&str> =
+        kustomization["resources"].as_array().expect("resources").iter().filter_map(|r| r.as_str()).collect();
     assert_eq!(listed, expected, "deploy/crds/kustomization.yaml lists every definition");
 }
 
@@ -73,11 +74,15 @@ fn the_crds_define_what_the_source_watches() {
         assert!(version.subresources.as_ref().is_some_and(|s| s.status.is_some()), "status is a subresource");
         let schema = serde_json::to_value(&version.schema).expect("json");
         let text = schema.to_string();
-        assert!(!text.contains(r#""additionalProperties":false"#), "{kind}: the API server refuses additionalProperties: false");
+        assert!(
+            !text.contains(r#""additionalProperties":false"#),
+            "{kind}: the API server refuses additionalProperties: false"
+        );
         let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
         assert!(spec["properties"].is_object(), "{kind}: the spec has a schema: {spec}");
         let conditions = &schema["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]["items"];
-        let required: Vec<&str> = conditions["required"].as_array().expect("required").iter().filter_map(|v| v.as_str()).collect();
+        let required: Vec<&str> =
+            conditions["required"].as_array().expect("required").iter().filter_map(|v| v.as_str()).collect();
         for field in ["type", "status", "reason", "message", "lastTransitionTime"] {
             assert!(required.contains(&field), "{kind}: conditions require {field}: {required:?}");
         }

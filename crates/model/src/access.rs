@@ -53,9 +53,10 @@ impl FromStr for Role {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL.into_iter().find(|r| r.as_str() == s).ok_or_else(|| {
-            format!("unknown role {s:?}: one of viewer, editor, admin, fleet-admin, agent")
-        })
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown role {s:?}: one of viewer, editor, admin, fleet-admin, agent"))
     }
 }
 

@@ -5,9 +5,9 @@
 use crate::cluster::{Cluster, Endpoint};
 use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
+pub use crate::parse::{parse_documents, ParseError};
 use crate::secret::{validate_secret, Secret};
 use crate::syncset::SyncSet;
-pub use crate::parse::{parse_documents, ParseError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -252,8 +252,9 @@ fn validate_cluster(c: &Cluster) -> Result<(), (String, String)> {
 
     match &c.spec.endpoint {
         Endpoint::Http { url } => check_target_url(url).map_err(|rule| ("spec.endpoint.http.url".into(), rule)),
-        Endpoint::Kubeconfig { secret_ref } => check_dns1123_label(secret_ref)
-            .map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r.to_string())),
+        Endpoint::Kubeconfig { secret_ref } => {
+            check_dns1123_label(secret_ref).map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r.to_string()))
+        }
         _ => Ok(()),
     }
 }
@@ -285,11 +286,15 @@ fn validate_resources(resources: &[Manifest]) -> Result<(), (String, String)> {
     let mut seen = HashSet::new();
     let mut total = 0usize;
     for (i, m) in resources.iter().enumerate() {
-        let at = |f: &str| if f.is_empty() { format!("spec.resources[{i}]") } else { format!("spec.resources[{i}].{f}") };
+        let at =
+            |f: &str| if f.is_empty() { format!("spec.resources[{i}]") } else { format!("spec.resources[{i}].{f}") };
         let r = m.resource_ref().map_err(|(f, rule)| (at(&f), rule))?;
         let len = m.encoded_len();
         if len > MAX_RESOURCE_BYTES {
-            return Err((at(""), format!("resource {r} is {len} bytes; the limit is {MAX_RESOURCE_BYTES} bytes (1 MiB)")));
+            return Err((
+                at(""),
+                format!("resource {r} is {len} bytes; the limit is {MAX_RESOURCE_BYTES} bytes (1 MiB)"),
+            ));
         }
         total += len;
         if !seen.insert(r.clone()) {
@@ -297,7 +302,10 @@ fn validate_resources(resources: &[Manifest]) -> Result<(), (String, String)> {
         }
     }
     if total > MAX_SYNCSET_BYTES {
-        return Err(("spec.resources".into(), format!("resources total {total} bytes; the limit is {MAX_SYNCSET_BYTES} bytes (8 MiB)")));
+        return Err((
+            "spec.resources".into(),
+            format!("resources total {total} bytes; the limit is {MAX_SYNCSET_BYTES} bytes (8 MiB)"),
+        ));
     }
     Ok(())
 }
@@ -402,7 +410,8 @@ spec:
         let shown = docs[0].to_value().to_string();
         assert!(!shown.contains("MARKER"), "{shown}");
         assert!(shown.contains("kubeconfig"), "{shown}");
-        let bad = invalid("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: s}\nstringData: {\"bad key\": x}\n");
+        let bad =
+            invalid("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: s}\nstringData: {\"bad key\": x}\n");
         assert_eq!(bad.field, "stringData.bad key");
         let data = invalid("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: eA==}\n");
         assert!(data.rule.contains("unknown field `data`"), "{data}");

@@ -135,7 +135,9 @@ fn term(part: &str) -> Result<LabelTerm, LabelQueryError> {
     }
     if let Some(open) = part.find('(') {
         let head = part[..open].trim_end();
-        let (key, op) = head.rsplit_once(char::is_whitespace).ok_or_else(|| bad(part, "expected `key in (...)` or `key notin (...)`"))?;
+        let (key, op) = head
+            .rsplit_once(char::is_whitespace)
+            .ok_or_else(|| bad(part, "expected `key in (...)` or `key notin (...)`"))?;
         let body = part[open + 1..].strip_suffix(')').ok_or_else(|| bad(part, "text after `)`"))?;
         let values = body.split(',').map(|v| value_of(v.trim(), part)).collect::<Result<BTreeSet<_>, _>>()?;
         let key = key_of(key.trim(), part)?;
@@ -166,7 +168,10 @@ fn key_of(key: &str, part: &str) -> Result<String, LabelQueryError> {
         let ok = !p.is_empty()
             && p.len() <= 253
             && p.split('.').all(|l| {
-                !l.is_empty() && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') && !l.starts_with('-') && !l.ends_with('-')
+                !l.is_empty()
+                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
             });
         if !ok {
             return Err(bad(part, &format!("key prefix `{p}` is not a DNS subdomain")));
@@ -175,7 +180,9 @@ fn key_of(key: &str, part: &str) -> Result<String, LabelQueryError> {
     if name.is_empty() {
         return Err(bad(part, "empty key"));
     }
-    value_of(name, part).map_err(|_| bad(part, &format!("key `{key}` is not a label key (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)")))?;
+    value_of(name, part).map_err(|_| {
+        bad(part, &format!("key `{key}` is not a label key (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)"))
+    })?;
     Ok(key.to_string())
 }
 
@@ -183,9 +190,13 @@ fn key_of(key: &str, part: &str) -> Result<String, LabelQueryError> {
 fn value_of(value: &str, part: &str) -> Result<String, LabelQueryError> {
     let body_ok = value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     let ends_ok = value.is_empty()
-        || (value.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric()) && value.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()));
+        || (value.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && value.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()));
     if value.len() > 63 || !body_ok || !ends_ok {
-        return Err(bad(part, &format!("value `{value}` is not a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)")));
+        return Err(bad(
+            part,
+            &format!("value `{value}` is not a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)"),
+        ));
     }
     Ok(value.to_string())
 }
@@ -204,7 +215,10 @@ mod tests {
 
     #[test]
     fn parses_every_kind_of_term() {
-        let q = LabelQuery::parse(" env=prod , tier in (a, b),!canary,zone notin (x),team==x,stage!=dev,example.com/owned ").expect("parses");
+        let q = LabelQuery::parse(
+            " env=prod , tier in (a, b),!canary,zone notin (x),team==x,stage!=dev,example.com/owned ",
+        )
+        .expect("parses");
         assert_eq!(
             q.terms,
             vec![

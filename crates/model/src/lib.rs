@@ -38,18 +38,21 @@ pub mod time;
 pub use access::{Grant, Role, TenantRole, TokenRecord};
 pub use cluster::{Cluster, ClusterSpec, Endpoint};
 pub use document::{Document, Kind, ObjectMeta, ValidationError, API_VERSION};
-pub use limits::{Limit, Limits};
-pub use parse::{parse_documents, parse_documents_with, ParseBudget, ParseError};
 pub use event::Event;
 pub use key::{Fence, WorkKey};
 pub use label_query::{LabelQuery, LabelQueryError, LabelTerm};
+pub use limits::{Limit, Limits};
 pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
 pub use member::Member;
-pub use secret::{Secret, SecretValue};
-pub use selector::LabelSelector;
-pub use status::{ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome, ResourceResult, StatusSummary, Unready};
+pub use parse::{parse_documents, parse_documents_with, ParseBudget, ParseError};
 pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
+pub use secret::{Secret, SecretValue};
+pub use selector::LabelSelector;
+pub use status::{
+    ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome,
+    ResourceResult, StatusSummary, Unready,
+};
 pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

@@ -98,7 +98,8 @@ impl Limits {
         b.simple_key_max_lookahead = MAX_IMPLICIT_KEY_CHARS;
         b.max_nodes = self.node_budget(input_len);
         // Every event but an end or a document marker is a node: the node limit binds first.
-        b.max_events = b.max_nodes.saturating_mul(2).saturating_add(self.max_documents.saturating_mul(2)).saturating_add(8);
+        b.max_events =
+            b.max_nodes.saturating_mul(2).saturating_add(self.max_documents.saturating_mul(2)).saturating_add(8);
         b.max_aliases = self.max_aliases;
         b.max_total_scalar_bytes = self.expanded_budget(input_len);
         b.max_recorded_anchor_bytes = self.expanded_budget(input_len);
@@ -144,7 +145,9 @@ impl Limit {
             B::Depth { .. } => Limit::Depth(limits.max_depth),
             B::Documents { .. } => Limit::Documents(limits.max_documents),
             B::Nodes { .. } | B::Events { .. } => Limit::Nodes(limits.node_budget(input_len)),
-            B::ScalarBytes { .. } | B::RecordedAnchorBytes { .. } => Limit::ExpandedBytes(limits.expanded_budget(input_len)),
+            B::ScalarBytes { .. } | B::RecordedAnchorBytes { .. } => {
+                Limit::ExpandedBytes(limits.expanded_budget(input_len))
+            }
             B::InputBytes { .. } => Limit::BodyBytes(limits.max_body_bytes),
             B::Aliases { .. } => Limit::Aliases(format!("more than {} alias uses", limits.max_aliases)),
             B::AliasAnchorRatio { aliases, anchors } => {

@@ -91,7 +91,10 @@ impl ReportBatch {
         check_dns1123_label(&self.tenant).map_err(|r| ("tenant".to_string(), r.to_string()))?;
         check_dns1123_label(&self.cluster).map_err(|r| ("cluster".to_string(), r.to_string()))?;
         if self.reports.len() > MAX_REPORTS {
-            return Err(("reports".into(), format!("{} reports; a batch holds at most {MAX_REPORTS}", self.reports.len())));
+            return Err((
+                "reports".into(),
+                format!("{} reports; a batch holds at most {MAX_REPORTS}", self.reports.len()),
+            ));
         }
         for (i, r) in self.reports.iter().enumerate() {
             r.validate().map_err(|(field, rule)| (format!("reports[{i}].{field}"), rule))?;
@@ -110,7 +113,8 @@ impl LiveReport {
         match (&self.state, &self.object) {
             (LiveState::Present, None) => Err(("object".into(), "is required when the state is present".into())),
             (LiveState::Present, Some(object)) => {
-                let found = Manifest(object.clone()).resource_ref().map_err(|(f, rule)| (format!("object.{f}"), rule))?;
+                let found =
+                    Manifest(object.clone()).resource_ref().map_err(|(f, rule)| (format!("object.{f}"), rule))?;
                 if found != self.resource {
                     return Err(("object".into(), format!("is {found}, but the report is about {}", self.resource)));
                 }
@@ -157,7 +161,12 @@ mod tests {
     use serde_json::json;
 
     fn cm() -> ResourceRef {
-        ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("app".into()), name: "a".into() }
+        ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("app".into()),
+            name: "a".into(),
+        }
     }
 
     #[test]
@@ -176,7 +185,10 @@ mod tests {
     fn lists_are_compared_whole_and_null_means_absent() {
         let desired = json!({"spec": {"ports": [{"port": 80}], "gone": null}});
         assert_eq!(difference(&desired, &json!({"spec": {"ports": [{"port": 80, "protocol": "TCP"}]}})), None);
-        assert_eq!(difference(&desired, &json!({"spec": {"ports": [{"port": 81}]}})).as_deref(), Some("spec.ports[0].port"));
+        assert_eq!(
+            difference(&desired, &json!({"spec": {"ports": [{"port": 81}]}})).as_deref(),
+            Some("spec.ports[0].port")
+        );
         assert_eq!(difference(&desired, &json!({"spec": {"ports": []}})).as_deref(), Some("spec.ports"));
         let present = json!({"spec": {"ports": [{"port": 80}], "gone": 1}});
         assert_eq!(difference(&desired, &present).as_deref(), Some("spec.gone"));
@@ -185,7 +197,12 @@ mod tests {
     #[test]
     fn batches_name_the_bad_field() {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "app"}});
-        let good = LiveReport { resource: cm(), resource_version: "3".into(), state: LiveState::Present, object: Some(object) };
+        let good = LiveReport {
+            resource: cm(),
+            resource_version: "3".into(),
+            state: LiveState::Present,
+            object: Some(object),
+        };
         let batch = ReportBatch { tenant: "default".into(), cluster: "c1".into(), reports: vec![good.clone()] };
         assert_eq!(batch.validate(), Ok(()));
         let mut bad = batch.clone();
@@ -209,7 +226,8 @@ mod tests {
             state: LiveState::Deleted,
             object: None,
         };
-        let batch = |name: &str| ReportBatch { tenant: "default".into(), cluster: "c1".into(), reports: vec![deleted(name)] };
+        let batch =
+            |name: &str| ReportBatch { tenant: "default".into(), cluster: "c1".into(), reports: vec![deleted(name)] };
         assert_eq!(batch("a").validate(), Ok(()));
         for bad in ["x\u{0}y", "../../admin", "a?b", "A"] {
             assert_eq!(batch(bad).validate().map_err(|e| e.0), Err("reports[0].resource.name".to_string()), "{bad:?}");

@@ -112,7 +112,8 @@ mod tests {
 
     #[test]
     fn identity_of_a_namespaced_manifest() {
-        let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}}));
+        let m =
+            Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}}));
         let r = m.resource_ref().expect("valid");
         assert_eq!(r.to_string(), "v1/ConfigMap ns/a");
     }
@@ -129,21 +130,36 @@ mod tests {
     fn names_follow_kubernetes_rules() {
         let m = |v: serde_json::Value| Manifest(v).resource_ref();
         let field = |v: serde_json::Value| m(v).expect_err("invalid").0;
-        assert_eq!(field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x\u{0}y"}})), "metadata.name");
+        assert_eq!(
+            field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x\u{0}y"}})),
+            "metadata.name"
+        );
         let steer = "../../../../admin/x?confirm=yes#";
-        assert_eq!(field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": steer}})), "metadata.name");
-        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": steer}});
+        assert_eq!(
+            field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": steer}})),
+            "metadata.name"
+        );
+        let role =
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": steer}});
         assert_eq!(field(role), "metadata.name");
         let ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "team.a"}});
         assert_eq!(field(ns), "metadata.namespace");
-        assert_eq!(field(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "my.ns"}})), "metadata.name");
-        assert_eq!(field(json!({"apiVersion": "v1/../x", "kind": "ConfigMap", "metadata": {"name": "a"}})), "apiVersion");
+        assert_eq!(
+            field(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "my.ns"}})),
+            "metadata.name"
+        );
+        assert_eq!(
+            field(json!({"apiVersion": "v1/../x", "kind": "ConfigMap", "metadata": {"name": "a"}})),
+            "apiVersion"
+        );
         assert_eq!(field(json!({"apiVersion": "v1", "kind": "Config\u{0}Map", "metadata": {"name": "a"}})), "kind");
-        let (_, rule) = m(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a.b"}})).expect_err("label");
+        let (_, rule) =
+            m(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a.b"}})).expect_err("label");
         assert!(rule.contains("DNS-1123 label"), "{rule}");
         let system = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "system:controller:job-controller"}});
         assert_eq!(m(system).map(|r| r.name), Ok("system:controller:job-controller".to_string()));
-        let dotted = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web.v2", "namespace": "app"}});
+        let dotted =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web.v2", "namespace": "app"}});
         assert!(m(dotted).is_ok());
     }
 }

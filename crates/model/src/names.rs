@@ -42,7 +42,9 @@ pub enum NameError {
     #[error("{value:?} must be a version (`v1`) or a DNS-1123 subdomain group and a version (`apps/v1`)")]
     ApiVersion { value: String },
     /// A `kind` that is not an identifier.
-    #[error("{value:?} must be 1 to 63 letters, digits or '-', starting with a letter and ending with a letter or digit")]
+    #[error(
+        "{value:?} must be 1 to 63 letters, digits or '-', starting with a letter and ending with a letter or digit"
+    )]
     Kind { value: String },
 }
 
@@ -69,7 +71,9 @@ impl NameRule {
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         match (group, kind) {
             ("", "Namespace" | "Service") => NameRule::Dns1123Label,
-            ("rbac.authorization.k8s.io", _) | ("certificates.k8s.io", "CertificateSigningRequest") => NameRule::PathSegment,
+            ("rbac.authorization.k8s.io", _) | ("certificates.k8s.io", "CertificateSigningRequest") => {
+                NameRule::PathSegment
+            }
             _ => NameRule::Dns1123Subdomain,
         }
     }
@@ -134,7 +138,9 @@ fn is_path_char(c: char) -> bool {
 /// Lowercase alphanumerics and `-`, starting and ending with an alphanumeric (any length).
 fn is_label_part(s: &str) -> bool {
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') && edge(s.chars().next()) && edge(s.chars().last())
+    s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && edge(s.chars().next())
+        && edge(s.chars().last())
 }
 
 /// Checks a resource's `apiVersion`: a version (a DNS-1123 label, e.g. `v1beta1`), after
@@ -170,7 +176,9 @@ impl std::fmt::Display for LabelPartRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             LabelPartRule::Length => "must be 1 to 63 characters",
-            LabelPartRule::Characters => "must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric",
+            LabelPartRule::Characters => {
+                "must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+            }
         })
     }
 }
@@ -260,10 +268,18 @@ mod tests {
         }
         assert!(Dns1123Label.check("my.app").is_err());
         assert_eq!(Dns1123Label.check(&"a".repeat(64)), Err(NameError::Long { rule: Dns1123Label, len: 64 }));
-        for ok in ["system:controller:job-controller", "system:kube-scheduler", "AdminRole", "a.b", "user@example.com", "x_y~1"] {
+        for ok in [
+            "system:controller:job-controller",
+            "system:kube-scheduler",
+            "AdminRole",
+            "a.b",
+            "user@example.com",
+            "x_y~1",
+        ] {
             assert_eq!(PathSegment.check(ok), Ok(()), "{ok}");
         }
-        let bad_ones = ["", ".", "..", "a/b", "a%2f", "x\0y", "x\u{0}y", "x\ny", "a?confirm=yes", "a#frag", "../../admin"];
+        let bad_ones =
+            ["", ".", "..", "a/b", "a%2f", "x\0y", "x\u{0}y", "x\ny", "a?confirm=yes", "a#frag", "../../admin"];
         for bad in bad_ones.into_iter().chain(["Admin Role", "<b>admin</b>", "a\"b", "it's", "rôle", "a&b", "a\tb"]) {
             assert!(PathSegment.check(bad).is_err(), "{bad:?}");
         }
@@ -305,7 +321,10 @@ mod tests {
             Err(r#""Upper" must consist of lowercase letters, digits and '-' (DNS-1123 label)"#.into())
         );
         let e = check_label("env", "-bad").expect_err("bad value");
-        assert_eq!(e.to_string(), r#"label value "-bad" of "env": must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"#);
+        assert_eq!(
+            e.to_string(),
+            r#"label value "-bad" of "env": must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"#
+        );
         let rule = LabelPartRule::Characters;
         assert_eq!(e, NameError::LabelValue { key: "env".into(), value: "-bad".into(), rule });
     }

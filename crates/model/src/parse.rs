@@ -108,8 +108,7 @@ pub fn parse_documents_with(text: &str, budget: &ParseBudget) -> Result<Vec<Docu
     options.with_snippet = false;
     // YAML 1.2: only `true` and `false` are booleans (`yes`, `on` stay text).
     options.strict_booleans = true;
-    let (values, scan) =
-        scan.run(|| serde_saphyr::from_multiple_with_options::<scan::Document>(text, options));
+    let (values, scan) = scan.run(|| serde_saphyr::from_multiple_with_options::<scan::Document>(text, options));
     let values = values.map_err(|e| scan_error(&e, &scan, limits, text.len(), time_limit))?;
 
     let mut docs = Vec::with_capacity(values.len());
@@ -122,7 +121,10 @@ pub fn parse_documents_with(text: &str, budget: &ParseBudget) -> Result<Vec<Docu
             return Err(ValidationError {
                 document: format!("document {index} ({kind} {}/{})", meta.namespace, meta.name),
                 field: "metadata.name".into(),
-                rule: format!("{kind} {}/{} is also document {first}: an object may appear once in a body", meta.namespace, meta.name),
+                rule: format!(
+                    "{kind} {}/{} is also document {first}: an object may appear once in a body",
+                    meta.namespace, meta.name
+                ),
             }
             .into());
         }
@@ -143,7 +145,13 @@ fn stopped(stop: Stop, index: usize, time_limit: Duration) -> ParseError {
 
 /// What a failed scan means: a stop of our own, a broken limit, a number JSON cannot
 /// hold, or malformed YAML.
-fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: usize, time_limit: Duration) -> ParseError {
+fn scan_error(
+    e: &serde_saphyr::Error,
+    scan: &Scan,
+    limits: &Limits,
+    input_len: usize,
+    time_limit: Duration,
+) -> ParseError {
     use serde_saphyr::Error as E;
     // The document the scanner was in: one begun and not finished, else the next one.
     let index = if scan.started > scan.finished { scan.started } else { scan.finished + 1 };
@@ -151,7 +159,8 @@ fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: 
         return stopped(stop, index, time_limit);
     }
     if let Some(rule) = &scan.refused {
-        return ValidationError { document: format!("document {index}"), field: scan.field(), rule: rule.clone() }.into();
+        return ValidationError { document: format!("document {index}"), field: scan.field(), rule: rule.clone() }
+            .into();
     }
     let mut inner = e;
     while let E::AliasError { error, .. } | E::WithSnippet { error, .. } = inner {
@@ -159,9 +168,10 @@ fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: 
     }
     let limit = match inner {
         E::Budget { breach, .. } => Limit::of_breach(breach, limits, input_len),
-        E::AliasReplayLimitExceeded { .. } | E::AliasExpansionLimitExceeded { .. } => {
-            Limit::Aliases(format!("aliases expand to more than {} nodes", serde_saphyr::options::AliasLimits::default().max_total_replayed_events))
-        }
+        E::AliasReplayLimitExceeded { .. } | E::AliasExpansionLimitExceeded { .. } => Limit::Aliases(format!(
+            "aliases expand to more than {} nodes",
+            serde_saphyr::options::AliasLimits::default().max_total_replayed_events
+        )),
         E::AliasReplayStackDepthExceeded { .. } => Limit::Depth(limits.max_depth),
         // The scanner reads ahead of the budget, so deep nesting may reach the parser's own
         // nesting limit (set just above ours) first.
@@ -170,7 +180,9 @@ fn scan_error(e: &serde_saphyr::Error, scan: &Scan, limits: &Limits, input_len: 
             return ValidationError {
                 document: format!("document {index}"),
                 field: scan.field(),
-                rule: format!("`{value}` is not a finite number: JSON has no NaN or infinity (quote it to keep it as text)"),
+                rule: format!(
+                    "`{value}` is not a finite number: JSON has no NaN or infinity (quote it to keep it as text)"
+                ),
             }
             .into();
         }

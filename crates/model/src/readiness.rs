@@ -19,10 +19,9 @@ pub const MAX_ECHOED_CHARS: usize = 200;
 ///
 /// Objects of kinds without a built-in rule, or without `apiVersion`/`kind`, are ready.
 pub fn readiness(object: &Value) -> Result<(), String> {
-    let (Some(api_version), Some(kind)) = (
-        object.get("apiVersion").and_then(Value::as_str),
-        object.get("kind").and_then(Value::as_str),
-    ) else {
+    let (Some(api_version), Some(kind)) =
+        (object.get("apiVersion").and_then(Value::as_str), object.get("kind").and_then(Value::as_str))
+    else {
         return Ok(());
     };
     // "apps/v1" -> "apps"; a core "v1" has no group.
@@ -59,9 +58,7 @@ fn observed(kind: &str, object: &Value) -> Result<(), String> {
     };
     let observed = count(object, "/status/observedGeneration");
     if observed < generation {
-        return Err(format!(
-            "{kind}: observedGeneration {observed} < generation {generation}"
-        ));
+        return Err(format!("{kind}: observedGeneration {observed} < generation {generation}"));
     }
     Ok(())
 }
@@ -86,21 +83,13 @@ fn deployment(object: &Value) -> Result<(), String> {
     }
     if replicas > updated {
         let old = replicas - updated;
-        return Err(format!(
-            "{KIND}: {} pending termination",
-            plural(old, "old replica", "old replicas")
-        ));
+        return Err(format!("{KIND}: {} pending termination", plural(old, "old replica", "old replicas")));
     }
     if replicas < updated {
-        return Err(format!(
-            "{KIND}: {} reported, {updated} updated",
-            plural(replicas, "replica", "replicas")
-        ));
+        return Err(format!("{KIND}: {} reported, {updated} updated", plural(replicas, "replica", "replicas")));
     }
     if available < wanted {
-        return Err(format!(
-            "{KIND}: {available} of {wanted} replicas available"
-        ));
+        return Err(format!("{KIND}: {available} of {wanted} replicas available"));
     }
     Ok(())
 }
@@ -113,25 +102,16 @@ fn stateful_set(object: &Value) -> Result<(), String> {
     if ready < wanted {
         return Err(format!("{KIND}: {ready} of {wanted} replicas ready"));
     }
-    let strategy = object
-        .pointer("/spec/updateStrategy/type")
-        .and_then(Value::as_str)
-        .unwrap_or("RollingUpdate");
+    let strategy = object.pointer("/spec/updateStrategy/type").and_then(Value::as_str).unwrap_or("RollingUpdate");
     if strategy == "OnDelete" {
         // Pods are replaced only when deleted by hand: there is no rollout to wait for.
         return Ok(());
     }
-    let revision = |field: &str| {
-        object
-            .pointer(&format!("/status/{field}"))
-            .and_then(Value::as_str)
-    };
+    let revision = |field: &str| object.pointer(&format!("/status/{field}")).and_then(Value::as_str);
     match (revision("currentRevision"), revision("updateRevision")) {
         (Some(current), Some(update)) => {
             if current != update {
-                return Err(format!(
-                    "{KIND}: current revision is not yet the update revision"
-                ));
+                return Err(format!("{KIND}: current revision is not yet the update revision"));
             }
         }
         _ => {
@@ -161,23 +141,15 @@ fn daemon_set(object: &Value) -> Result<(), String> {
 
 /// The first condition of `type_` whose status is `"True"`.
 fn true_condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|condition| {
-            condition.get("type").and_then(Value::as_str) == Some(type_)
-                && condition.get("status").and_then(Value::as_str) == Some("True")
-        })
+    object.pointer("/status/conditions").and_then(Value::as_array)?.iter().find(|condition| {
+        condition.get("type").and_then(Value::as_str) == Some(type_)
+            && condition.get("status").and_then(Value::as_str) == Some("True")
+    })
 }
 
 /// At most [`MAX_ECHOED_CHARS`] characters of `text`, on one line.
 fn echo(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(MAX_ECHOED_CHARS)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let mut out: String = text.chars().take(MAX_ECHOED_CHARS).map(|c| if c.is_control() { ' ' } else { c }).collect();
     if text.chars().nth(MAX_ECHOED_CHARS).is_some() {
         out.push('…');
     }
@@ -206,9 +178,7 @@ fn job(object: &Value) -> Result<(), String> {
     if succeeded >= completions {
         return Ok(());
     }
-    Err(format!(
-        "{KIND}: not yet succeeded ({succeeded} of {completions} completions)"
-    ))
+    Err(format!("{KIND}: not yet succeeded ({succeeded} of {completions} completions)"))
 }
 
 #[cfg(test)]
@@ -234,36 +204,25 @@ mod tests {
     #[test]
     fn objects_without_api_version_or_kind_are_ready() {
         // A Deployment without status would not be ready; without apiVersion/kind no rule applies.
-        assert_eq!(
-            readiness(&json!({"kind": "Deployment", "spec": {"replicas": 3}})),
-            Ok(())
-        );
-        assert_eq!(
-            readiness(&json!({"apiVersion": "apps/v1", "spec": {"replicas": 3}})),
-            Ok(())
-        );
+        assert_eq!(readiness(&json!({"kind": "Deployment", "spec": {"replicas": 3}})), Ok(()));
+        assert_eq!(readiness(&json!({"apiVersion": "apps/v1", "spec": {"replicas": 3}})), Ok(()));
         assert_eq!(readiness(&json!(null)), Ok(()));
         assert_eq!(readiness(&json!("Deployment")), Ok(()));
         // ...and the same object with both is judged.
-        assert!(readiness(
-            &json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 3}})
-        )
-        .is_err());
+        assert!(readiness(&json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 3}})).is_err());
     }
 
     #[test]
     fn rules_match_the_group_not_just_the_kind() {
-        let unready = |api_version: &str, kind: &str| json!({"apiVersion": api_version, "kind": kind, "spec": {"replicas": 2}});
+        let unready =
+            |api_version: &str, kind: &str| json!({"apiVersion": api_version, "kind": kind, "spec": {"replicas": 2}});
         // Any version of the right group is judged.
         assert!(readiness(&unready("apps/v1", "Deployment")).is_err());
         assert!(readiness(&unready("apps/v1beta2", "Deployment")).is_err());
         assert!(readiness(&unready("apps/v1", "StatefulSet")).is_err());
         assert!(readiness(&unready("batch/v1", "Job")).is_err());
         // Other groups (a CRD of the same kind, the old extensions group) are not.
-        assert_eq!(
-            readiness(&unready("extensions/v1beta1", "Deployment")),
-            Ok(())
-        );
+        assert_eq!(readiness(&unready("extensions/v1beta1", "Deployment")), Ok(()));
         assert_eq!(readiness(&unready("example.com/v1", "Deployment")), Ok(()));
         assert_eq!(readiness(&unready("v1", "Deployment")), Ok(()));
         assert_eq!(readiness(&unready("apps.example.com/v1", "Job")), Ok(()));
@@ -292,61 +251,32 @@ mod tests {
 
     #[test]
     fn deployment_ready() {
-        assert_eq!(
-            readiness(&deployment(Some(3), 4, deployment_status(4, 3, 3, 3))),
-            Ok(())
-        );
+        assert_eq!(readiness(&deployment(Some(3), 4, deployment_status(4, 3, 3, 3))), Ok(()));
         // observedGeneration ahead of generation, and more available than wanted, are fine.
-        assert_eq!(
-            readiness(&deployment(Some(3), 4, deployment_status(5, 3, 3, 4))),
-            Ok(())
-        );
+        assert_eq!(readiness(&deployment(Some(3), 4, deployment_status(5, 3, 3, 4))), Ok(()));
         // spec.replicas defaults to 1.
-        assert_eq!(
-            readiness(&deployment(None, 1, deployment_status(1, 1, 1, 1))),
-            Ok(())
-        );
+        assert_eq!(readiness(&deployment(None, 1, deployment_status(1, 1, 1, 1))), Ok(()));
         // Scaled to zero.
-        assert_eq!(
-            readiness(&deployment(Some(0), 2, json!({"observedGeneration": 2}))),
-            Ok(())
-        );
+        assert_eq!(readiness(&deployment(Some(0), 2, json!({"observedGeneration": 2}))), Ok(()));
     }
 
     #[test]
     fn deployment_without_generation_skips_the_generation_check() {
-        let mut d = deployment(
-            Some(2),
-            1,
-            json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
-        );
-        d["metadata"]
-            .as_object_mut()
-            .expect("metadata")
-            .remove("generation");
+        let mut d = deployment(Some(2), 1, json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}));
+        d["metadata"].as_object_mut().expect("metadata").remove("generation");
         assert_eq!(readiness(&d), Ok(()));
     }
 
     #[test]
     fn deployment_observed_generation_behind() {
         let d = deployment(Some(3), 4, deployment_status(3, 3, 3, 3));
-        assert_eq!(
-            not_ready(&d),
-            "Deployment: observedGeneration 3 < generation 4"
-        );
+        assert_eq!(not_ready(&d), "Deployment: observedGeneration 3 < generation 4");
     }
 
     #[test]
     fn deployment_missing_observed_generation_counts_as_zero() {
-        let d = deployment(
-            Some(1),
-            2,
-            json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}),
-        );
-        assert_eq!(
-            not_ready(&d),
-            "Deployment: observedGeneration 0 < generation 2"
-        );
+        let d = deployment(Some(1), 2, json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}));
+        assert_eq!(not_ready(&d), "Deployment: observedGeneration 0 < generation 2");
     }
 
     #[test]
@@ -364,24 +294,14 @@ mod tests {
     #[test]
     fn deployment_old_replicas_pending_termination() {
         let d = deployment(Some(3), 4, deployment_status(4, 5, 3, 3));
-        assert_eq!(
-            not_ready(&d),
-            "Deployment: 2 old replicas pending termination"
-        );
+        assert_eq!(not_ready(&d), "Deployment: 2 old replicas pending termination");
         let d = deployment(Some(3), 4, deployment_status(4, 4, 3, 3));
-        assert_eq!(
-            not_ready(&d),
-            "Deployment: 1 old replica pending termination"
-        );
+        assert_eq!(not_ready(&d), "Deployment: 1 old replica pending termination");
     }
 
     #[test]
     fn deployment_status_replicas_missing_is_not_equal_to_updated() {
-        let d = deployment(
-            Some(2),
-            1,
-            json!({"observedGeneration": 1, "updatedReplicas": 2, "availableReplicas": 2}),
-        );
+        let d = deployment(Some(2), 1, json!({"observedGeneration": 1, "updatedReplicas": 2, "availableReplicas": 2}));
         assert_eq!(not_ready(&d), "Deployment: 0 replicas reported, 2 updated");
     }
 
@@ -395,15 +315,9 @@ mod tests {
     fn deployment_missing_status_is_not_ready() {
         let mut d = deployment(Some(3), 1, json!({}));
         d.as_object_mut().expect("object").remove("status");
-        assert_eq!(
-            not_ready(&d),
-            "Deployment: observedGeneration 0 < generation 1"
-        );
+        assert_eq!(not_ready(&d), "Deployment: observedGeneration 0 < generation 1");
         // Without a generation either, the missing counts are what is reported.
-        d["metadata"]
-            .as_object_mut()
-            .expect("metadata")
-            .remove("generation");
+        d["metadata"].as_object_mut().expect("metadata").remove("generation");
         assert_eq!(not_ready(&d), "Deployment: 0 of 3 replicas updated");
         // Even with the default single replica.
         d["spec"].as_object_mut().expect("spec").remove("replicas");
@@ -451,11 +365,7 @@ mod tests {
         );
         assert_eq!(readiness(&s), Ok(()));
         // Default of one replica.
-        let s = stateful_set(
-            json!({}),
-            1,
-            json!({"observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1}),
-        );
+        let s = stateful_set(json!({}), 1, json!({"observedGeneration": 1, "readyReplicas": 1, "updatedReplicas": 1}));
         assert_eq!(readiness(&s), Ok(()));
     }
 
@@ -467,10 +377,7 @@ mod tests {
             json!({"observedGeneration": 4, "readyReplicas": 3, "updatedReplicas": 3,
                    "currentRevision": "a", "updateRevision": "a"}),
         );
-        assert_eq!(
-            not_ready(&s),
-            "StatefulSet: observedGeneration 4 < generation 5"
-        );
+        assert_eq!(not_ready(&s), "StatefulSet: observedGeneration 4 < generation 5");
     }
 
     #[test]
@@ -483,11 +390,7 @@ mod tests {
         );
         assert_eq!(not_ready(&s), "StatefulSet: 2 of 3 replicas ready");
         // Missing readyReplicas counts as 0, with the default single replica.
-        let s = stateful_set(
-            json!({}),
-            1,
-            json!({"observedGeneration": 1, "updatedReplicas": 1}),
-        );
+        let s = stateful_set(json!({}), 1, json!({"observedGeneration": 1, "updatedReplicas": 1}));
         assert_eq!(not_ready(&s), "StatefulSet: 0 of 1 replicas ready");
     }
 
@@ -501,10 +404,7 @@ mod tests {
                    "currentRevision": "db-old", "updateRevision": "db-new"}),
         );
         let reason = not_ready(&s);
-        assert_eq!(
-            reason,
-            "StatefulSet: current revision is not yet the update revision"
-        );
+        assert_eq!(reason, "StatefulSet: current revision is not yet the update revision");
         assert!(!reason.contains("db-old") && !reason.contains("db-new"));
     }
 
@@ -523,17 +423,9 @@ mod tests {
     fn stateful_set_on_delete_skips_the_update_check() {
         let status = json!({"observedGeneration": 2, "readyReplicas": 3, "updatedReplicas": 0,
                             "currentRevision": "db-old", "updateRevision": "db-new"});
-        let s = stateful_set(
-            json!({"replicas": 3, "updateStrategy": {"type": "OnDelete"}}),
-            2,
-            status.clone(),
-        );
+        let s = stateful_set(json!({"replicas": 3, "updateStrategy": {"type": "OnDelete"}}), 2, status.clone());
         assert_eq!(readiness(&s), Ok(()));
-        let s = stateful_set(
-            json!({"replicas": 3, "updateStrategy": {"type": "RollingUpdate"}}),
-            2,
-            status,
-        );
+        let s = stateful_set(json!({"replicas": 3, "updateStrategy": {"type": "RollingUpdate"}}), 2, status);
         assert!(readiness(&s).is_err());
     }
 
@@ -558,10 +450,7 @@ mod tests {
     fn daemon_set_ready() {
         assert_eq!(readiness(&daemon_set(3, daemon_status(3, 5, 5, 5))), Ok(()));
         // No nodes to schedule on: nothing to wait for.
-        assert_eq!(
-            readiness(&daemon_set(1, json!({"observedGeneration": 1}))),
-            Ok(())
-        );
+        assert_eq!(readiness(&daemon_set(1, json!({"observedGeneration": 1}))), Ok(()));
     }
 
     #[test]
@@ -574,23 +463,15 @@ mod tests {
 
     #[test]
     fn daemon_set_pods_not_updated() {
-        assert_eq!(
-            not_ready(&daemon_set(3, daemon_status(3, 5, 4, 5))),
-            "DaemonSet: 4 of 5 pods updated"
-        );
+        assert_eq!(not_ready(&daemon_set(3, daemon_status(3, 5, 4, 5))), "DaemonSet: 4 of 5 pods updated");
     }
 
     #[test]
     fn daemon_set_pods_not_available() {
-        assert_eq!(
-            not_ready(&daemon_set(3, daemon_status(3, 5, 5, 3))),
-            "DaemonSet: 3 of 5 pods available"
-        );
+        assert_eq!(not_ready(&daemon_set(3, daemon_status(3, 5, 5, 3))), "DaemonSet: 3 of 5 pods available");
         // Missing numberAvailable counts as 0.
-        let d = daemon_set(
-            1,
-            json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2}),
-        );
+        let d =
+            daemon_set(1, json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2}));
         assert_eq!(not_ready(&d), "DaemonSet: 0 of 2 pods available");
     }
 
@@ -608,10 +489,7 @@ mod tests {
     #[test]
     fn job_ready_by_succeeded_count() {
         assert_eq!(readiness(&job(json!({}), json!({"succeeded": 1}))), Ok(()));
-        assert_eq!(
-            readiness(&job(json!({"completions": 3}), json!({"succeeded": 3}))),
-            Ok(())
-        );
+        assert_eq!(readiness(&job(json!({"completions": 3}), json!({"succeeded": 3}))), Ok(()));
     }
 
     #[test]
@@ -627,24 +505,15 @@ mod tests {
 
     #[test]
     fn job_complete_condition_must_be_true() {
-        let j = job(
-            json!({}),
-            json!({"conditions": [{"type": "Complete", "status": "False"}]}),
-        );
+        let j = job(json!({}), json!({"conditions": [{"type": "Complete", "status": "False"}]}));
         assert_eq!(not_ready(&j), "Job: not yet succeeded (0 of 1 completions)");
     }
 
     #[test]
     fn job_not_yet_succeeded() {
+        assert_eq!(not_ready(&job(json!({}), json!({"active": 1}))), "Job: not yet succeeded (0 of 1 completions)");
         assert_eq!(
-            not_ready(&job(json!({}), json!({"active": 1}))),
-            "Job: not yet succeeded (0 of 1 completions)"
-        );
-        assert_eq!(
-            not_ready(&job(
-                json!({"completions": 3}),
-                json!({"succeeded": 2, "active": 1})
-            )),
+            not_ready(&job(json!({"completions": 3}), json!({"succeeded": 2, "active": 1}))),
             "Job: not yet succeeded (2 of 3 completions)"
         );
         // No status at all.
@@ -665,20 +534,14 @@ mod tests {
 
     #[test]
     fn job_failed_falls_back_to_the_message_then_nothing() {
-        let j = job(
-            json!({}),
-            json!({"conditions": [{"type": "Failed", "status": "True", "message": "deadline"}]}),
-        );
+        let j = job(json!({}), json!({"conditions": [{"type": "Failed", "status": "True", "message": "deadline"}]}));
         assert_eq!(not_ready(&j), "Job: failed: deadline");
         let j = job(
             json!({}),
             json!({"conditions": [{"type": "Failed", "status": "True", "reason": "", "message": "deadline"}]}),
         );
         assert_eq!(not_ready(&j), "Job: failed: deadline");
-        let j = job(
-            json!({}),
-            json!({"conditions": [{"type": "Failed", "status": "True"}]}),
-        );
+        let j = job(json!({}), json!({"conditions": [{"type": "Failed", "status": "True"}]}));
         assert_eq!(not_ready(&j), "Job: failed");
     }
 
@@ -703,10 +566,7 @@ mod tests {
     #[test]
     fn job_failed_reason_is_truncated_and_kept_on_one_line() {
         let long = format!("{}\n{}", "é".repeat(150), "x".repeat(500));
-        let j = job(
-            json!({}),
-            json!({"conditions": [{"type": "Failed", "status": "True", "message": long}]}),
-        );
+        let j = job(json!({}), json!({"conditions": [{"type": "Failed", "status": "True", "message": long}]}));
         let reason = not_ready(&j);
         let echoed = reason.strip_prefix("Job: failed: ").expect("prefix");
         assert_eq!(echoed.chars().count(), MAX_ECHOED_CHARS + 1, "{reason}");
@@ -715,10 +575,7 @@ mod tests {
         assert!(echoed.starts_with(&"é".repeat(150)));
         // Exactly the limit is not marked as truncated.
         let exact = "y".repeat(MAX_ECHOED_CHARS);
-        let j = job(
-            json!({}),
-            json!({"conditions": [{"type": "Failed", "status": "True", "reason": exact.clone()}]}),
-        );
+        let j = job(json!({}), json!({"conditions": [{"type": "Failed", "status": "True", "reason": exact.clone()}]}));
         assert_eq!(not_ready(&j), format!("Job: failed: {exact}"));
     }
 }

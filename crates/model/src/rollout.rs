@@ -149,7 +149,9 @@ impl Serialize for Wait {
 impl<'de> Deserialize<'de> for Wait {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(&s).map(Wait).map_err(|e| serde::de::Error::custom(format!("a duration such as 30s or 5m: {e}")))
+        humantime::parse_duration(&s)
+            .map(Wait)
+            .map_err(|e| serde::de::Error::custom(format!("a duration such as 30s or 5m: {e}")))
     }
 }
 
@@ -171,7 +173,8 @@ impl RolloutSpec {
         Gate {
             max_failures: step.and_then(|s| s.max_failures).or(self.max_failures).unwrap_or(FailureBudget::Count(0)),
             min_success_time: pick(step.and_then(|s| s.min_success_time), self.min_success_time).unwrap_or_default(),
-            progress_deadline: pick(step.and_then(|s| s.progress_deadline), self.progress_deadline).unwrap_or(DEFAULT_PROGRESS_DEADLINE),
+            progress_deadline: pick(step.and_then(|s| s.progress_deadline), self.progress_deadline)
+                .unwrap_or(DEFAULT_PROGRESS_DEADLINE),
             manual_promote: step.is_some_and(|s| s.manual_promote),
         }
     }
@@ -180,7 +183,10 @@ impl RolloutSpec {
     pub fn validate(&self) -> Result<(), (String, String)> {
         let at = |f: String| format!("spec.rollout.{f}");
         if self.steps.is_empty() || self.steps.len() > MAX_STEPS {
-            return Err((at("steps".into()), format!("between 1 and {MAX_STEPS} steps are required; got {}", self.steps.len())));
+            return Err((
+                at("steps".into()),
+                format!("between 1 and {MAX_STEPS} steps are required; got {}", self.steps.len()),
+            ));
         }
         check_budget(self.max_failures).map_err(|r| (at("maxFailures".into()), r))?;
         check_wait(self.min_success_time, true).map_err(|r| (at("minSuccessTime".into()), r))?;
@@ -210,7 +216,10 @@ impl RolloutSpec {
         }
         let last = self.steps.len() - 1;
         if self.steps[last].percent != Some(100) {
-            return Err((at(format!("steps[{last}]")), "the last step must be percent: 100, so a completed rollout reaches every cluster".into()));
+            return Err((
+                at(format!("steps[{last}]")),
+                "the last step must be percent: 100, so a completed rollout reaches every cluster".into(),
+            ));
         }
         Ok(())
     }
@@ -270,7 +279,9 @@ impl RolloutPhase {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Progressing, Self::Paused, Self::Completed, Self::RolledBack, Self::Failed].into_iter().find(|p| p.as_str() == s)
+        [Self::Progressing, Self::Paused, Self::Completed, Self::RolledBack, Self::Failed]
+            .into_iter()
+            .find(|p| p.as_str() == s)
     }
 
     /// Whether clusters may be at two revisions: the rollout has not completed, so new
@@ -379,7 +390,10 @@ mod tests {
         assert_eq!(s.validate(), Ok(()));
         assert_eq!(s.steps.len(), 3);
         let g = s.gate(1);
-        assert_eq!((g.max_failures, g.min_success_time, g.progress_deadline), (FailureBudget::Count(0), Duration::ZERO, Duration::from_secs(300)));
+        assert_eq!(
+            (g.max_failures, g.min_success_time, g.progress_deadline),
+            (FailureBudget::Count(0), Duration::ZERO, Duration::from_secs(300))
+        );
         let bare = spec("steps: [{percent: 100}]");
         assert_eq!((bare.on_failure, bare.gate(0).progress_deadline), (OnFailure::Rollback, DEFAULT_PROGRESS_DEADLINE));
     }
@@ -390,7 +404,10 @@ mod tests {
         assert_eq!(s.gate(0).max_failures, FailureBudget::Percent(10));
         assert_eq!(s.gate(0).min_success_time, Duration::from_secs(60));
         assert!(s.gate(0).manual_promote && !s.gate(1).manual_promote);
-        assert_eq!((s.gate(1).max_failures, s.gate(1).min_success_time), (FailureBudget::Count(3), Duration::from_secs(5)));
+        assert_eq!(
+            (s.gate(1).max_failures, s.gate(1).min_success_time),
+            (FailureBudget::Count(3), Duration::from_secs(5))
+        );
         assert_eq!(FailureBudget::Percent(10).allowed(25), 2, "rounds down");
     }
 
@@ -405,7 +422,10 @@ mod tests {
         assert_eq!(field("steps: [{percent: 100}]\nmaxFailures: 120%"), "spec.rollout.maxFailures");
         assert_eq!(field("steps: [{percent: 100}]\nprogressDeadline: 0s"), "spec.rollout.progressDeadline");
         assert_eq!(field("steps: [{percent: 100, minSuccessTime: 30d}]"), "spec.rollout.steps[0].minSuccessTime");
-        assert_eq!(field("steps: [{selector: {matchLabels: {\"bad key!\": x}}}, {percent: 100}]"), "spec.rollout.steps[0].selector.matchLabels.bad key!");
+        assert_eq!(
+            field("steps: [{selector: {matchLabels: {\"bad key!\": x}}}, {percent: 100}]"),
+            "spec.rollout.steps[0].selector.matchLabels.bad key!"
+        );
         assert!(serde_saphyr::from_str::<RolloutSpec>("steps: [{percent: 100}]\nonFailure: Explode").is_err());
         assert!(serde_saphyr::from_str::<RolloutSpec>("steps: [{percent: 100}]\nmaxFailures: lots").is_err());
     }

@@ -131,7 +131,8 @@ fn check_key<E: de::Error>(key: &str) -> Result<(), E> {
     if as_json <= MAX_KEY_CHARS {
         return Ok(());
     }
-    let rule = format!("a mapping key may be at most {MAX_KEY_CHARS} characters as JSON writes it; this one is {as_json}");
+    let rule =
+        format!("a mapping key may be at most {MAX_KEY_CHARS} characters as JSON writes it; this one is {as_json}");
     with_scan(|s| s.refused = Some(rule.clone()));
     Err(E::custom(rule))
 }
@@ -148,9 +149,9 @@ fn shown_key(key: String) -> String {
 /// C0 controls JSON escapes): an escape in YAML could put them in, and the JSON that
 /// shows the document would then not apply again.
 fn check_text<E: de::Error>(v: &str) -> Result<(), E> {
-    let bad = v.chars().find(|&c| {
-        matches!(c, '\u{7f}' | '\u{80}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
-    });
+    let bad = v.chars().find(
+        |&c| matches!(c, '\u{7f}' | '\u{80}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'),
+    );
     match bad {
         None => Ok(()),
         Some(c) => {

@@ -16,7 +16,8 @@ pub const REDACTED: &str = "<redacted>";
 /// The key of a Secret that holds a kubeconfig (`spec.endpoint.kubeconfig.secretRef`).
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// Why a value that is the [`REDACTED`] marker is refused.
-pub const REDACTED_APPLIED: &str = "is the marker `<redacted>` that reads show instead of a secret value, not a value: apply the real value";
+pub const REDACTED_APPLIED: &str =
+    "is the marker `<redacted>` that reads show instead of a secret value, not a value: apply the real value";
 /// The largest Secret (all values together).
 pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
 
@@ -108,7 +109,8 @@ const MANIFEST_VALUE_FIELDS: [&str; 2] = ["data", "stringData"];
 
 /// Whether a manifest is a Kubernetes Secret (core `v1`, `kind: Secret`).
 pub fn is_secret_manifest(manifest: &serde_json::Value) -> bool {
-    manifest.get("apiVersion").and_then(|v| v.as_str()) == Some("v1") && manifest.get("kind").and_then(|v| v.as_str()) == Some("Secret")
+    manifest.get("apiVersion").and_then(|v| v.as_str()) == Some("v1")
+        && manifest.get("kind").and_then(|v| v.as_str()) == Some("Secret")
 }
 
 /// Replaces every value of a Kubernetes Secret manifest's `data` and `stringData`
@@ -166,7 +168,9 @@ pub fn yaml_message_without_values(message: &str) -> String {
     ];
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
-    while let Some(at) = ["invalid value: ", "invalid type: "].iter().filter_map(|p| rest.find(p).map(|i| i + p.len())).min() {
+    while let Some(at) =
+        ["invalid value: ", "invalid type: "].iter().filter_map(|p| rest.find(p).map(|i| i + p.len())).min()
+    {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
         let Some((prefix, close, shown)) = QUOTED.iter().find(|(p, _, _)| rest.starts_with(p)) else { continue };
@@ -262,7 +266,10 @@ pub(crate) fn validate_secret(s: &Secret) -> Result<(), (String, String)> {
     for (k, v) in &s.string_data {
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if k.is_empty() || k.len() > 253 || !k.chars().all(ok) {
-            return Err((format!("stringData.{k}"), "keys must be 1 to 253 characters of letters, digits, '-', '_' or '.'".into()));
+            return Err((
+                format!("stringData.{k}"),
+                "keys must be 1 to 253 characters of letters, digits, '-', '_' or '.'".into(),
+            ));
         }
         if v.expose() == REDACTED {
             return Err((format!("stringData.{k}"), REDACTED_APPLIED.into()));
@@ -270,7 +277,10 @@ pub(crate) fn validate_secret(s: &Secret) -> Result<(), (String, String)> {
         total += k.len() + v.len();
     }
     if total > MAX_SECRET_BYTES {
-        return Err(("stringData".into(), format!("values total {total} bytes; the limit is {MAX_SECRET_BYTES} bytes (1 MiB)")));
+        return Err((
+            "stringData".into(),
+            format!("values total {total} bytes; the limit is {MAX_SECRET_BYTES} bytes (1 MiB)"),
+        ));
     }
     Ok(())
 }
@@ -323,7 +333,8 @@ mod tests {
         let Err(crate::ParseError::Invalid(e)) = crate::document::parse_documents(text) else { panic!("invalid") };
         assert_eq!(e.field, "stringData");
         assert_eq!(e.rule, "invalid type: a string, expected a map");
-        let text = "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: kc}\nstringData: {token: {a: MARKER-7f3a}}\n";
+        let text =
+            "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {name: kc}\nstringData: {token: {a: MARKER-7f3a}}\n";
         let Err(crate::ParseError::Invalid(e)) = crate::document::parse_documents(text) else { panic!("invalid") };
         assert_eq!(e.field, "stringData.token");
         assert!(e.rule.contains("a string"), "{e}");
@@ -333,15 +344,22 @@ mod tests {
     fn yaml_messages_lose_their_values() {
         let clean = yaml_message_without_values;
         assert_eq!(
-            clean(r#"stringData.token: invalid value: string "MARKER \"x\" \\", expected an integer at line 4 column 21"#),
+            clean(
+                r#"stringData.token: invalid value: string "MARKER \"x\" \\", expected an integer at line 4 column 21"#
+            ),
             "stringData.token: invalid value: a string, expected an integer at line 4 column 21"
         );
-        assert_eq!(clean("invalid type: integer `5`, expected a map; invalid type: boolean `true`, expected a string"),
-            "invalid type: an integer, expected a map; invalid type: a boolean, expected a string");
+        assert_eq!(
+            clean("invalid type: integer `5`, expected a map; invalid type: boolean `true`, expected a string"),
+            "invalid type: an integer, expected a map; invalid type: a boolean, expected a string"
+        );
         assert_eq!(clean("invalid type: character ```, expected x"), "invalid type: a character, expected x");
         assert_eq!(clean("invalid type: sequence, expected a map"), "invalid type: sequence, expected a map");
         assert_eq!(clean(r#"invalid value: string "MARKER unterminated"#), "invalid value: a value (not shown)");
-        assert_eq!(clean("did not find expected key at line 3 column 1"), "did not find expected key at line 3 column 1");
+        assert_eq!(
+            clean("did not find expected key at line 3 column 1"),
+            "did not find expected key at line 3 column 1"
+        );
     }
 
     #[test]
@@ -353,7 +371,8 @@ mod tests {
 
     #[test]
     fn non_string_values_are_refused_without_echo() {
-        let e = serde_json::from_str::<Secret>(r#"{"metadata":{"name":"k"},"stringData":{"t":98765}}"#).expect_err("number");
+        let e = serde_json::from_str::<Secret>(r#"{"metadata":{"name":"k"},"stringData":{"t":98765}}"#)
+            .expect_err("number");
         assert!(!e.to_string().contains("98765"), "{e}");
         assert!(e.to_string().contains("must be a string"), "{e}");
     }

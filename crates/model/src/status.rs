@@ -216,10 +216,18 @@ impl ClusterStatus {
             ClusterCondition {
                 ready: false,
                 reason: "Degraded".into(),
-                message: format!("{failed} failed, {parked} parked of {} SyncSets{}", syncsets.len(), detail.unwrap_or_default()),
+                message: format!(
+                    "{failed} failed, {parked} parked of {} SyncSets{}",
+                    syncsets.len(),
+                    detail.unwrap_or_default()
+                ),
             }
         } else if applied == syncsets.len() {
-            ClusterCondition { ready: true, reason: "Converged".into(), message: format!("{applied} of {desired} SyncSets applied") }
+            ClusterCondition {
+                ready: true,
+                reason: "Converged".into(),
+                message: format!("{applied} of {desired} SyncSets applied"),
+            }
         } else {
             ClusterCondition {
                 ready: false,
@@ -319,7 +327,8 @@ mod tests {
         assert!(bad.condition.message.contains("a: boom"), "{}", bad.condition.message);
     }
 
-    const REFUSED: &str = "unreachable: https://10.0.0.5:6443/api/v1: client error (Connect): tcp connect error: Connection refused";
+    const REFUSED: &str =
+        "unreachable: https://10.0.0.5:6443/api/v1: client error (Connect): tcp connect error: Connection refused";
 
     fn applied(s: &str, at: i64) -> KeyStatus {
         KeyStatus { last_applied_at: Some(Timestamp(at)), updated_at: Timestamp(at), ..key(s, Phase::Applied) }
@@ -348,7 +357,11 @@ mod tests {
         assert_eq!(unreachable_cause(REFUSED), Some(REFUSED));
         let timeout = "timed out: http://127.0.0.1:5/api/v1: no answer within 300 ms";
         assert_eq!(unreachable_cause(&format!("v1/ConfigMap apps/a: {timeout}")), Some(timeout));
-        for other in ["v1/ConfigMap apps/a: forbidden: egress to 127.0.0.1 is denied", "v1/ConfigMap apps/a: transient: 500", "boom"] {
+        for other in [
+            "v1/ConfigMap apps/a: forbidden: egress to 127.0.0.1 is denied",
+            "v1/ConfigMap apps/a: transient: 500",
+            "boom",
+        ] {
             assert_eq!(unreachable_cause(other), None, "{other}");
         }
     }
@@ -382,21 +395,27 @@ mod tests {
         assert_eq!(reachability(&again), unreachable(40, REFUSED));
 
         // Errors the target itself gave (or the hub's own refusal) say nothing against it.
-        let other = [applied("a", 10), failing("b", Phase::Parked, "x: forbidden: egress to 10.0.0.5 is denied", 30, None)];
+        let other =
+            [applied("a", 10), failing("b", Phase::Parked, "x: forbidden: egress to 10.0.0.5 is denied", 30, None)];
         assert_eq!(reachability(&other), REACHABLE);
         assert_eq!(reachability(&[failing("b", Phase::Failed, "x: invalid: 422", 30, None)]), None);
     }
 
     #[test]
     fn roll_up_fills_reachability_and_json_says_it_in_camel_case() {
-        let c = ClusterStatus::roll_up("t", "c", vec![failing("b", Phase::Failed, &format!("x: {REFUSED}"), 1_700_000_000_000, None)]);
+        let c = ClusterStatus::roll_up(
+            "t",
+            "c",
+            vec![failing("b", Phase::Failed, &format!("x: {REFUSED}"), 1_700_000_000_000, None)],
+        );
         let json = serde_json::to_value(&c).expect("json");
         assert_eq!(json["reachability"]["state"], "Unreachable");
         assert_eq!(json["reachability"]["message"], REFUSED);
         assert!(json["reachability"]["since"].is_string(), "{json}");
         let ok = serde_json::to_value(ClusterStatus::roll_up("t", "c", vec![applied("a", 1)])).expect("json");
         assert_eq!(ok["reachability"], serde_json::json!({"state": "Reachable"}));
-        let unknown = serde_json::to_value(ClusterStatus::roll_up("t", "c", vec![key("a", Phase::Pending)])).expect("json");
+        let unknown =
+            serde_json::to_value(ClusterStatus::roll_up("t", "c", vec![key("a", Phase::Pending)])).expect("json");
         assert!(unknown.get("reachability").is_none(), "{unknown}");
     }
 }

@@ -77,7 +77,8 @@ impl SyncSet {
     /// (`spec.resources[2].stringData.token`).
     pub fn refuse_redacted(&self) -> Result<(), (String, String)> {
         for (i, m) in self.spec.resources.iter().enumerate() {
-            crate::secret::refuse_redacted_manifest(&m.0).map_err(|(field, rule)| (format!("spec.resources[{i}].{field}"), rule))?;
+            crate::secret::refuse_redacted_manifest(&m.0)
+                .map_err(|(field, rule)| (format!("spec.resources[{i}].{field}"), rule))?;
         }
         Ok(())
     }
@@ -142,7 +143,8 @@ spec:
         let e = invalid(&again);
         assert_eq!(e.field, "spec.resources[1].data.token");
         assert_eq!(e.rule, REDACTED_APPLIED);
-        let whole = SET.replace("stringData: {password: MARKER-s1}, data: {token: TUFSS0VSLWQx}", "stringData: \"<redacted>\"");
+        let whole =
+            SET.replace("stringData: {password: MARKER-s1}, data: {token: TUFSS0VSLWQx}", "stringData: \"<redacted>\"");
         assert_eq!(invalid(&whole).field, "spec.resources[1].stringData");
     }
 

@@ -17,7 +17,12 @@ fn check(url: &str) -> Result<(), String> {
 
 #[test]
 fn good_urls_are_accepted() {
-    for url in ["http://127.0.0.1:8080/clusters/c1", "https://api.example.com", "https://[fd00::1]:6443/", "http://k8s.internal:80/x/y"] {
+    for url in [
+        "http://127.0.0.1:8080/clusters/c1",
+        "https://api.example.com",
+        "https://[fd00::1]:6443/",
+        "http://k8s.internal:80/x/y",
+    ] {
         assert_eq!(check(url), Ok(()), "{url}");
     }
 }

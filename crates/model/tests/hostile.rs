@@ -164,7 +164,10 @@ fn a_deadline_in_the_past_refuses_naming_the_time_limit() {
     assert_eq!((index, limit), (0, Limit::ParseTime(Duration::ZERO)));
     assert!(msg.contains("parsing took longer than"), "{msg}");
     let budget = ParseBudget::default().with_time_limit(Duration::ZERO);
-    assert!(matches!(parse_documents_with(CLUSTER, &budget), Err(ParseError::Limit { limit: Limit::ParseTime(_), .. })));
+    assert!(matches!(
+        parse_documents_with(CLUSTER, &budget),
+        Err(ParseError::Limit { limit: Limit::ParseTime(_), .. })
+    ));
 }
 
 #[test]
@@ -240,12 +243,19 @@ fn a_key_too_long_to_be_found_again_as_json_is_refused_naming_the_limit() {
     // Found by the fuzzer: a key with no value in a flow mapping needs no look-ahead in
     // YAML, but its JSON (`{"AAA…": null}`) does, and was not found again when applied.
     let key = "A".repeat(100_000);
-    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value(&format!("{{{key}}}"))) else { panic!("refused") };
+    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value(&format!("{{{key}}}"))) else {
+        panic!("refused")
+    };
     assert_eq!(e.field, format!("spec.resources[0].data.k.{}…", "A".repeat(64)));
-    assert!(e.rule.contains(&format!("at most {MAX_KEY_CHARS} characters as JSON writes it; this one is 100000")), "{e}");
+    assert!(
+        e.rule.contains(&format!("at most {MAX_KEY_CHARS} characters as JSON writes it; this one is 100000")),
+        "{e}"
+    );
     // Escapes count as JSON writes them: 700 control characters are 4,200.
     let escaped = "\\x01".repeat(700);
-    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value(&format!("{{\"{escaped}\": v}}"))) else { panic!("refused") };
+    let Err(ParseError::Invalid(e)) = parse_documents(&syncset_with_value(&format!("{{\"{escaped}\": v}}"))) else {
+        panic!("refused")
+    };
     assert!(e.rule.contains("this one is 4200"), "{e}");
     // A key at the limit is accepted, and its JSON applies again.
     let key = "k".repeat(MAX_KEY_CHARS);

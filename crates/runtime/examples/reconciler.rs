@@ -8,8 +8,13 @@
 //! changes are applied, the output shows who saw what, and the example stops by itself.
 
 use async_trait::async_trait;
-use fleetsync_model::{Cluster, ClusterSpec, Document, Endpoint, LabelSelector, Manifest, ObjectMeta, SyncSet, SyncSetSpec};
-use fleetsync_runtime::{Action, Consumer, Context, EventHandler, HandlerError, ReconcileError, Reconciler, Runtime, RuntimeConfig, RuntimeMetrics};
+use fleetsync_model::{
+    Cluster, ClusterSpec, Document, Endpoint, LabelSelector, Manifest, ObjectMeta, SyncSet, SyncSetSpec,
+};
+use fleetsync_runtime::{
+    Action, Consumer, Context, EventHandler, HandlerError, ReconcileError, Reconciler, Runtime, RuntimeConfig,
+    RuntimeMetrics,
+};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Event, Store, StoreConfig};
 use std::sync::Arc;
@@ -25,7 +30,10 @@ struct Printer {
 impl EventHandler for Printer {
     async fn handle(&self, e: &Event) -> Result<(), HandlerError> {
         let at = self.started.elapsed().as_millis();
-        println!("{at:>5} ms  [handler]    #{:<3} {} {} {} (generation {})", e.seq, e.kind, e.name, e.action, e.generation);
+        println!(
+            "{at:>5} ms  [handler]    #{:<3} {} {} {} (generation {})",
+            e.seq, e.kind, e.name, e.action, e.generation
+        );
         Ok(())
     }
 }
@@ -43,7 +51,10 @@ impl Reconciler for Reviewer {
         let Some(syncset) = ctx.syncset().await? else { return Ok(Action::Done) };
         let generation = syncset.metadata.generation;
         if syncset.metadata.labels.contains_key("reviewed-at") {
-            println!("{at:>5} ms  [reconciler] {} at generation {generation}: already reviewed, look again later", ctx.key());
+            println!(
+                "{at:>5} ms  [reconciler] {} at generation {generation}: already reviewed, look again later",
+                ctx.key()
+            );
         } else {
             println!("{at:>5} ms  [reconciler] {} at generation {generation}: labelling it (an own write)", ctx.key());
             let mut reviewed = (*syncset).clone();
@@ -87,7 +98,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let consumer = Consumer::new(store.clone(), "printer", Arc::new(Printer { started }));
     let handler = tokio::spawn(consumer.run(shutdown.clone()));
     let config = RuntimeConfig { worker_id: "example".into(), resync_every: None, ..RuntimeConfig::default() };
-    let runtime = Runtime::with_reconciler(store.clone(), Arc::new(Reviewer { started }), config, RuntimeMetrics::unregistered());
+    let runtime =
+        Runtime::with_reconciler(store.clone(), Arc::new(Reviewer { started }), config, RuntimeMetrics::unregistered());
     let engine = tokio::spawn(runtime.run(shutdown.clone()));
 
     store.objects_apply(vec![cluster(), syncset("1.0")]).await?;

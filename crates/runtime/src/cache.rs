@@ -34,19 +34,37 @@ pub struct ObjectCache {
 
 impl ObjectCache {
     /// The cluster at `generation` or newer; `None` if it no longer exists.
-    pub async fn cluster(&self, store: &dyn Objects, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<Cluster>>> {
+    pub async fn cluster(
+        &self,
+        store: &dyn Objects,
+        tenant: &str,
+        name: &str,
+        generation: i64,
+    ) -> Result<Option<Arc<Cluster>>> {
         let fetch = || store.cluster_get(tenant, name);
         self.clusters.get(tenant, name, generation, |c| c.metadata.generation, fetch).await
     }
 
     /// The SyncSet at `generation` or newer; `None` if it no longer exists.
-    pub async fn syncset(&self, store: &dyn Objects, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
+    pub async fn syncset(
+        &self,
+        store: &dyn Objects,
+        tenant: &str,
+        name: &str,
+        generation: i64,
+    ) -> Result<Option<Arc<SyncSet>>> {
         let fetch = || store.syncset_get(tenant, name);
         self.syncsets.get(tenant, name, generation, |s| s.metadata.generation, fetch).await
     }
 
     /// The SyncSet's kept revision at exactly `generation`; `None` if it is not kept.
-    pub async fn revision(&self, store: &dyn Rollouts, tenant: &str, name: &str, generation: i64) -> Result<Option<Arc<SyncSet>>> {
+    pub async fn revision(
+        &self,
+        store: &dyn Rollouts,
+        tenant: &str,
+        name: &str,
+        generation: i64,
+    ) -> Result<Option<Arc<SyncSet>>> {
         let fetch = || store.revision_get(tenant, name, generation);
         let at = format!("{name}@{generation}");
         self.revisions.get(tenant, &at, generation, |s| s.metadata.generation, fetch).await
@@ -106,7 +124,14 @@ impl<T> Slots<T> {
     /// The cached object if it is at `generation` or newer; otherwise what `fetch`
     /// returns, which is cached unless the cached one is newer still (an object's
     /// generation never goes back). `None` if the object no longer exists.
-    async fn get<F, Fut>(&self, tenant: &str, name: &str, generation: i64, gen_of: impl Fn(&T) -> i64, fetch: F) -> Result<Option<Arc<T>>>
+    async fn get<F, Fut>(
+        &self,
+        tenant: &str,
+        name: &str,
+        generation: i64,
+        gen_of: impl Fn(&T) -> i64,
+        fetch: F,
+    ) -> Result<Option<Arc<T>>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Option<T>>>,
@@ -189,16 +214,28 @@ mod tests {
     #[tokio::test]
     async fn a_newer_generation_is_read_again_and_an_older_fetch_never_replaces_a_newer_one() {
         let slots = Slots::<i64>::default();
-        assert_eq!(slots.get("t", "c", 1, generation, || async { Ok(Some(1)) }).await.expect("get").as_deref(), Some(&1));
+        assert_eq!(
+            slots.get("t", "c", 1, generation, || async { Ok(Some(1)) }).await.expect("get").as_deref(),
+            Some(&1)
+        );
         // Fresh enough: not read.
         let unread = || async { panic!("a fresh object must not be read again") };
         assert_eq!(slots.get("t", "c", 1, generation, unread).await.expect("get").as_deref(), Some(&1));
         // Needs 2: read; the store has 2.
-        assert_eq!(slots.get("t", "c", 2, generation, || async { Ok(Some(2)) }).await.expect("get").as_deref(), Some(&2));
+        assert_eq!(
+            slots.get("t", "c", 2, generation, || async { Ok(Some(2)) }).await.expect("get").as_deref(),
+            Some(&2)
+        );
         // Needs 5, the read comes back older than what is cached: the cached one stays.
-        assert_eq!(slots.get("t", "c", 5, generation, || async { Ok(Some(1)) }).await.expect("get").as_deref(), Some(&2));
+        assert_eq!(
+            slots.get("t", "c", 5, generation, || async { Ok(Some(1)) }).await.expect("get").as_deref(),
+            Some(&2)
+        );
         // Other names are other objects.
-        assert_eq!(slots.get("t", "d", 1, generation, || async { Ok(Some(7)) }).await.expect("get").as_deref(), Some(&7));
+        assert_eq!(
+            slots.get("t", "d", 1, generation, || async { Ok(Some(7)) }).await.expect("get").as_deref(),
+            Some(&7)
+        );
     }
 
     #[tokio::test]

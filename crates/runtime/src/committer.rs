@@ -106,12 +106,17 @@ async fn commit_batch(store: &dyn WorkQueue, metrics: &RuntimeMetrics, batch: Ve
 /// for each, in order. An error for a completion means its result is not written: the
 /// key stays leased to us until its lease expires and is then claimed again
 /// (at-least-once), so nothing is lost.
-async fn commit_each<F, Fut>(mut commit: F, metrics: &RuntimeMetrics, completions: Vec<Completion>) -> Vec<Result<CompleteOutcome, CommitError>>
+async fn commit_each<F, Fut>(
+    mut commit: F,
+    metrics: &RuntimeMetrics,
+    completions: Vec<Completion>,
+) -> Vec<Result<CompleteOutcome, CommitError>>
 where
     F: FnMut(Vec<Completion>) -> Fut,
     Fut: Future<Output = Result<Vec<CompleteOutcome>, StoreError>>,
 {
-    let mut outcomes: Vec<Result<CompleteOutcome, CommitError>> = completions.iter().map(|_| Err(CommitError::NoOutcome)).collect();
+    let mut outcomes: Vec<Result<CompleteOutcome, CommitError>> =
+        completions.iter().map(|_| Err(CommitError::NoOutcome)).collect();
     // Ranges still to commit, the first on top.
     let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
     todo.push(0..completions.len());
@@ -186,14 +191,22 @@ mod tests {
 
     /// A store that refuses any batch holding a NUL byte, else commits it (Applied or
     /// Failed, as reported), and records the size of every call.
-    fn refusing(calls: &std::cell::RefCell<Vec<usize>>) -> impl FnMut(Vec<Completion>) -> std::future::Ready<Result<Vec<CompleteOutcome>, StoreError>> + '_ {
+    fn refusing(
+        calls: &std::cell::RefCell<Vec<usize>>,
+    ) -> impl FnMut(Vec<Completion>) -> std::future::Ready<Result<Vec<CompleteOutcome>, StoreError>> + '_ {
         move |batch| {
             calls.borrow_mut().push(batch.len());
             let nul = |c: &Completion| matches!(&c.outcome, RunOutcome::Failed { error } if error.contains('\0'));
             std::future::ready(if batch.iter().any(nul) {
                 Err(StoreError::Refused { step: "completing work", reason: "NUL (SQLSTATE 22021)".into() })
             } else {
-                let phase = |c: &Completion| if matches!(c.outcome, RunOutcome::Failed { .. }) { Phase::Failed } else { Phase::Applied };
+                let phase = |c: &Completion| {
+                    if matches!(c.outcome, RunOutcome::Failed { .. }) {
+                        Phase::Failed
+                    } else {
+                        Phase::Applied
+                    }
+                };
                 Ok(batch.iter().map(|c| CompleteOutcome::Committed(phase(c))).collect())
             })
         }
@@ -233,7 +246,11 @@ mod tests {
             move |batch: Vec<Completion>| {
                 calls.borrow_mut().push(batch.len());
                 let cause = if transient { "connection refused" } else { "database disk image is malformed" };
-                std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::backend("completing work", transient, cause)))
+                std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::backend(
+                    "completing work",
+                    transient,
+                    cause,
+                )))
             }
         };
         for (transient, cause) in [(true, "connection refused"), (false, "malformed")] {
@@ -247,7 +264,10 @@ mod tests {
         calls.borrow_mut().clear();
         let lease_lost = |batch: Vec<Completion>| {
             calls.borrow_mut().push(batch.len());
-            std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::LeaseLost { key: batch[0].key.clone(), fence: Fence::new(1) }))
+            std::future::ready(Err::<Vec<CompleteOutcome>, _>(StoreError::LeaseLost {
+                key: batch[0].key.clone(),
+                fence: Fence::new(1),
+            }))
         };
         commit_each(lease_lost, &metrics, vec![run("s", None)]).await;
         assert_eq!(*calls.borrow(), [1], "an answer about the data is not tried again");
@@ -255,7 +275,8 @@ mod tests {
 
     #[test]
     fn a_refused_result_becomes_a_failed_run_with_a_reason_that_can_be_stored() {
-        let resource = ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "a\0b".into() };
+        let resource =
+            ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "a\0b".into() };
         let run = Completion {
             key: WorkKey::new("t", "c", "s"),
             fence: Fence::new(7),

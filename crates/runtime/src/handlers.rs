@@ -65,7 +65,12 @@ impl ConsumerConfig {
     /// Defaults for the consumer `name`: pages of 256, retries from 50 ms up to 30 s,
     /// stop on an expired cursor, a 5 s safety poll.
     pub fn new(name: impl Into<String>) -> Self {
-        let retry = RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_secs(30), max_attempts: u32::MAX, jitter: 0.2 };
+        let retry = RetryPolicy {
+            base: Duration::from_millis(50),
+            cap: Duration::from_secs(30),
+            max_attempts: u32::MAX,
+            jitter: 0.2,
+        };
         Self { name: name.into(), page: 256, retry, on_expired: OnExpired::Stop, poll_interval: Duration::from_secs(5) }
     }
 }
@@ -145,7 +150,9 @@ impl Consumer {
         loop {
             match self.store.consumer_get(name).await {
                 Ok(cursor) => return Ok(Some(cursor.unwrap_or(0))),
-                Err(e @ StoreError::InvalidConsumerName { .. }) => return Err(ConsumerError::Store { name: name.clone(), source: e }),
+                Err(e @ StoreError::InvalidConsumerName { .. }) => {
+                    return Err(ConsumerError::Store { name: name.clone(), source: e })
+                }
                 Err(e) => tracing::warn!(consumer = %name, error = %e, "reading the cursor failed; trying again"),
             }
             failures += 1;

@@ -79,7 +79,11 @@ impl Leases {
 
     /// The running leases whose deadline is at or before `by`.
     fn expiring(&self, by: Instant) -> Vec<(WorkKey, Fence)> {
-        self.map().iter().filter(|(_, h)| !h.completing && h.deadline.instant().is_some_and(|at| at <= by)).map(|(k, h)| (k.clone(), h.fence)).collect()
+        self.map()
+            .iter()
+            .filter(|(_, h)| !h.completing && h.deadline.instant().is_some_and(|at| at <= by))
+            .map(|(k, h)| (k.clone(), h.fence))
+            .collect()
     }
 
     /// Notes that the run has ended and its result is on its way to the store.
@@ -145,7 +149,9 @@ impl Leases {
                 continue;
             }
             let started = Instant::now();
-            let renewal = self.metrics.store_call("renew", store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl }));
+            let renewal = self
+                .metrics
+                .store_call("renew", store.lease_renew(RenewParams { leases: leases.clone(), lease_ttl: ttl }));
             let result = tokio::select! {
                 r = renewal => r,
                 () = stop.cancelled() => return,
@@ -157,7 +163,10 @@ impl Leases {
                     self.extend(&renewed, started + ttl);
                     let cancelled = self.lose(&lost);
                     if cancelled > 0 {
-                        self.metrics.leases_lost.get_or_create(&ReasonLabel { reason: "refused" }).inc_by(cancelled as u64);
+                        self.metrics
+                            .leases_lost
+                            .get_or_create(&ReasonLabel { reason: "refused" })
+                            .inc_by(cancelled as u64);
                         tracing::error!(cancelled, "leases lost; cancelling their runs");
                     }
                 }
@@ -182,7 +191,10 @@ impl Leases {
             if !expiring.is_empty() {
                 let cancelled = self.lose(&expiring);
                 self.metrics.leases_lost.get_or_create(&ReasonLabel { reason: "unrenewed" }).inc_by(cancelled as u64);
-                tracing::error!(cancelled, "leases about to end unrenewed (is the store reachable?); cancelling their runs");
+                tracing::error!(
+                    cancelled,
+                    "leases about to end unrenewed (is the store reachable?); cancelling their runs"
+                );
             }
         }
     }
@@ -235,9 +247,17 @@ mod deadline_tests {
         leases.hold(a.clone(), Fence::new(1), ra.clone(), now + Duration::from_secs(1));
         leases.hold(b.clone(), Fence::new(2), rb.clone(), now + Duration::from_secs(1));
         leases.extend(&[(a.clone(), Fence::new(1)), (b.clone(), Fence::new(7))], now + Duration::from_secs(10));
-        assert_eq!(leases.expiring(now + Duration::from_secs(2)), vec![(b.clone(), Fence::new(2))], "b's renewal was for another token");
+        assert_eq!(
+            leases.expiring(now + Duration::from_secs(2)),
+            vec![(b.clone(), Fence::new(2))],
+            "b's renewal was for another token"
+        );
         let b_deadline = now + Duration::from_secs(1) - Duration::from_secs(3);
-        assert_eq!(leases.expiring(b_deadline), vec![(b.clone(), Fence::new(2))], "due a margin (a tenth of the TTL, 3 s) before its end");
+        assert_eq!(
+            leases.expiring(b_deadline),
+            vec![(b.clone(), Fence::new(2))],
+            "due a margin (a tenth of the TTL, 3 s) before its end"
+        );
         assert!(leases.expiring(b_deadline - Duration::from_millis(1)).is_empty(), "and not before");
         leases.completing(&b, Fence::new(2));
         assert!(leases.expiring(now + Duration::from_secs(2)).is_empty(), "a committing run is left to its commit");

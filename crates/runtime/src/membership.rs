@@ -48,7 +48,13 @@ pub struct Membership {
 
 impl Membership {
     /// Registers this process (the first heartbeat), so claims are sharded from the start.
-    pub async fn join(store: &dyn Members, id: String, ttl: Duration, max_in_flight: usize, metrics: &RuntimeMetrics) -> Membership {
+    pub async fn join(
+        store: &dyn Members,
+        id: String,
+        ttl: Duration,
+        max_in_flight: usize,
+        metrics: &RuntimeMetrics,
+    ) -> Membership {
         let (view, _) = watch::channel(View::default());
         let max_in_flight = u64::try_from(max_in_flight).unwrap_or(u64::MAX);
         let m = Membership { id, ttl, max_in_flight, view };

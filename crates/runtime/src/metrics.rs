@@ -90,27 +90,55 @@ impl RuntimeMetrics {
             store_call_errors: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("fleetsync");
-        r.register("applies_in_flight", "Resource applies (keys) in flight in this process", m.applies_in_flight.clone());
+        r.register(
+            "applies_in_flight",
+            "Resource applies (keys) in flight in this process",
+            m.applies_in_flight.clone(),
+        );
         r.register("apply_concurrency_limit", "Most applies this process runs at once", m.concurrency_limit.clone());
         r.register("apply_duration_seconds", "Time one resource apply took", m.apply_duration.clone());
         r.register("applies", "Resource applies by outcome", m.applies.clone());
         r.register("runs", "Key runs by outcome (applied, failed, removed, stale, released)", m.runs.clone());
         r.register("retries", "Runs that failed and were scheduled to retry", m.retries.clone());
         r.register("parked", "Runs that parked their key after max attempts", m.parked.clone());
-        r.register("commit_transactions", "Store transactions that committed completions", m.commit_transactions.clone());
+        r.register(
+            "commit_transactions",
+            "Store transactions that committed completions",
+            m.commit_transactions.clone(),
+        );
         r.register("claimed_keys", "Keys claimed by this process", m.claimed.clone());
-        r.register("stolen_keys", "Keys this process claimed from other members' shards (their owner was behind)", m.stolen.clone());
-        r.register("lease_takeovers", "Keys this process claimed from expired leases (their holder died or stalled)", m.taken_over.clone());
+        r.register(
+            "stolen_keys",
+            "Keys this process claimed from other members' shards (their owner was behind)",
+            m.stolen.clone(),
+        );
+        r.register(
+            "lease_takeovers",
+            "Keys this process claimed from expired leases (their holder died or stalled)",
+            m.taken_over.clone(),
+        );
         // Both reasons from the start: a series at 0, not absent, until a lease is lost.
         for reason in ["refused", "unrenewed"] {
             let _ = m.leases_lost.get_or_create(&ReasonLabel { reason });
         }
-        r.register("leases_lost", "Leases whose runs this process cancelled, by reason (refused, unrenewed)", m.leases_lost.clone());
-        r.register("lease_renewal_failures", "Lease renewals that failed (the store did not answer)", m.lease_renewal_failures.clone());
+        r.register(
+            "leases_lost",
+            "Leases whose runs this process cancelled, by reason (refused, unrenewed)",
+            m.leases_lost.clone(),
+        );
+        r.register(
+            "lease_renewal_failures",
+            "Lease renewals that failed (the store did not answer)",
+            m.lease_renewal_failures.clone(),
+        );
         r.register("heartbeat_failures", "Member heartbeats that failed", m.heartbeat_failures.clone());
         r.register("members", "Live worker processes, as this process last saw them", m.members.clone());
         r.register("shards_owned", "Shards this process owns", m.shards_owned.clone());
-        r.register("run_duration_seconds", "Time a key's run took, from its claim to its result committed", m.run_duration.clone());
+        r.register(
+            "run_duration_seconds",
+            "Time a key's run took, from its claim to its result committed",
+            m.run_duration.clone(),
+        );
         r.register(
             "change_to_applied_seconds",
             "From a change (an apply, a delete, a retry) to its result committed by a run that applied it",
@@ -119,7 +147,11 @@ impl RuntimeMetrics {
         for call in STORE_CALLS {
             let _ = m.store_call_errors.get_or_create(&CallLabel { call });
         }
-        r.register("store_call_duration_seconds", "Time the runtime's store calls took, by call", m.store_call_duration.clone());
+        r.register(
+            "store_call_duration_seconds",
+            "Time the runtime's store calls took, by call",
+            m.store_call_duration.clone(),
+        );
         r.register("store_call_errors", "The runtime's store calls that failed, by call", m.store_call_errors.clone());
         m
     }
@@ -135,7 +167,11 @@ impl RuntimeMetrics {
 
     /// Awaits the store call `call` (one of [`STORE_CALLS`]), timing it and counting
     /// its failure.
-    pub async fn store_call<T, E>(&self, call: &'static str, fut: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
+    pub async fn store_call<T, E>(
+        &self,
+        call: &'static str,
+        fut: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
         let start = std::time::Instant::now();
         let result = fut.await;
         self.store_call_duration.get_or_create(&CallLabel { call }).observe(start.elapsed().as_secs_f64());

@@ -243,7 +243,10 @@ impl Context {
         }
         match self.cache.revision(&*self.store, &k.tenant, &k.syncset, self.item.generation).await? {
             Some(kept) => Ok(Some(kept)),
-            None => Err(ReconcileError::Failed(format!("generation {} of SyncSet {} is no longer kept", self.item.generation, k.syncset))),
+            None => Err(ReconcileError::Failed(format!(
+                "generation {} of SyncSet {} is no longer kept",
+                self.item.generation, k.syncset
+            ))),
         }
     }
 
@@ -308,14 +311,22 @@ mod tests {
     use super::*;
 
     fn r(name: &str) -> ResourceRef {
-        ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: name.into() }
+        ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("apps".into()),
+            name: name.into(),
+        }
     }
 
     #[test]
     fn planned_resources_join_the_inventory_once_in_plan_order() {
         let stored = [r("a"), r("b")];
         assert_eq!(with_planned(&stored, &[r("b"), r("a")]), None, "nothing new: no write");
-        assert_eq!(with_planned(&stored, &[r("c"), r("a"), r("d"), r("c")]), Some(vec![r("a"), r("b"), r("c"), r("d")]));
+        assert_eq!(
+            with_planned(&stored, &[r("c"), r("a"), r("d"), r("c")]),
+            Some(vec![r("a"), r("b"), r("c"), r("d")])
+        );
         assert_eq!(with_planned(&[], &[r("x")]), Some(vec![r("x")]));
     }
 }

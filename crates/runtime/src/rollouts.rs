@@ -69,7 +69,9 @@ async fn tick(store: &dyn Store) -> Option<Duration> {
                 }
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(tenant = %r.tenant, syncset = %r.syncset, error = %e, "driving a rollout failed; trying again at the next tick"),
+            Err(e) => {
+                tracing::warn!(tenant = %r.tenant, syncset = %r.syncset, error = %e, "driving a rollout failed; trying again at the next tick")
+            }
         }
     }
     sooner

@@ -10,7 +10,7 @@
 use crate::metrics::{OutcomeLabel, RuntimeMetrics};
 use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
 use async_trait::async_trait;
-use fleetsync_applier::{ApplyError, Applier};
+use fleetsync_applier::{Applier, ApplyError};
 use fleetsync_model::{ApplyMode, Cluster, ResourceOutcome, ResourceRef, ResourceResult};
 use fleetsync_store::RunOutcome;
 use std::collections::HashSet;

@@ -14,7 +14,6 @@ use crate::resync::resync_loop;
 use crate::rollouts::rollout_loop;
 use crate::syncset::SyncSetReconciler;
 use crate::{RuntimeConfig, RuntimeError};
-use tracing::Instrument;
 use fleetsync_applier::error::is_egress_refusal;
 use fleetsync_applier::{Applier, Moment};
 use fleetsync_model::{Clock, Phase, Timestamp};
@@ -24,6 +23,7 @@ use std::time::Duration;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// A worker process's engine. Build it, then [`run`](Runtime::run) it until shutdown.
 pub struct Runtime {
@@ -55,14 +55,24 @@ struct Shared {
 impl Runtime {
     /// A runtime that applies SyncSets to clusters through `applier` (the
     /// [`SyncSetReconciler`]).
-    pub fn new(store: Arc<dyn Store>, applier: Arc<dyn Applier>, config: RuntimeConfig, metrics: RuntimeMetrics) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        applier: Arc<dyn Applier>,
+        config: RuntimeConfig,
+        metrics: RuntimeMetrics,
+    ) -> Self {
         let reconciler = Arc::new(SyncSetReconciler::new(applier, metrics.clone()));
         Self::with_reconciler(store, reconciler, config, metrics)
     }
 
     /// A runtime that runs `reconciler` on every key it claims, with the same leases,
     /// fencing, retries and group commit as the SyncSet applier.
-    pub fn with_reconciler(store: Arc<dyn Store>, reconciler: Arc<dyn Reconciler>, config: RuntimeConfig, metrics: RuntimeMetrics) -> Self {
+    pub fn with_reconciler(
+        store: Arc<dyn Store>,
+        reconciler: Arc<dyn Reconciler>,
+        config: RuntimeConfig,
+        metrics: RuntimeMetrics,
+    ) -> Self {
         let clock = config.clock.clone().unwrap_or_else(|| store.clock());
         Self { store, reconciler, config, metrics, clock }
     }
@@ -77,10 +87,14 @@ impl Runtime {
         let (committer, commit_task) = Committer::spawn(self.store.clone(), self.metrics.clone());
         let background = CancellationToken::new();
         let renewer = tokio::spawn(leases.clone().renew_loop(self.store.clone(), cfg.renew_every, background.clone()));
-        let resync = cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
-        let rollouts = cfg.rollout_every.map(|every| tokio::spawn(rollout_loop(self.store.clone(), every, background.clone())));
+        let resync =
+            cfg.resync_every.map(|every| tokio::spawn(resync_loop(self.store.clone(), every, background.clone())));
+        let rollouts =
+            cfg.rollout_every.map(|every| tokio::spawn(rollout_loop(self.store.clone(), every, background.clone())));
         let refused = tokio::spawn(retry_refused(self.store.clone()));
-        let membership = Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, cfg.max_in_flight, &self.metrics).await;
+        let membership =
+            Membership::join(&*self.store, cfg.worker_id.clone(), cfg.member_ttl, cfg.max_in_flight, &self.metrics)
+                .await;
         let view = membership.view();
         let leaving = CancellationToken::new();
         let member = tokio::spawn(membership.run(self.store.clone(), self.metrics.clone(), leaving.clone()));
@@ -125,7 +139,13 @@ impl Runtime {
     /// for many keys) rather than one key per freed slot; an idle one claims at once.
     /// Slots its own shards cannot fill go to keys stolen from others (see
     /// [`RuntimeConfig::steal_after`](crate::RuntimeConfig::steal_after)).
-    async fn claim_loop(&self, shared: &Arc<Shared>, tasks: &mut JoinSet<()>, mut view: watch::Receiver<View>, shutdown: &CancellationToken) {
+    async fn claim_loop(
+        &self,
+        shared: &Arc<Shared>,
+        tasks: &mut JoinSet<()>,
+        mut view: watch::Receiver<View>,
+        shutdown: &CancellationToken,
+    ) {
         let cfg = &self.config;
         let room = Arc::new(Semaphore::new(cfg.max_in_flight));
         let refill = (cfg.claim_batch.min(cfg.max_in_flight) / 8).max(1);
@@ -160,12 +180,23 @@ impl Runtime {
                 }
             };
             let (stolen, steal_due) = match cfg.steal_after {
-                Some(after) if got < asked && !others.is_empty() => self.steal(shared, tasks, &mut slots, others, asked - got, after).await,
+                Some(after) if got < asked && !others.is_empty() => {
+                    self.steal(shared, tasks, &mut slots, others, asked - got, after).await
+                }
                 _ => (0, None),
             };
             drop(slots);
             if got + stolen < asked {
-                self.wait_for_work(&mut wake, &mut view, shards.as_deref(), steal_due, &shared.slots, claimed_at, shutdown).await;
+                self.wait_for_work(
+                    &mut wake,
+                    &mut view,
+                    shards.as_deref(),
+                    steal_due,
+                    &shared.slots,
+                    claimed_at,
+                    shutdown,
+                )
+                .await;
             }
         }
     }
@@ -289,7 +320,13 @@ impl Runtime {
 }
 
 /// One key, from claim to commit. The permit is the key's slot in `max_in_flight`.
-async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::time::Instant, claimed_at: Moment, permit: OwnedSemaphorePermit) {
+async fn run_key(
+    shared: Arc<Shared>,
+    item: ClaimedItem,
+    valid_until: tokio::time::Instant,
+    claimed_at: Moment,
+    permit: OwnedSemaphorePermit,
+) {
     let token = shared.abort.child_token();
     let deadline = shared.leases.hold(item.key.clone(), item.fence, token.clone(), valid_until);
     shared.metrics.applies_in_flight.inc();
@@ -314,7 +351,9 @@ async fn run_key(shared: Arc<Shared>, item: ClaimedItem, valid_until: tokio::tim
                     }
                     record(&shared.metrics, item, error.as_deref(), outcome);
                 }
-                Err(e) => tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease"),
+                Err(e) => {
+                    tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease")
+                }
             }
         }
         None if shared.leases.release(&item.key, item.fence) => {
@@ -364,7 +403,9 @@ async fn retry_refused(store: Arc<dyn Store>) {
     let parked = StatusFilter { phases: vec![Phase::Parked], ..StatusFilter::default() };
     let keys = match store.status_list(&parked).await {
         Ok(keys) => keys,
-        Err(e) => return tracing::warn!(error = %e, "could not read the parked keys to run those an egress refusal parked again"),
+        Err(e) => {
+            return tracing::warn!(error = %e, "could not read the parked keys to run those an egress refusal parked again")
+        }
     };
     let mut again = 0;
     for k in keys.iter().filter(|k| k.last_error.as_deref().is_some_and(is_egress_refusal)) {

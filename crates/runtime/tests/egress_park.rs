@@ -10,7 +10,7 @@ use fleetsync_model::{Document, Endpoint, KeyStatus, Phase, WorkKey};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{RetryPolicy, Store, StoreConfig};
-use fleetsync_testkit::{FleetShape, cluster_name, hive_fleet, syncset_name, wait_settled};
+use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, wait_settled, FleetShape};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -24,9 +24,11 @@ struct Running {
 }
 
 fn start(store: &Arc<dyn Store>, egress: EgressPolicy) -> Running {
-    let kube = KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(5), egress, ..KubeConfig::default() });
+    let kube =
+        KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(5), egress, ..KubeConfig::default() });
     let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { http: Some(Arc::new(kube)), ..ByEndpoint::default() });
-    let config = RuntimeConfig { poll_interval: Duration::from_millis(100), resync_every: None, ..RuntimeConfig::default() };
+    let config =
+        RuntimeConfig { poll_interval: Duration::from_millis(100), resync_every: None, ..RuntimeConfig::default() };
     let runtime = Runtime::new(store.clone(), applier, config, RuntimeMetrics::unregistered());
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
@@ -78,9 +80,11 @@ fn assert_refused(st: &KeyStatus) {
 async fn an_egress_refusal_parks_at_once_and_runs_again_on_a_retry_a_change_or_a_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Many attempts and short backoff: without parking at once the key would retry.
-    let retry = RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(20), max_attempts: 10, jitter: 0.0 };
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig { retry, ..StoreConfig::default() }).expect("open"));
+    let retry =
+        RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(20), max_attempts: 10, jitter: 0.0 };
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(dir.path().join("f.db"), StoreConfig { retry, ..StoreConfig::default() }).expect("open"),
+    );
     let key = WorkKey::new("default", cluster_name(0), syncset_name(0));
     let refusing = start(&store, EgressPolicy::default());
 
@@ -97,7 +101,8 @@ async fn an_egress_refusal_parks_at_once_and_runs_again_on_a_retry_a_change_or_a
     assert_refused(&retried);
 
     // A change of the Cluster (another URL) runs its keys again.
-    let cluster: Vec<Document> = fleet(closed_port().await).into_iter().filter(|d| matches!(d, Document::Cluster(_))).collect();
+    let cluster: Vec<Document> =
+        fleet(closed_port().await).into_iter().filter(|d| matches!(d, Document::Cluster(_))).collect();
     store.objects_apply(cluster).await.expect("change the cluster");
     let changed = ran_again(&*store, &key, &retried).await;
     assert_refused(&changed);

@@ -28,10 +28,12 @@ fn fast_retry() -> RetryPolicy {
 
 fn hub(sim: SimConfig, retry: RetryPolicy, config: RuntimeConfig) -> Hub {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig { retry, ..StoreConfig::default() }).expect("open"));
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(dir.path().join("f.db"), StoreConfig { retry, ..StoreConfig::default() }).expect("open"),
+    );
     let sim = SimFleet::new(sim);
-    let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
+    let applier: Arc<dyn Applier> =
+        Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
     let shutdown = CancellationToken::new();
     let runtime = Runtime::new(store.clone(), applier, config, RuntimeMetrics::unregistered());
     let stop = shutdown.clone();

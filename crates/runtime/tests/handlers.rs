@@ -72,7 +72,11 @@ async fn wait_seen(handler: &Recorder, seq: u64) {
     }
 }
 
-fn spawn(store: &Arc<dyn Store>, config: ConsumerConfig, handler: Arc<Recorder>) -> (CancellationToken, tokio::task::JoinHandle<Result<u64, ConsumerError>>) {
+fn spawn(
+    store: &Arc<dyn Store>,
+    config: ConsumerConfig,
+    handler: Arc<Recorder>,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<u64, ConsumerError>>) {
     let stop = CancellationToken::new();
     let task = tokio::spawn(Consumer::with_config(store.clone(), config, handler).run(stop.clone()));
     (stop, task)
@@ -177,7 +181,10 @@ async fn an_expired_cursor_stops_or_restarts_at_the_horizon() {
 async fn a_bad_consumer_name_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir);
-    let err = Consumer::new(store, "", Arc::new(Recorder::default())).run(CancellationToken::new()).await.expect_err("refused");
+    let err = Consumer::new(store, "", Arc::new(Recorder::default()))
+        .run(CancellationToken::new())
+        .await
+        .expect_err("refused");
     assert!(matches!(err, ConsumerError::Store { .. }), "{err:?}");
     assert!(err.to_string().contains("must not be empty"), "{err}");
 }

@@ -5,7 +5,7 @@
 //! own check before each call can stop it.
 
 use async_trait::async_trait;
-use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_applier::{Applier, ApplyContext, ApplyError};
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
@@ -44,7 +44,8 @@ impl Applier for StallOnce {
 #[tokio::test(flavor = "current_thread")]
 async fn a_run_past_its_deadline_makes_no_further_call() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
     let shape = FleetShape { clusters: 1, syncsets: 1, resources: 5 };
     store.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
     let applier = Arc::new(StallOnce::default());
@@ -56,7 +57,8 @@ async fn a_run_past_its_deadline_makes_no_further_call() {
     };
     let shutdown = CancellationToken::new();
     let routed = Arc::new(fleetsync_applier::ByEndpoint { simulator: Some(applier.clone()), ..Default::default() });
-    let runtime = tokio::spawn(Runtime::new(store.clone(), routed, config, RuntimeMetrics::unregistered()).run(shutdown.clone()));
+    let runtime =
+        tokio::spawn(Runtime::new(store.clone(), routed, config, RuntimeMetrics::unregistered()).run(shutdown.clone()));
 
     // Wait until the stalled run went on (the failure) or the key was claimed again
     // with a new token and applied in full (the lease was lost, as it should be).

@@ -9,10 +9,13 @@
 //! Database: `FLEETSYNC_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`.
 //! Each test works in a schema of its own, dropped at the end.
 
-use fleetsync_applier::{ApplyContext, ApplyError, Applier};
+use fleetsync_applier::{Applier, ApplyContext, ApplyError};
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
-use fleetsync_store::postgres::{testing::{test_database_url, ScratchSchema}, PgOptions, PgStore};
+use fleetsync_store::postgres::{
+    testing::{test_database_url, ScratchSchema},
+    PgOptions, PgStore,
+};
 use fleetsync_store::{ClaimParams, Completion, RunOutcome, Store, StoreConfig};
 use fleetsync_testkit::{hive_cluster, hive_syncset, syncset_name};
 use std::future::Future;
@@ -44,7 +47,10 @@ fn summary(samples: &mut [Duration]) -> (Duration, Duration, Duration) {
 /// change's latency from the start of its `objects_apply` (the NOTIFY goes out with
 /// its commit) to the moment `claimed` reports its SyncSet, and how long the
 /// `objects_apply` itself took.
-async fn measure(api: &dyn Store, claimed: &mut mpsc::UnboundedReceiver<(String, Instant)>) -> (Vec<Duration>, Vec<Duration>) {
+async fn measure(
+    api: &dyn Store,
+    claimed: &mut mpsc::UnboundedReceiver<(String, Instant)>,
+) -> (Vec<Duration>, Vec<Duration>) {
     let (mut samples, mut writes) = (Vec::with_capacity(CHANGES), Vec::with_capacity(CHANGES));
     for i in 0..CHANGES {
         // Let the worker finish the previous key and go back to waiting.
@@ -132,7 +138,8 @@ async fn an_idle_runtime_claims_another_process_change_promptly() {
     api.objects_apply(vec![hive_cluster(0, Endpoint::Simulator {})]).await.expect("cluster");
 
     let (tx, mut claimed) = mpsc::unbounded_channel();
-    let config = RuntimeConfig { max_in_flight: 64, poll_interval: POLL, resync_every: None, ..RuntimeConfig::default() };
+    let config =
+        RuntimeConfig { max_in_flight: 64, poll_interval: POLL, resync_every: None, ..RuntimeConfig::default() };
     let runtime = Runtime::new(worker, Arc::new(Stamp { tx }), config, RuntimeMetrics::unregistered());
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();

@@ -10,8 +10,13 @@ use fleetsync_model::{Document, Phase, ResourceOutcome, ResourceRef, ResourceRes
 use fleetsync_runtime::committer::Committer;
 use fleetsync_runtime::RuntimeMetrics;
 use fleetsync_store::conformance::{cluster, syncset};
-use fleetsync_store::postgres::{testing::{test_database_url, ScratchSchema}, PgStore};
-use fleetsync_store::{ClaimParams, ClaimedItem, CompleteOutcome, Completion, RetryPolicy, RunOutcome, Store, StoreConfig};
+use fleetsync_store::postgres::{
+    testing::{test_database_url, ScratchSchema},
+    PgStore,
+};
+use fleetsync_store::{
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, RetryPolicy, RunOutcome, Store, StoreConfig,
+};
 use std::future::Future;
 use std::sync::Arc;
 use std::task::Poll;
@@ -19,7 +24,8 @@ use std::time::{Duration, Instant};
 
 const TTL: Duration = Duration::from_secs(30);
 /// Parked at the third failed attempt; backoff short enough not to wait for.
-const RETRY: RetryPolicy = RetryPolicy { base: Duration::from_millis(1), cap: Duration::from_millis(5), max_attempts: 3, jitter: 0.0 };
+const RETRY: RetryPolicy =
+    RetryPolicy { base: Duration::from_millis(1), cap: Duration::from_millis(5), max_attempts: 3, jitter: 0.0 };
 
 /// `doc` in `tenant`.
 fn in_tenant(mut doc: Document, tenant: &str) -> Document {
@@ -33,10 +39,17 @@ fn in_tenant(mut doc: Document, tenant: &str) -> Document {
 
 /// What a run that stopped at a resource whose name and error hold a NUL byte reports.
 fn refused_run(item: &ClaimedItem) -> Completion {
-    let resource = ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "bad\0name".into() };
+    let resource =
+        ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "bad\0name".into() };
     let error = "apply failed: unexpected \0 in the response".to_string();
-    let result = ResourceResult { resource, outcome: ResourceOutcome::Failed, error: Some(error.clone()), duration_ms: 1 };
-    Completion { key: item.key.clone(), fence: item.fence, outcome: RunOutcome::Failed { error }, resources: vec![result] }
+    let result =
+        ResourceResult { resource, outcome: ResourceOutcome::Failed, error: Some(error.clone()), duration_ms: 1 };
+    Completion {
+        key: item.key.clone(),
+        fence: item.fence,
+        outcome: RunOutcome::Failed { error },
+        resources: vec![result],
+    }
 }
 
 fn applied(item: &ClaimedItem) -> Completion {
@@ -86,7 +99,8 @@ async fn claim_again(store: &dyn Store, key: &WorkKey) -> ClaimedItem {
 async fn a_refused_result_fails_only_its_own_key_and_parks_after_max_attempts() {
     let scratch = ScratchSchema::new();
     let config = StoreConfig { retry: RETRY, ..StoreConfig::default() };
-    let store: Arc<dyn Store> = Arc::new(PgStore::connect(&test_database_url(), Some(&scratch.name), config).await.expect("connect"));
+    let store: Arc<dyn Store> =
+        Arc::new(PgStore::connect(&test_database_url(), Some(&scratch.name), config).await.expect("connect"));
     let tenants = ["t1", "t2", "t3"];
     let docs = tenants.iter().flat_map(|t| {
         [cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")].map(|d| in_tenant(d, t))
@@ -98,7 +112,8 @@ async fn a_refused_result_fails_only_its_own_key_and_parks_after_max_attempts() 
 
     // One batch: five results that commit, and one the database refuses.
     let (committer, task) = Committer::spawn(store.clone(), RuntimeMetrics::unregistered());
-    let completions: Vec<Completion> = items.iter().map(|i| if i.key == bad { refused_run(i) } else { applied(i) }).collect();
+    let completions: Vec<Completion> =
+        items.iter().map(|i| if i.key == bad { refused_run(i) } else { applied(i) }).collect();
     let outcomes = join_all(completions.into_iter().map(|c| committer.commit(c)).collect()).await;
     for (item, outcome) in items.iter().zip(&outcomes) {
         let expected = if item.key == bad { Phase::Failed } else { Phase::Applied };
@@ -115,10 +130,18 @@ async fn a_refused_result_fails_only_its_own_key_and_parks_after_max_attempts() 
         let s = status(item.key.clone()).await;
         if item.key == bad {
             assert_eq!(s.phase, Phase::Failed, "{s:?}");
-            assert!(reason(&s).contains("refused") && !reason(&s).contains('\0'), "a readable reason the store holds: {s:?}");
+            assert!(
+                reason(&s).contains("refused") && !reason(&s).contains('\0'),
+                "a readable reason the store holds: {s:?}"
+            );
             assert!(s.resources.is_empty(), "the refused resource results are not kept: {s:?}");
         } else {
-            assert_eq!((s.phase, s.observed_generation, s.last_error.as_deref()), (Phase::Applied, 1, None), "{}", item.key);
+            assert_eq!(
+                (s.phase, s.observed_generation, s.last_error.as_deref()),
+                (Phase::Applied, 1, None),
+                "{}",
+                item.key
+            );
         }
     }
     let events = store.events_read(0, 1000).await.expect("events");

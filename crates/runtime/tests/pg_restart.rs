@@ -11,7 +11,7 @@
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
-use fleetsync_model::{Document, Endpoint, Kind, KeyStatus, Phase, WorkKey};
+use fleetsync_model::{Document, Endpoint, KeyStatus, Kind, Phase, WorkKey};
 use fleetsync_runtime::metrics::OutcomeLabel;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::postgres::{PgOptions, PgStore};
@@ -32,9 +32,12 @@ const SHAPE: FleetShape = FleetShape { clusters: 6, syncsets: 5, resources: 4 };
 const SETTLE: Duration = Duration::from_secs(20);
 
 async fn open(url: &str, pool_size: usize) -> Arc<dyn Store> {
-    let retry = RetryPolicy { base: Duration::from_millis(20), cap: Duration::from_millis(200), max_attempts: 20, jitter: 0.2 };
+    let retry =
+        RetryPolicy { base: Duration::from_millis(20), cap: Duration::from_millis(200), max_attempts: 20, jitter: 0.2 };
     let options = PgOptions { schema: None, pool_size, migrate: true };
-    Arc::new(PgStore::connect_with(url, options, StoreConfig { retry, ..StoreConfig::default() }).await.expect("connect"))
+    Arc::new(
+        PgStore::connect_with(url, options, StoreConfig { retry, ..StoreConfig::default() }).await.expect("connect"),
+    )
 }
 
 /// Every SyncSet at `revision`.
@@ -87,7 +90,12 @@ async fn assert_nothing_lost(api: &dyn Store, before: &Snapshot, acked: &Acked) 
     let after: HashMap<&WorkKey, &KeyStatus> = after.iter().map(|s| (&s.key, s)).collect();
     for (key, was) in &before.status {
         let now = after.get(key).unwrap_or_else(|| panic!("{key} vanished in the restart"));
-        assert!(now.generation >= was.generation, "{key}: generation {} went back to {}", was.generation, now.generation);
+        assert!(
+            now.generation >= was.generation,
+            "{key}: generation {} went back to {}",
+            was.generation,
+            now.generation
+        );
         assert!(
             now.observed_generation >= was.observed_generation,
             "{key}: committed generation {} lost, now {}",
@@ -147,7 +155,13 @@ async fn assert_converged(api: &dyn Store, sim: &SimFleet, acked: &Acked) {
     assert_eq!(status.len(), SHAPE.keys());
     for k in &status {
         let want = acked.generations[&k.key.syncset];
-        assert_eq!((k.phase, k.generation, k.observed_generation), (Phase::Applied, want, want), "{}: {:?}", k.key, k.last_error);
+        assert_eq!(
+            (k.phase, k.generation, k.observed_generation),
+            (Phase::Applied, want, want),
+            "{}: {:?}",
+            k.key,
+            k.last_error
+        );
         let ss = api.syncset_get("default", &k.key.syncset).await.expect("get").expect("exists");
         for m in &ss.spec.resources {
             let r = m.resource_ref().expect("ref");
@@ -160,7 +174,12 @@ async fn assert_converged(api: &dyn Store, sim: &SimFleet, acked: &Acked) {
 
 /// A change written by the other process wakes the idle worker through LISTEN/NOTIFY
 /// and is applied: returns (wake-up, change-to-settled).
-async fn change_is_picked_up(api: &dyn Store, worker: &dyn Store, acked: &mut Acked, revision: &str) -> (Duration, Duration) {
+async fn change_is_picked_up(
+    api: &dyn Store,
+    worker: &dyn Store,
+    acked: &mut Acked,
+    revision: &str,
+) -> (Duration, Duration) {
     let mut wake = worker.subscribe();
     wake.borrow_and_update();
     let start = Instant::now();
@@ -183,7 +202,8 @@ async fn postgres_restarts_mid_run_lose_nothing_and_the_fleet_converges() {
     let api = open(&pg.url(), 4).await;
     let worker = open(&pg.url(), 8).await;
     let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(1.0), fail_rate: 0.0 });
-    let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
+    let applier: Arc<dyn Applier> =
+        Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
     let config = RuntimeConfig {
         max_in_flight: 256,
         lease_ttl: LEASE_TTL,
@@ -227,7 +247,10 @@ async fn postgres_restarts_mid_run_lose_nothing_and_the_fleet_converges() {
     // twice in a row rules out the one wake-up the listener gives after reconnecting.
     for revision in ["r6", "r7"] {
         let (woke, settled) = change_is_picked_up(&*api, &*worker, &mut acked, revision).await;
-        eprintln!("[{:?}] change {revision} after the restarts: worker woken in {woke:?}, applied in {settled:?}", test_start.elapsed());
+        eprintln!(
+            "[{:?}] change {revision} after the restarts: worker woken in {woke:?}, applied in {settled:?}",
+            test_start.elapsed()
+        );
     }
     assert_converged(&*api, &sim, &acked).await;
     assert_eq!(acked.generations[&syncset_name(0)], 7);

@@ -6,7 +6,10 @@
 
 use async_trait::async_trait;
 use fleetsync_model::{Document, Phase, WorkKey};
-use fleetsync_runtime::{Action, Consumer, Context, EventHandler, HandlerError, ReconcileError, Reconciler, Runtime, RuntimeConfig, RuntimeMetrics};
+use fleetsync_runtime::{
+    Action, Consumer, Context, EventHandler, HandlerError, ReconcileError, Reconciler, Runtime, RuntimeConfig,
+    RuntimeMetrics,
+};
 use fleetsync_store::conformance::{cluster, syncset};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Event, Store, StoreConfig};
@@ -31,7 +34,8 @@ struct Engine {
 impl Engine {
     fn start(reconciler: Arc<dyn Reconciler>, handler: Arc<dyn EventHandler>) -> Engine {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
         let stop = CancellationToken::new();
         let config = RuntimeConfig {
             max_in_flight: 64,
@@ -135,7 +139,9 @@ async fn handlers_see_every_event_and_the_reconciler_the_latest_state() {
     let (reconciler, log) = (Arc::new(Watchful::default()), Arc::new(Log::default()));
     let engine = Engine::start(reconciler.clone(), log.clone());
     let s = &*engine.store;
-    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")])]).await.expect("clusters");
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")])])
+        .await
+        .expect("clusters");
     let (syncsets, updates) = (5, 2_000);
     for i in 0..updates {
         s.objects_apply(vec![syncset(&format!("s{}", i % syncsets), 1, &format!("v{i}"))]).await.expect("update");
@@ -150,7 +156,8 @@ async fn handlers_see_every_event_and_the_reconciler_the_latest_state() {
     assert_eq!(seen, all, "every event, in log order, none missing, none twice");
     for n in 0..syncsets {
         let name = format!("s{n}");
-        let gens: Vec<i64> = seen.iter().filter(|e| e.kind == "SyncSet" && e.name == name).map(|e| e.generation).collect();
+        let gens: Vec<i64> =
+            seen.iter().filter(|e| e.kind == "SyncSet" && e.name == name).map(|e| e.generation).collect();
         assert_eq!(gens, (1..=(updates / syncsets) as i64).collect::<Vec<_>>(), "{name}: every generation, in order");
     }
     assert_eq!(reconciler.overlaps.load(Ordering::SeqCst), 0, "a key ran twice at once");
@@ -199,7 +206,10 @@ async fn own_writes_do_not_run_the_reconciler_again() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(reconciler.runs.load(Ordering::SeqCst), changes, "one run per real change");
     let st = s.status_get(&WorkKey::new("default", "c1", "s1")).await.expect("status").expect("key");
-    assert_eq!((st.phase, st.generation, st.observed_generation), (Phase::Applied, 2 * changes as i64, 2 * changes as i64));
+    assert_eq!(
+        (st.phase, st.generation, st.observed_generation),
+        (Phase::Applied, 2 * changes as i64, 2 * changes as i64)
+    );
 
     let last = s.queue_stats().await.expect("stats").last_event_seq;
     eventually("the handler has seen the last event", || async { log.last() >= last }).await;

@@ -39,7 +39,13 @@ struct Member {
     task: JoinHandle<()>,
 }
 
-fn start(store: &Arc<dyn Store>, applier: &Arc<dyn Applier>, id: &str, steal_after: Option<Duration>, stop: &CancellationToken) -> Member {
+fn start(
+    store: &Arc<dyn Store>,
+    applier: &Arc<dyn Applier>,
+    id: &str,
+    steal_after: Option<Duration>,
+    stop: &CancellationToken,
+) -> Member {
     let config = RuntimeConfig {
         worker_id: id.to_string(),
         // Few slots: the busy member has a backlog for a few seconds.
@@ -61,9 +67,11 @@ fn start(store: &Arc<dyn Store>, applier: &Arc<dyn Applier>, id: &str, steal_aft
 /// stolen, keys the busy member claimed), after checking that the fleet converged.
 async fn run(steal_after: Option<Duration>) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
     let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.2), fail_rate: 0.0 });
-    let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
+    let applier: Arc<dyn Applier> =
+        Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
     let stop = CancellationToken::new();
     let busy = start(&store, &applier, BUSY, steal_after, &stop);
     let idle = start(&store, &applier, &idle_id(), steal_after, &stop);

@@ -7,7 +7,10 @@
 use async_trait::async_trait;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
-use fleetsync_model::{Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{
+    Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary, SyncSet,
+    Timestamp, TokenRecord, WorkKey,
+};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::*;
@@ -33,15 +36,16 @@ async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
 
     // The runtime's first claim finds the key leased; right after it, time moves past
     // the dead worker's lease.
-    let store: Arc<dyn Store> = Arc::new(ExpireAfterClaim { inner, clock: clock.clone(), done: AtomicBool::new(false) });
-    let sim = SimFleet::new(SimConfig { latency: fleetsync_applier::latency::LatencyModel::hive_fleet_scaled(0.0), fail_rate: 0.0 });
+    let store: Arc<dyn Store> =
+        Arc::new(ExpireAfterClaim { inner, clock: clock.clone(), done: AtomicBool::new(false) });
+    let sim = SimFleet::new(SimConfig {
+        latency: fleetsync_applier::latency::LatencyModel::hive_fleet_scaled(0.0),
+        fail_rate: 0.0,
+    });
     let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() });
     // No clock of its own: the runtime reads the store's (the manual one).
-    let config = RuntimeConfig {
-        max_per_cluster: Some(4),
-        poll_interval: Duration::from_secs(60),
-        ..RuntimeConfig::default()
-    };
+    let config =
+        RuntimeConfig { max_per_cluster: Some(4), poll_interval: Duration::from_secs(60), ..RuntimeConfig::default() };
     let shutdown = CancellationToken::new();
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = RuntimeMetrics::register(&mut registry);
@@ -53,7 +57,11 @@ async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
         if stats.by_phase.get(&Phase::Applied) == Some(&1) {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "the expired key waited for the safety poll: {:?}", stats.by_phase);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the expired key waited for the safety poll: {:?}",
+            stats.by_phase
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     shutdown.cancel();
@@ -73,7 +81,13 @@ struct ExpireAfterClaim {
 
 #[async_trait]
 impl Objects for ExpireAfterClaim {
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(
+        &self,
+        docs: Vec<Document>,
+        actor: Option<&str>,
+        quotas: &Quotas,
+        commit: Commit,
+    ) -> Result<Vec<ApplyOutcome>> {
         self.inner.objects_apply_within(docs, actor, quotas, commit).await
     }
 
@@ -109,15 +123,27 @@ impl Objects for ExpireAfterClaim {
         self.inner.secret_list(tenant).await
     }
 
-    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+    async fn cluster_page(
+        &self,
+        filter: &ClusterFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Cluster, ObjectKey>> {
         self.inner.cluster_page(filter, page).await
     }
 
-    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+    async fn syncset_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<SyncSet, ObjectKey>> {
         self.inner.syncset_page(filter, page).await
     }
 
-    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+    async fn secret_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Secret, ObjectKey>> {
         self.inner.secret_page(filter, page).await
     }
 }
@@ -191,7 +217,11 @@ impl StatusRead for ExpireAfterClaim {
         self.inner.status_list(filter).await
     }
 
-    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+    async fn status_page(
+        &self,
+        filter: &StatusFilter,
+        page: &PageRequest<WorkKey>,
+    ) -> Result<Page<KeyStatus, WorkKey>> {
         self.inner.status_page(filter, page).await
     }
 
@@ -207,7 +237,11 @@ impl StatusRead for ExpireAfterClaim {
         self.inner.status_summary(tenant, syncset).await
     }
 
-    async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<fleetsync_model::ClusterConditions> {
+    async fn cluster_conditions(
+        &self,
+        tenant: &str,
+        stale_after: Duration,
+    ) -> Result<fleetsync_model::ClusterConditions> {
         self.inner.cluster_conditions(tenant, stale_after).await
     }
 }
@@ -272,7 +306,12 @@ impl Tokens for ExpireAfterClaim {
 
 #[async_trait]
 impl Rollouts for ExpireAfterClaim {
-    async fn revision_get(&self, tenant: &str, syncset: &str, generation: i64) -> Result<Option<fleetsync_model::SyncSet>> {
+    async fn revision_get(
+        &self,
+        tenant: &str,
+        syncset: &str,
+        generation: i64,
+    ) -> Result<Option<fleetsync_model::SyncSet>> {
         self.inner.revision_get(tenant, syncset, generation).await
     }
 
@@ -280,7 +319,11 @@ impl Rollouts for ExpireAfterClaim {
         self.inner.rollout_get(tenant, syncset).await
     }
 
-    async fn rollout_list(&self, tenant: Option<&str>, phase: Option<fleetsync_model::RolloutPhase>) -> Result<Vec<fleetsync_store::rollout::RolloutState>> {
+    async fn rollout_list(
+        &self,
+        tenant: Option<&str>,
+        phase: Option<fleetsync_model::RolloutPhase>,
+    ) -> Result<Vec<fleetsync_store::rollout::RolloutState>> {
         self.inner.rollout_list(tenant, phase).await
     }
 
@@ -296,7 +339,12 @@ impl Rollouts for ExpireAfterClaim {
 
 #[async_trait]
 impl LiveState for ExpireAfterClaim {
-    async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<fleetsync_store::LiveRecord>) -> Result<fleetsync_store::LiveRecorded> {
+    async fn live_record(
+        &self,
+        tenant: &str,
+        cluster: &str,
+        records: Vec<fleetsync_store::LiveRecord>,
+    ) -> Result<fleetsync_store::LiveRecorded> {
         self.inner.live_record(tenant, cluster, records).await
     }
 
@@ -304,7 +352,11 @@ impl LiveState for ExpireAfterClaim {
         self.inner.live_list(tenant, cluster).await
     }
 
-    async fn live_page(&self, filter: &LiveFilter, page: &PageRequest<String>) -> Result<Page<fleetsync_store::LiveResource, String>> {
+    async fn live_page(
+        &self,
+        filter: &LiveFilter,
+        page: &PageRequest<String>,
+    ) -> Result<Page<fleetsync_store::LiveResource, String>> {
         self.inner.live_page(filter, page).await
     }
 }

@@ -84,11 +84,12 @@ impl ApiError {
             ApiError::Documents(ParseError::Limit { limit, .. }) if limit.is_size() => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Documents(ParseError::Cancelled) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Documents(_) | ApiError::InvalidParam { .. } | ApiError::BadBody(_) => StatusCode::BAD_REQUEST,
-            ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. }) | ApiError::Internal { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
+            ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } | ApiError::NotFound(_) => {
+                StatusCode::NOT_FOUND
             }
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. })
+            | ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimedOut { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -117,12 +118,16 @@ impl ApiError {
                 rule: Some(v.rule.clone()),
                 ..message
             },
-            ApiError::Documents(ParseError::Yaml { index, .. }) => ErrorBody { document: Some(format!("document {index}")), ..message },
+            ApiError::Documents(ParseError::Yaml { index, .. }) => {
+                ErrorBody { document: Some(format!("document {index}")), ..message }
+            }
             ApiError::Documents(ParseError::Limit { index, limit }) if *index > 0 => {
                 ErrorBody { document: Some(format!("document {index}")), rule: Some(limit.to_string()), ..message }
             }
             ApiError::InvalidField { field, .. } => ErrorBody { field: Some(field.clone()), ..message },
-            ApiError::CursorExpired { cursor, horizon } => ErrorBody { cursor: Some(*cursor), horizon: Some(*horizon), ..message },
+            ApiError::CursorExpired { cursor, horizon } => {
+                ErrorBody { cursor: Some(*cursor), horizon: Some(*horizon), ..message }
+            }
             _ => message,
         }
     }

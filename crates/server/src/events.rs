@@ -146,7 +146,13 @@ impl Default for Watches {
 
 impl Watches {
     pub fn new(keepalive: Duration, poll: Duration) -> Self {
-        Self { keepalive, poll, limits: WatchLimits::default(), closing: Arc::new(watch::channel(false).0), slots: Arc::default() }
+        Self {
+            keepalive,
+            poll,
+            limits: WatchLimits::default(),
+            closing: Arc::new(watch::channel(false).0),
+            slots: Arc::default(),
+        }
     }
 
     /// These settings with `limits` on open watches.
@@ -168,7 +174,11 @@ impl Watches {
 
 /// `GET /v1/events`: a page of events, or with `watch=true` a stream of them — of the
 /// caller's tenants only.
-pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): ApiQuery<EventsQuery>) -> Result<Response> {
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<Response> {
     let visible = caller.visible();
     if visible == Visible::Tenants(Default::default()) {
         return Err(ApiError::Forbidden(format!("{} may read no tenant's events", caller.subject)));
@@ -180,19 +190,28 @@ pub async fn list(State(state): State<AppState>, caller: Caller, ApiQuery(q): Ap
         });
     }
     if q.order == Order::Desc || q.before.is_some() {
-        let bad = |param: &str, rule: &str| ApiError::InvalidParam { param: format!("query parameter `{param}`"), rule: rule.into() };
+        let bad = |param: &str, rule: &str| ApiError::InvalidParam {
+            param: format!("query parameter `{param}`"),
+            rule: rule.into(),
+        };
         if q.order != Order::Desc {
             return Err(bad("before", "needs `order=desc`"));
         }
         if q.watch || q.after.is_some() || q.since.is_some() {
-            return Err(bad("order", "`desc` reads back from the newest event: it takes no `after`, `since` or `watch`"));
+            return Err(bad(
+                "order",
+                "`desc` reads back from the newest event: it takes no `after`, `since` or `watch`",
+            ));
         }
         let items = state.events.log().events_newest(scope(&visible).as_deref(), q.before, q.limit).await?;
         return Ok(Json(Items::all(items)).into_response());
     }
     let after = match q.since {
         Some(Since::Now) if q.after.is_some() => {
-            return Err(ApiError::InvalidParam { param: "query parameter `since`".into(), rule: "`now` takes no `after`".into() });
+            return Err(ApiError::InvalidParam {
+                param: "query parameter `since`".into(),
+                rule: "`now` takes no `after`".into(),
+            });
         }
         Some(Since::Now) => Some(state.events.log().events_head().await?),
         None => q.after,
@@ -243,7 +262,12 @@ fn scope(visible: &Visible) -> Option<Vec<String>> {
 
 /// A page of the events of `tenants` (none: all) after `after`: read by tenant for a
 /// caller of some tenants, so it costs the page however many events others have.
-async fn read(store: &dyn EventLog, tenants: Option<&[String]>, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+async fn read(
+    store: &dyn EventLog,
+    tenants: Option<&[String]>,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Event>, StoreError> {
     match tenants {
         None => store.events_read(after, limit).await,
         Some(tenants) => store.events_read_of(tenants, after, limit).await,
@@ -253,7 +277,12 @@ async fn read(store: &dyn EventLog, tenants: Option<&[String]>, after: u64, limi
 /// The first page and the cursor it was read from. Without a cursor, the log is read
 /// from its horizon (for a caller of some tenants, theirs; retention may move it
 /// between two reads, hence the loop).
-async fn first_page(store: &dyn EventLog, tenants: Option<&[String]>, after: Option<u64>, limit: usize) -> Result<(u64, Vec<Event>)> {
+async fn first_page(
+    store: &dyn EventLog,
+    tenants: Option<&[String]>,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<(u64, Vec<Event>)> {
     let mut cursor = after.unwrap_or(0);
     loop {
         match read(store, tenants, cursor, limit).await {

@@ -55,7 +55,8 @@ impl<S: Send + Sync> FromRequest<S> for ApiText {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self> {
-        let deadline = req.extensions().get::<BodyDeadline>().copied().unwrap_or_else(|| BodyDeadline::after(BODY_READ_TIMEOUT));
+        let deadline =
+            req.extensions().get::<BodyDeadline>().copied().unwrap_or_else(|| BodyDeadline::after(BODY_READ_TIMEOUT));
         match tokio::time::timeout_at(deadline.at, String::from_request(req, state)).await {
             Ok(text) => Ok(ApiText(text?)),
             Err(_) => Err(ApiError::BodyTimedOut { limit: deadline.limit }),

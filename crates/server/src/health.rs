@@ -10,8 +10,8 @@ use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use fleetsync_store::StatusRead;
 use fleetsync_api::{Health, SchemaVersion, ServerVersion};
+use fleetsync_store::StatusRead;
 
 /// Whether `store` is ready (see [`StatusRead::store_ready`]): the rule of the hub's
 /// probes and a worker's. The cause of a failure is logged here; the answer only says

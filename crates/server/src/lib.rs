@@ -53,21 +53,21 @@ pub mod tokens;
 mod watch_slots;
 pub mod wire;
 
-pub use error::ApiError;
-pub use fleetsync_api::Items;
 pub use conn::ConnectionLimits;
+pub use error::ApiError;
 pub use events::Watches;
 pub use feed::EventFeed;
+pub use fleetsync_api::Items;
 pub use metrics::QueueMetrics;
 pub use serve::{serve_router, serve_router_with, SHUTDOWN_GRACE};
-pub use watch_slots::WatchLimits;
 pub use tls::{ClientIdentity, OverTls, ServerTls, TlsConfig, TlsError};
+pub use watch_slots::WatchLimits;
 
+use access::{Access, Authenticator};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
 use axum::routing::{delete, get, post};
 use axum::Router;
-use access::{Access, Authenticator};
 use fleetsync_store::{Quotas, Store};
 use objects::{Clusters, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
@@ -163,7 +163,10 @@ pub fn router(state: AppState) -> Router {
 /// A `413` or a `408` closes its HTTP/1 connection (`Connection: close`): the rest of
 /// the body it refused (too large, or too slow) is never read, so the connection can
 /// carry no further request, and the client learns at once that it may stop.
-async fn close_after_refused_body(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn close_after_refused_body(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     use axum::http::StatusCode;
     let http1 = req.version() < axum::http::Version::HTTP_2;
     let mut response = next.run(req).await;

@@ -12,6 +12,10 @@ use fleetsync_model::shard::shard_counts;
 pub async fn list(State(state): State<AppState>) -> Result<Json<Items<Member>>> {
     let members = state.store.member_list().await?;
     let ids: Vec<String> = members.iter().map(|m| m.id.clone()).collect();
-    let items = members.into_iter().zip(shard_counts(&ids)).map(|(member, shards)| crate::wire::member(member, shards)).collect();
+    let items = members
+        .into_iter()
+        .zip(shard_counts(&ids))
+        .map(|(member, shards)| crate::wire::member(member, shards))
+        .collect();
     Ok(Json(Items::all(items)))
 }

@@ -17,7 +17,9 @@ use axum::extract::State;
 use axum::Json;
 use fleetsync_api::{ApplyResponse, DeleteResponse, Deleted};
 use fleetsync_model::{parse_documents_with, Cluster, Document, Endpoint, Kind, LabelQuery, ParseBudget};
-use fleetsync_store::{ClusterFilter, Commit, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT};
+use fleetsync_store::{
+    ClusterFilter, Commit, ObjectFilter, ObjectKey, Objects, PageRequest, Store, StoreError, MAX_PAGE_LIMIT,
+};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -135,7 +137,11 @@ fn may_write(caller: &Caller, access: &Access, doc: &Document) -> Result<()> {
     let (tenant, name) = (doc.metadata().tenant(), &doc.metadata().name);
     let right = write_right(doc.kind());
     if !caller.allows(right, tenant) {
-        return Err(ApiError::Forbidden(format!("{} {tenant}/{name}: {}", doc.kind().as_str(), caller.refusal(right, tenant))));
+        return Err(ApiError::Forbidden(format!(
+            "{} {tenant}/{name}: {}",
+            doc.kind().as_str(),
+            caller.refusal(right, tenant)
+        )));
     }
     if let Document::Cluster(c) = doc {
         if matches!(c.spec.endpoint, Endpoint::InCluster {}) && !access.in_cluster_tenants.contains(tenant) {
@@ -162,12 +168,17 @@ pub struct ListQuery {
 }
 
 /// `GET /v1/<plural>`: every object of the kind in the tenant, or one page of them.
-pub async fn list<K: ObjectKind>(State(state): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<Items<Value>>> {
+pub async fn list<K: ObjectKind>(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Items<Value>>> {
     let tenant = check_tenant(&q.tenant)?;
     let labels = match (&q.label_selector, K::KIND) {
         (None, _) => LabelQuery::default(),
-        (Some(text), Kind::Cluster) => LabelQuery::parse(text)
-            .map_err(|e| ApiError::InvalidParam { param: "query parameter `labelSelector`".into(), rule: e.to_string() })?,
+        (Some(text), Kind::Cluster) => LabelQuery::parse(text).map_err(|e| ApiError::InvalidParam {
+            param: "query parameter `labelSelector`".into(),
+            rule: e.to_string(),
+        })?,
         (Some(_), kind) => {
             return Err(ApiError::InvalidParam {
                 param: "query parameter `labelSelector`".into(),
@@ -181,7 +192,9 @@ pub async fn list<K: ObjectKind>(State(state): State<AppState>, ApiQuery(q): Api
     let items = match paging::want::<ObjectKey>(q.limit, q.continue_.as_deref(), &scope)? {
         Want::All => {
             let docs: Vec<Document> = match K::KIND {
-                Kind::Cluster if clusters.labels.is_empty() => store.cluster_list(Some(tenant)).await?.into_iter().map(Document::Cluster).collect(),
+                Kind::Cluster if clusters.labels.is_empty() => {
+                    store.cluster_list(Some(tenant)).await?.into_iter().map(Document::Cluster).collect()
+                }
                 Kind::Cluster => all_clusters(store, &clusters).await?.into_iter().map(Document::Cluster).collect(),
                 Kind::SyncSet => store.syncset_list(Some(tenant)).await?.into_iter().map(Document::SyncSet).collect(),
                 Kind::Secret => store.secret_list(Some(tenant)).await?.into_iter().map(Document::Secret).collect(),
@@ -189,9 +202,15 @@ pub async fn list<K: ObjectKind>(State(state): State<AppState>, ApiQuery(q): Api
             Items::all(docs.iter().map(Document::to_value).collect())
         }
         Want::Page(page) => match K::KIND {
-            Kind::Cluster => paging::items(store.cluster_page(&clusters, &page).await?, &scope, |c| Document::Cluster(c).to_value()),
-            Kind::SyncSet => paging::items(store.syncset_page(&objects, &page).await?, &scope, |s| Document::SyncSet(s).to_value()),
-            Kind::Secret => paging::items(store.secret_page(&objects, &page).await?, &scope, |s| Document::Secret(s).to_value()),
+            Kind::Cluster => {
+                paging::items(store.cluster_page(&clusters, &page).await?, &scope, |c| Document::Cluster(c).to_value())
+            }
+            Kind::SyncSet => {
+                paging::items(store.syncset_page(&objects, &page).await?, &scope, |s| Document::SyncSet(s).to_value())
+            }
+            Kind::Secret => {
+                paging::items(store.secret_page(&objects, &page).await?, &scope, |s| Document::Secret(s).to_value())
+            }
         },
     };
     Ok(Json(items))

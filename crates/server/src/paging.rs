@@ -107,7 +107,8 @@ pub fn want<K: Cursor>(limit: Option<usize>, token: Option<&str>, scope: &Scope)
 }
 
 fn decode<K: Cursor>(text: &str, scope: &Scope) -> Result<K> {
-    let bad = |rule: &str| ApiError::InvalidParam { param: "query parameter `continue`".into(), rule: rule.to_string() };
+    let bad =
+        |rule: &str| ApiError::InvalidParam { param: "query parameter `continue`".into(), rule: rule.to_string() };
     if text.len() > MAX_CONTINUE_BYTES {
         return Err(bad(&format!("longer than {MAX_CONTINUE_BYTES} bytes")));
     }
@@ -115,7 +116,10 @@ fn decode<K: Cursor>(text: &str, scope: &Scope) -> Result<K> {
     let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| bad(malformed))?;
     let token: Token = serde_json::from_slice(&bytes).map_err(|_| bad(malformed))?;
     if token.v != VERSION {
-        return Err(bad(&format!("token version {} is not supported (start the list again without `continue`)", token.v)));
+        return Err(bad(&format!(
+            "token version {} is not supported (start the list again without `continue`)",
+            token.v
+        )));
     }
     if token.f != scope.hash {
         return Err(bad(
@@ -134,7 +138,10 @@ pub fn token<K: Cursor>(key: &K, scope: &Scope) -> String {
 
 /// A store page as the API's items, mapped by `f`, with the token of the next page.
 pub fn items<T, U, K: Cursor>(page: Page<T, K>, scope: &Scope, f: impl FnMut(T) -> U) -> fleetsync_api::Items<U> {
-    fleetsync_api::Items { items: page.items.into_iter().map(f).collect(), continue_: page.next.map(|k| token(&k, scope)) }
+    fleetsync_api::Items {
+        items: page.items.into_iter().map(f).collect(),
+        continue_: page.next.map(|k| token(&k, scope)),
+    }
 }
 
 #[cfg(test)]
@@ -150,8 +157,15 @@ mod tests {
         let key = WorkKey::new("default", "c1", "s1");
         let t = token(&key, &scope());
         assert!(t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{t}");
-        assert_eq!(want::<WorkKey>(Some(2), Some(&t), &scope()).expect("ok"), Want::Page(PageRequest { after: Some(key), limit: 2 }));
-        for other in [Scope::new("/v1/status", "other", "phase=Failed"), Scope::new("/v1/status", "default", ""), Scope::new("/v1/clusters", "default", "phase=Failed")] {
+        assert_eq!(
+            want::<WorkKey>(Some(2), Some(&t), &scope()).expect("ok"),
+            Want::Page(PageRequest { after: Some(key), limit: 2 })
+        );
+        for other in [
+            Scope::new("/v1/status", "other", "phase=Failed"),
+            Scope::new("/v1/status", "default", ""),
+            Scope::new("/v1/clusters", "default", "phase=Failed"),
+        ] {
             let err = want::<WorkKey>(Some(2), Some(&t), &other).expect_err("another scope").to_string();
             assert!(err.contains("`continue`") && err.contains("another list, tenant or filter"), "{err}");
         }
@@ -164,7 +178,10 @@ mod tests {
     fn limits_and_defaults() {
         assert_eq!(want::<String>(None, None, &scope()).expect("all"), Want::All);
         let t = token(&"x".to_string(), &scope());
-        assert_eq!(want::<String>(None, Some(&t), &scope()).expect("default"), Want::Page(PageRequest { after: Some("x".into()), limit: DEFAULT_PAGE_LIMIT }));
+        assert_eq!(
+            want::<String>(None, Some(&t), &scope()).expect("default"),
+            Want::Page(PageRequest { after: Some("x".into()), limit: DEFAULT_PAGE_LIMIT })
+        );
         for bad in [0, MAX_PAGE_LIMIT + 1] {
             let err = want::<String>(Some(bad), None, &scope()).expect_err("bad limit").to_string();
             assert!(err.contains("`limit`") && err.contains("5000"), "{err}");

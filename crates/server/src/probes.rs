@@ -94,7 +94,13 @@ mod tests {
         let flag = ready.clone();
         let check: ReadyCheck = Arc::new(move || {
             let ok = flag.load(Ordering::SeqCst);
-            Box::pin(async move { if ok { Ok(()) } else { Err("the target has not been listed yet".into()) } })
+            Box::pin(async move {
+                if ok {
+                    Ok(())
+                } else {
+                    Err("the target has not been listed yet".into())
+                }
+            })
         });
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
@@ -110,7 +116,11 @@ mod tests {
 
         let (status, kind, body) = get(&format!("{base}/metrics"), Some("text/plain;version=0.0.4")).await;
         assert_eq!((status, kind.as_str()), (200, text::CLASSIC));
-        assert!(body.contains("# TYPE fleetsync_test_runs_total counter\n") && body.contains("fleetsync_test_runs_total 3\n"), "{body}");
+        assert!(
+            body.contains("# TYPE fleetsync_test_runs_total counter\n")
+                && body.contains("fleetsync_test_runs_total 3\n"),
+            "{body}"
+        );
         let (_, kind, body) = get(&format!("{base}/metrics"), Some("application/openmetrics-text")).await;
         assert_eq!(kind, text::OPEN_METRICS);
         assert!(body.ends_with("# EOF\n"), "{body}");

@@ -8,7 +8,7 @@
 //! stall (slowloris) cannot keep `/healthz` or anyone else out; they are also closed
 //! when their head's deadline passes.
 
-use crate::conn::{Connections, ConnectionLimits, Expiry, Registered, TrackedBody, Watched};
+use crate::conn::{ConnectionLimits, Connections, Expiry, Registered, TrackedBody, Watched};
 use crate::extract::BodyDeadline;
 use crate::tls::{client_identity, ClientIdentity, OverTls, ServerTls};
 use axum::Router;
@@ -86,7 +86,10 @@ pub async fn serve_router_with(
             Err(_) => {
                 // At the cap: take an idle connection's slot, or wait for a busy one to end.
                 if !open.evict_oldest_idle() {
-                    tracing::debug!(max = limits.max_connections, "every connection has a request in flight: the new one waits");
+                    tracing::debug!(
+                        max = limits.max_connections,
+                        "every connection has a request in flight: the new one waits"
+                    );
                 }
                 tokio::select! {
                     () = &mut shutdown => break,
@@ -162,8 +165,14 @@ impl Accepted {
         self.serve(stream, identity, true, peer, app).await;
     }
 
-    async fn serve<I>(self, io: I, identity: Option<ClientIdentity>, over_tls: bool, peer: Option<std::net::SocketAddr>, app: Router)
-    where
+    async fn serve<I>(
+        self,
+        io: I,
+        identity: Option<ClientIdentity>,
+        over_tls: bool,
+        peer: Option<std::net::SocketAddr>,
+        app: Router,
+    ) where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let tracker = self.registered.tracker.clone();

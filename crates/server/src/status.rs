@@ -12,9 +12,9 @@ use crate::{AppState, Items};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase, WorkKey};
-use fleetsync_store::{Event, EventObject, StatusFilter, StoreError};
 use fleetsync_api::{Retried, SyncSetStatus, TenantStatus};
+use fleetsync_model::{ClusterStatus, KeyStatus, Kind, Phase, WorkKey};
+use fleetsync_store::{Event, EventObject, StatusFilter, StoreError};
 use serde::Deserialize;
 
 /// `GET /v1/status?tenant=&cluster=&syncset=&phase=&stale=&limit=&continue=`.
@@ -69,7 +69,13 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<StatusQue
         q.stale
     );
     let scope = Scope::new("/v1/status", &q.tenant, &filters);
-    let filter = StatusFilter { tenant: Some(q.tenant.clone()), cluster: q.cluster.clone(), syncset: q.syncset.clone(), phases, stale: q.stale };
+    let filter = StatusFilter {
+        tenant: Some(q.tenant.clone()),
+        cluster: q.cluster.clone(),
+        syncset: q.syncset.clone(),
+        phases,
+        stale: q.stale,
+    };
     let (items, first) = match paging::want::<WorkKey>(q.limit, q.continue_.as_deref(), &scope)? {
         Want::All => (Items::all(state.store.status_list(&filter).await?), true),
         Want::Page(page) => {
@@ -138,7 +144,9 @@ pub async fn syncset(
         Want::Page(page) => paging::items(state.store.status_page(&filter, &page).await?, &scope, |k| k),
     };
     let summary = state.store.status_summary(tenant, Some(&name)).await?;
-    let progress = fleetsync_store::progress::read(state.store.as_ref(), &set, &summary).await.map_err(crate::rollouts::drive_error)?;
+    let progress = fleetsync_store::progress::read(state.store.as_ref(), &set, &summary)
+        .await
+        .map_err(crate::rollouts::drive_error)?;
     Ok(Json(SyncSetStatus {
         tenant: tenant.into(),
         syncset: name,
@@ -154,7 +162,10 @@ pub async fn syncset(
 /// clusters counted by condition, from the store's counts (no key is read).
 pub async fn summary(State(state): State<AppState>, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<TenantStatus>> {
     let tenant = q.tenant()?;
-    let (summary, clusters) = tokio::try_join!(state.store.status_summary(tenant, None), state.store.cluster_conditions(tenant, state.stale_after))?;
+    let (summary, clusters) = tokio::try_join!(
+        state.store.status_summary(tenant, None),
+        state.store.cluster_conditions(tenant, state.stale_after)
+    )?;
     Ok(Json(TenantStatus { tenant: tenant.into(), summary, clusters }))
 }
 

@@ -30,7 +30,11 @@ impl Batch {
                     batch.syncsets.insert((meta.tenant().to_string(), meta.name.clone()), spec);
                 }
                 Document::Cluster(_) => {
-                    batch.clusters.entry(meta.tenant().to_string()).or_default().insert(meta.name.clone(), meta.labels.clone());
+                    batch
+                        .clusters
+                        .entry(meta.tenant().to_string())
+                        .or_default()
+                        .insert(meta.name.clone(), meta.labels.clone());
                 }
                 _ => {}
             }
@@ -52,7 +56,8 @@ impl Batch {
                 (Some(names), _) => names.len() > missing.len(),
                 (None, Some(selector)) => {
                     let by_batch = batch.is_some_and(|b| b.iter().any(|(name, labels)| spec.selects(name, labels)));
-                    let terms = selector.match_labels.iter().map(|(k, v)| LabelTerm::Equal(k.clone(), v.clone())).collect();
+                    let terms =
+                        selector.match_labels.iter().map(|(k, v)| LabelTerm::Equal(k.clone(), v.clone())).collect();
                     let filter = ClusterFilter { tenant: Some(r.tenant.clone()), labels: LabelQuery { terms } };
                     by_batch || !store.cluster_page(&filter, &PageRequest::first(1)).await?.items.is_empty()
                 }
@@ -85,7 +90,12 @@ async fn staged(store: &dyn Store, tenant: &str, name: &str, generation: i64) ->
     let status = rollout_drive::status(store, tenant, name).await.map_err(crate::rollouts::drive_error)?;
     Ok(status.filter(|s| s.revision == generation && s.phase == RolloutPhase::Progressing).map(|s| {
         let reached = s.steps.get(s.step).map_or(0, |c| c.clusters);
-        format!("rollout step {} of {} ({reached} cluster{})", s.step + 1, s.steps.len(), if reached == 1 { "" } else { "s" })
+        format!(
+            "rollout step {} of {} ({reached} cluster{})",
+            s.step + 1,
+            s.steps.len(),
+            if reached == 1 { "" } else { "s" }
+        )
     }))
 }
 

@@ -187,11 +187,13 @@ fn build(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
     let key_pem = read("private key", &config.key_file)?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey { path: config.key_file.clone() })?;
     let refused = |source| TlsError::Refused { cert: config.cert_file.clone(), key: config.key_file.clone(), source };
-    let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().map_err(refused)?;
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().map_err(refused)?;
     let builder = match &config.client_ca_file {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let ca_error = |source: Box<dyn std::error::Error + Send + Sync>| TlsError::ClientCa { path: path.clone(), source };
+            let ca_error =
+                |source: Box<dyn std::error::Error + Send + Sync>| TlsError::ClientCa { path: path.clone(), source };
             let mut roots = RootCertStore::empty();
             for cert in read_certs("client CA", path)? {
                 roots.add(cert).map_err(|e| ca_error(e.into()))?;

@@ -30,25 +30,36 @@ use std::time::Duration;
 const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 86_400);
 
 /// `POST /v1/tokens`.
-pub async fn create(State(state): State<AppState>, caller: Caller, ApiText(body): ApiText) -> Result<(StatusCode, Json<IssuedToken>)> {
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiText(body): ApiText,
+) -> Result<(StatusCode, Json<IssuedToken>)> {
     let mut de = serde_json::Deserializer::from_str(&body);
     let req: TokenCreate = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
-        ApiError::InvalidField { field: if field == "." { "body".into() } else { field }, rule: e.into_inner().to_string() }
+        ApiError::InvalidField {
+            field: if field == "." { "body".into() } else { field },
+            rule: e.into_inner().to_string(),
+        }
     })?;
     if !caller.may_issue(&req.grant) {
         return Err(ApiError::Forbidden(format!("{} may not issue a token granting {}", caller.subject, req.grant)));
     }
     let ttl = req.ttl_seconds.map(Duration::from_secs);
     if ttl.is_some_and(|t| t.is_zero() || t > MAX_TTL) {
-        return Err(ApiError::InvalidField { field: "ttlSeconds".into(), rule: format!("must be between 1 and {}", MAX_TTL.as_secs()) });
+        return Err(ApiError::InvalidField {
+            field: "ttlSeconds".into(),
+            rule: format!("must be between 1 and {}", MAX_TTL.as_secs()),
+        });
     }
     let request = TokenRequest { grant: req.grant, name: req.name, ttl, created_by: caller.subject.clone() };
-    let (token, record) = issue(state.store.as_ref(), state.store.clock().as_ref(), request).await.map_err(|e| match e {
-        IssueError::Store(e) => ApiError::from(e),
-        IssueError::NameTaken { .. } => ApiError::Conflict(e.to_string()),
-        other => ApiError::InvalidField { field: "name".into(), rule: other.to_string() },
-    })?;
+    let (token, record) =
+        issue(state.store.as_ref(), state.store.clock().as_ref(), request).await.map_err(|e| match e {
+            IssueError::Store(e) => ApiError::from(e),
+            IssueError::NameTaken { .. } => ApiError::Conflict(e.to_string()),
+            other => ApiError::InvalidField { field: "name".into(), rule: other.to_string() },
+        })?;
     tracing::info!(name = record.name, grant = %record.grant, by = caller.subject, "token issued");
     Ok((StatusCode::CREATED, Json(IssuedToken { token, record })))
 }
@@ -109,7 +120,10 @@ fn administers_tokens(caller: &Caller) -> Result<()> {
     if admin {
         Ok(())
     } else {
-        Err(ApiError::Forbidden(format!("{} may not administer tokens (needs role admin in a tenant, or fleet-admin)", caller.subject)))
+        Err(ApiError::Forbidden(format!(
+            "{} may not administer tokens (needs role admin in a tenant, or fleet-admin)",
+            caller.subject
+        )))
     }
 }
 

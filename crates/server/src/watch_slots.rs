@@ -142,7 +142,10 @@ mod tests {
         let a1 = slots.take(&limits, &a).expect("a 1");
         let _a2 = slots.take(&limits, &a).expect("a 2");
         let e = slots.take(&limits, &a).expect_err("a 3");
-        assert_eq!(e.to_string(), "too many watches: 2 open for this identity (the limit); close one or try again later");
+        assert_eq!(
+            e.to_string(),
+            "too many watches: 2 open for this identity (the limit); close one or try again later"
+        );
         let _b1 = slots.take(&limits, &b).expect("b 1");
         let e = slots.take(&limits, &b).expect_err("4 in all");
         assert_eq!(e.to_string(), "too many watches: 3 open on this server (the limit); close one or try again later");
@@ -158,12 +161,18 @@ mod tests {
         let both = slots.take(&limits, &caller("token:ab", &["a:viewer", "b:admin", "c:agent:c1"])).expect("a and b");
         let _a = slots.take(&limits, &caller("token:a", &["a:editor"])).expect("a");
         let e = slots.take(&limits, &caller("token:a2", &["a:viewer"])).expect_err("a is full");
-        assert_eq!(e.to_string(), "too many watches: 2 open for a tenant of this identity (the limit); close one or try again later");
-        slots.take(&limits, &caller("token:ab", &["a:viewer", "b:admin"])).expect_err("a is full for a caller of a and b");
+        assert_eq!(
+            e.to_string(),
+            "too many watches: 2 open for a tenant of this identity (the limit); close one or try again later"
+        );
+        slots
+            .take(&limits, &caller("token:ab", &["a:viewer", "b:admin"]))
+            .expect_err("a is full for a caller of a and b");
         let _b = slots.take(&limits, &caller("token:b", &["b:viewer"])).expect("b has room");
         let _c = slots.take(&limits, &caller("token:c", &["c:viewer"])).expect("an agent grant counted nothing in c");
-        let fleet: Vec<WatchSlot> =
-            (0..3).map(|_| slots.take(&limits, &caller("token:fleet", &["fleet-admin", "a:viewer"])).expect("hub-wide")).collect();
+        let fleet: Vec<WatchSlot> = (0..3)
+            .map(|_| slots.take(&limits, &caller("token:fleet", &["fleet-admin", "a:viewer"])).expect("hub-wide"))
+            .collect();
         assert_eq!(fleet.len(), 3);
         drop(both);
         slots.take(&limits, &caller("token:a2", &["a:viewer"])).expect("a slot of a came back");

@@ -5,7 +5,16 @@ use fleetsync_api::{ApplyResult, Member, ReportResult};
 use fleetsync_store::{ApplyOutcome, LiveOutcome};
 
 pub fn apply_result(o: ApplyOutcome) -> ApplyResult {
-    ApplyResult { kind: o.kind, tenant: o.tenant, name: o.name, generation: o.generation, result: o.result.to_string(), enqueued: o.enqueued, warnings: Vec::new(), staged: None }
+    ApplyResult {
+        kind: o.kind,
+        tenant: o.tenant,
+        name: o.name,
+        generation: o.generation,
+        result: o.result.to_string(),
+        enqueued: o.enqueued,
+        warnings: Vec::new(),
+        staged: None,
+    }
 }
 
 /// A live member with the number of shards it owns.
@@ -34,9 +43,23 @@ mod tests {
 
     #[test]
     fn wire_types_serialize_as_the_store_values_did() {
-        let o = ApplyOutcome { kind: Kind::SyncSet, tenant: "t".into(), name: "n".into(), generation: 2, result: "updated", enqueued: 3 };
+        let o = ApplyOutcome {
+            kind: Kind::SyncSet,
+            tenant: "t".into(),
+            name: "n".into(),
+            generation: 2,
+            result: "updated",
+            enqueued: 3,
+        };
         same_json(&o, &apply_result(o.clone()));
-        let m = fleetsync_store::Member { id: "w".into(), started_at: Timestamp(1), heartbeat_at: Timestamp(2), expires_at: Timestamp(3), in_flight: 4, max_in_flight: 8 };
+        let m = fleetsync_store::Member {
+            id: "w".into(),
+            started_at: Timestamp(1),
+            heartbeat_at: Timestamp(2),
+            expires_at: Timestamp(3),
+            in_flight: 4,
+            max_in_flight: 8,
+        };
         let mut expected = serde_json::to_value(&m).expect("member");
         expected["shards"] = 7.into();
         assert_eq!(serde_json::to_value(member(m, 7)).expect("wire member"), expected);

@@ -28,7 +28,8 @@ struct Server {
 
 async fn start(limits: ConnectionLimits) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
     let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
     let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
     let mut registry = Registry::default();
@@ -55,7 +56,11 @@ async fn read_response(stream: &mut TcpStream) -> String {
         if let Some(end) = text.find("\r\n\r\n") {
             let length = text[..end]
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().expect("length")))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().expect("length"))
+                })
                 .unwrap_or(0);
             if got.len() >= end + 4 + length {
                 return text;
@@ -85,7 +90,8 @@ async fn slowloris(addr: SocketAddr) -> TcpStream {
 /// Waits until the server closes `s` (end of stream or reset); how long that took from `since`.
 async fn closed(mut s: TcpStream, since: Instant, patience: Duration) -> Duration {
     let mut buf = [0u8; 1024];
-    let read = tokio::time::timeout(patience, s.read(&mut buf)).await.expect("the server closes the connection in time");
+    let read =
+        tokio::time::timeout(patience, s.read(&mut buf)).await.expect("the server closes the connection in time");
     match read {
         Ok(0) | Err(_) => since.elapsed(),
         Ok(n) => panic!("the server answered a partial request: {}", String::from_utf8_lossy(&buf[..n])),
@@ -95,7 +101,13 @@ async fn closed(mut s: TcpStream, since: Instant, patience: Duration) -> Duratio
 #[tokio::test]
 async fn stalled_request_heads_are_closed_after_the_header_timeout() {
     let timeout = Duration::from_millis(800);
-    let server = start(ConnectionLimits { max_connections: 100, header_read_timeout: timeout, idle_timeout: Duration::from_secs(60), ..ConnectionLimits::default() }).await;
+    let server = start(ConnectionLimits {
+        max_connections: 100,
+        header_read_timeout: timeout,
+        idle_timeout: Duration::from_secs(60),
+        ..ConnectionLimits::default()
+    })
+    .await;
     let started = Instant::now();
     let mut attackers = Vec::new();
     for _ in 0..30 {
@@ -114,7 +126,12 @@ async fn stalled_request_heads_are_closed_after_the_header_timeout() {
 #[tokio::test]
 async fn healthz_answers_while_stalled_clients_hold_every_connection_slot() {
     // A header timeout far beyond the test: only the cap's eviction lets /healthz in.
-    let limits = ConnectionLimits { max_connections: 8, header_read_timeout: Duration::from_secs(60), idle_timeout: Duration::from_secs(60), ..ConnectionLimits::default() };
+    let limits = ConnectionLimits {
+        max_connections: 8,
+        header_read_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        ..ConnectionLimits::default()
+    };
     let server = start(limits).await;
     let mut attackers = Vec::new();
     for round in 0..3 {
@@ -141,7 +158,13 @@ async fn healthz_answers_while_stalled_clients_hold_every_connection_slot() {
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let idle = Duration::from_millis(800);
-    let server = start(ConnectionLimits { max_connections: 100, header_read_timeout: Duration::from_secs(30), idle_timeout: idle, ..ConnectionLimits::default() }).await;
+    let server = start(ConnectionLimits {
+        max_connections: 100,
+        header_read_timeout: Duration::from_secs(30),
+        idle_timeout: idle,
+        ..ConnectionLimits::default()
+    })
+    .await;
     let mut s = TcpStream::connect(server.addr).await.expect("connect");
     for _ in 0..2 {
         s.write_all(b"GET /livez HTTP/1.1\r\nHost: hub\r\n\r\n").await.expect("write");
@@ -150,12 +173,16 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     }
     let since = Instant::now();
     let after = closed(s, since, Duration::from_secs(5)).await;
-    assert!(after >= idle - Duration::from_millis(50) && after < Duration::from_secs(3), "closed after {after:?}, idle timeout {idle:?}");
+    assert!(
+        after >= idle - Duration::from_millis(50) && after < Duration::from_secs(3),
+        "closed after {after:?}, idle timeout {idle:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_body_that_trickles_is_408_after_the_body_timeout_and_closes_the_connection() {
-    let server = start(ConnectionLimits { body_read_timeout: Duration::from_secs(1), ..ConnectionLimits::default() }).await;
+    let server =
+        start(ConnectionLimits { body_read_timeout: Duration::from_secs(1), ..ConnectionLimits::default() }).await;
     let mut s = TcpStream::connect(server.addr).await.expect("connect");
     let head = format!(
         "POST /v1/apply HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {}\r\nContent-Type: application/yaml\r\nContent-Length: 1000\r\n\r\nkind: Clu",

@@ -18,10 +18,10 @@ mod browser;
 
 use browser::{js, js_bool, ChromeDriver};
 use fantoccini::Client;
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
+use fleetsync_applier::latency::LatencyModel;
+use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::ByEndpoint;
 use fleetsync_model::{Document, Endpoint, Grant};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
@@ -106,12 +106,24 @@ async fn the_dashboard_in_a_headless_browser() {
 
 async fn sign_in(browser: &Client, hub: &Hub, token: &str, shots: &Screenshots) {
     browser.goto(&hub.url("/")).await.expect("open the page");
-    eventually("the sign-in form", || async { js_bool(browser, "return !document.getElementById('sign-in').hidden").await }).await;
+    eventually("the sign-in form", || async {
+        js_bool(browser, "return !document.getElementById('sign-in').hidden").await
+    })
+    .await;
     shots.take(browser, "sign-in").await;
     let field = browser.find(fantoccini::Locator::Id("token")).await.expect("the token field");
     field.send_keys(token).await.expect("type the token");
-    browser.find(fantoccini::Locator::Css("#sign-in-form button[type=submit]")).await.expect("button").click().await.expect("sign in");
-    eventually("the fleet view after sign-in", || async { js_bool(browser, "return !!document.getElementById('total')").await }).await;
+    browser
+        .find(fantoccini::Locator::Css("#sign-in-form button[type=submit]"))
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("sign in");
+    eventually("the fleet view after sign-in", || async {
+        js_bool(browser, "return !!document.getElementById('total')").await
+    })
+    .await;
     let source = browser.source().await.expect("source");
     assert!(!source.contains(token), "the page shows the token");
     let cookie_visible = js(browser, "return document.cookie").await;
@@ -139,7 +151,8 @@ async fn counts_match_the_api(browser: &Client, hub: &Hub, tenant: &str, shots: 
 /// sum of their limits, as `/v1/members` tells them.
 async fn saturation_is_the_members_in_flight_against_their_limits(browser: &Client, hub: &Hub) {
     let members = hub.get("/v1/members").await;
-    let limit: u64 = members["items"].as_array().expect("items").iter().map(|m| m["maxInFlight"].as_u64().unwrap_or(0)).sum();
+    let limit: u64 =
+        members["items"].as_array().expect("items").iter().map(|m| m["maxInFlight"].as_u64().unwrap_or(0)).sum();
     assert!(limit > 0, "the hub's worker tells its limit: {members}");
     let shown = eventually_value("the saturation line", || async {
         js(browser, "const s = document.getElementById('saturation'); return s && [Number(s.dataset.inFlight), Number(s.dataset.limit), s.innerText]")
@@ -155,28 +168,40 @@ async fn saturation_is_the_members_in_flight_against_their_limits(browser: &Clie
 
 async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots: &Screenshots) {
     let all = eventually_value("the matrix", || async {
-        let n = js(browser, "return document.querySelectorAll('#matrix td[data-phase]').length").await.as_u64().unwrap_or(0);
+        let n = js(browser, "return document.querySelectorAll('#matrix td[data-phase]').length")
+            .await
+            .as_u64()
+            .unwrap_or(0);
         (n > 0).then_some(n)
     })
     .await;
     let failed = eventually_value("a failed key", || async {
-        let n = hub.get("/v1/status?phase=Failed,Parked&limit=100").await["items"].as_array().map(Vec::len).unwrap_or(0) as u64;
+        let n = hub.get("/v1/status?phase=Failed,Parked&limit=100").await["items"].as_array().map(Vec::len).unwrap_or(0)
+            as u64;
         (n > 0).then_some(n)
     })
     .await;
     assert!(failed > 0 && failed < all, "the fleet has a failed key among others: {failed} of {all}");
     choose(browser, "phase-filter", "Failed,Parked").await;
     let phases = eventually_value("the matrix narrowed to failed keys", || async {
-        let phases = js(browser, "return [...document.querySelectorAll('#matrix td[data-phase]')].map(c => c.dataset.phase)").await;
+        let phases =
+            js(browser, "return [...document.querySelectorAll('#matrix td[data-phase]')].map(c => c.dataset.phase)")
+                .await;
         let phases: Vec<String> = serde_json::from_value(phases).unwrap_or_default();
         (!phases.is_empty() && phases.len() as u64 == failed).then_some(phases)
     })
     .await;
     assert!(phases.iter().all(|p| p == "Failed" || p == "Parked"), "{phases:?}");
     let reason = js(browser, "return document.querySelector('#matrix td[data-phase]').title").await;
-    assert!(reason.as_str().is_some_and(|r| r.contains("unreachable / broken") && r.contains(" — ")), "the cell names its reason: {reason}");
+    assert!(
+        reason.as_str().is_some_and(|r| r.contains("unreachable / broken") && r.contains(" — ")),
+        "the cell names its reason: {reason}"
+    );
     let failures = js(browser, "return document.getElementById('failure-list').innerText").await;
-    assert!(failures.as_str().is_some_and(|f| f.contains("broken on unreachable")), "failures first, with their reasons: {failures}");
+    assert!(
+        failures.as_str().is_some_and(|f| f.contains("broken on unreachable")),
+        "failures first, with their reasons: {failures}"
+    );
     shots.take(browser, "matrix-failed").await;
     choose(browser, "phase-filter", "").await;
     eventually("the whole matrix again", || async {
@@ -187,15 +212,26 @@ async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots:
 
 async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots: &Screenshots) {
     click(browser, "#matrix td[data-cluster='cluster-00001'][data-syncset='syncset-002'] a").await;
-    let want: Vec<String> = hub.get("/v1/status?cluster=cluster-00001&syncset=syncset-002&limit=1").await["items"][0]["resources"]
+    let want: Vec<String> = hub.get("/v1/status?cluster=cluster-00001&syncset=syncset-002&limit=1").await["items"][0]
+        ["resources"]
         .as_array()
         .expect("resources")
         .iter()
-        .map(|r| format!("ConfigMap {}/{}", r["resource"]["namespace"].as_str().unwrap_or(""), r["resource"]["name"].as_str().unwrap_or("")))
+        .map(|r| {
+            format!(
+                "ConfigMap {}/{}",
+                r["resource"]["namespace"].as_str().unwrap_or(""),
+                r["resource"]["name"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     assert_eq!(want.len(), SHAPE.resources);
     let shown = eventually_value("the key's resources", || async {
-        let rows = js(browser, "return [...document.querySelectorAll('#resources tr[data-resource]')].map(r => r.dataset.resource)").await;
+        let rows = js(
+            browser,
+            "return [...document.querySelectorAll('#resources tr[data-resource]')].map(r => r.dataset.resource)",
+        )
+        .await;
         let rows: Vec<String> = serde_json::from_value(rows).unwrap_or_default();
         (!rows.is_empty()).then_some(rows)
     })
@@ -212,7 +248,11 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
         .collect();
     assert!(!want.is_empty(), "the key ran, so it has events");
     let shown = eventually_value("the key's events", || async {
-        let rows = js(browser, "return [...document.querySelectorAll('#key-events tr[data-seq]')].map(r => Number(r.dataset.seq))").await;
+        let rows = js(
+            browser,
+            "return [...document.querySelectorAll('#key-events tr[data-seq]')].map(r => Number(r.dataset.seq))",
+        )
+        .await;
         let rows: Vec<u64> = serde_json::from_value(rows).unwrap_or_default();
         (!rows.is_empty()).then_some(rows)
     })
@@ -225,10 +265,15 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
         ("#/cluster/cluster-00001", "/v1/status?cluster=cluster-00001&limit=100", "syncset"),
         ("#/syncset/syncset-002", "/v1/status?syncset=syncset-002&limit=100", "cluster"),
     ] {
-        let want: Vec<String> =
-            hub.get(api).await["items"].as_array().expect("items").iter().map(|k| k[attr].as_str().unwrap_or("").to_string()).collect();
+        let want: Vec<String> = hub.get(api).await["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|k| k[attr].as_str().unwrap_or("").to_string())
+            .collect();
         browser.goto(&hub.url(&format!("/{hash}"))).await.expect("open the page");
-        let script = format!("return [...document.querySelectorAll('#key-list tr[data-{attr}]')].map(r => r.dataset.{attr})");
+        let script =
+            format!("return [...document.querySelectorAll('#key-list tr[data-{attr}]')].map(r => r.dataset.{attr})");
         let shown = eventually_value(hash, || async {
             let rows: Vec<String> = serde_json::from_value(js(browser, &script).await).unwrap_or_default();
             (rows.len() == want.len()).then_some(rows)
@@ -243,7 +288,10 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
 
     browser.goto(&hub.url("/#/key/unreachable/broken")).await.expect("open the failed key");
     let error = eventually_value("the failed key's last error", || async {
-        js(browser, "const e = document.getElementById('last-error'); return e ? e.textContent : null").await.as_str().map(str::to_string)
+        js(browser, "const e = document.getElementById('last-error'); return e ? e.textContent : null")
+            .await
+            .as_str()
+            .map(str::to_string)
     })
     .await;
     assert!(!error.is_empty() && error != "none", "{error}");
@@ -261,7 +309,10 @@ async fn a_drill_down_shows_a_keys_resources(browser: &Client, hub: &Hub, shots:
         .await;
         assert_eq!(shown.0, state, "{shown:?}");
         if let Some(message) = api["reachability"]["message"].as_str() {
-            assert!(message.contains("127.0.0.1:9") && shown.1.ends_with(message), "the address and the cause: {shown:?} {message}");
+            assert!(
+                message.contains("127.0.0.1:9") && shown.1.ends_with(message),
+                "the address and the cause: {shown:?} {message}"
+            );
         }
         let condition = js(browser, "return document.getElementById('cluster-condition').dataset.reason").await;
         assert_eq!(condition, api["condition"]["reason"]);
@@ -297,24 +348,45 @@ fn doomed(value: &str) -> String {
 /// made through the API moves the waiting one on to Completed on the page.
 async fn rollouts_show_their_phase_and_step(browser: &Client, hub: &Hub, shots: &Screenshots) {
     browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
-    eventually("no rollouts yet", || async { js_bool(browser, "return !!document.getElementById('rollouts-empty')").await }).await;
+    eventually("no rollouts yet", || async {
+        js_bool(browser, "return !!document.getElementById('rollouts-empty')").await
+    })
+    .await;
     hub.apply(&format!("{}---\n{}", staged("1"), doomed("1"))).await;
     let first = rollouts_match_the_api(browser, hub, |api| api["items"].as_array().is_some_and(|i| i.len() == 2)).await;
-    assert!(first.values().all(|r| r["listed"] == "folded" && r["revision"] == "1"), "a first generation completes at once: {first:?}");
+    assert!(
+        first.values().all(|r| r["listed"] == "folded" && r["revision"] == "1"),
+        "a first generation completes at once: {first:?}"
+    );
 
     hub.apply(&format!("{}---\n{}", staged("2"), doomed("2"))).await;
-    let waiting = |r: &Value| r["phase"] == "Progressing" && r["step"] == 0 && r["steps"][0]["clusters"] == 1 && r["steps"][0]["healthy"] == 1;
+    let waiting = |r: &Value| {
+        r["phase"] == "Progressing" && r["step"] == 0 && r["steps"][0]["clusters"] == 1 && r["steps"][0]["healthy"] == 1
+    };
     let rows = rollouts_match_the_api(browser, hub, |api| {
-        let by_name = |n: &str| api["items"].as_array().and_then(|i| i.iter().find(|r| r["syncset"] == n)).cloned().unwrap_or_default();
+        let by_name = |n: &str| {
+            api["items"].as_array().and_then(|i| i.iter().find(|r| r["syncset"] == n)).cloned().unwrap_or_default()
+        };
         waiting(&by_name("staged")) && by_name("doomed")["phase"] == "RolledBack"
     })
     .await;
     let staged = &rows["staged"];
-    assert_eq!((staged["phase"].as_str(), staged["step"].as_str(), staged["listed"].as_str()), (Some("Progressing"), Some("1 of 2"), Some("shown")));
-    assert_eq!((staged["revision"].as_str(), staged["stable"].as_str(), staged["healthy"].as_str()), (Some("2"), Some("1"), Some("1")));
+    assert_eq!(
+        (staged["phase"].as_str(), staged["step"].as_str(), staged["listed"].as_str()),
+        (Some("Progressing"), Some("1 of 2"), Some("shown"))
+    );
+    assert_eq!(
+        (staged["revision"].as_str(), staged["stable"].as_str(), staged["healthy"].as_str()),
+        (Some("2"), Some("1"), Some("1"))
+    );
     let doomed = &rows["doomed"];
     assert_eq!((doomed["phase"].as_str(), doomed["listed"].as_str()), (Some("RolledBack"), Some("shown")), "{doomed}");
-    assert!(doomed["reason"].as_str().is_some_and(|r| r.starts_with("step 1: 1 of 1 clusters failed") && r.contains("unreachable: ")), "{doomed}");
+    assert!(
+        doomed["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("step 1: 1 of 1 clusters failed") && r.contains("unreachable: ")),
+        "{doomed}"
+    );
     shots.take(browser, "rollouts").await;
 
     js(browser, "window.notReloaded = true; return true").await;
@@ -331,10 +403,21 @@ async fn rollouts_show_their_phase_and_step(browser: &Client, hub: &Hub, shots: 
     // The SyncSet pages say what the fleet holds: generation 2 everywhere once promoted,
     // and generation 1 everywhere after the rollback, not "at the latest generation".
     let staged = syncset_page_matches_the_api(browser, hub, "staged", "Applied").await;
-    assert_eq!((staged["clusters"].as_u64(), staged["applied"].as_u64(), staged["held"].as_u64()), (Some(3), Some(3), Some(0)), "{staged}");
+    assert_eq!(
+        (staged["clusters"].as_u64(), staged["applied"].as_u64(), staged["held"].as_u64()),
+        (Some(3), Some(3), Some(0)),
+        "{staged}"
+    );
     let doomed = syncset_page_matches_the_api(browser, hub, "doomed", "RolledBack").await;
-    assert_eq!((doomed["applied"].as_u64(), doomed["held"].as_u64(), doomed["heldAt"].as_i64()), (Some(0), Some(1), Some(1)), "{doomed}");
-    assert!(js_bool(browser, "return document.getElementById('syncset-rollout').textContent.includes('RolledBack')").await, "the rollout is named");
+    assert_eq!(
+        (doomed["applied"].as_u64(), doomed["held"].as_u64(), doomed["heldAt"].as_i64()),
+        (Some(0), Some(1), Some(1)),
+        "{doomed}"
+    );
+    assert!(
+        js_bool(browser, "return document.getElementById('syncset-rollout').textContent.includes('RolledBack')").await,
+        "the rollout is named"
+    );
     browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
 }
 
@@ -352,7 +435,11 @@ async fn syncset_page_matches_the_api(browser: &Client, hub: &Hub, name: &str, r
              return c ? {reason: c.dataset.reason, text: c.textContent, clusters: n('syncset-clusters'), applied: n('syncset-applied'), held: n('syncset-held')} : null;",
         )
         .await;
-        let want_text = format!("{}: {}", if api["done"] == true { "Applied" } else { api["reason"].as_str().unwrap_or("") }, api["message"].as_str().unwrap_or(""));
+        let want_text = format!(
+            "{}: {}",
+            if api["done"] == true { "Applied" } else { api["reason"].as_str().unwrap_or("") },
+            api["message"].as_str().unwrap_or("")
+        );
         if api["reason"] == reason
             && page["reason"] == reason
             && page["text"] == want_text.as_str()
@@ -367,13 +454,18 @@ async fn syncset_page_matches_the_api(browser: &Client, hub: &Hub, name: &str, r
 
 /// Waits until `/v1/rollouts` is in the state `ready` looks for and the page's rollout
 /// rows say what it says; answers the page's rows by SyncSet.
-async fn rollouts_match_the_api(browser: &Client, hub: &Hub, ready: impl Fn(&Value) -> bool) -> serde_json::Map<String, Value> {
+async fn rollouts_match_the_api(
+    browser: &Client,
+    hub: &Hub,
+    ready: impl Fn(&Value) -> bool,
+) -> serde_json::Map<String, Value> {
     let start = Instant::now();
     loop {
         let api = hub.get("/v1/rollouts?tenant=default").await;
         let page = page_rollouts(browser).await;
         if ready(&api) {
-            let want: serde_json::Map<String, Value> = api["items"].as_array().expect("items").iter().map(rollout_row).collect();
+            let want: serde_json::Map<String, Value> =
+                api["items"].as_array().expect("items").iter().map(rollout_row).collect();
             if page.as_object() == Some(&want) {
                 return want;
             }
@@ -430,8 +522,14 @@ async fn page_rollouts(browser: &Client) -> Value {
 
 async fn an_apply_appears_without_a_reload(browser: &Client, hub: &Hub, shots: &Screenshots) {
     browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
-    eventually("the fleet view", || async { js_bool(browser, "return !!document.getElementById('syncset-list')").await }).await;
-    eventually("the live watch", || async { js_bool(browser, "return document.getElementById('live').classList.contains('on')").await }).await;
+    eventually("the fleet view", || async {
+        js_bool(browser, "return !!document.getElementById('syncset-list')").await
+    })
+    .await;
+    eventually("the live watch", || async {
+        js_bool(browser, "return document.getElementById('live').classList.contains('on')").await
+    })
+    .await;
     js(browser, "window.notReloaded = true; return true").await;
     let before = page_totals(browser).await["total"].as_u64().unwrap_or(0);
     let mut late = hive_syncset(7, 1, "late");
@@ -451,8 +549,17 @@ async fn an_apply_appears_without_a_reload(browser: &Client, hub: &Hub, shots: &
 }
 
 async fn signing_out_ends_the_session(browser: &Client) {
-    browser.find(fantoccini::Locator::Id("sign-out")).await.expect("the sign-out button").click().await.expect("sign out");
-    eventually("the sign-in form again", || async { js_bool(browser, "return !document.getElementById('sign-in').hidden").await }).await;
+    browser
+        .find(fantoccini::Locator::Id("sign-out"))
+        .await
+        .expect("the sign-out button")
+        .click()
+        .await
+        .expect("sign out");
+    eventually("the sign-in form again", || async {
+        js_bool(browser, "return !document.getElementById('sign-in').hidden").await
+    })
+    .await;
     let status = js(browser, "return fetch('/v1/whoami').then(r => r.status)").await;
     assert_eq!(status, json!(401), "the session has ended");
 }
@@ -466,14 +573,20 @@ async fn a_viewer_of_b_sees_nothing_of_a(browser: &Client, hub: &Hub, token: &st
         js_bool(browser, "return !!document.querySelector('#matrix td[data-cluster=\"tenant-b-cluster\"]')").await
     })
     .await;
-    eventually("no rollouts in b", || async { js_bool(browser, "return !!document.getElementById('rollouts-empty')").await }).await;
+    eventually("no rollouts in b", || async {
+        js_bool(browser, "return !!document.getElementById('rollouts-empty')").await
+    })
+    .await;
     let members = js(browser, "return document.getElementById('members').innerText").await;
     assert!(members.as_str().is_some_and(|m| m.contains("fleet-admins")), "{members}");
     assert_eq!(shows_of_a(browser).await, Vec::<String>::new(), "the fleet view of b");
     // Drill-downs into the other tenant's objects, by URL: nothing of them is shown.
     for hash in ["#/syncset/syncset-000", "#/cluster/cluster-00000", "#/key/cluster-00000/syncset-000"] {
         browser.goto(&hub.url(&format!("/{hash}"))).await.expect("open a view");
-        eventually(&format!("{hash}: refused"), || async { js_bool(browser, "return !document.getElementById('error').hidden").await }).await;
+        eventually(&format!("{hash}: refused"), || async {
+            js_bool(browser, "return !document.getElementById('error').hidden").await
+        })
+        .await;
         assert_eq!(shows_of_a(browser).await, Vec::<String>::new(), "{hash}");
         assert_eq!(data_rows(browser).await, 0, "{hash}");
     }
@@ -495,9 +608,17 @@ async fn a_viewer_of_b_sees_nothing_of_a(browser: &Client, hub: &Hub, token: &st
 /// The names of tenant `default`'s objects the view shows (its heading aside, which
 /// repeats the URL the user typed; the error line, which names what was refused).
 async fn shows_of_a(browser: &Client) -> Vec<String> {
-    let text = js(browser, "return [...document.querySelectorAll('#view > div > :not(h1)')].map(n => n.innerText).join('\\n')").await;
+    let text = js(
+        browser,
+        "return [...document.querySelectorAll('#view > div > :not(h1)')].map(n => n.innerText).join('\\n')",
+    )
+    .await;
     let text = text.as_str().unwrap_or_default().to_string();
-    ["cluster-0000", "syncset-00", "unreachable", "broken", "late-arrival", "staged", "doomed"].into_iter().filter(|n| text.contains(n)).map(String::from).collect()
+    ["cluster-0000", "syncset-00", "unreachable", "broken", "late-arrival", "staged", "doomed"]
+        .into_iter()
+        .filter(|n| text.contains(n))
+        .map(String::from)
+        .collect()
 }
 
 /// Rows and cells of data in the view.
@@ -520,8 +641,6 @@ async fn closing(browser: &Client, shots: &Screenshots, steps: impl Future<Outpu
         std::panic::resume_unwind(panic);
     }
 }
-
-
 
 /// Clicks the element `css` selects; found again if the page redrew it between the
 /// find and the click (the matrix redraws as events come).
@@ -652,7 +771,8 @@ struct Hub {
 impl Hub {
     async fn start() -> Hub {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
         let mut registry = Registry::default();
         let metrics = RuntimeMetrics::register(&mut registry);
         let queue_metrics = QueueMetrics::register(&mut registry);
@@ -661,8 +781,13 @@ impl Hub {
         // The cluster at 127.0.0.1:9 is reached through the Kubernetes applier (nothing
         // listens there: it is unreachable, with the cause).
         let egress = EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule");
-        let kube = KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(5), egress, ..KubeConfig::default() });
-        let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), http: Some(Arc::new(kube)), ..ByEndpoint::default() });
+        let kube =
+            KubeApplier::new(KubeConfig { request_timeout: Duration::from_secs(5), egress, ..KubeConfig::default() });
+        let applier = Arc::new(ByEndpoint {
+            simulator: Some(Arc::new(sim)),
+            http: Some(Arc::new(kube)),
+            ..ByEndpoint::default()
+        });
         let shutdown = CancellationToken::new();
         let runtime = Runtime::new(store.clone(), applier, RuntimeConfig::default(), metrics);
         let workers = {
@@ -739,7 +864,10 @@ impl Hub {
         // Clusters by condition, rolled up the long way from every key.
         let mut by_cluster: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for k in self.get(&format!("/v1/status?tenant={tenant}")).await["items"].as_array().expect("items") {
-            by_cluster.entry(k["cluster"].as_str().unwrap_or("").into()).or_default().push(k["phase"].as_str().unwrap_or("").into());
+            by_cluster
+                .entry(k["cluster"].as_str().unwrap_or("").into())
+                .or_default()
+                .push(k["phase"].as_str().unwrap_or("").into());
         }
         let mut clusters = json!({"ready": 0, "progressing": 0, "degraded": 0});
         for phases in by_cluster.values() {

@@ -10,15 +10,15 @@ use axum::Router;
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::ByEndpoint;
+use fleetsync_model::Grant;
 use fleetsync_model::{Document, Endpoint};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
+use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{router, AppState, QueueMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Store, StoreConfig};
 use fleetsync_testkit::{hive_fleet, hive_syncset, FleetShape};
 use prometheus_client::registry::Registry;
-use fleetsync_model::Grant;
-use fleetsync_server::access::tokens::{issue, TokenRequest};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,23 +52,24 @@ async fn status(app: &Router) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_during_apply_converges_to_latest_through_the_api() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
     let mut registry = Registry::default();
     let metrics = RuntimeMetrics::register(&mut registry);
     let queue_metrics = QueueMetrics::register(&mut registry);
     let admin = TokenRequest { grant: Grant::Fleet, name: None, ttl: None, created_by: "test".into() };
     let (token, _) = issue(store.as_ref(), store.clock().as_ref(), admin).await.expect("a token");
     // Every request as the fleet-admin, its body (if any) as YAML.
-    let app = router(AppState::new(store.clone(), Arc::new(registry), queue_metrics)).layer(axum::middleware::map_request(
-        move |mut req: Request<Body>| {
+    let app = router(AppState::new(store.clone(), Arc::new(registry), queue_metrics)).layer(
+        axum::middleware::map_request(move |mut req: Request<Body>| {
             let bearer = format!("Bearer {token}").parse().expect("header value");
             async move {
                 req.headers_mut().insert("authorization", bearer);
                 req.headers_mut().insert("content-type", axum::http::HeaderValue::from_static("application/yaml"));
                 req
             }
-        },
-    ));
+        }),
+    );
 
     // ~25 ms per apply: a key of 5 resources runs for ~130 ms.
     let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.1), fail_rate: 0.0 });
@@ -105,7 +106,11 @@ async fn change_during_apply_converges_to_latest_through_the_api() {
     // What is on the clusters: generation 2 of every resource of every key.
     for c in 0..shape.clusters {
         for s in 0..shape.syncsets {
-            let key = fleetsync_model::WorkKey::new("default", fleetsync_testkit::cluster_name(c), fleetsync_testkit::syncset_name(s));
+            let key = fleetsync_model::WorkKey::new(
+                "default",
+                fleetsync_testkit::cluster_name(c),
+                fleetsync_testkit::syncset_name(s),
+            );
             let Document::SyncSet(ss) = hive_syncset(s, shape.resources, "r2") else { unreachable!() };
             for m in &ss.spec.resources {
                 assert_eq!(sim.generation_of(&key, &m.resource_ref().expect("ref")), Some(2), "{key}");
@@ -121,7 +126,8 @@ async fn change_during_apply_converges_to_latest_through_the_api() {
     assert_eq!((code, body["condition"]["reason"].as_str()), (StatusCode::OK, Some("Converged")), "{body}");
     let req = Request::builder().uri("/metrics").body(Body::empty()).expect("request");
     let resp = app.clone().oneshot(req).await.expect("infallible");
-    let metrics = String::from_utf8(to_bytes(resp.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
+    let metrics =
+        String::from_utf8(to_bytes(resp.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
     assert!(metrics.contains("fleetsync_keys{phase=\"Applied\"} 40"), "{metrics}");
     assert!(metrics.contains("fleetsync_apply_concurrency_limit 64"), "{metrics}");
 

@@ -167,7 +167,9 @@ async fn tokens_with_wrong_claims_are_refused_with_the_reason() {
         ("no aud", without("aud"), |e| matches!(e, OidcError::MissingClaim { claim } if claim == "aud")),
         ("no sub", without("sub"), |e| matches!(e, OidcError::NoSubject)),
         ("empty sub", with("sub", json!("")), |e| matches!(e, OidcError::NoSubject)),
-        ("no grants", with("fleetsync_grants", json!(["admins", "team-a"])), |e| matches!(e, OidcError::NoGrants { .. })),
+        ("no grants", with("fleetsync_grants", json!(["admins", "team-a"])), |e| {
+            matches!(e, OidcError::NoGrants { .. })
+        }),
         ("grants claim absent", without("fleetsync_grants"), |e| matches!(e, OidcError::NoGrants { .. })),
     ];
     for (case, token, expected) in cases {

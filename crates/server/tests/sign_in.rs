@@ -39,7 +39,8 @@ struct Hub {
 impl Hub {
     async fn start() -> Hub {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::register(&mut registry);
         let state = AppState::new(store.clone(), Arc::new(registry), queue_metrics);
@@ -54,7 +55,12 @@ impl Hub {
     }
 
     async fn token(&self, grant: &str) -> String {
-        let req = TokenRequest { grant: Grant::parse(grant).expect("grant"), name: None, ttl: None, created_by: "test".into() };
+        let req = TokenRequest {
+            grant: Grant::parse(grant).expect("grant"),
+            name: None,
+            ttl: None,
+            created_by: "test".into(),
+        };
         issue(self.store.as_ref(), self.store.clock().as_ref(), req).await.expect("a token").0
     }
 
@@ -71,7 +77,13 @@ impl Hub {
 
     /// `GET /v1/whoami` with the session `cookie` only.
     async fn whoami_with(&self, cookie: &str) -> reqwest::StatusCode {
-        self.http.get(format!("{}/v1/whoami", self.base)).header("cookie", cookie).send().await.expect("whoami").status()
+        self.http
+            .get(format!("{}/v1/whoami", self.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("whoami")
+            .status()
     }
 }
 
@@ -165,19 +177,42 @@ async fn a_signed_in_admin_stays_signed_in_in_the_browser() {
     let browser = driver.browser().await;
     let steps = async {
         browser.goto(&format!("{}/", hub.base)).await.expect("open the page");
-        eventually("the sign-in form", || async { js_bool(&browser, "return !document.getElementById('sign-in').hidden").await }).await;
-        browser.find(fantoccini::Locator::Id("token")).await.expect("the token field").send_keys(&admin_a).await.expect("type");
-        browser.find(fantoccini::Locator::Css("#sign-in-form button[type=submit]")).await.expect("button").click().await.expect("click");
-        eventually("signed in", || async { js_bool(&browser, "return !document.getElementById('session').hidden").await }).await;
+        eventually("the sign-in form", || async {
+            js_bool(&browser, "return !document.getElementById('sign-in').hidden").await
+        })
+        .await;
+        browser
+            .find(fantoccini::Locator::Id("token"))
+            .await
+            .expect("the token field")
+            .send_keys(&admin_a)
+            .await
+            .expect("type");
+        browser
+            .find(fantoccini::Locator::Css("#sign-in-form button[type=submit]"))
+            .await
+            .expect("button")
+            .click()
+            .await
+            .expect("click");
+        eventually("signed in", || async {
+            js_bool(&browser, "return !document.getElementById('session').hidden").await
+        })
+        .await;
         assert_eq!(js(&browser, "return fetch('/v1/whoami').then(r => r.status)").await, json!(200));
 
         let (by_status, _) = burst(&hub, &viewer_b).await;
         assert!(by_status.get(&429).copied().unwrap_or(0) >= BURST - 5, "{by_status:?}");
 
-        assert_eq!(js(&browser, "return fetch('/v1/whoami').then(r => r.status)").await, json!(200), "the session survived");
+        assert_eq!(
+            js(&browser, "return fetch('/v1/whoami').then(r => r.status)").await,
+            json!(200),
+            "the session survived"
+        );
         browser.refresh().await.expect("reload");
         eventually("still signed in after a reload", || async {
-            js_bool(&browser, "return document.readyState === 'complete' && !document.getElementById('session').hidden").await
+            js_bool(&browser, "return document.readyState === 'complete' && !document.getElementById('session').hidden")
+                .await
         })
         .await;
         let who = js(&browser, "return fetch('/v1/whoami').then(r => r.json())").await;
@@ -190,7 +225,6 @@ async fn a_signed_in_admin_stays_signed_in_in_the_browser() {
 // ---- the browser --------------------------------------------------------------------
 
 const PATIENCE: Duration = Duration::from_secs(60);
-
 
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where

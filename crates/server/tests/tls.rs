@@ -115,14 +115,16 @@ async fn a_client_that_does_not_trust_the_ca_is_told_so_unless_it_skips_verifica
 async fn a_rotated_certificate_is_served_to_new_connections_without_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (ca1, ca2) = (TestCa::new("CA one").expect("CA"), TestCa::new("CA two").expect("CA"));
-    let (ca1_file, ca2_file) = (ca1.write_cert(dir.path(), "ca1").expect("w"), ca2.write_cert(dir.path(), "ca2").expect("w"));
+    let (ca1_file, ca2_file) =
+        (ca1.write_cert(dir.path(), "ca1").expect("w"), ca2.write_cert(dir.path(), "ca2").expect("w"));
     let files = ca1.server_cert().expect("cert A").write(dir.path(), "server").expect("write");
     let hub = hub_api(dir.path(), tls_config(&files, None)).await;
     reachable(&hub.base, &trusting(&ca1_file)).await.expect("cert A from CA one");
     reachable(&hub.base, &trusting(&ca2_file)).await.expect_err("not yet cert B");
 
     // A broken key is logged and the previous certificate kept.
-    std::fs::write(&files.key, "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n").expect("w");
+    std::fs::write(&files.key, "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n")
+        .expect("w");
     tokio::time::sleep(RELOAD * 4).await;
     reachable(&hub.base, &trusting(&ca1_file)).await.expect("still cert A");
 
@@ -145,9 +147,14 @@ async fn a_client_certificate_reaches_handlers_as_its_subject() {
     let ca = TestCa::new("fleetsync test CA").expect("CA");
     let ca_file = ca.write_cert(dir.path(), "ca").expect("write");
     let server = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
-    let alice = ca.client_cert("alice", &["team-a:editor", "fleet-admin"]).expect("client").write(dir.path(), "alice").expect("w");
+    let alice = ca
+        .client_cert("alice", &["team-a:editor", "fleet-admin"])
+        .expect("client")
+        .write(dir.path(), "alice")
+        .expect("w");
     let other = TestCa::new("another CA").expect("CA");
-    let mallory = other.client_cert("mallory", &["fleet-admin"]).expect("client").write(dir.path(), "mallory").expect("w");
+    let mallory =
+        other.client_cert("mallory", &["fleet-admin"]).expect("client").write(dir.path(), "mallory").expect("w");
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("https://127.0.0.1:{}/whoami", listener.local_addr().expect("addr").port());
@@ -185,7 +192,11 @@ async fn a_client_certificate_is_a_credential_of_the_api() {
     let server = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
     // `O=team-a:fleet-admin` is no grant: a team that names its own organizations is not
     // thereby admin of every tenant.
-    let bob = ca.client_cert("bob", &["team-a:viewer", "team-a:fleet-admin"]).expect("client").write(dir.path(), "bob").expect("w");
+    let bob = ca
+        .client_cert("bob", &["team-a:viewer", "team-a:fleet-admin"])
+        .expect("client")
+        .write(dir.path(), "bob")
+        .expect("w");
     let api = hub_api(dir.path(), tls_config(&server, Some(ca_file.clone()))).await;
     let as_bob = ClientTls { client_cert: Some((bob.cert.clone(), bob.key.clone())), ..trusting(&ca_file) };
 
@@ -193,7 +204,8 @@ async fn a_client_certificate_is_a_credential_of_the_api() {
     assert_eq!(me.subject, "cert:bob");
     assert_eq!(me.grants, vec![fleetsync_model::Grant::parse("team-a:viewer").expect("grant")]);
     hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-a").await.expect("bob reads team-a");
-    let other = hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-b").await.expect_err("not team-b");
+    let other =
+        hub_client(&api.base, &as_bob).list(fleetsync_model::Kind::Cluster, "team-b").await.expect_err("not team-b");
     assert_eq!(other.status().map(|s| s.as_u16()), Some(403));
     let members = hub_client(&api.base, &as_bob).members().await.expect_err("no fleet-admin");
     assert_eq!(members.status().map(|s| s.as_u16()), Some(403));
@@ -212,14 +224,19 @@ fn files_that_do_not_load_are_named_and_key_material_is_never_shown() {
     let missing = dir.path().join("missing.crt");
     let e = load(&missing, &good.key);
     assert!(matches!(e, TlsError::Unreadable { .. }), "{e:?}");
-    assert!(describe(&e).starts_with(&format!("cannot read the certificate file {}: ", missing.display())), "{}", describe(&e));
+    assert!(
+        describe(&e).starts_with(&format!("cannot read the certificate file {}: ", missing.display())),
+        "{}",
+        describe(&e)
+    );
 
     let e = load(&good.key, &good.key);
     assert_eq!(e.to_string(), format!("the certificate file {} holds no PEM certificate", good.key.display()));
 
     let secret = "c2VjcmV0LWtleS1tYXRlcmlhbA";
     let bad_key = dir.path().join("bad.key");
-    std::fs::write(&bad_key, format!("-----BEGIN PRIVATE KEY-----\n{secret}!\n-----END PRIVATE KEY-----\n")).expect("write");
+    std::fs::write(&bad_key, format!("-----BEGIN PRIVATE KEY-----\n{secret}!\n-----END PRIVATE KEY-----\n"))
+        .expect("write");
     let e = load(&good.cert, &bad_key);
     assert!(matches!(e, TlsError::NoKey { .. }), "{e:?}");
     assert!(!describe(&e).contains(secret) && !format!("{e:?}").contains(secret), "{e:?}");
@@ -268,10 +285,13 @@ async fn the_dashboard_session_cookie_is_secure_over_https() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = TestCa::new("fleetsync test CA").expect("CA");
     let server = ca.server_cert().expect("cert").write(dir.path(), "server").expect("write");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("hub.db"), StoreConfig::default()).expect("open"));
     let grant = fleetsync_model::Grant::parse("team-a:viewer").expect("grant");
-    let request = fleetsync_server::access::tokens::TokenRequest { grant, name: None, ttl: None, created_by: "test".into() };
-    let (token, _) = fleetsync_server::access::tokens::issue(store.as_ref(), store.clock().as_ref(), request).await.expect("token");
+    let request =
+        fleetsync_server::access::tokens::TokenRequest { grant, name: None, ttl: None, created_by: "test".into() };
+    let (token, _) =
+        fleetsync_server::access::tokens::issue(store.as_ref(), store.clock().as_ref(), request).await.expect("token");
     let mut registry = Registry::default();
     let queue_metrics = QueueMetrics::register(&mut registry);
     let state = AppState::new(store, Arc::new(registry), queue_metrics);
@@ -295,7 +315,10 @@ async fn the_dashboard_session_cookie_is_secure_over_https() {
     let resp = sign_in(format!("https://{host}")).await.expect("sign in");
     assert_eq!(resp.status().as_u16(), 200);
     let cookie = resp.headers().get("set-cookie").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    assert!(cookie.ends_with("; Secure") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.ends_with("; Secure") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let session = cookie.split(';').next().unwrap_or_default().to_string();
     let me = http.get(format!("https://{host}/v1/whoami")).header("cookie", session).send().await.expect("whoami");
     assert_eq!(me.status().as_u16(), 200);

@@ -57,7 +57,11 @@ impl StoreError {
     }
 
     pub fn key_not_found(key: &fleetsync_model::WorkKey) -> Self {
-        StoreError::NotFound { kind: "key", tenant: key.tenant.clone(), name: format!("{}/{}", key.cluster, key.syncset) }
+        StoreError::NotFound {
+            kind: "key",
+            tenant: key.tenant.clone(),
+            name: format!("{}/{}", key.cluster, key.syncset),
+        }
     }
 
     /// A backend failure while `step`, caused by `source`; `transient` as the backend
@@ -91,7 +95,8 @@ pub(crate) fn schema_ready(step: &'static str, backend: &'static str, found: usi
     if found >= latest {
         return Ok(Schema { backend, version: found, latest });
     }
-    let why = format!("the schema is at version {found} and this build keeps version {latest}: run `fleetsync migrate`");
+    let why =
+        format!("the schema is at version {found} and this build keeps version {latest}: run `fleetsync migrate`");
     Err(StoreError::backend(step, true, why))
 }
 
@@ -114,12 +119,18 @@ mod tests {
         let e = StoreError::backend("completing work", true, io);
         assert_eq!(e.to_string(), "store backend error while completing work: connection refused");
         let source = std::error::Error::source(&e).expect("a source");
-        assert_eq!(source.downcast_ref::<std::io::Error>().map(|e| e.kind()), Some(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(
+            source.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+            Some(std::io::ErrorKind::ConnectionRefused)
+        );
     }
 
     #[test]
     fn a_schema_behind_the_build_is_not_ready_and_says_what_to_run() {
-        assert_eq!(schema_ready("s", "sqlite", 12, 12).ok(), Some(Schema { backend: "sqlite", version: 12, latest: 12 }));
+        assert_eq!(
+            schema_ready("s", "sqlite", 12, 12).ok(),
+            Some(Schema { backend: "sqlite", version: 12, latest: 12 })
+        );
         assert!(schema_ready("s", "sqlite", 13, 12).is_ok());
         let e = schema_ready("checking readiness", "postgres", 11, 12).expect_err("schema 11 is behind 12");
         assert!(e.is_transient());

@@ -1,6 +1,5 @@
 //! The event log: every accepted change, in commit order, readable from a cursor.
 
-
 pub use fleetsync_model::Event;
 
 /// One object's place in the event log: its tenant, kind (`Cluster`, `SyncSet`,
@@ -113,7 +112,16 @@ mod tests {
     use std::time::Duration;
 
     fn event(seq: u64) -> Event {
-        Event { seq, at: fleetsync_model::Timestamp(0), tenant: "t".into(), kind: "Cluster".into(), name: "c".into(), action: "Created".into(), generation: 1, actor: None }
+        Event {
+            seq,
+            at: fleetsync_model::Timestamp(0),
+            tenant: "t".into(),
+            kind: "Cluster".into(),
+            name: "c".into(),
+            action: "Created".into(),
+            generation: 1,
+            actor: None,
+        }
     }
 
     #[test]

@@ -21,9 +21,9 @@ pub mod progress;
 pub mod queue;
 pub mod quota;
 pub mod retry;
+pub mod roles;
 pub mod rollout;
 pub mod rollout_drive;
-pub mod roles;
 pub mod sealed;
 pub mod summary;
 
@@ -46,15 +46,17 @@ pub use consumer::{check_consumer_name, MAX_CONSUMER_NAME};
 pub use error::{Result, Schema, StoreError};
 pub use event::{Event, EventObject, EventRetention, EventsTrimmed};
 pub use live::{LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
-pub use queue::{
-    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Member, MemberBeat, Completion, Fence, OwnWrite, QueueStats,
-    RenewParams, RunOutcome, StatusFilter,
+pub use page::{
+    ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT,
 };
-pub use page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT};
+pub use queue::{
+    ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion, Fence, Member,
+    MemberBeat, OwnWrite, QueueStats, RenewParams, RunOutcome, StatusFilter,
+};
 pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
-pub use sealed::{KeyFileError, Keyring, Resealed, SealError};
 pub use roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Store, Tokens, WorkQueue};
+pub use sealed::{KeyFileError, Keyring, Resealed, SealError};
 
 use fleetsync_model::Clock;
 use std::sync::Arc;
@@ -72,4 +74,3 @@ pub struct StoreConfig {
     /// opens. `None`: Secrets are written in clear, and a sealed one does not read.
     pub keys: Option<Arc<Keyring>>,
 }
-

@@ -189,13 +189,16 @@ mod tests {
 
     #[test]
     fn failures_back_off_then_park_unless_dirty() {
-        let retry = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
+        let retry =
+            RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
         let c = completion(7, RunOutcome::Failed { error: "boom".into() });
         let f = |h: &Held| finish(h, &c, Timestamp(1_000), &retry).map(|f| f.outcome());
         assert_eq!(f(&held(false, 1)), Some(CompleteOutcome::Committed(Phase::Failed)));
         assert_eq!(f(&held(false, 3)), Some(CompleteOutcome::Committed(Phase::Parked)));
         assert_eq!(f(&held(true, 3)), Some(CompleteOutcome::Committed(Phase::Pending)));
-        let Some(Finish::Failed { run_at, .. }) = finish(&held(false, 2), &c, Timestamp(1_000), &retry) else { panic!() };
+        let Some(Finish::Failed { run_at, .. }) = finish(&held(false, 2), &c, Timestamp(1_000), &retry) else {
+            panic!()
+        };
         assert_eq!(run_at, Timestamp(3_000));
     }
 
@@ -204,9 +207,19 @@ mod tests {
         let retry = RetryPolicy::default();
         let c = completion(7, RunOutcome::Parked { error: "forbidden: egress to 127.0.0.1 is denied".into() });
         let f = |h: &Held| finish(h, &c, Timestamp(1_000), &retry);
-        let Some(Finish::Failed { phase: Phase::Parked, run_at, error }) = f(&held(false, 1)) else { panic!("{:?}", f(&held(false, 1))) };
-        assert_eq!((run_at, error), (Timestamp(1_000), "forbidden: egress to 127.0.0.1 is denied"), "the first attempt, no backoff");
-        assert_eq!(f(&held(true, 1)).map(|f| f.outcome()), Some(CompleteOutcome::Committed(Phase::Pending)), "a change arrived meanwhile");
+        let Some(Finish::Failed { phase: Phase::Parked, run_at, error }) = f(&held(false, 1)) else {
+            panic!("{:?}", f(&held(false, 1)))
+        };
+        assert_eq!(
+            (run_at, error),
+            (Timestamp(1_000), "forbidden: egress to 127.0.0.1 is denied"),
+            "the first attempt, no backoff"
+        );
+        assert_eq!(
+            f(&held(true, 1)).map(|f| f.outcome()),
+            Some(CompleteOutcome::Committed(Phase::Pending)),
+            "a change arrived meanwhile"
+        );
     }
 
     #[test]

@@ -76,7 +76,9 @@ pub fn judge(old: Option<&str>, new: &str) -> LiveOutcome {
 /// this rule ends the record.
 pub(crate) fn kept_after(fin: &Finish<'_>) -> Option<Vec<String>> {
     match fin {
-        Finish::Applied { inventory, .. } | Finish::Requeue { inventory, .. } => Some(inventory.iter().map(resource_id).collect()),
+        Finish::Applied { inventory, .. } | Finish::Requeue { inventory, .. } => {
+            Some(inventory.iter().map(resource_id).collect())
+        }
         Finish::Restart | Finish::Delete => Some(Vec::new()),
         Finish::Failed { .. } => None,
     }
@@ -97,7 +99,12 @@ pub(crate) enum Issue {
 
 impl Issue {
     /// The issues of one stored row: its drift and its readiness.
-    pub(crate) fn of_row(resource: ResourceRef, drift: Option<String>, unready: Option<String>, resource_version: String) -> Vec<Issue> {
+    pub(crate) fn of_row(
+        resource: ResourceRef,
+        drift: Option<String>,
+        unready: Option<String>,
+        resource_version: String,
+    ) -> Vec<Issue> {
         let unready = unready.map(|reason| Issue::Unready(Unready { resource: resource.clone(), reason }));
         let drift = drift.map(|reason| Issue::Drift(Drift { resource, reason, resource_version }));
         drift.into_iter().chain(unready).collect()
@@ -137,7 +144,12 @@ mod tests {
 
     #[test]
     fn a_key_keeps_the_records_of_what_its_last_run_applied() {
-        let cm = |name: &str| ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: name.into() };
+        let cm = |name: &str| ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: None,
+            name: name.into(),
+        };
         let inventory = [cm("a")];
         let applied = Finish::Applied { phase: fleetsync_model::Phase::Applied, generation: 2, inventory: &inventory };
         assert_eq!(kept_after(&applied), Some(vec![resource_id(&cm("a"))]));
@@ -145,7 +157,8 @@ mod tests {
         assert_eq!(kept_after(&requeued), Some(vec![]));
         assert_eq!(kept_after(&Finish::Delete), Some(vec![]), "a removed key keeps none");
         assert_eq!(kept_after(&Finish::Restart), Some(vec![]), "nor one removed and wanted again");
-        let failed = Finish::Failed { phase: fleetsync_model::Phase::Failed, run_at: fleetsync_model::Timestamp(0), error: "x" };
+        let failed =
+            Finish::Failed { phase: fleetsync_model::Phase::Failed, run_at: fleetsync_model::Timestamp(0), error: "x" };
         assert_eq!(kept_after(&failed), None, "a failed run ends nothing");
     }
 }

@@ -238,7 +238,10 @@ mod tests {
     #[test]
     fn phase_conditions() {
         assert_eq!(phase_condition(&[]), None);
-        assert_eq!(phase_condition(&[Phase::Parked, Phase::Applied]).as_deref(), Some("(phase = 'parked' OR phase = 'idle')"));
+        assert_eq!(
+            phase_condition(&[Phase::Parked, Phase::Applied]).as_deref(),
+            Some("(phase = 'parked' OR phase = 'idle')")
+        );
         assert_eq!(
             phase_condition(&[Phase::Parked]).as_deref(),
             Some("(last_error IS NOT NULL AND (phase = 'parked'))"),

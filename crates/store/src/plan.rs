@@ -139,7 +139,11 @@ pub(crate) fn deleted(kind: Kind, tenant: &str, name: &str, keyed: impl IntoIter
         Kind::SyncSet => Deleted::Removals(
             keyed
                 .into_iter()
-                .map(|cluster| Planned { key: WorkKey::new(tenant, cluster, name), enqueue: Enqueue::remove(), dirties: true })
+                .map(|cluster| Planned {
+                    key: WorkKey::new(tenant, cluster, name),
+                    enqueue: Enqueue::remove(),
+                    dirties: true,
+                })
                 .collect(),
         ),
         Kind::Secret => Deleted::Nothing,
@@ -209,20 +213,27 @@ mod tests {
 
     #[test]
     fn a_relabelled_cluster_applies_what_now_selects_it_and_removes_what_no_longer_does() {
-        let syncsets = [target("prod-only", 3, "prod"), target("dev-only", 5, "dev"), target("staging-only", 1, "staging")];
+        let syncsets =
+            [target("prod-only", 3, "prod"), target("dev-only", 5, "dev"), target("staging-only", 1, "staging")];
         // Was prod (had prod-only), now dev; never had staging-only.
         let plan = cluster_changed("t", "c1", &labels(&[("env", "dev")]), &syncsets, &had(&["prod-only"]), None);
         assert_eq!(
             plan,
-            [planned("c1", "prod-only", Enqueue::remove()), planned("c1", "dev-only", Enqueue::apply(5, ApplyMode::Sync))],
+            [
+                planned("c1", "prod-only", Enqueue::remove()),
+                planned("c1", "dev-only", Enqueue::apply(5, ApplyMode::Sync))
+            ],
             "staging-only neither selects nor had it: untouched"
         );
     }
 
     #[test]
     fn a_changed_selector_moves_the_syncset_to_the_clusters_it_now_selects() {
-        let clusters =
-            [("a".to_string(), labels(&[("env", "prod")])), ("b".to_string(), labels(&[("env", "dev")])), ("c".to_string(), labels(&[]))];
+        let clusters = [
+            ("a".to_string(), labels(&[("env", "prod")])),
+            ("b".to_string(), labels(&[("env", "dev")])),
+            ("c".to_string(), labels(&[])),
+        ];
         // Selected prod (had a), now selects dev.
         let plan = syncset_changed("t", &target("s", 2, "dev"), &clusters, &had(&["a"]), None);
         assert_eq!(plan, [planned("a", "s", Enqueue::remove()), planned("b", "s", Enqueue::apply(2, ApplyMode::Sync))]);
@@ -284,7 +295,11 @@ mod tests {
         assert_eq!(Announce::objects(now, 1, 0), Announce { work_at: None, events: true }, "a Secret no cluster uses");
         assert_eq!(Announce::objects(now, 1, 3), Announce { work_at: Some(now), events: true });
         let later = Announce::objects(Timestamp(2_000), 0, 1);
-        assert_eq!(later.and(Announce::objects(now, 1, 1)), Announce { work_at: Some(now), events: true }, "the earliest wins");
+        assert_eq!(
+            later.and(Announce::objects(now, 1, 1)),
+            Announce { work_at: Some(now), events: true },
+            "the earliest wins"
+        );
     }
 
     #[test]
@@ -292,7 +307,11 @@ mod tests {
         use fleetsync_model::Phase;
         let (now, at) = (Timestamp(10), |ms| Some(Timestamp(ms)));
         let applied = Finish::Applied { phase: Phase::Applied, generation: 1, inventory: &[] };
-        assert_eq!(Announce::completed(&applied, now), Announce { work_at: None, events: true }, "applied: idle, nothing to claim");
+        assert_eq!(
+            Announce::completed(&applied, now),
+            Announce { work_at: None, events: true },
+            "applied: idle, nothing to claim"
+        );
         let retry = Finish::Failed { phase: Phase::Failed, run_at: Timestamp(40), error: "boom" };
         assert_eq!(Announce::completed(&retry, now).work_at, at(40), "a retry: at its backoff");
         let requeue = Finish::Requeue { generation: 1, inventory: &[], run_at: Timestamp(25) };

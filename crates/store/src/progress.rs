@@ -12,7 +12,10 @@
 use crate::rollout::ClusterView;
 use crate::rollout_drive::{self, DriveError};
 use crate::Store;
-use fleetsync_model::{KeyFailure, Phase, ProgressReason, RolloutBrief, RolloutPhase, RolloutStatus, StatusSummary, SyncSet, SyncSetProgress};
+use fleetsync_model::{
+    KeyFailure, Phase, ProgressReason, RolloutBrief, RolloutPhase, RolloutStatus, StatusSummary, SyncSet,
+    SyncSetProgress,
+};
 
 /// The most names of `clusterNames` looked up to find those that do not exist.
 pub const NAMES_CHECKED: usize = 100;
@@ -39,7 +42,14 @@ impl Tally {
     /// removed (the SyncSet no longer selects its cluster) counts until it is gone.
     pub fn of_summary(s: &StatusSummary) -> Self {
         let phase = |p: Phase| s.phases.get(&p).copied().unwrap_or(0);
-        Tally { clusters: s.total, current: s.total, applied: phase(Phase::Applied), held: 0, held_at: None, failed: phase(Phase::Failed) + phase(Phase::Parked) }
+        Tally {
+            clusters: s.total,
+            current: s.total,
+            applied: phase(Phase::Applied),
+            held: 0,
+            held_at: None,
+            failed: phase(Phase::Failed) + phase(Phase::Parked),
+        }
     }
 
     /// From the clusters the SyncSet selects and their wanted keys (as a rollout reads them).
@@ -62,7 +72,13 @@ impl Tally {
 /// How far the SyncSet at `generation` is, from its keys' `tally`, the first failed
 /// key, the names of `clusterNames` that name no cluster, and its rollout if the rollout
 /// is of this generation.
-pub fn progress(generation: i64, tally: &Tally, failure: Option<&KeyFailure>, missing: Vec<String>, rollout: Option<&RolloutStatus>) -> SyncSetProgress {
+pub fn progress(
+    generation: i64,
+    tally: &Tally,
+    failure: Option<&KeyFailure>,
+    missing: Vec<String>,
+    rollout: Option<&RolloutStatus>,
+) -> SyncSetProgress {
     let rollout = rollout.filter(|r| r.revision == generation && r.phase != RolloutPhase::Completed);
     let brief = rollout.map(|r| RolloutBrief {
         phase: r.phase,
@@ -84,7 +100,14 @@ pub fn progress(generation: i64, tally: &Tally, failure: Option<&KeyFailure>, mi
         (0, _) => (ProgressReason::NoClusters, "selects no cluster".to_string()),
         (_, Some(r)) if r.phase == RolloutPhase::RolledBack => {
             let why = r.reason.as_deref().unwrap_or("no reason recorded");
-            (ProgressReason::RolledBack, format!("the rollout of generation {generation} rolled back ({why}); {} at generation {}", plural(t.held, "cluster"), r.stable))
+            (
+                ProgressReason::RolledBack,
+                format!(
+                    "the rollout of generation {generation} rolled back ({why}); {} at generation {}",
+                    plural(t.held, "cluster"),
+                    r.stable
+                ),
+            )
         }
         (_, Some(r)) => {
             let reason = match r.phase {
@@ -108,7 +131,11 @@ pub fn progress(generation: i64, tally: &Tally, failure: Option<&KeyFailure>, mi
         message.push_str(&format!("; {} failed, first {} on {}: {error}", t.failed, f.phase.as_str(), f.cluster));
     }
     if !missing.is_empty() {
-        message.push_str(&format!("; clusterNames names {} that does not exist: {}", plural(missing.len() as u64, "cluster"), missing.join(", ")));
+        message.push_str(&format!(
+            "; clusterNames names {} that does not exist: {}",
+            plural(missing.len() as u64, "cluster"),
+            missing.join(", ")
+        ));
     }
     SyncSetProgress {
         generation,
@@ -149,17 +176,27 @@ pub async fn missing_clusters<S: Store + ?Sized>(
 }
 
 /// The progress of `set` (as stored now), whose keys sum to `summary`.
-pub async fn read<S: Store + ?Sized>(store: &S, set: &SyncSet, summary: &StatusSummary) -> Result<SyncSetProgress, DriveError> {
+pub async fn read<S: Store + ?Sized>(
+    store: &S,
+    set: &SyncSet,
+    summary: &StatusSummary,
+) -> Result<SyncSetProgress, DriveError> {
     let (tenant, name, generation) = (set.metadata.tenant(), set.metadata.name.as_str(), set.metadata.generation);
-    let missing = missing_clusters(store, tenant, set.spec.cluster_names.as_deref().unwrap_or_default(), |_| false).await?;
-    let holds_back = store.rollout_get(tenant, name).await?.is_some_and(|r| r.revision == generation && r.phase != RolloutPhase::Completed);
+    let missing =
+        missing_clusters(store, tenant, set.spec.cluster_names.as_deref().unwrap_or_default(), |_| false).await?;
+    let holds_back = store
+        .rollout_get(tenant, name)
+        .await?
+        .is_some_and(|r| r.revision == generation && r.phase != RolloutPhase::Completed);
     let viewed = match holds_back {
         true => rollout_drive::status_with_clusters(store, tenant, name).await?,
         false => None,
     };
     let failure = summary.failures.first();
     Ok(match viewed {
-        Some((status, clusters)) => progress(generation, &Tally::of_clusters(generation, &clusters), failure, missing, Some(&status)),
+        Some((status, clusters)) => {
+            progress(generation, &Tally::of_clusters(generation, &clusters), failure, missing, Some(&status))
+        }
         None => progress(generation, &Tally::of_summary(summary), failure, missing, None),
     })
 }
@@ -195,7 +232,10 @@ mod tests {
         let r = rollout(RolloutPhase::Progressing, 0, Some("waiting for promote"), None);
         let p = progress(2, &tally(6, 2, 2, 4, 0), None, vec![], Some(&r));
         assert_eq!((p.done, p.reason), (false, ProgressReason::RollingOut));
-        assert_eq!(p.message, "2 of 6 clusters at generation 2, 4 held at generation 1 by the rollout (step 1 of 3, waiting for promote)");
+        assert_eq!(
+            p.message,
+            "2 of 6 clusters at generation 2, 4 held at generation 1 by the rollout (step 1 of 3, waiting for promote)"
+        );
         assert_eq!((p.held, p.held_at, p.rollout.as_ref().map(|r| r.step)), (4, Some(1), Some(0)));
     }
 
@@ -215,7 +255,11 @@ mod tests {
         assert_eq!((p.done, p.reason, p.rollout), (true, ProgressReason::Applied, None));
         assert_eq!(p.message, "6 of 6 clusters at generation 2");
         let older = rollout(RolloutPhase::RolledBack, 0, None, Some("aborted"));
-        assert_eq!(progress(3, &tally(6, 6, 6, 0, 0), None, vec![], Some(&older)).reason, ProgressReason::Applied, "a rollout of generation 2 says nothing of 3");
+        assert_eq!(
+            progress(3, &tally(6, 6, 6, 0, 0), None, vec![], Some(&older)).reason,
+            ProgressReason::Applied,
+            "a rollout of generation 2 says nothing of 3"
+        );
     }
 
     #[test]
@@ -227,7 +271,13 @@ mod tests {
 
     #[test]
     fn a_failed_key_degrades_and_is_named() {
-        let f = KeyFailure { syncset: None, cluster: "c3".into(), phase: Phase::Parked, attempts: 5, last_error: Some("forbidden".into()) };
+        let f = KeyFailure {
+            syncset: None,
+            cluster: "c3".into(),
+            phase: Phase::Parked,
+            attempts: 5,
+            last_error: Some("forbidden".into()),
+        };
         let p = progress(2, &tally(3, 3, 2, 0, 1), Some(&f), vec![], None);
         assert_eq!((p.done, p.reason), (false, ProgressReason::Degraded));
         assert_eq!(p.message, "2 of 3 clusters at generation 2; 1 failed, first Parked on c3: forbidden");
@@ -240,9 +290,21 @@ mod tests {
         let view = |name: &str, generation: i64, observed: i64, phase: Phase| ClusterView {
             name: name.into(),
             labels: Default::default(),
-            key: Some(KeyView { generation, observed_generation: observed, phase, last_error: None, drifted: false, unready: None }),
+            key: Some(KeyView {
+                generation,
+                observed_generation: observed,
+                phase,
+                last_error: None,
+                drifted: false,
+                unready: None,
+            }),
         };
-        let clusters = [view("a", 2, 2, Phase::Applied), view("b", 2, 1, Phase::Pending), view("c", 1, 1, Phase::Applied), view("d", 1, 1, Phase::Failed)];
+        let clusters = [
+            view("a", 2, 2, Phase::Applied),
+            view("b", 2, 1, Phase::Pending),
+            view("c", 1, 1, Phase::Applied),
+            view("d", 1, 1, Phase::Failed),
+        ];
         let t = Tally::of_clusters(2, &clusters);
         assert_eq!(t, Tally { clusters: 4, current: 2, applied: 1, held: 2, held_at: Some(1), failed: 1 });
     }

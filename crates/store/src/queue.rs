@@ -58,7 +58,6 @@ pub struct MemberBeat {
 
 pub use fleetsync_model::Member;
 
-
 /// A per-cluster concurrency limit, so that one cluster (a slow one, or one with many
 /// SyncSets) cannot take every slot of a claimer. Ready keys of a cluster beyond the
 /// limit stay ready, in order, for a later claim; keys whose lease expired are taken

@@ -48,7 +48,10 @@ pub struct Quotas {
 
 impl Quotas {
     /// No limits (the default).
-    pub const NONE: &'static Quotas = &Quotas { default: Quota { clusters: None, syncsets: None, keys: None, bytes: None }, tenants: BTreeMap::new() };
+    pub const NONE: &'static Quotas = &Quotas {
+        default: Quota { clusters: None, syncsets: None, keys: None, bytes: None },
+        tenants: BTreeMap::new(),
+    };
 
     /// The quota of `tenant`: its override's limits where set, else the default's.
     pub fn of(&self, tenant: &str) -> Quota {
@@ -109,10 +112,11 @@ pub fn check(tenant: &str, quota: &Quota, before: &Usage, after: &Usage) -> Resu
 impl fmt::Display for Quota {
     /// `clusters=10,keys=1000` (the form `serve --tenant-quota` takes), or `unlimited`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let set: Vec<String> = [("clusters", self.clusters), ("syncsets", self.syncsets), ("keys", self.keys), ("bytes", self.bytes)]
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
-            .collect();
+        let set: Vec<String> =
+            [("clusters", self.clusters), ("syncsets", self.syncsets), ("keys", self.keys), ("bytes", self.bytes)]
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+                .collect();
         if set.is_empty() {
             f.write_str("unlimited")
         } else {
@@ -130,7 +134,8 @@ impl std::str::FromStr for Quota {
         let mut q = Quota::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| format!("{part:?}: expected NAME=NUMBER"))?;
-            let n = number(v.trim()).ok_or_else(|| format!("{part:?}: {v:?} is not a whole number (sizes take Ki, Mi, Gi)"))?;
+            let n = number(v.trim())
+                .ok_or_else(|| format!("{part:?}: {v:?} is not a whole number (sizes take Ki, Mi, Gi)"))?;
             let slot = match k.trim() {
                 "clusters" => &mut q.clusters,
                 "syncsets" => &mut q.syncsets,
@@ -183,7 +188,9 @@ mod tests {
 
     #[test]
     fn unset_limits_limit_nothing_and_overrides_take_precedence() {
-        assert!(check("t", &Quota::default(), &Usage::default(), &usage(u64::MAX, u64::MAX, u64::MAX, u64::MAX)).is_ok());
+        assert!(
+            check("t", &Quota::default(), &Usage::default(), &usage(u64::MAX, u64::MAX, u64::MAX, u64::MAX)).is_ok()
+        );
         let quotas = Quotas {
             default: "clusters=10,keys=100".parse().expect("default"),
             tenants: [("big".to_string(), "keys=1000000".parse().expect("big"))].into(),

@@ -112,7 +112,8 @@ mod tests {
 
     #[test]
     fn doubles_from_base_up_to_cap() {
-        let p = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(360), max_attempts: 10, jitter: 0.0 };
+        let p =
+            RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(360), max_attempts: 10, jitter: 0.0 };
         let secs: Vec<u64> = (1..=11).map(|a| p.delay(a, 0.5).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 32, 64, 128, 256, 360, 360]);
         assert_eq!(p.delay(1_000, 0.0), Duration::from_secs(360));

@@ -48,7 +48,8 @@ pub(crate) fn split(s: &SyncSet) -> Result<Split> {
 pub(crate) fn assemble(head: &str, generation: i64, bodies: Vec<String>) -> Result<SyncSet> {
     let mut s: SyncSet = decode("revisions", head)?;
     s.metadata.generation = generation;
-    s.spec.resources = bodies.iter().map(|b| decode("revision_parts", b).map(fleetsync_model::Manifest)).collect::<Result<_>>()?;
+    s.spec.resources =
+        bodies.iter().map(|b| decode("revision_parts", b).map(fleetsync_model::Manifest)).collect::<Result<_>>()?;
     Ok(s)
 }
 
@@ -133,16 +134,26 @@ mod tests {
         let now = Timestamp(50);
         assert_eq!(on_write(&syncset(false, "1"), 4, None, now), RolloutWrite::None, "no spec.rollout");
         let RolloutWrite::Store(first) = on_write(&syncset(true, "1"), 1, None, now) else { panic!("stored") };
-        assert_eq!((first.phase, first.step, first.revision, first.stable), (RolloutPhase::Completed, 1, 1, 1), "a first generation is complete, at its last step");
+        assert_eq!(
+            (first.phase, first.step, first.revision, first.stable),
+            (RolloutPhase::Completed, 1, 1, 1),
+            "a first generation is complete, at its last step"
+        );
         let RolloutWrite::Store(second) = on_write(&syncset(true, "2"), 2, Some(&first), now) else { panic!("stored") };
         assert_eq!((second.phase, second.step, second.revision, second.stable), (RolloutPhase::Progressing, 0, 2, 1));
         assert_eq!(second.version, first.version + 1);
         let RolloutWrite::Store(third) = on_write(&syncset(true, "3"), 3, Some(&second), now) else { panic!("stored") };
         assert_eq!((third.revision, third.stable), (3, 1), "a superseded rollout never completed: 1 stays stable");
         let rolled_back = RolloutState { phase: RolloutPhase::RolledBack, ..third.clone() };
-        let RolloutWrite::Store(fourth) = on_write(&syncset(true, "4"), 4, Some(&rolled_back), now) else { panic!("stored") };
+        let RolloutWrite::Store(fourth) = on_write(&syncset(true, "4"), 4, Some(&rolled_back), now) else {
+            panic!("stored")
+        };
         assert_eq!(fourth.stable, 1, "a rolled-back revision is not stable");
         let RolloutWrite::Store(added) = on_write(&syncset(true, "5"), 5, None, now) else { panic!("stored") };
-        assert_eq!((added.phase, added.stable), (RolloutPhase::Progressing, 4), "a rollout added to a SyncSet starts from the generation before");
+        assert_eq!(
+            (added.phase, added.stable),
+            (RolloutPhase::Progressing, 4),
+            "a rollout added to a SyncSet starts from the generation before"
+        );
     }
 }

@@ -10,14 +10,18 @@
 //! Every method keeps DESIGN.md's guarantees 1–6. Method names read `noun_verb` and take
 //! plain params structs, after River's driver interface.
 
-use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention, EventsTrimmed, Fence,
-    LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
-};
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
-use async_trait::async_trait;
 use crate::rollout::{RolloutEvent, RolloutState};
-use fleetsync_model::{Clock, Cluster, RolloutPhase, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
+use crate::{
+    ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
+    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
+    RenewParams, Result, StatusFilter,
+};
+use async_trait::async_trait;
+use fleetsync_model::{
+    Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret, StatusSummary,
+    SyncSet, Timestamp, TokenRecord, WorkKey,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -38,7 +42,13 @@ pub trait Objects: Send + Sync + 'static {
     /// With [`Commit::No`] (a dry run) all of it runs in the transaction, which is then
     /// rolled back: the outcomes (and refusals) are those the same apply would have now,
     /// and nothing is written, logged, enqueued or announced.
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>>;
+    async fn objects_apply_within(
+        &self,
+        docs: Vec<Document>,
+        actor: Option<&str>,
+        quotas: &Quotas,
+        commit: Commit,
+    ) -> Result<Vec<ApplyOutcome>>;
 
     /// [`objects_apply_within`](Objects::objects_apply_within) with no quotas, committed.
     async fn objects_apply_by(&self, docs: Vec<Document>, actor: Option<&str>) -> Result<Vec<ApplyOutcome>> {
@@ -82,12 +92,24 @@ pub trait Objects: Send + Sync + 'static {
 
     /// One page of Clusters in `(tenant, name)` order, those whose labels the filter
     /// selects (see [`crate::page`]: a page may end early, after the rows it examined).
-    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>>;
+    async fn cluster_page(
+        &self,
+        filter: &ClusterFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Cluster, ObjectKey>>;
     /// One page of SyncSets in `(tenant, name)` order.
-    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>>;
+    async fn syncset_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<SyncSet, ObjectKey>>;
     /// One page of Secrets in `(tenant, name)` order, values included: show
     /// [`Secret::redacted`].
-    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>>;
+    async fn secret_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Secret, ObjectKey>>;
 }
 
 /// The coalescing keyed work queue: claims with leases and fencing tokens, renewals,
@@ -180,7 +202,8 @@ pub trait StatusRead: Send + Sync + 'static {
     async fn status_list(&self, filter: &StatusFilter) -> Result<Vec<KeyStatus>>;
     /// One page of [`status_list`](StatusRead::status_list), in `(tenant, cluster,
     /// syncset)` order; every filter is evaluated in SQL.
-    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>>;
+    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>)
+        -> Result<Page<KeyStatus, WorkKey>>;
     async fn queue_stats(&self) -> Result<QueueStats>;
     /// Whether the store answers and holds the schema this build keeps (readiness), at a
     /// cost that does not grow with the fleet: one small read, never a scan of the keys.
@@ -316,7 +339,12 @@ pub trait Rollouts: Send + Sync + 'static {
     /// wanted at that generation, and appends `event` (kind `Rollout`, named after the
     /// SyncSet, at the revision) to the event log. `false`: the rollout moved on;
     /// nothing was written.
-    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool>;
+    async fn rollout_write(
+        &self,
+        next: &RolloutState,
+        enqueue: &[(String, i64)],
+        event: Option<RolloutEvent>,
+    ) -> Result<bool>;
 }
 
 /// Every role: what a backend implements and what a hub that serves them all holds.

@@ -183,7 +183,11 @@ impl Standing {
         Standing {
             updated,
             failed: updated && (k.phase == Phase::Parked || (k.phase == Phase::Failed && overdue)),
-            healthy: updated && k.phase == Phase::Applied && k.observed_generation == revision && !k.drifted && k.unready.is_none(),
+            healthy: updated
+                && k.phase == Phase::Applied
+                && k.observed_generation == revision
+                && !k.drifted
+                && k.unready.is_none(),
         }
     }
 
@@ -201,7 +205,11 @@ fn reached<'a>(
     revision: i64,
     overdue: bool,
 ) -> impl Iterator<Item = (&'a ClusterView, Standing)> + 'a {
-    clusters.iter().zip(steps).filter(move |(_, s)| s.is_some_and(|s| s <= step)).map(move |(c, _)| (c, Standing::of(c, revision, overdue)))
+    clusters
+        .iter()
+        .zip(steps)
+        .filter(move |(_, s)| s.is_some_and(|s| s <= step))
+        .map(move |(c, _)| (c, Standing::of(c, revision, overdue)))
 }
 
 /// Whether the current step's `progressDeadline` has passed at `now`.
@@ -213,7 +221,12 @@ fn overdue(spec: &RolloutSpec, state: &RolloutState, now: Timestamp) -> bool {
 /// enqueued at it (a step's clusters get the new revision; a cluster joining a reached
 /// step catches up); every cluster not reached that runs neither the revision nor the
 /// stable one (a superseded rollout's, which never proved itself) goes back to stable.
-fn catch_up(clusters: &[ClusterView], steps: &[Option<usize>], step: usize, state: &RolloutState) -> Vec<(String, i64)> {
+fn catch_up(
+    clusters: &[ClusterView],
+    steps: &[Option<usize>],
+    step: usize,
+    state: &RolloutState,
+) -> Vec<(String, i64)> {
     clusters
         .iter()
         .zip(steps)
@@ -233,7 +246,13 @@ fn catch_up(clusters: &[ClusterView], steps: &[Option<usize>], step: usize, stat
 /// once the rollout rolled back (nothing is left to do): `rolled_back` then counts the
 /// reached clusters told the stable revision again. The other counts say what the keys
 /// say, reached or not.
-fn count(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], steps: &[Option<usize>], now: Timestamp) -> Vec<StepCounts> {
+fn count(
+    spec: &RolloutSpec,
+    state: &RolloutState,
+    clusters: &[ClusterView],
+    steps: &[Option<usize>],
+    now: Timestamp,
+) -> Vec<StepCounts> {
     let mut counts = vec![StepCounts::default(); spec.steps.len()];
     let overdue = overdue(spec, state, now);
     let rolled_back = state.phase == RolloutPhase::RolledBack;
@@ -247,7 +266,8 @@ fn count(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], ste
         n.healthy += u64::from(st.healthy);
         n.failed += u64::from(st.failed);
         n.pending += u64::from(reached && !rolled_back && st.pending());
-        n.rolled_back += u64::from(reached && rolled_back && c.key.as_ref().is_some_and(|k| k.generation == state.stable));
+        n.rolled_back +=
+            u64::from(reached && rolled_back && c.key.as_ref().is_some_and(|k| k.generation == state.stable));
     }
     counts
 }
@@ -255,20 +275,40 @@ fn count(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], ste
 /// What the current step of a progressing rollout waits for, in words; `None` when it
 /// is not progressing. The first that holds: clusters still applying (or retrying),
 /// clusters applied but not ready (or drifted), a manual promote, `minSuccessTime`.
-fn waiting(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], steps: &[Option<usize>], now: Timestamp) -> Option<String> {
+fn waiting(
+    spec: &RolloutSpec,
+    state: &RolloutState,
+    clusters: &[ClusterView],
+    steps: &[Option<usize>],
+    now: Timestamp,
+) -> Option<String> {
     if state.phase != RolloutPhase::Progressing {
         return None;
     }
     let plural = |n: usize| if n == 1 { "cluster" } else { "clusters" };
-    let pending: Vec<&ClusterView> =
-        reached(clusters, steps, state.step, state.revision, overdue(spec, state, now)).filter(|(_, s)| s.pending()).map(|(c, _)| c).collect();
-    let applying = pending.iter().filter(|c| c.key.as_ref().is_none_or(|k| k.generation != state.revision || k.phase != Phase::Applied || k.observed_generation != state.revision)).count();
+    let pending: Vec<&ClusterView> = reached(clusters, steps, state.step, state.revision, overdue(spec, state, now))
+        .filter(|(_, s)| s.pending())
+        .map(|(c, _)| c)
+        .collect();
+    let applying = pending
+        .iter()
+        .filter(|c| {
+            c.key.as_ref().is_none_or(|k| {
+                k.generation != state.revision || k.phase != Phase::Applied || k.observed_generation != state.revision
+            })
+        })
+        .count();
     if applying > 0 {
         return Some(format!("waiting for {applying} {} to apply revision {}", plural(applying), state.revision));
     }
     if !pending.is_empty() {
         let first = why_pending(pending[0], state.revision);
-        return Some(format!("waiting for {} {} to become ready ({}: {first})", pending.len(), plural(pending.len()), pending[0].name));
+        return Some(format!(
+            "waiting for {} {} to become ready ({}: {first})",
+            pending.len(),
+            plural(pending.len()),
+            pending[0].name
+        ));
     }
     let gate = spec.gate(state.step);
     if gate.manual_promote && !state.promoted {
@@ -276,7 +316,9 @@ fn waiting(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], s
     }
     let baked = state.healthy_since.map(|since| since.plus(gate.min_success_time));
     match baked {
-        Some(t) if now < t => Some(format!("waiting for minSuccessTime {} (until {})", Human(gate.min_success_time), t.to_rfc3339())),
+        Some(t) if now < t => {
+            Some(format!("waiting for minSuccessTime {} (until {})", Human(gate.min_success_time), t.to_rfc3339()))
+        }
         _ => None,
     }
 }
@@ -299,7 +341,13 @@ fn waiting(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], s
 ///   becomes the stable one.
 ///
 /// Reasons number steps from 1 ("step 1" is the first step, index 0).
-pub fn decide(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], now: Timestamp, control: Option<RolloutControl>) -> Result<Decision, ControlRefused> {
+pub fn decide(
+    spec: &RolloutSpec,
+    state: &RolloutState,
+    clusters: &[ClusterView],
+    now: Timestamp,
+    control: Option<RolloutControl>,
+) -> Result<Decision, ControlRefused> {
     use RolloutPhase::{Completed, Failed, Paused, Progressing, RolledBack};
     let steps = step_of(spec, clusters);
     let mut next = state.clone();
@@ -322,10 +370,16 @@ pub fn decide(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView]
             next.promoted = true;
             evaluate(spec, &mut next, clusters, &steps, now)
         }
-        (Progressing | Paused | Failed, Some(RolloutControl::Abort)) => (roll_back(&mut next, "aborted".into(), clusters), None),
+        (Progressing | Paused | Failed, Some(RolloutControl::Abort)) => {
+            (roll_back(&mut next, "aborted".into(), clusters), None)
+        }
         (phase, Some(control)) => return Err(ControlRefused { control, phase }),
     };
-    let write = (next != *state || !enqueue.is_empty()).then(|| RolloutState { version: state.version + 1, updated_at: now, ..next });
+    let write = (next != *state || !enqueue.is_empty()).then(|| RolloutState {
+        version: state.version + 1,
+        updated_at: now,
+        ..next
+    });
     let shown = write.as_ref().unwrap_or(state);
     let counts = count(spec, shown, clusters, &steps, now);
     let waiting = waiting(spec, shown, clusters, &steps, now);
@@ -334,7 +388,13 @@ pub fn decide(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView]
 
 /// Rule 5: a progressing rollout's current step, judged at `now`. Updates `next` and
 /// returns what to enqueue and when to look again.
-fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView], steps: &[Option<usize>], now: Timestamp) -> (Vec<(String, i64)>, Option<Timestamp>) {
+fn evaluate(
+    spec: &RolloutSpec,
+    next: &mut RolloutState,
+    clusters: &[ClusterView],
+    steps: &[Option<usize>],
+    now: Timestamp,
+) -> (Vec<(String, i64)>, Option<Timestamp>) {
     let step = next.step;
     let gate = spec.gate(step);
     let enqueue = catch_up(clusters, steps, step, next);
@@ -354,7 +414,8 @@ fn evaluate(spec: &RolloutSpec, next: &mut RolloutState, clusters: &[ClusterView
             Budget(gate.max_failures),
             first.name
         );
-        let why = first.key.as_ref().and_then(|k| k.last_error.clone()).unwrap_or_else(|| "failed without an error".into());
+        let why =
+            first.key.as_ref().and_then(|k| k.last_error.clone()).unwrap_or_else(|| "failed without an error".into());
         Some(with_detail(head, &why))
     } else if !pending.is_empty() && now >= deadline {
         let n = pending.len();
@@ -420,7 +481,11 @@ fn roll_back(next: &mut RolloutState, reason: String, clusters: &[ClusterView]) 
     next.healthy_since = None;
     next.promoted = false;
     let stable = next.stable;
-    clusters.iter().filter(|c| c.key.as_ref().is_some_and(|k| k.generation != stable)).map(|c| (c.name.clone(), stable)).collect()
+    clusters
+        .iter()
+        .filter(|c| c.key.as_ref().is_some_and(|k| k.generation != stable))
+        .map(|c| (c.name.clone(), stable))
+        .collect()
 }
 
 /// Why a reached cluster is not healthy yet, for a reason.
@@ -467,7 +532,13 @@ struct Human(Duration);
 impl fmt::Display for Human {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let secs = self.0.as_secs();
-        let parts = [(secs / 86_400, "d"), (secs / 3_600 % 24, "h"), (secs / 60 % 60, "m"), (secs % 60, "s"), (u64::from(self.0.subsec_millis()), "ms")];
+        let parts = [
+            (secs / 86_400, "d"),
+            (secs / 3_600 % 24, "h"),
+            (secs / 60 % 60, "m"),
+            (secs % 60, "s"),
+            (u64::from(self.0.subsec_millis()), "ms"),
+        ];
         let mut wrote = false;
         for (n, unit) in parts.into_iter().filter(|(n, _)| *n > 0) {
             if wrote {
@@ -494,8 +565,8 @@ pub struct RolloutEvent {
 
 /// Event actions of the steps, 1-based as people count them.
 const STEP_ACTIONS: [&str; fleetsync_model::rollout::MAX_STEPS] = [
-    "Step 1", "Step 2", "Step 3", "Step 4", "Step 5", "Step 6", "Step 7", "Step 8", "Step 9", "Step 10", "Step 11", "Step 12", "Step 13",
-    "Step 14", "Step 15", "Step 16", "Step 17", "Step 18", "Step 19", "Step 20",
+    "Step 1", "Step 2", "Step 3", "Step 4", "Step 5", "Step 6", "Step 7", "Step 8", "Step 9", "Step 10", "Step 11",
+    "Step 12", "Step 13", "Step 14", "Step 15", "Step 16", "Step 17", "Step 18", "Step 19", "Step 20",
 ];
 
 /// What the move from `before` to `next` logs: a new phase by its name, else a new step
@@ -541,7 +612,8 @@ mod tests {
 
     /// Canaries (ring=canary), then half, then all.
     fn canary_spec(extra: serde_json::Value) -> RolloutSpec {
-        let mut v = json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"percent": 50}, {"percent": 100}]});
+        let mut v =
+            json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"percent": 50}, {"percent": 100}]});
         if let (Some(v), Some(extra)) = (v.as_object_mut(), extra.as_object()) {
             v.extend(extra.clone());
         }
@@ -553,13 +625,23 @@ mod tests {
         ClusterView {
             name: name.into(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            key: Some(KeyView { generation, observed_generation: generation, phase: Phase::Applied, last_error: None, drifted: false, unready: None }),
+            key: Some(KeyView {
+                generation,
+                observed_generation: generation,
+                phase: Phase::Applied,
+                last_error: None,
+                drifted: false,
+                unready: None,
+            }),
         }
     }
 
     /// a..f at the stable generation; c and e are canaries.
     fn fleet() -> Vec<ClusterView> {
-        ["a", "b", "c", "d", "e", "f"].iter().map(|n| cluster(n, if matches!(*n, "c" | "e") { &[("ring", "canary")] } else { &[] }, STABLE)).collect()
+        ["a", "b", "c", "d", "e", "f"]
+            .iter()
+            .map(|n| cluster(n, if matches!(*n, "c" | "e") { &[("ring", "canary")] } else { &[] }, STABLE))
+            .collect()
     }
 
     fn names(clusters: &[ClusterView]) -> Vec<&str> {
@@ -623,7 +705,13 @@ mod tests {
         RolloutState { phase, ..progressing(0) }
     }
 
-    fn run(spec: &RolloutSpec, state: &RolloutState, clusters: &[ClusterView], now: Timestamp, control: Option<RolloutControl>) -> Decision {
+    fn run(
+        spec: &RolloutSpec,
+        state: &RolloutState,
+        clusters: &[ClusterView],
+        now: Timestamp,
+        control: Option<RolloutControl>,
+    ) -> Decision {
         decide(spec, state, clusters, now, control).expect("accepted")
     }
 
@@ -647,7 +735,9 @@ mod tests {
 
     #[test]
     fn steps_reach_selected_then_counted_clusters_in_name_order() {
-        let s = spec(json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"percent": 50}, {"count": 4}, {"percent": 100}]}));
+        let s = spec(
+            json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"percent": 50}, {"count": 4}, {"percent": 100}]}),
+        );
         let clusters = fleet();
         // Canaries c, e; 50% of 6 = 3 in all: a; 4 in all: b; the rest: d, f.
         assert_eq!(step_of(&s, &clusters), vec![Some(1), Some(2), Some(0), Some(3), Some(0), Some(3)]);
@@ -660,7 +750,10 @@ mod tests {
         assert_eq!(step_of(&s, &three), vec![Some(0), Some(0), Some(1)], "34% of 3 is 1.02: 2 clusters");
 
         // Two canaries of four: 50% is already reached, so that step adds none.
-        let four: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| cluster(n, if *n >= "c" { &[("ring", "canary")] } else { &[] }, STABLE)).collect();
+        let four: Vec<_> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| cluster(n, if *n >= "c" { &[("ring", "canary")] } else { &[] }, STABLE))
+            .collect();
         assert_eq!(step_of(&canary_spec(json!({})), &four), vec![Some(2), Some(2), Some(0), Some(0)]);
         let s = spec(json!({"steps": [{"count": 1}, {"count": 1}, {"count": 3}, {"percent": 100}]}));
         assert_eq!(step_of(&s, &four), vec![Some(0), Some(2), Some(2), Some(3)], "a count already reached adds none");
@@ -676,8 +769,15 @@ mod tests {
         assert_eq!((st.version, st.updated_at, st.phase, st.step), (8, T0, RolloutPhase::Progressing, 0));
         assert_eq!(d.wake_at, Some(at(300)), "the step's deadline");
         assert_eq!(d.counts.len(), 3);
-        assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 2, rolled_back: 0 });
-        assert_eq!(d.counts[1], StepCounts { clusters: 1, updated: 0, healthy: 0, failed: 0, pending: 0, rolled_back: 0 }, "not reached: not pending");
+        assert_eq!(
+            d.counts[0],
+            StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 2, rolled_back: 0 }
+        );
+        assert_eq!(
+            d.counts[1],
+            StepCounts { clusters: 1, updated: 0, healthy: 0, failed: 0, pending: 0, rolled_back: 0 },
+            "not reached: not pending"
+        );
         assert_eq!(d.counts[2].clusters, 3);
 
         // Once enqueued nothing changes until the keys do.
@@ -685,7 +785,10 @@ mod tests {
         enqueued(&mut after, &d.enqueue);
         let again = run(&s, st, &after, at(10), None);
         assert_eq!((again.state, again.enqueue, again.wake_at), (None, vec![], Some(at(300))));
-        assert_eq!(again.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 0, failed: 0, pending: 2, rolled_back: 0 });
+        assert_eq!(
+            again.counts[0],
+            StepCounts { clusters: 2, updated: 2, healthy: 0, failed: 0, pending: 2, rolled_back: 0 }
+        );
     }
 
     #[test]
@@ -707,10 +810,18 @@ mod tests {
             }
         }
         assert_eq!(state.phase, RolloutPhase::RolledBack);
-        assert_eq!(state.reason.as_deref(), Some("step 1: 1 of 2 clusters failed (maxFailures 0); c: admission webhook denied the Deployment"));
+        assert_eq!(
+            state.reason.as_deref(),
+            Some("step 1: 1 of 2 clusters failed (maxFailures 0); c: admission webhook denied the Deployment")
+        );
         assert_eq!(at_revision, ["c", "e"], "no cluster of a later step is ever enqueued at the revision");
         for c in &clusters {
-            assert_eq!(c.key.as_ref().map(|k| k.generation), Some(STABLE), "{} runs the stable generation again", c.name);
+            assert_eq!(
+                c.key.as_ref().map(|k| k.generation),
+                Some(STABLE),
+                "{} runs the stable generation again",
+                c.name
+            );
         }
     }
 
@@ -783,14 +894,20 @@ mod tests {
         let st = written(&d).clone();
         assert_eq!((st.step, st.healthy_since), (0, Some(at(10))));
         assert_eq!((d.enqueue.clone(), d.wake_at), (vec![], Some(at(70))));
-        assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 2, failed: 0, pending: 0, rolled_back: 0 });
+        assert_eq!(
+            d.counts[0],
+            StepCounts { clusters: 2, updated: 2, healthy: 2, failed: 0, pending: 0, rolled_back: 0 }
+        );
 
         let d = run(&s, &st, &clusters, at(69), None);
         assert_eq!((d.state, d.enqueue, d.wake_at), (None, vec![], Some(at(70))), "still baking");
 
         let d = run(&s, &st, &clusters, at(70), None);
         let next = written(&d);
-        assert_eq!((next.step, next.step_started_at, next.healthy_since, next.phase), (1, at(70), None, RolloutPhase::Progressing));
+        assert_eq!(
+            (next.step, next.step_started_at, next.healthy_since, next.phase),
+            (1, at(70), None, RolloutPhase::Progressing)
+        );
         assert_eq!(d.enqueue, pairs(&[("a", REV)]), "50% of 6 is 3: the canaries and a");
         assert_eq!(d.wake_at, Some(at(370)), "the new step's deadline");
         enqueued(&mut clusters, &d.enqueue);
@@ -799,7 +916,8 @@ mod tests {
 
     #[test]
     fn a_step_that_adds_no_clusters_is_looked_at_again_at_once() {
-        let s = spec(json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"count": 2}, {"percent": 100}]}));
+        let s =
+            spec(json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"count": 2}, {"percent": 100}]}));
         let (state, clusters) = canaries_applied(&s);
         let d = run(&s, &state, &clusters, at(10), None);
         assert_eq!((written(&d).step, d.enqueue.clone(), d.wake_at), (1, vec![], Some(at(10))));
@@ -807,7 +925,9 @@ mod tests {
 
     #[test]
     fn manual_promote_waits_for_promote() {
-        let s = spec(json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}, "manualPromote": true}, {"percent": 100}]}));
+        let s = spec(
+            json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}, "manualPromote": true}, {"percent": 100}]}),
+        );
         let (state, clusters) = canaries_applied(&s);
         let d = run(&s, &state, &clusters, at(10), None);
         let st = written(&d).clone();
@@ -887,7 +1007,11 @@ mod tests {
             spoil(key(&mut clusters, "c"));
             let d = run(&s, &state, &clusters, at(10), None);
             assert_eq!(d.state, None, "{what}: the step does not pass");
-            assert_eq!(d.counts[0], StepCounts { clusters: 2, updated: 2, healthy: 1, failed: 0, pending: 1, rolled_back: 0 }, "{what}");
+            assert_eq!(
+                d.counts[0],
+                StepCounts { clusters: 2, updated: 2, healthy: 1, failed: 0, pending: 1, rolled_back: 0 },
+                "{what}"
+            );
         }
         let d = run(&s, &state, &clusters, at(10), None);
         assert_eq!(written(&d).step, 1, "unspoiled, the step passes");
@@ -926,7 +1050,10 @@ mod tests {
                 state = st;
             }
         }
-        assert_eq!((state.phase, state.step, state.stable, state.reason.clone()), (RolloutPhase::Completed, 2, REV, None));
+        assert_eq!(
+            (state.phase, state.step, state.stable, state.reason.clone()),
+            (RolloutPhase::Completed, 2, REV, None)
+        );
         assert!(clusters.iter().all(|c| c.key.as_ref().is_some_and(|k| k.generation == REV)));
         let d = run(&s, &state, &clusters, at(100), None);
         assert_eq!((d.state, d.wake_at), (None, None));
@@ -939,14 +1066,21 @@ mod tests {
         let clusters = fleet();
         let d = run(&s, &progressing(0), &clusters, T0, Some(RolloutControl::Pause));
         let paused = written(&d).clone();
-        assert_eq!((paused.phase, d.enqueue.clone(), d.wake_at), (RolloutPhase::Paused, vec![], None), "paused before enqueueing anything");
+        assert_eq!(
+            (paused.phase, d.enqueue.clone(), d.wake_at),
+            (RolloutPhase::Paused, vec![], None),
+            "paused before enqueueing anything"
+        );
 
         let d = run(&s, &paused, &clusters, at(3600), None);
         assert_eq!((d.state, d.enqueue), (None, vec![]), "paused: nothing, not even the deadline");
 
         let d = run(&s, &paused, &clusters, at(3600), Some(RolloutControl::Resume));
         let resumed = written(&d);
-        assert_eq!((resumed.phase, resumed.step_started_at, resumed.reason.clone()), (RolloutPhase::Progressing, at(3600), None));
+        assert_eq!(
+            (resumed.phase, resumed.step_started_at, resumed.reason.clone()),
+            (RolloutPhase::Progressing, at(3600), None)
+        );
         assert_eq!(d.enqueue, pairs(&[("c", REV), ("e", REV)]));
         assert_eq!(d.wake_at, Some(at(3900)));
     }
@@ -1000,14 +1134,21 @@ mod tests {
             (Failed, Promote),
         ];
         for (phase, control) in refused {
-            assert_eq!(decide(&s, &in_phase(phase), &clusters, T0, Some(control)), Err(ControlRefused { control, phase }));
+            assert_eq!(
+                decide(&s, &in_phase(phase), &clusters, T0, Some(control)),
+                Err(ControlRefused { control, phase })
+            );
         }
         let e = ControlRefused { control: Promote, phase: Completed };
         assert_eq!(e.to_string(), "cannot promote a rollout that is Completed");
 
         for phase in [Completed, RolledBack] {
             let d = run(&s, &in_phase(phase), &clusters, T0, None);
-            assert_eq!((d.state, d.enqueue, d.wake_at, d.counts.len()), (None, vec![], None, 3), "{phase}: nothing to do");
+            assert_eq!(
+                (d.state, d.enqueue, d.wake_at, d.counts.len()),
+                (None, vec![], None, 3),
+                "{phase}: nothing to do"
+            );
         }
     }
 
@@ -1041,9 +1182,17 @@ mod tests {
         assert_eq!(event_action(&s, &before, &RolloutState { step: 1, ..before.clone() }), Some("Step 2"), "1-based");
         assert_eq!(event_action(&s, &before, &RolloutState { promoted: true, ..before.clone() }), Some("Promoted"));
         let rolled_back = RolloutState { phase: RolloutPhase::RolledBack, step: 1, ..before.clone() };
-        assert_eq!(event_action(&s, &before, &rolled_back), Some("RolledBack"), "the phase names a move that changes both");
+        assert_eq!(
+            event_action(&s, &before, &rolled_back),
+            Some("RolledBack"),
+            "the phase names a move that changes both"
+        );
         let manual = spec(json!({"steps": [{"count": 1, "manualPromote": true}, {"percent": 100}]}));
-        assert_eq!(event_action(&manual, &before, &healthy), Some("AwaitingPromote"), "a healthy step that waits for a promote says so");
+        assert_eq!(
+            event_action(&manual, &before, &healthy),
+            Some("AwaitingPromote"),
+            "a healthy step that waits for a promote says so"
+        );
     }
 
     #[test]
@@ -1059,7 +1208,12 @@ mod tests {
         let steps = step_of(&spec, &clusters);
         for (c, s) in clusters.iter().zip(&steps) {
             let want = if *s == Some(0) { 3 } else { STABLE };
-            assert!(d.enqueue.contains(&(c.name.clone(), want)), "{} (step {s:?}) goes to {want}: {:?}", c.name, d.enqueue);
+            assert!(
+                d.enqueue.contains(&(c.name.clone(), want)),
+                "{} (step {s:?}) goes to {want}: {:?}",
+                c.name,
+                d.enqueue
+            );
         }
     }
 
@@ -1100,14 +1254,19 @@ mod tests {
         let d = run(&s, &state, &clusters, at(5), None);
         enqueued(&mut clusters, &d.enqueue);
         let later = run(&s, written(&d), &clusters, at(6), None);
-        assert_eq!(later.counts[0], StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 0, rolled_back: 2 });
+        assert_eq!(
+            later.counts[0],
+            StepCounts { clusters: 2, updated: 0, healthy: 0, failed: 0, pending: 0, rolled_back: 2 }
+        );
         assert_eq!(later.counts[1].pending + later.counts[2].pending, 0);
         assert_eq!(later.waiting, None);
     }
 
     #[test]
     fn a_step_says_what_it_waits_for() {
-        let s = spec(json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}, "manualPromote": true}, {"percent": 100, "minSuccessTime": "1m"}]}));
+        let s = spec(
+            json!({"steps": [{"selector": {"matchLabels": {"ring": "canary"}}, "manualPromote": true}, {"percent": 100, "minSuccessTime": "1m"}]}),
+        );
         let mut clusters = fleet();
         let mut state = progressing(0);
         let tick = |state: &mut RolloutState, clusters: &[ClusterView], t: u64, control: Option<RolloutControl>| {
@@ -1123,7 +1282,10 @@ mod tests {
         apply(&mut clusters, &["c", "e"]);
         key(&mut clusters, "e").unready = Some("Deployment/web: 0 of 1 replicas available".into());
         let d = tick(&mut state, &clusters, 1, None);
-        assert_eq!(d.waiting.as_deref(), Some("waiting for 1 cluster to become ready (e: not ready: Deployment/web: 0 of 1 replicas available)"));
+        assert_eq!(
+            d.waiting.as_deref(),
+            Some("waiting for 1 cluster to become ready (e: not ready: Deployment/web: 0 of 1 replicas available)")
+        );
         key(&mut clusters, "e").unready = None;
         let d = tick(&mut state, &clusters, 2, None);
         assert_eq!(d.waiting.as_deref(), Some("waiting for promote"));

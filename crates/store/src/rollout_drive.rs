@@ -25,7 +25,9 @@ pub enum DriveError {
     #[error("the rollout kept changing while deciding; try again")]
     Contended,
     /// A newer generation started a new rollout while a control was being decided.
-    #[error("a newer generation superseded the rollout: revision {revision} is rolling out now; look at it and try again")]
+    #[error(
+        "a newer generation superseded the rollout: revision {revision} is rolling out now; look at it and try again"
+    )]
     Superseded { revision: i64 },
 }
 
@@ -38,12 +40,20 @@ pub struct Driven {
 
 /// The SyncSet's rollout with per-step counts, without changing it; `None` if the
 /// SyncSet has no rollout.
-pub async fn status<S: Store + ?Sized>(store: &S, tenant: &str, syncset: &str) -> Result<Option<RolloutStatus>, DriveError> {
+pub async fn status<S: Store + ?Sized>(
+    store: &S,
+    tenant: &str,
+    syncset: &str,
+) -> Result<Option<RolloutStatus>, DriveError> {
     Ok(status_with_clusters(store, tenant, syncset).await?.map(|(status, _)| status))
 }
 
 /// [`status`], with the clusters the SyncSet selects and their keys, as it read them.
-pub async fn status_with_clusters<S: Store + ?Sized>(store: &S, tenant: &str, syncset: &str) -> Result<Option<(RolloutStatus, Vec<ClusterView>)>, DriveError> {
+pub async fn status_with_clusters<S: Store + ?Sized>(
+    store: &S,
+    tenant: &str,
+    syncset: &str,
+) -> Result<Option<(RolloutStatus, Vec<ClusterView>)>, DriveError> {
     let Some((state, spec, clusters)) = load(store, tenant, syncset).await? else { return Ok(None) };
     let decision = decide(&spec, &state, &clusters, store.clock().now(), None)?;
     Ok(Some((shown(state, decision.counts, decision.waiting), clusters)))
@@ -84,7 +94,8 @@ pub async fn drive(
         let decision = decide(&spec, &state, &clusters, store.clock().now(), control)?;
         let now_state = match decision.state {
             Some(next) => {
-                let event = event_action(&spec, &state, &next).map(|action| RolloutEvent { action, actor: actor.map(str::to_string) });
+                let event = event_action(&spec, &state, &next)
+                    .map(|action| RolloutEvent { action, actor: actor.map(str::to_string) });
                 if !store.rollout_write(&next, &decision.enqueue, event).await? {
                     continue;
                 }
@@ -92,14 +103,21 @@ pub async fn drive(
             }
             None => state,
         };
-        return Ok(Some(Driven { status: shown(now_state, decision.counts, decision.waiting), wake_at: decision.wake_at }));
+        return Ok(Some(Driven {
+            status: shown(now_state, decision.counts, decision.waiting),
+            wake_at: decision.wake_at,
+        }));
     }
     Err(DriveError::Contended)
 }
 
 /// The rollout, its spec (from the revision it rolls out) and the SyncSet's clusters
 /// with their keys, by name.
-async fn load<S: Store + ?Sized>(store: &S, tenant: &str, syncset: &str) -> Result<Option<(RolloutState, fleetsync_model::RolloutSpec, Vec<ClusterView>)>, StoreError> {
+async fn load<S: Store + ?Sized>(
+    store: &S,
+    tenant: &str,
+    syncset: &str,
+) -> Result<Option<(RolloutState, fleetsync_model::RolloutSpec, Vec<ClusterView>)>, StoreError> {
     let Some(state) = store.rollout_get(tenant, syncset).await? else { return Ok(None) };
     let Some(revision) = store.revision_get(tenant, syncset, state.revision).await? else { return Ok(None) };
     let Some(spec) = revision.spec.rollout.clone() else { return Ok(None) };

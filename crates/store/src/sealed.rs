@@ -21,9 +21,9 @@
 use crate::stored::{decode_doc, table, WithGeneration};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use fleetsync_model::Kind;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
-use fleetsync_model::Kind;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::fmt;
@@ -110,14 +110,18 @@ impl Keyring {
             let name = match name {
                 Some(name) if valid_name(name) => name.to_string(),
                 Some(_) => {
-                    return Err(KeyFileError::Line { line, problem: "a key name (before ':') must be 1 to 64 letters, digits, '.', '_' or '-'" })
+                    return Err(KeyFileError::Line {
+                        line,
+                        problem: "a key name (before ':') must be 1 to 64 letters, digits, '.', '_' or '-'",
+                    })
                 }
                 None => fingerprint(&bytes),
             };
             if let Some((first, _)) = keys.iter().find(|(_, k)| k.name == name) {
                 return Err(KeyFileError::Duplicate { line, first: *first, name });
             }
-            let key = UnboundKey::new(&AES_256_GCM, &bytes).map_err(|_| KeyFileError::Line { line, problem: "not a usable AES-256 key" })?;
+            let key = UnboundKey::new(&AES_256_GCM, &bytes)
+                .map_err(|_| KeyFileError::Line { line, problem: "not a usable AES-256 key" })?;
             keys.push((line, Key { name, key: LessSafeKey::new(key) }));
         }
         if keys.is_empty() {
@@ -142,7 +146,9 @@ impl Keyring {
 }
 
 fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= MAX_NAME && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// The name of a key given without one.
@@ -227,7 +233,12 @@ pub(crate) fn seal(keys: Option<&Keyring>, tenant: &str, name: &str, doc: String
 
 /// The canonical document of Secret `tenant/name` from its stored form: opened if
 /// sealed (with the key it names), as it is if in clear.
-pub(crate) fn open<'a>(keys: Option<&Keyring>, tenant: &str, name: &str, stored: &'a str) -> Result<Cow<'a, str>, SealError> {
+pub(crate) fn open<'a>(
+    keys: Option<&Keyring>,
+    tenant: &str,
+    name: &str,
+    stored: &'a str,
+) -> Result<Cow<'a, str>, SealError> {
     let Some(rest) = stored.strip_prefix(PREFIX) else { return Ok(Cow::Borrowed(stored)) };
     let malformed = || SealError::Malformed { tenant: tenant.into(), name: name.into() };
     let (key_name, encoded) = rest.split_once(':').ok_or_else(malformed)?;
@@ -333,7 +344,10 @@ mod tests {
         let wrong = open(Some(&other), "t", "kc", &sealed).expect_err("a wrong key");
         assert_eq!(wrong.to_string(), "Secret t/kc does not open with key \"k1\": the key of that name in the encryption key file is not the one that sealed it, or the stored row was altered");
         let none = open(None, "t", "kc", &sealed).expect_err("no key");
-        assert!(matches!(none, SealError::NoKey { .. }) && none.to_string().contains("--encryption-key-file"), "{none}");
+        assert!(
+            matches!(none, SealError::NoKey { .. }) && none.to_string().contains("--encryption-key-file"),
+            "{none}"
+        );
         let unknown = Keyring::parse(&key_line(Some("k2"), 1)).expect("keys");
         let e = open(Some(&unknown), "t", "kc", &sealed).expect_err("unknown key");
         assert!(e.to_string().contains("\"k1\", which the encryption key file does not hold (it holds \"k2\")"), "{e}");
@@ -352,14 +366,20 @@ mod tests {
     #[test]
     fn the_first_key_seals_and_every_key_opens() {
         let old = Keyring::parse(&key_line(Some("old"), 1)).expect("keys");
-        let both = Keyring::parse(&format!("# rotation\n\n{}\n{}\n", key_line(Some("new"), 2), key_line(Some("old"), 1))).expect("keys");
+        let both =
+            Keyring::parse(&format!("# rotation\n\n{}\n{}\n", key_line(Some("new"), 2), key_line(Some("old"), 1)))
+                .expect("keys");
         assert_eq!(both.sealing_key(), "new");
         let by_old = seal(Some(&old), "t", "kc", DOC.into()).expect("seal");
         assert_eq!(open(Some(&both), "t", "kc", &by_old).expect("the old key opens"), DOC);
-        let Reseal::Write(by_new) = reseal(Some(&both), "t", "kc", &by_old).expect("reseal") else { panic!("not resealed") };
+        let Reseal::Write(by_new) = reseal(Some(&both), "t", "kc", &by_old).expect("reseal") else {
+            panic!("not resealed")
+        };
         assert_eq!(sealed_by(&by_new), Some("new"));
         assert_eq!(reseal(Some(&both), "t", "kc", &by_new).expect("kept"), Reseal::Keep);
-        let Reseal::Write(from_clear) = reseal(Some(&both), "t", "kc", DOC).expect("reseal") else { panic!("not sealed") };
+        let Reseal::Write(from_clear) = reseal(Some(&both), "t", "kc", DOC).expect("reseal") else {
+            panic!("not sealed")
+        };
         assert_eq!(sealed_by(&from_clear), Some("new"));
         assert_eq!(reseal(None, "t", "kc", DOC).expect("clear"), Reseal::Keep);
         assert!(reseal(None, "t", "kc", &by_new).is_err(), "a sealed document needs a key");
@@ -380,16 +400,26 @@ mod tests {
             (format!("k1:{secret_ish}"), "line 1: expected [NAME:]BASE64 of exactly 32 bytes"),
             (format!("\nk1:{secret_ish}!!"), "line 2: expected"),
             (format!("bad name:{}", BASE64.encode([1u8; 32])), "line 1: a key name"),
-            (format!("{}\n{}", key_line(Some("a"), 1), key_line(Some("a"), 2)), "line 2: the key name \"a\" is used twice (line 1)"),
+            (
+                format!("{}\n{}", key_line(Some("a"), 1), key_line(Some("a"), 2)),
+                "line 2: the key name \"a\" is used twice (line 1)",
+            ),
         ] {
             let e = Keyring::parse(&text).expect_err(says).to_string();
             assert!(e.contains(says), "{e}");
             assert!(!e.contains(&secret_ish) && !e.contains(&BASE64.encode([1u8; 32])), "{e}");
         }
         let unnamed = Keyring::parse(&key_line(None, 1)).expect("unnamed");
-        assert!(unnamed.sealing_key().starts_with("sha256-") && unnamed.sealing_key().len() == 15, "{}", unnamed.sealing_key());
+        assert!(
+            unnamed.sealing_key().starts_with("sha256-") && unnamed.sealing_key().len() == 15,
+            "{}",
+            unnamed.sealing_key()
+        );
         assert!(!format!("{unnamed:?}").contains(&BASE64.encode([1u8; 32])));
         let unreadable = Keyring::from_file(Path::new("/nonexistent/keys")).expect_err("missing");
-        assert!(unreadable.to_string().starts_with("cannot read the encryption key file /nonexistent/keys"), "{unreadable}");
+        assert!(
+            unreadable.to_string().starts_with("cannot read the encryption key file /nonexistent/keys"),
+            "{unreadable}"
+        );
     }
 }

@@ -25,7 +25,11 @@ pub(crate) fn decode<T: DeserializeOwned>(table: &'static str, text: &str) -> Re
 }
 
 /// A stored document with its stored generation stamped on.
-pub(crate) fn decode_doc<T: DeserializeOwned + WithGeneration>(table: &'static str, doc: &str, generation: i64) -> Result<T> {
+pub(crate) fn decode_doc<T: DeserializeOwned + WithGeneration>(
+    table: &'static str,
+    doc: &str,
+    generation: i64,
+) -> Result<T> {
     let mut t: T = decode(table, doc)?;
     t.set_generation(generation);
     Ok(t)

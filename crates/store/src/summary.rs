@@ -87,7 +87,11 @@ pub(crate) fn phases<'a>(groups: impl IntoIterator<Item = &'a Group>) -> BTreeMa
 
 /// The summary of these groups, the time the longest-waiting key became due, and
 /// these failures.
-pub(crate) fn summarize(groups: impl IntoIterator<Item = Group>, oldest_due: Option<Timestamp>, failures: Vec<FailureRow>) -> StatusSummary {
+pub(crate) fn summarize(
+    groups: impl IntoIterator<Item = Group>,
+    oldest_due: Option<Timestamp>,
+    failures: Vec<FailureRow>,
+) -> StatusSummary {
     let groups: Vec<Group> = groups.into_iter().filter(|g| g.count > 0).collect();
     let mut summary = StatusSummary {
         total: groups.iter().map(|g| g.count).sum(),
@@ -149,7 +153,13 @@ mod tests {
 
     #[test]
     fn failures_are_named_with_their_phase_and_capped() {
-        let row = |c: &str, db: &str| FailureRow { syncset: None, cluster: c.into(), db_phase: db.into(), attempts: 3, last_error: Some("boom".into()) };
+        let row = |c: &str, db: &str| FailureRow {
+            syncset: None,
+            cluster: c.into(),
+            db_phase: db.into(),
+            attempts: 3,
+            last_error: Some("boom".into()),
+        };
         let rows = (0..8).map(|i| row(&format!("c{i}"), if i % 2 == 0 { "parked" } else { "ready" })).collect();
         let s = summarize([], None, rows);
         assert_eq!(s.failures.len(), SUMMARY_FAILURES);

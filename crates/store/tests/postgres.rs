@@ -28,7 +28,9 @@ async fn a_change_in_another_process_wakes_waiters_here() {
 
     let start = Instant::now();
     there.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply there");
-    let took = woken_since(&mut rx, start, Duration::from_secs(1)).await.expect("woken by the other store's NOTIFY within 1 s");
+    let took = woken_since(&mut rx, start, Duration::from_secs(1))
+        .await
+        .expect("woken by the other store's NOTIFY within 1 s");
     eprintln!("cross-process wake-up {took:?} after the apply started");
 
     // A change that enqueues nothing does not notify.
@@ -66,7 +68,10 @@ async fn the_horizon_is_exact_across_sequence_gaps() {
     for v in 0..5 {
         s.objects_apply(vec![syncset("s1", 1, &format!("v{v}"))]).await.expect("apply");
     }
-    let burn = format!("SELECT nextval(pg_get_serial_sequence('{}.events', 'seq')) FROM generate_series(1, 4)", scratch.schema.name);
+    let burn = format!(
+        "SELECT nextval(pg_get_serial_sequence('{}.events', 'seq')) FROM generate_series(1, 4)",
+        scratch.schema.name
+    );
     scratch.admin.batch_execute(&burn).await.expect("burn sequence numbers");
     for v in 5..8 {
         s.objects_apply(vec![syncset("s1", 1, &format!("v{v}"))]).await.expect("apply");
@@ -78,7 +83,11 @@ async fn the_horizon_is_exact_across_sequence_gaps() {
     assert_eq!(seqs(0).await.expect("read"), vec![1, 2, 3, 4, 5, 10, 11, 12]);
 
     let t = s.events_trim(EventRetention { max_events: Some(3), max_age: None }).await.expect("trim");
-    assert_eq!(t, EventsTrimmed { deleted: 5, horizon: 5 }, "the newest 3 events are 10..=12; the one before them is 5");
+    assert_eq!(
+        t,
+        EventsTrimmed { deleted: 5, horizon: 5 },
+        "the newest 3 events are 10..=12; the one before them is 5"
+    );
     for cursor in [5, 7, 9] {
         assert_eq!(seqs(cursor).await.expect("read"), vec![10, 11, 12], "cursor {cursor}");
     }
@@ -122,7 +131,9 @@ async fn the_listener_reconnects_and_stops_with_the_store() {
         .await
         .expect("terminate");
     assert_eq!(killed.len(), 1, "one listener connection");
-    woken_within(&mut rx, Duration::from_secs(5)).await.expect("bumped once after reconnecting (a wake-up may have been missed)");
+    woken_within(&mut rx, Duration::from_secs(5))
+        .await
+        .expect("bumped once after reconnecting (a wake-up may have been missed)");
     woken_within(&mut events, Duration::from_secs(5)).await.expect("event watchers too");
     rx.borrow_and_update();
 
@@ -157,7 +168,8 @@ async fn killed_connections_are_replaced() {
     let scratch = Scratch::new().await;
     let app = format!("fs_kill_{:08x}", rand::random::<u32>());
     let options = PgOptions { schema: Some(scratch.schema.name.clone()), pool_size: 4, ..PgOptions::default() };
-    let store = PgStore::connect_with(&scratch.url_named(&app), options, StoreConfig::default()).await.expect("connect");
+    let store =
+        PgStore::connect_with(&scratch.url_named(&app), options, StoreConfig::default()).await.expect("connect");
     store.objects_apply(vec![cluster("c1", &[("env", "prod")])]).await.expect("apply");
     for _ in 0..3 {
         let killed = scratch
@@ -166,7 +178,10 @@ async fn killed_connections_are_replaced() {
             .await
             .expect("terminate");
         assert!(!killed.is_empty());
-        store.objects_apply(vec![syncset("s1", 1, &format!("v{}", rand::random::<u32>()))]).await.expect("write after the kill");
+        store
+            .objects_apply(vec![syncset("s1", 1, &format!("v{}", rand::random::<u32>()))])
+            .await
+            .expect("write after the kill");
         assert_eq!(store.status_list(&Default::default()).await.expect("read after the kill").len(), 1);
     }
 
@@ -205,7 +220,10 @@ async fn processes_starting_together_migrate_once() {
     }
     let versions: Vec<i32> = scratch
         .admin
-        .query(&format!("SELECT version FROM {}.fleetsync_schema_migrations ORDER BY version", scratch.schema.name), &[])
+        .query(
+            &format!("SELECT version FROM {}.fleetsync_schema_migrations ORDER BY version", scratch.schema.name),
+            &[],
+        )
         .await
         .expect("versions")
         .iter()
@@ -330,10 +348,12 @@ async fn bad_connection_settings_name_the_problem() {
     assert!(e.contains("invalid schema name"), "{e}");
 }
 
-
 /// The server's clock, in milliseconds since the epoch.
 async fn server_now(admin: &tokio_postgres::Client) -> i64 {
-    let row = admin.query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[]).await.expect("clock_timestamp");
+    let row = admin
+        .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8", &[])
+        .await
+        .expect("clock_timestamp");
     row.get(0)
 }
 
@@ -360,7 +380,10 @@ async fn the_stores_clock_is_the_databases_unless_one_is_given() {
     let sql = format!("SELECT lease_expires_at FROM {}.work", scratch.schema.name);
     let expires: i64 = scratch.admin.query_one(&sql, &[]).await.expect("lease").get(0);
     let stamped = expires - 30_000;
-    assert!((before - 2..=after + 2).contains(&stamped), "leased at {stamped}, not within the server's [{before}, {after}]");
+    assert!(
+        (before - 2..=after + 2).contains(&stamped),
+        "leased at {stamped}, not within the server's [{before}, {after}]"
+    );
 
     let manual = std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_000)));
     let config = StoreConfig { clock: Some(manual), ..StoreConfig::default() };

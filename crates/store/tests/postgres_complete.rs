@@ -41,7 +41,10 @@ async fn a_key_ready_behind_the_cursor_is_announced_and_claimed() {
     clock_here.advance(Duration::from_secs(60));
     let first = claim(here.clone()).await.expect("claim");
     assert_eq!(first.len(), 1);
-    assert!(claim(here.clone()).await.expect("claim").is_empty(), "nothing else: the cursor is now a minute ahead of `there`");
+    assert!(
+        claim(here.clone()).await.expect("claim").is_empty(),
+        "nothing else: the cursor is now a minute ahead of `there`"
+    );
 
     // `there` still reads the old time: its new key is due a minute before the cursor.
     let mut rx = here.subscribe();
@@ -63,7 +66,10 @@ async fn keys_held_back_by_the_cluster_limit_stay_ahead_of_the_cursor() {
     docs.extend((0..6).map(|i| syncset(&format!("s{i}"), 1, "v1")));
     store.objects_apply(docs).await.expect("apply");
     let limited = |in_flight: u32| ClaimParams {
-        cluster_limit: Some(ClusterLimit { max: 2, in_flight: [(("default".to_string(), "c1".to_string()), in_flight)].into() }),
+        cluster_limit: Some(ClusterLimit {
+            max: 2,
+            in_flight: [(("default".to_string(), "c1".to_string()), in_flight)].into(),
+        }),
         ..ClaimParams::new("w", 10, Duration::from_secs(30))
     };
     let first = store.work_claim(limited(0)).await.expect("claim");
@@ -243,7 +249,10 @@ async fn a_completion_with_a_nul_byte_is_refused_as_data_and_writes_nothing() {
     use fleetsync_store::{Completion, RunOutcome};
     let scratch = Scratch::new().await;
     let store = scratch.store().await;
-    store.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")]).await.expect("apply");
+    store
+        .objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")])
+        .await
+        .expect("apply");
     let items = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
     assert_eq!(items.len(), 2);
     let bad = Completion {

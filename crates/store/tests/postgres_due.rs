@@ -21,7 +21,8 @@ use tokio_postgres::NoTls;
 /// fleetsync build.
 async fn scratch() -> (ScratchSchema, tokio_postgres::Client) {
     let scratch = ScratchSchema::new();
-    let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
+    let (admin, conn) =
+        tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
     tokio::spawn(conn);
     (scratch, admin)
 }
@@ -41,7 +42,12 @@ async fn out_of_step(admin: &tokio_postgres::Client) -> (Vec<String>, Vec<String
         let rows = admin.query(&sql, &[]).await.expect("compare work and due");
         let show = |r: &tokio_postgres::Row| {
             let (at, id, shard) = (r.get::<_, i64>(0), r.get::<_, i64>(4), r.get::<_, i16>(5));
-            format!("{at}@{}/{}/{} id {id} shard {shard}", r.get::<_, &str>(1), r.get::<_, &str>(2), r.get::<_, &str>(3))
+            format!(
+                "{at}@{}/{}/{} id {id} shard {shard}",
+                r.get::<_, &str>(1),
+                r.get::<_, &str>(2),
+                r.get::<_, &str>(3)
+            )
         };
         rows.iter().map(show).collect()
     };
@@ -50,7 +56,10 @@ async fn out_of_step(admin: &tokio_postgres::Client) -> (Vec<String>, Vec<String
 
 async fn assert_in_step(admin: &tokio_postgres::Client, after: &str) {
     let (missing, extra) = out_of_step(admin).await;
-    assert!(missing.is_empty() && extra.is_empty(), "after {after}: missing from due {missing:?}, extra in due {extra:?}");
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "after {after}: missing from due {missing:?}, extra in due {extra:?}"
+    );
 }
 
 async fn due_count(admin: &tokio_postgres::Client) -> i64 {
@@ -76,7 +85,13 @@ async fn due_holds_exactly_the_ready_and_running_keys_after_every_kind_of_write(
     let ttl = Duration::from_secs(30);
     let claim = |n| store.work_claim(ClaimParams::new("w", n, ttl));
 
-    let docs = vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1"), syncset("s3", 1, "v1")];
+    let docs = vec![
+        cluster("c1", &[("env", "prod")]),
+        cluster("c2", &[("env", "prod")]),
+        syncset("s1", 1, "v1"),
+        syncset("s2", 1, "v1"),
+        syncset("s3", 1, "v1"),
+    ];
     store.objects_apply(docs).await.expect("apply");
     assert_in_step(&admin, "the first apply").await;
     assert_eq!(due_count(&admin).await, 6, "six keys ready");
@@ -87,7 +102,8 @@ async fn due_holds_exactly_the_ready_and_running_keys_after_every_kind_of_write(
     assert_in_step(&admin, "a claim").await;
     assert_eq!(due_count(&admin).await, 6, "leased keys keep their rows");
 
-    let renewed = store.lease_renew(RenewParams { leases: vec![(items[0].key.clone(), items[0].fence)], lease_ttl: ttl }).await;
+    let renewed =
+        store.lease_renew(RenewParams { leases: vec![(items[0].key.clone(), items[0].fence)], lease_ttl: ttl }).await;
     assert!(renewed.expect("renew").is_empty());
     assert_in_step(&admin, "a renewal").await;
 
@@ -105,8 +121,7 @@ async fn due_holds_exactly_the_ready_and_running_keys_after_every_kind_of_write(
     ];
     let out = store.work_complete(done).await.expect("complete");
     use fleetsync_model::Phase;
-    let expected =
-        [Phase::Pending, Phase::Applied, Phase::Pending, Phase::Failed].map(CompleteOutcome::Committed);
+    let expected = [Phase::Pending, Phase::Applied, Phase::Pending, Phase::Failed].map(CompleteOutcome::Committed);
     assert_eq!(out, expected, "dirty, applied, requeued, failed");
     assert_in_step(&admin, "completions of every kind").await;
 
@@ -152,7 +167,8 @@ async fn due_holds_exactly_the_ready_and_running_keys_after_every_kind_of_write(
 #[tokio::test]
 async fn writers_that_do_not_keep_due_are_refused() {
     let (scratch, admin) = scratch().await;
-    let store = PgStore::connect(&test_database_url(), Some(&scratch.name), StoreConfig::default()).await.expect("connect");
+    let store =
+        PgStore::connect(&test_database_url(), Some(&scratch.name), StoreConfig::default()).await.expect("connect");
     store.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply");
     enter(&admin, &scratch).await;
 
@@ -179,10 +195,16 @@ async fn writes_that_waited_for_a_row_apply_to_its_latest_version() {
     let url = format!("{}?options=-c%20idle_in_transaction_session_timeout%3D20s", test_database_url());
     let store = PgStore::connect(&url, Some(&scratch.name), StoreConfig::default()).await.expect("connect");
     enter(&admin, &scratch).await;
-    let docs = vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
+    let docs = vec![
+        cluster("c1", &[("env", "prod")]),
+        cluster("c2", &[("env", "prod")]),
+        syncset("s1", 1, "v1"),
+        syncset("s2", 1, "v1"),
+    ];
     store.objects_apply(docs).await.expect("apply");
     let items = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
-    let item = |c: &str, s: &str| items.iter().find(|i| i.key.cluster == c && i.key.syncset == s).cloned().expect("claimed");
+    let item =
+        |c: &str, s: &str| items.iter().find(|i| i.key.cluster == c && i.key.syncset == s).cloned().expect("claimed");
     // c1/s1 done, so a retry has something to enqueue; c1/s2 stays leased, to release.
     store.work_complete(vec![applied_completion(&item("c1", "s1"))]).await.expect("complete");
 
@@ -248,9 +270,13 @@ async fn writes_that_waited_for_a_row_apply_to_its_latest_version() {
 async fn a_claim_walks_past_live_leases_to_an_expired_one() {
     let (scratch, _admin) = scratch().await;
     let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
-    let store = PgStore::connect(&test_database_url(), Some(&scratch.name), StoreConfig { clock: Some(clock.clone()), ..StoreConfig::default() })
-        .await
-        .expect("connect");
+    let store = PgStore::connect(
+        &test_database_url(),
+        Some(&scratch.name),
+        StoreConfig { clock: Some(clock.clone()), ..StoreConfig::default() },
+    )
+    .await
+    .expect("connect");
     let mut docs: Vec<_> = (0..5).map(|c| cluster(&format!("c{c}"), &[("env", "prod")])).collect();
     docs.extend((0..40).map(|s| syncset(&format!("s{s:02}"), 1, "v1")));
     store.objects_apply(docs).await.expect("apply 200 keys");
@@ -260,6 +286,10 @@ async fn a_claim_walks_past_live_leases_to_an_expired_one() {
     assert_eq!(short.len(), 1, "the last key in claim order");
     clock.advance(Duration::from_secs(2));
     let taken = store.work_claim(ClaimParams::new("c", 10, Duration::from_secs(30))).await.expect("claim");
-    assert_eq!(taken.iter().map(|i| &i.key).collect::<Vec<_>>(), [&short[0].key], "the expired lease, found past 199 live ones");
+    assert_eq!(
+        taken.iter().map(|i| &i.key).collect::<Vec<_>>(),
+        [&short[0].key],
+        "the expired lease, found past 199 live ones"
+    );
     assert!(taken[0].fence > short[0].fence);
 }

@@ -40,7 +40,8 @@ struct Scratch {
 
 impl Scratch {
     async fn new() -> Self {
-        let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
+        let (admin, conn) =
+            tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
         tokio::spawn(conn);
         let dir = tempfile::tempdir().expect("tempdir");
         let unrelated = dir.path().join("unrelated-ca.pem");
@@ -137,7 +138,13 @@ async fn verify_full_refuses_an_unrelated_root_and_a_wrong_name() {
     let wrong_root = scratch.conninfo(BY_NAME, &format!("sslmode=verify-full sslrootcert={}", scratch.unrelated_ca));
     let e = must_fail(scratch.open(&wrong_root).await);
     assert!(e.contains("connecting to PostgreSQL") && e.contains("invalid peer certificate"), "{e}");
-    assert!(e.contains(&format!("refused the server's certificate: check that sslrootcert {} holds the CA", scratch.unrelated_ca)), "{e}");
+    assert!(
+        e.contains(&format!(
+            "refused the server's certificate: check that sslrootcert {} holds the CA",
+            scratch.unrelated_ca
+        )),
+        "{e}"
+    );
 
     let wrong_name = scratch.conninfo(BY_WRONG_NAME, &format!("sslmode=verify-full sslrootcert={}", server_cert()));
     let e = must_fail(scratch.open(&wrong_name).await);
@@ -145,7 +152,10 @@ async fn verify_full_refuses_an_unrelated_root_and_a_wrong_name() {
     assert!(e.contains("connect by a host name the certificate is for"), "{e}");
 
     // `fleetsync migrate` connects with the same settings.
-    let e = PgStore::migrate(&wrong_root, Some(&scratch.schema.name)).await.expect_err("migrate must be refused").to_string();
+    let e = PgStore::migrate(&wrong_root, Some(&scratch.schema.name))
+        .await
+        .expect_err("migrate must be refused")
+        .to_string();
     assert!(e.contains("invalid peer certificate") && e.contains("holds the CA that signed it"), "{e}");
     assert_eq!(scratch.sessions().await, (0, 0), "no connection got through");
 }

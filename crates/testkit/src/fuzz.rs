@@ -9,10 +9,52 @@ use std::time::{Duration, Instant};
 
 /// Fragments that mean something to a YAML scanner.
 pub const TOKENS: &[&str] = &[
-    "{", "}", "[", "]", ": ", ", ", "- ", "\n", "\n  ", "---\n", "...\n", "&a ", "*a", "<<: *a\n", "!!str ", "!!binary ", "!t ",
-    "\"", "'", "|\n", ">-\n", "# c\n", "? ", "~", "null", ".nan", ".inf", "-.inf", "1e999", "0x1F", "0o17", "-0", "1.5e300",
-    "\u{feff}", "\\u0000", "\\x7f", "\t", "%YAML 1.2\n", "yes", "\"\\L\"", "apiVersion: fleetsync.io/v1\n", "kind: SyncSet\n",
-    "kind: Cluster\n", "kind: Secret\n", "metadata: {name: n}\n", "spec: {clusterNames: [a], resources: []}\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    ": ",
+    ", ",
+    "- ",
+    "\n",
+    "\n  ",
+    "---\n",
+    "...\n",
+    "&a ",
+    "*a",
+    "<<: *a\n",
+    "!!str ",
+    "!!binary ",
+    "!t ",
+    "\"",
+    "'",
+    "|\n",
+    ">-\n",
+    "# c\n",
+    "? ",
+    "~",
+    "null",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "1e999",
+    "0x1F",
+    "0o17",
+    "-0",
+    "1.5e300",
+    "\u{feff}",
+    "\\u0000",
+    "\\x7f",
+    "\t",
+    "%YAML 1.2\n",
+    "yes",
+    "\"\\L\"",
+    "apiVersion: fleetsync.io/v1\n",
+    "kind: SyncSet\n",
+    "kind: Cluster\n",
+    "kind: Secret\n",
+    "metadata: {name: n}\n",
+    "spec: {clusterNames: [a], resources: []}\n",
 ];
 
 /// A fuzz run: its random source, its corpus and its time budget.
@@ -30,10 +72,19 @@ impl Fuzz {
     pub fn new(seeds: Vec<String>) -> Fuzz {
         assert!(!seeds.is_empty(), "a fuzz run needs seeds");
         let seconds: u64 = std::env::var("FLEETSYNC_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
-        let seed: u64 = std::env::var("FLEETSYNC_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+        let seed: u64 =
+            std::env::var("FLEETSYNC_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
         // Shown with a failing test's output: the same inputs come again with this seed.
-        eprintln!("fuzz: {seconds}s from seed {seed} (replay: FLEETSYNC_FUZZ_SEED={seed} FLEETSYNC_FUZZ_SECONDS={seconds})");
-        Fuzz { rng: StdRng::seed_from_u64(seed), corpus: seeds, seed, seconds, stop: Instant::now() + Duration::from_secs(seconds) }
+        eprintln!(
+            "fuzz: {seconds}s from seed {seed} (replay: FLEETSYNC_FUZZ_SEED={seed} FLEETSYNC_FUZZ_SECONDS={seconds})"
+        );
+        Fuzz {
+            rng: StdRng::seed_from_u64(seed),
+            corpus: seeds,
+            seed,
+            seconds,
+            stop: Instant::now() + Duration::from_secs(seconds),
+        }
     }
 
     /// The next input (a mutation of a corpus entry), or `None` once the time is up.
@@ -141,4 +192,3 @@ pub fn mutate(rng: &mut StdRng, input: &[u8], corpus: &[String]) -> Vec<u8> {
     }
     b
 }
-

@@ -14,7 +14,8 @@ pub mod tls;
 pub mod tools;
 
 use fleetsync_model::{
-    ApplyMode, Cluster, ClusterSpec, Document, Endpoint, LabelSelector, Manifest, ObjectMeta, Phase, SyncSet, SyncSetSpec,
+    ApplyMode, Cluster, ClusterSpec, Document, Endpoint, LabelSelector, Manifest, ObjectMeta, Phase, SyncSet,
+    SyncSetSpec,
 };
 use fleetsync_store::{QueueStats, Store, StoreError};
 use std::time::Duration;

@@ -101,17 +101,34 @@ impl ThrowawayPg {
         let as_postgres = running_as_root();
         let name = format!("{DIR_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir().join(name);
-        std::fs::create_dir(&dir).map_err(|source| ThrowawayError::Dir { step: "creating", path: dir.clone(), source })?;
+        std::fs::create_dir(&dir).map_err(|source| ThrowawayError::Dir {
+            step: "creating",
+            path: dir.clone(),
+            source,
+        })?;
         let mut pg = ThrowawayPg { dir, bin, port: 0, as_postgres };
         if as_postgres {
             let (uid, gid) = (id_of("-u")?, id_of("-g")?);
-            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid))
-                .map_err(|source| ThrowawayError::Dir { step: "chown", path: pg.dir.clone(), source })?;
+            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid)).map_err(|source| ThrowawayError::Dir {
+                step: "chown",
+                path: pg.dir.clone(),
+                source,
+            })?;
         }
         let data = pg.data();
         pg.run(
             "initdb",
-            &["-D", &data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            ],
         )?;
         // The port is free when we look; another process may take it before the server
         // binds it, so try a few.
@@ -187,7 +204,11 @@ impl ThrowawayPg {
             Command::new(&exe)
         };
         // The postgres user may not be allowed into the test's working directory.
-        let out = cmd.args(args).current_dir(&self.dir).output().map_err(|source| ThrowawayError::Spawn { program: exe, source })?;
+        let out = cmd
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .map_err(|source| ThrowawayError::Spawn { program: exe, source })?;
         if out.status.success() {
             Ok(())
         } else {
@@ -225,7 +246,8 @@ fn sweep_abandoned() {
         let data = dir.join("data");
         if data.join("postmaster.pid").exists() {
             let owner = ThrowawayPg { dir: dir.clone(), bin: bin_dir(), port: 0, as_postgres: running_as_root() };
-            let _ = owner.run("pg_ctl", &["-D", &data.display().to_string(), "-w", "-t", "30", "-m", "immediate", "stop"]);
+            let _ =
+                owner.run("pg_ctl", &["-D", &data.display().to_string(), "-w", "-t", "30", "-m", "immediate", "stop"]);
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

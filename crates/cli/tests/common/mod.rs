@@ -9,7 +9,14 @@ use std::time::{Duration, Instant};
 
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fleetsync"));
-    for var in ["FLEETSYNC_SERVER", "FLEETSYNC_TOKEN", "FLEETSYNC_CONTEXT", "FLEETSYNC_DB", "FLEETSYNC_REQUEST_TIMEOUT", "RUST_LOG"] {
+    for var in [
+        "FLEETSYNC_SERVER",
+        "FLEETSYNC_TOKEN",
+        "FLEETSYNC_CONTEXT",
+        "FLEETSYNC_DB",
+        "FLEETSYNC_REQUEST_TIMEOUT",
+        "RUST_LOG",
+    ] {
         c.env_remove(var);
     }
     // No config file of the person running the tests.
@@ -194,7 +201,8 @@ impl Drop for Hub {
 pub fn status_items(hub: &Hub) -> Vec<fleetsync_model::KeyStatus> {
     let out = hub.cli(&["get", "status", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let status: fleetsync_api::Items<fleetsync_model::KeyStatus> = serde_json::from_str(&stdout(&out)).expect("key statuses");
+    let status: fleetsync_api::Items<fleetsync_model::KeyStatus> =
+        serde_json::from_str(&stdout(&out)).expect("key statuses");
     status.items
 }
 
@@ -259,7 +267,8 @@ impl SimChild {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the simulator");
                 addr_tx.send(listener.local_addr().expect("its address").to_string()).expect("send the address");

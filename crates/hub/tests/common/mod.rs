@@ -50,7 +50,8 @@ impl TestHub {
     /// [`TestHub::start`], with `more` setting up the hub further before it runs.
     pub async fn start_with(config: RuntimeConfig, latency_scale: f64, more: impl FnOnce(Hub) -> Hub) -> TestHub {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (store, _) = SqliteStore::open_for_work(dir.path().join("hub.db"), StoreConfig::default()).await.expect("open");
+        let (store, _) =
+            SqliteStore::open_for_work(dir.path().join("hub.db"), StoreConfig::default()).await.expect("open");
         let store: Arc<dyn Store> = Arc::new(store);
         let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(latency_scale), fail_rate: 0.0 });
         let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
@@ -67,7 +68,11 @@ impl TestHub {
     pub async fn apply_fleet(&self, shape: FleetShape) {
         let docs = hive_fleet(shape, |_| Endpoint::Simulator {}, "r1");
         let body = docs.iter().map(Document::to_value).map(|v| v.to_string()).collect::<Vec<_>>().join("\n---\n");
-        let req = self.http.post(format!("{}/v1/apply", self.url)).bearer_auth(&self.token).header("content-type", "application/yaml");
+        let req = self
+            .http
+            .post(format!("{}/v1/apply", self.url))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/yaml");
         let resp = req.body(body).send().await.expect("reach the hub");
         assert!(resp.status().is_success(), "{}", resp.text().await.unwrap_or_default());
     }
@@ -80,7 +85,11 @@ impl TestHub {
             for s in 0..shape.syncsets {
                 let key = WorkKey::new("default", cluster_name(c), syncset_name(s));
                 let Document::SyncSet(set) = hive_syncset(s, shape.resources, "r1") else { unreachable!("a SyncSet") };
-                let all = set.spec.resources.iter().all(|m| self.sim.generation_of(&key, &m.resource_ref().expect("ref")) == Some(1));
+                let all = set
+                    .spec
+                    .resources
+                    .iter()
+                    .all(|m| self.sim.generation_of(&key, &m.resource_ref().expect("ref")) == Some(1));
                 done += usize::from(all);
             }
         }
@@ -95,7 +104,8 @@ impl TestHub {
     /// Cancels the hub and waits for `run` to return cleanly.
     pub async fn stop(self) {
         self.shutdown.cancel();
-        let ended = tokio::time::timeout(Duration::from_secs(30), self.running).await.expect("run returned after the cancel");
+        let ended =
+            tokio::time::timeout(Duration::from_secs(30), self.running).await.expect("run returned after the cancel");
         ended.expect("no panic").expect("a clean stop");
     }
 }

@@ -55,15 +55,26 @@ fn selectors(origin: &str, p: &Parsed) {
     for d in &p.deployments {
         assert!(selects(&selector(d), &pod_labels(d)), "{origin}: {}: its selector matches its pods", name(d));
         let others = p.deployments.iter().filter(|o| name(*o) != name(d));
-        assert!(others.into_iter().all(|o| !selects(&selector(d), &pod_labels(o))), "{origin}: {} selects only its own pods", name(d));
+        assert!(
+            others.into_iter().all(|o| !selects(&selector(d), &pod_labels(o))),
+            "{origin}: {} selects only its own pods",
+            name(d)
+        );
     }
     let (hub, worker) = (deployment(p, "hub"), deployment(p, "worker"));
     let service = &p.services[0];
     let spec = service.spec.as_ref().expect("spec");
-    assert!(selects(spec.selector.as_ref().expect("selector"), &pod_labels(hub)), "{origin}: the Service selects the hubs");
+    assert!(
+        selects(spec.selector.as_ref().expect("selector"), &pod_labels(hub)),
+        "{origin}: the Service selects the hubs"
+    );
     for port in spec.ports.as_deref().unwrap_or_default() {
         let target = port.target_port.clone().unwrap_or(IntOrString::Int(port.port));
-        assert!(container_port(container(hub), &target).is_some(), "{origin}: Service port {:?} is a hub port", port.name);
+        assert!(
+            container_port(container(hub), &target).is_some(),
+            "{origin}: Service port {:?} is a hub port",
+            port.name
+        );
     }
     for pdb in &p.budgets {
         let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).and_then(|s| s.match_labels.clone());
@@ -76,19 +87,31 @@ fn selectors(origin: &str, p: &Parsed) {
             serde_json::from_value(monitor.data["spec"]["selector"]["matchLabels"].clone()).expect("matchLabels");
         let labels = service.metadata.labels.as_ref().expect("labels");
         assert!(selects(&selector, labels), "{origin}: the ServiceMonitor selects the Service");
-        let ports: Vec<Option<&str>> = spec.ports.as_deref().unwrap_or_default().iter().map(|p| p.name.as_deref()).collect();
+        let ports: Vec<Option<&str>> =
+            spec.ports.as_deref().unwrap_or_default().iter().map(|p| p.name.as_deref()).collect();
         for e in monitor.data["spec"]["endpoints"].as_array().expect("endpoints") {
-            assert!(ports.contains(&e["port"].as_str()), "{origin}: ServiceMonitor port {} is a Service port", e["port"]);
+            assert!(
+                ports.contains(&e["port"].as_str()),
+                "{origin}: ServiceMonitor port {} is a Service port",
+                e["port"]
+            );
             assert_eq!(e["path"], "/metrics", "{origin}");
         }
     }
     for monitor in &p.pod_monitors {
         let selector: BTreeMap<String, String> =
             serde_json::from_value(monitor.data["spec"]["selector"]["matchLabels"].clone()).expect("matchLabels");
-        assert!(selects(&selector, &pod_labels(worker)) && !selects(&selector, &pod_labels(hub)), "{origin}: the PodMonitor selects the workers");
+        assert!(
+            selects(&selector, &pod_labels(worker)) && !selects(&selector, &pod_labels(hub)),
+            "{origin}: the PodMonitor selects the workers"
+        );
         for e in monitor.data["spec"]["podMetricsEndpoints"].as_array().expect("endpoints") {
             let port = IntOrString::String(e["port"].as_str().expect("a port name").to_string());
-            assert!(container_port(container(worker), &port).is_some(), "{origin}: PodMonitor port {} is a worker port", e["port"]);
+            assert!(
+                container_port(container(worker), &port).is_some(),
+                "{origin}: PodMonitor port {} is a worker port",
+                e["port"]
+            );
             assert_eq!((&e["path"], &e["scheme"]), (&"/metrics".into(), &"http".into()), "{origin}");
         }
     }
@@ -103,10 +126,16 @@ fn probes(origin: &str, p: &Parsed, e: &Expect) {
     let tls = env_value(hub, "FLEETSYNC_TLS_CERT_FILE").is_some();
     assert_eq!(tls, e.tls, "{origin}: the hub serves https");
     let scheme = if tls { "https" } else { "http" };
-    for (probe, path) in [(&hub.liveness_probe, "/livez"), (&hub.readiness_probe, "/readyz"), (&hub.startup_probe, "/livez")] {
+    for (probe, path) in
+        [(&hub.liveness_probe, "/livez"), (&hub.readiness_probe, "/readyz"), (&hub.startup_probe, "/livez")]
+    {
         let get = probe.as_ref().and_then(|p| p.http_get.as_ref()).expect("an HTTP probe");
         assert_eq!(get.path.as_deref(), Some(path), "{origin}");
-        assert_eq!(container_port(hub, &get.port), Some(listen_port), "{origin}: {path} probes the port the hub listens on");
+        assert_eq!(
+            container_port(hub, &get.port),
+            Some(listen_port),
+            "{origin}: {path} probes the port the hub listens on"
+        );
         assert_eq!(get.scheme.as_deref().map(str::to_lowercase).as_deref(), Some(scheme), "{origin}: {path}'s scheme");
     }
     let worker = container(deployment(p, "worker"));
@@ -115,10 +144,15 @@ fn probes(origin: &str, p: &Parsed, e: &Expect) {
     for (probe, path) in [(&worker.liveness_probe, "/livez"), (&worker.readiness_probe, "/readyz")] {
         let get = probe.as_ref().and_then(|p| p.http_get.as_ref()).expect("an HTTP probe of the worker");
         assert_eq!(get.path.as_deref(), Some(path), "{origin}");
-        assert_eq!(container_port(worker, &get.port), Some(listen_port), "{origin}: the worker's {path} probes where it listens");
+        assert_eq!(
+            container_port(worker, &get.port),
+            Some(listen_port),
+            "{origin}: the worker's {path} probes where it listens"
+        );
     }
     let service = &p.services[0];
-    let port_names: Vec<_> = service.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| p.name.as_deref()).collect();
+    let port_names: Vec<_> =
+        service.spec.iter().flat_map(|s| s.ports.iter().flatten()).map(|p| p.name.as_deref()).collect();
     assert_eq!(port_names, [Some(scheme)], "{origin}: the Service's port");
     for m in &p.monitors {
         let endpoint = &m.data["spec"]["endpoints"][0];
@@ -188,7 +222,11 @@ fn secrets(origin: &str, p: &Parsed, e: &Expect) {
         }
         read.extend(secret_files(d, c).into_iter().map(|(s, k)| (s.to_string(), k.to_string())));
         let db = c.env.iter().flatten().find(|v| v.name == "FLEETSYNC_DATABASE_URL");
-        assert!(db.is_some_and(|v| v.value_from.is_some()), "{origin}: {} reads the database URL from a Secret", name(d));
+        assert!(
+            db.is_some_and(|v| v.value_from.is_some()),
+            "{origin}: {} reads the database URL from a Secret",
+            name(d)
+        );
     }
     for m in &p.monitors {
         let ca = &m.data["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"];
@@ -199,10 +237,15 @@ fn secrets(origin: &str, p: &Parsed, e: &Expect) {
     for (secret, key) in &read {
         let made = p.secrets.iter().find(|s| name(*s) == secret);
         let holds = match made {
-            Some(s) => s.data.iter().flatten().any(|(k, _)| k == key) || s.string_data.iter().flatten().any(|(k, _)| k == key),
+            Some(s) => {
+                s.data.iter().flatten().any(|(k, _)| k == key) || s.string_data.iter().flatten().any(|(k, _)| k == key)
+            }
             None => e.external_secrets.iter().any(|(n, keys)| n == secret && keys.contains(&key.as_str())),
         };
-        assert!(holds, "{origin}: Secret {secret} key {key} is neither in the install nor a documented key of a Secret it expects");
+        assert!(
+            holds,
+            "{origin}: Secret {secret} key {key} is neither in the install nor a documented key of a Secret it expects"
+        );
     }
     for s in &p.secrets {
         assert!(read.iter().any(|(n, _)| n == name(s)), "{origin}: Secret {} is read", name(s));
@@ -220,17 +263,35 @@ fn secret_files<'a>(d: &'a k8s_openapi::api::apps::v1::Deployment, c: &'a Contai
         })
         .collect();
     let values = c.env.iter().flatten().filter_map(|v| v.value.as_deref());
-    values.filter_map(|path| secret_mounts.iter().find_map(|(dir, s)| Some((*s, path.strip_prefix(dir)?.strip_prefix('/')?)))).collect()
+    values
+        .filter_map(|path| {
+            secret_mounts.iter().find_map(|(dir, s)| Some((*s, path.strip_prefix(dir)?.strip_prefix('/')?)))
+        })
+        .collect()
 }
 
 fn security(origin: &str, p: &Parsed) {
     for d in &p.deployments {
-        assert_eq!(pod(d).security_context.as_ref().and_then(|s| s.run_as_non_root), Some(true), "{origin}: {}", name(d));
+        assert_eq!(
+            pod(d).security_context.as_ref().and_then(|s| s.run_as_non_root),
+            Some(true),
+            "{origin}: {}",
+            name(d)
+        );
         let c = container(d).security_context.as_ref().expect("container securityContext");
         let root = (c.read_only_root_filesystem, c.allow_privilege_escalation);
         assert_eq!(root, (Some(true), Some(false)), "{origin}: {} read-only, no escalation", name(d));
-        assert_eq!(c.capabilities.as_ref().and_then(|c| c.drop.clone()), Some(vec!["ALL".to_string()]), "{origin}: {}", name(d));
-        assert!(container(d).resources.as_ref().is_some_and(|r| r.requests.is_some()), "{origin}: {} requests resources", name(d));
+        assert_eq!(
+            c.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_string()]),
+            "{origin}: {}",
+            name(d)
+        );
+        assert!(
+            container(d).resources.as_ref().is_some_and(|r| r.requests.is_some()),
+            "{origin}: {} requests resources",
+            name(d)
+        );
     }
 }
 
@@ -238,7 +299,11 @@ fn security(origin: &str, p: &Parsed) {
 /// of docs/deployment.md serves; with it, the Deployment leaves the count to it.
 fn autoscaling(origin: &str, p: &Parsed, e: &Expect) {
     let worker = deployment(p, "worker");
-    assert_eq!(worker.spec.replicas.is_none(), e.autoscaler, "{origin}: worker replicas set only without the autoscaler");
+    assert_eq!(
+        worker.spec.replicas.is_none(),
+        e.autoscaler,
+        "{origin}: worker replicas set only without the autoscaler"
+    );
     for hpa in &p.autoscalers {
         let spec = &hpa.spec;
         let target = &spec.scale_target_ref;
@@ -246,13 +311,20 @@ fn autoscaling(origin: &str, p: &Parsed, e: &Expect) {
         assert!(spec.min_replicas.unwrap_or(1) <= spec.max_replicas, "{origin}: min <= max");
         let metric = spec.metrics.iter().flatten().find_map(|m| m.external.as_ref()).expect("an External metric");
         let metric = metric.metric.name.as_str();
-        let deployment = std::fs::read_to_string(deploy_dir().join("../docs/deployment.md")).expect("docs/deployment.md");
-        let rule = adapter_rule(&deployment, metric).unwrap_or_else(|| panic!("{origin}: docs/deployment.md has the adapter rule for {metric}"));
-        let operations = std::fs::read_to_string(deploy_dir().join("../docs/operations.md")).expect("docs/operations.md");
-        let series: Vec<&str> = rule.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("fleetsync_")).collect();
+        let deployment =
+            std::fs::read_to_string(deploy_dir().join("../docs/deployment.md")).expect("docs/deployment.md");
+        let rule = adapter_rule(&deployment, metric)
+            .unwrap_or_else(|| panic!("{origin}: docs/deployment.md has the adapter rule for {metric}"));
+        let operations =
+            std::fs::read_to_string(deploy_dir().join("../docs/operations.md")).expect("docs/operations.md");
+        let series: Vec<&str> =
+            rule.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("fleetsync_")).collect();
         assert!(!series.is_empty(), "{origin}: the rule for {metric} reads fleetsync's series: {rule}");
         for s in series.iter().filter(|s| **s != metric) {
-            assert!(operations.contains(&format!("`{s}`")), "{origin}: {s}, which the rule for {metric} reads, is in docs/operations.md's metrics");
+            assert!(
+                operations.contains(&format!("`{s}`")),
+                "{origin}: {s}, which the rule for {metric} reads, is in docs/operations.md's metrics"
+            );
         }
     }
 }
@@ -262,7 +334,12 @@ fn environment(origin: &str, p: &Parsed) {
     let args = std::fs::read_to_string(deploy_dir().join("../crates/cli/src/args.rs")).expect("crates/cli/src/args.rs");
     for d in &p.deployments {
         for var in container(d).env.iter().flatten().filter(|v| v.name.starts_with("FLEETSYNC_")) {
-            assert!(args.contains(&format!("env = \"{}\"", var.name)), "{origin}: {} sets {}, which fleetsync does not read", name(d), var.name);
+            assert!(
+                args.contains(&format!("env = \"{}\"", var.name)),
+                "{origin}: {} sets {}, which fleetsync does not read",
+                name(d),
+                var.name
+            );
         }
     }
 }
@@ -283,8 +360,8 @@ fn adapter_rule(doc: &str, metric: &str) -> Option<String> {
     }
     let serves = |rule: &&Vec<&str>| {
         let text = rule.join("\n");
-        text.contains(&format!("as: {metric}")) || (text.contains(&format!("seriesQuery: '{metric}'")) && !text.contains("as: "))
+        text.contains(&format!("as: {metric}"))
+            || (text.contains(&format!("seriesQuery: '{metric}'")) && !text.contains("as: "))
     };
     rules.iter().find(serves).map(|r| r.join("\n"))
 }
-

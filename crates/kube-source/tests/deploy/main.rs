@@ -60,7 +60,10 @@ fn the_chart_with_every_option_on_and_the_secrets_it_makes() {
 #[test]
 fn the_chart_with_secrets_of_your_own() {
     let secrets: &[(&str, &[&str])] = &[("my-database", DATABASE_KEYS), ("my-certificate", TLS_KEYS)];
-    rendered_and_checked(Some("existing-secrets-values.yaml"), &Expect { monitor: true, external_secrets: secrets, ..DEFAULTS });
+    rendered_and_checked(
+        Some("existing-secrets-values.yaml"),
+        &Expect { monitor: true, external_secrets: secrets, ..DEFAULTS },
+    );
 }
 
 #[test]
@@ -131,7 +134,11 @@ fn the_kustomize_directory_is_the_charts_rendering_of_a_whole_hub() {
         std::fs::write(&path, &expected).expect("write");
     }
     let shipped = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(shipped == expected, "{} is not the chart's rendering: run {UPDATE}=1 cargo test --workspace --test deploy", path.display());
+    assert!(
+        shipped == expected,
+        "{} is not the chart's rendering: run {UPDATE}=1 cargo test --workspace --test deploy",
+        path.display()
+    );
     let dir = deploy_dir().join("kubernetes");
     let (objects, listed) = kustomization(&dir);
     let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)
@@ -139,7 +146,10 @@ fn the_kustomize_directory_is_the_charts_rendering_of_a_whole_hub() {
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|f| f.ends_with(".yaml") && !["kustomization.yaml", "values.yaml"].contains(&f.as_str()))
         .collect();
-    assert!(on_disk.iter().all(|f| listed.contains(f)), "every manifest is in kustomization.yaml: {on_disk:?} vs {listed:?}");
+    assert!(
+        on_disk.iter().all(|f| listed.contains(f)),
+        "every manifest is in kustomization.yaml: {on_disk:?} vs {listed:?}"
+    );
     let kustomization: Value = read(&dir.join("kustomization.yaml")).remove(0);
     assert_eq!(kustomization["namespace"], RELEASE, "the namespace the chart was rendered for");
     let parsed = parse("deploy/kubernetes", &objects);

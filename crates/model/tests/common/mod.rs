@@ -44,7 +44,8 @@ pub fn nesting(open: &str, n: usize) -> String {
     open.repeat(n)
 }
 
-pub const CLUSTER: &str = "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: c1}\nspec: {endpoint: {simulator: {}}}\n";
+pub const CLUSTER: &str =
+    "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: c1}\nspec: {endpoint: {simulator: {}}}\n";
 
 /// The same Cluster twice, with another between.
 pub fn duplicate_documents() -> String {

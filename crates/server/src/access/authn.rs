@@ -67,11 +67,16 @@ impl Authenticator {
         }
         match &self.oidc {
             Some(oidc) if super::oidc::looks_like_jwt(token) => {
-                let id = oidc.verify_or_refresh(token).await.map_err(|e| ApiError::Unauthorized(format!("OIDC token refused: {e}")))?;
+                let id = oidc
+                    .verify_or_refresh(token)
+                    .await
+                    .map_err(|e| ApiError::Unauthorized(format!("OIDC token refused: {e}")))?;
                 Ok(Caller { subject: format!("oidc:{}", id.subject), grants: id.grants })
             }
             Some(_) => Err(ApiError::Unauthorized("the bearer token is neither a token of this hub nor a JWT".into())),
-            None => Err(ApiError::Unauthorized("the bearer token is not a token of this hub (OIDC is not configured)".into())),
+            None => Err(ApiError::Unauthorized(
+                "the bearer token is not a token of this hub (OIDC is not configured)".into(),
+            )),
         }
     }
 }
@@ -104,7 +109,10 @@ mod tests {
 
     #[test]
     fn certificates_grant_what_their_organizations_say() {
-        let id = ClientIdentity { common_name: "ci".into(), organizations: vec!["a:editor".into(), "not a grant".into(), "a:fleet-admin".into()] };
+        let id = ClientIdentity {
+            common_name: "ci".into(),
+            organizations: vec!["a:editor".into(), "not a grant".into(), "a:fleet-admin".into()],
+        };
         let c = from_certificate(&id);
         assert_eq!(c.subject, "cert:ci");
         assert_eq!(c.grants, vec![Grant::parse("a:editor").expect("grant")], "O=a:fleet-admin is not fleet-admin");

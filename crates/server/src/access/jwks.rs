@@ -140,7 +140,10 @@ fn usable_key(value: serde_json::Value) -> Option<Key> {
         return None;
     }
     let Some(algorithms) = algorithms_of(&jwk) else {
-        tracing::debug!(?kid, "JWKS: skipping a key that is symmetric, of an unsupported curve, or whose `alg` does not fit it");
+        tracing::debug!(
+            ?kid,
+            "JWKS: skipping a key that is symmetric, of an unsupported curve, or whose `alg` does not fit it"
+        );
         return None;
     };
     match DecodingKey::from_jwk(&jwk) {

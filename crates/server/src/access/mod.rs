@@ -48,7 +48,12 @@ pub struct Access {
 
 impl Access {
     pub fn new(authenticator: Authenticator) -> Access {
-        Access { authenticator, metrics_require_auth: false, in_cluster_tenants: BTreeSet::new(), sessions: Sessions::default() }
+        Access {
+            authenticator,
+            metrics_require_auth: false,
+            in_cluster_tenants: BTreeSet::new(),
+            sessions: Sessions::default(),
+        }
     }
 
     /// These settings on top of `authenticator` (the store's tokens).
@@ -112,7 +117,10 @@ async fn admit(access: &Access, req: &mut Request) -> Result<(), ApiError> {
         (None, _) => {}
         (Some(path), None) if routes::known(&path) => {}
         (Some(path), None) => {
-            return Err(ApiError::Internal { step: "authorizing", message: format!("no access rule for {} {path}", req.method()) })
+            return Err(ApiError::Internal {
+                step: "authorizing",
+                message: format!("no access rule for {} {path}", req.method()),
+            })
         }
         (Some(_), Some(need)) => authorize(&caller, need, req)?,
     }

@@ -354,7 +354,8 @@ fn asymmetric(alg: &str) -> Result<Algorithm, OidcError> {
     use Algorithm::*;
     let refused = || {
         // Named back only if it is a short plain word: the header is the caller's text.
-        let shown = if alg.len() <= 8 && alg.bytes().all(|b| b.is_ascii_alphanumeric()) { alg } else { "(unrecognised)" };
+        let shown =
+            if alg.len() <= 8 && alg.bytes().all(|b| b.is_ascii_alphanumeric()) { alg } else { "(unrecognised)" };
         OidcError::AlgorithmNotAllowed { alg: shown.to_string() }
     };
     match alg.parse::<Algorithm>() {

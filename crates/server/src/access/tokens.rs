@@ -73,7 +73,11 @@ fn default_name(grant: &Grant) -> String {
 
 /// Issues a token: stores its record and hash, and returns the token — the only time
 /// anyone sees it — with the record.
-pub async fn issue(store: &dyn Tokens, clock: &dyn Clock, req: TokenRequest) -> Result<(String, TokenRecord), IssueError> {
+pub async fn issue(
+    store: &dyn Tokens,
+    clock: &dyn Clock,
+    req: TokenRequest,
+) -> Result<(String, TokenRecord), IssueError> {
     let name = req.name.unwrap_or_else(|| default_name(&req.grant));
     fleetsync_model::names::check_dns1123_label(&name)
         .map_err(|rule| IssueError::BadName { name: name.clone(), rule: rule.to_string() })?;
@@ -118,7 +122,10 @@ pub fn pick<'a>(records: &'a [TokenRecord], name: &str, tenant: Option<&str>) ->
         [] => Err(PickError::NotFound(name.to_string())),
         [one] => Ok(one),
         _ => {
-            let places = found.iter().map(|r| r.grant.tenant().map_or("hub-wide".to_string(), |t| format!("tenant {t}"))).collect();
+            let places = found
+                .iter()
+                .map(|r| r.grant.tenant().map_or("hub-wide".to_string(), |t| format!("tenant {t}")))
+                .collect();
             Err(PickError::Several { name: name.to_string(), places })
         }
     }
@@ -156,7 +163,12 @@ pub async fn bootstrap(store: &dyn Tokens, clock: &dyn Clock, file: &Path) -> Re
     if !store.token_list().await?.is_empty() {
         return Ok(false);
     }
-    let req = TokenRequest { grant: Grant::Fleet, name: Some(BOOTSTRAP_NAME.into()), ttl: None, created_by: "bootstrap".into() };
+    let req = TokenRequest {
+        grant: Grant::Fleet,
+        name: Some(BOOTSTRAP_NAME.into()),
+        ttl: None,
+        created_by: "bootstrap".into(),
+    };
     let (token, _) = issue(store, clock, req).await?;
     write_private(file, &token).map_err(|source| IssueError::File { path: file.to_path_buf(), source })?;
     Ok(true)
@@ -204,7 +216,10 @@ mod tests {
 
     #[test]
     fn the_bootstrap_file_sits_beside_the_database() {
-        assert_eq!(bootstrap_file(Path::new("/var/lib/fs/fleetsync.db")), Path::new("/var/lib/fs/fleetsync.db.admin-token"));
+        assert_eq!(
+            bootstrap_file(Path::new("/var/lib/fs/fleetsync.db")),
+            Path::new("/var/lib/fs/fleetsync.db.admin-token")
+        );
         assert_eq!(bootstrap_file(Path::new("f.db")), Path::new("f.db.admin-token"));
     }
 }

@@ -17,7 +17,8 @@ pub struct Desired {
 impl Desired {
     /// Reads the cluster's keys that are to be on it and their SyncSets' manifests.
     pub async fn load(store: &dyn Store, tenant: &str, cluster: &str) -> Result<Desired> {
-        let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), ..StatusFilter::default() };
+        let filter =
+            StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), ..StatusFilter::default() };
         let mut by_resource = BTreeMap::new();
         for key in store.status_list(&filter).await?.into_iter().filter(|k| k.desired) {
             // The revision the key runs, which a rollout may hold behind the latest (the

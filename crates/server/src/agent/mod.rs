@@ -68,7 +68,15 @@ fn must_be_agent_of(caller: &Caller, tenant: &str, cluster: &str) -> Result<()> 
 fn record(r: LiveReport, syncset: String, drift: Option<String>) -> LiveRecord {
     let object = if r.state == LiveState::Present { r.object } else { None };
     let unready = object.as_ref().and_then(|o| readiness(o).err());
-    LiveRecord { resource: r.resource, syncset, resource_version: r.resource_version, state: r.state, object, drift, unready }
+    LiveRecord {
+        resource: r.resource,
+        syncset,
+        resource_version: r.resource_version,
+        state: r.state,
+        object,
+        drift,
+        unready,
+    }
 }
 
 /// The batch, or a 400 (not JSON) / 422 (a field breaks a rule) naming the field.
@@ -129,7 +137,10 @@ pub struct LiveQuery {
 
 /// `GET /v1/live`: the live state stored for a cluster (objects left out), or one page
 /// of it.
-pub async fn live(State(state): State<AppState>, ApiQuery(q): ApiQuery<LiveQuery>) -> Result<Json<Items<LiveResource>>> {
+pub async fn live(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<LiveQuery>,
+) -> Result<Json<Items<LiveResource>>> {
     check_tenant(&q.tenant)?;
     check_name("query parameter `cluster`", &q.cluster)?;
     if state.store.cluster_get(&q.tenant, &q.cluster).await?.is_none() {

@@ -26,7 +26,8 @@ impl Origin<'_> {
         let Ok(origin) = origin.to_str() else {
             return Origin::Foreign("(not text)");
         };
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| uri.authority().map(|a| a.as_str()));
+        let host =
+            headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| uri.authority().map(|a| a.as_str()));
         match host.and_then(|host| same(origin, host, over_tls)) {
             Some(https) => Origin::Same { https },
             None => Origin::Foreign(origin),

@@ -27,10 +27,10 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fleetsync_api::WhoAmI;
+use fleetsync_model::Grant;
 use rand::RngCore;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use fleetsync_model::Grant;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,7 +61,11 @@ pub struct SessionLimits {
 
 impl Default for SessionLimits {
     fn default() -> Self {
-        Self { max_sessions: MAX_SESSIONS, max_per_identity: MAX_SESSIONS_PER_IDENTITY, sign_in: SignInLimits::default() }
+        Self {
+            max_sessions: MAX_SESSIONS,
+            max_per_identity: MAX_SESSIONS_PER_IDENTITY,
+            sign_in: SignInLimits::default(),
+        }
     }
 }
 
@@ -130,7 +134,8 @@ impl Sessions {
         let now = Instant::now();
         let mut open = self.lock();
         open.retain(|_, s| s.ends > now);
-        let mine: Vec<([u8; 32], Instant)> = open.iter().filter(|(_, s)| s.subject == subject).map(|(k, s)| (*k, s.started)).collect();
+        let mine: Vec<([u8; 32], Instant)> =
+            open.iter().filter(|(_, s)| s.subject == subject).map(|(k, s)| (*k, s.started)).collect();
         if mine.len() >= self.limits.max_per_identity {
             if let Some((oldest, _)) = mine.iter().min_by_key(|(_, started)| *started) {
                 open.remove(oldest);
@@ -139,7 +144,10 @@ impl Sessions {
             let first_end = open.values().map(|s| s.ends).min().unwrap_or(now + SESSION_TTL);
             return Err(Full { retry_after: first_end.saturating_duration_since(now) });
         }
-        open.insert(digest(&id), Session { token, subject: subject.to_string(), started: now, ends: now + SESSION_TTL });
+        open.insert(
+            digest(&id),
+            Session { token, subject: subject.to_string(), started: now, ends: now + SESSION_TTL },
+        );
         Ok(id)
     }
 
@@ -224,12 +232,17 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Resp
     let (parts, body) = req.into_parts();
     let https = match Origin::of_parts(&parts) {
         Origin::Same { https } => https,
-        Origin::Absent => return Err(ApiError::Forbidden("signing in needs the Origin header a browser sends from this hub's page".into())),
+        Origin::Absent => {
+            return Err(ApiError::Forbidden(
+                "signing in needs the Origin header a browser sends from this hub's page".into(),
+            ))
+        }
         Origin::Foreign(origin) => return Err(foreign(origin)),
     };
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if content_type.split(';').next().unwrap_or_default().trim() != "application/json" {
-        let got: String = if content_type.is_empty() { "none".into() } else { content_type.chars().take(100).collect() };
+        let got: String =
+            if content_type.is_empty() { "none".into() } else { content_type.chars().take(100).collect() };
         return Err(ApiError::UnsupportedMediaType { got });
     }
     let bytes = read(body, MAX_SIGN_IN_BYTES).await?;
@@ -347,7 +360,10 @@ mod tests {
     #[test]
     fn the_cookie_is_http_only_strict_and_secure_over_https() {
         let c = set_cookie("x", 10, true).expect("cookie");
-        assert_eq!(c.to_str().expect("text"), "fleetsync_session=x; Path=/; HttpOnly; SameSite=Strict; Max-Age=10; Secure");
+        assert_eq!(
+            c.to_str().expect("text"),
+            "fleetsync_session=x; Path=/; HttpOnly; SameSite=Strict; Max-Age=10; Secure"
+        );
         assert!(!set_cookie("x", 10, false).expect("cookie").to_str().expect("text").contains("Secure"));
     }
 }

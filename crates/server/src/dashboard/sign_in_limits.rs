@@ -73,7 +73,8 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
     fn level(&self, key: &K, now: Instant) -> f64 {
         let burst = f64::from(self.rate.burst);
         self.by_key.get(key).map_or(burst, |b| {
-            let earned = now.saturating_duration_since(b.at).as_secs_f64() / self.rate.every.as_secs_f64().max(f64::EPSILON);
+            let earned =
+                now.saturating_duration_since(b.at).as_secs_f64() / self.rate.every.as_secs_f64().max(f64::EPSILON);
             (b.tokens + earned).min(burst)
         })
     }
@@ -175,7 +176,10 @@ mod tests {
         let e = b.take(ip, &[9; 32], t0).expect_err("past the burst");
         assert_eq!(e, Refused { scope: "from this client", retry_after: Duration::from_secs(2) });
         b.take(ip, &[9; 32], t0 + Duration::from_secs(2)).expect("one earned back");
-        assert_eq!(b.take(ip, &[8; 32], t0 + Duration::from_secs(3)).expect_err("half earned").retry_after, Duration::from_secs(1));
+        assert_eq!(
+            b.take(ip, &[8; 32], t0 + Duration::from_secs(3)).expect_err("half earned").retry_after,
+            Duration::from_secs(1)
+        );
     }
 
     #[test]

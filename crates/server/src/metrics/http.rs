@@ -43,7 +43,11 @@ impl HttpMetrics {
         let durations: Durations = Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 15)));
         let m = HttpMetrics { requests: Family::default(), durations };
         r.register("http_requests", "API requests by method, route and status code", m.requests.clone());
-        r.register("http_request_duration_seconds", "Time to the response head of API requests, by route", m.durations.clone());
+        r.register(
+            "http_request_duration_seconds",
+            "Time to the response head of API requests, by route",
+            m.durations.clone(),
+        );
         m
     }
 }
@@ -56,7 +60,8 @@ impl Default for HttpMetrics {
 
 /// The method as a label: the standard ones by name, any other as `other`.
 fn method_label(m: &Method) -> &'static str {
-    const KNOWN: [Method; 7] = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::PATCH, Method::DELETE, Method::OPTIONS];
+    const KNOWN: [Method; 7] =
+        [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::PATCH, Method::DELETE, Method::OPTIONS];
     KNOWN.iter().find(|k| *k == m).map_or("other", Method::as_str)
 }
 

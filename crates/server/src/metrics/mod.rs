@@ -64,7 +64,11 @@ impl QueueMetrics {
         let http = http::HttpMetrics::register(r);
         let m = QueueMetrics { http, ..QueueMetrics::default() };
         r.register("keys", "Work keys by phase", m.keys.clone());
-        r.register("parked_keys", "Work keys parked after max attempts, waiting for a change or a retry", m.parked_keys.clone());
+        r.register(
+            "parked_keys",
+            "Work keys parked after max attempts, waiting for a change or a retry",
+            m.parked_keys.clone(),
+        );
         r.register(
             "oldest_ready_age_seconds",
             "How long the oldest claimable key has waited (0 if none waits)",
@@ -145,7 +149,8 @@ pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result
     state.queue_metrics.set_unreachable(&unreachable_clusters(&*state.store).await?);
     state.queue_metrics.watches.set(i64::try_from(state.watches.open()).unwrap_or(i64::MAX));
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    text::encode(&state.registry, accept).map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })
+    text::encode(&state.registry, accept)
+        .map_err(|e| ApiError::Internal { step: "encoding metrics", message: e.to_string() })
 }
 
 #[cfg(test)]
@@ -157,7 +162,8 @@ mod tests {
     fn gauges_follow_stats() {
         let mut registry = Registry::default();
         let m = QueueMetrics::register(&mut registry);
-        let mut stats = QueueStats { oldest_ready_age: Duration::from_millis(1500), last_event_seq: 7, ..Default::default() };
+        let mut stats =
+            QueueStats { oldest_ready_age: Duration::from_millis(1500), last_event_seq: 7, ..Default::default() };
         stats.by_phase.insert(Phase::Pending, 3);
         stats.by_phase.insert(Phase::Parked, 1);
         m.set(&stats);
@@ -190,22 +196,35 @@ mod tests {
         let store = SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open");
         let shape = FleetShape { clusters: 3, syncsets: 2, resources: 1 };
         store.objects_apply(hive_fleet(shape, |_| Endpoint::Simulator {}, "r1")).await.expect("apply");
-        let refused = "v1/ConfigMap apps/a: unreachable: https://10.0.0.5:6443/api/v1: tcp connect error: Connection refused";
+        let refused =
+            "v1/ConfigMap apps/a: unreachable: https://10.0.0.5:6443/api/v1: tcp connect error: Connection refused";
         // cluster 0: both keys fail to reach it; cluster 1: one fails so, the other applies
         // after it; cluster 2: one key fails with a target's own answer.
-        let outcome = |key: &WorkKey, generation: i64| match (key.cluster == cluster_name(0), key.cluster == cluster_name(1), key.syncset == syncset_name(0)) {
+        let outcome = |key: &WorkKey, generation: i64| match (
+            key.cluster == cluster_name(0),
+            key.cluster == cluster_name(1),
+            key.syncset == syncset_name(0),
+        ) {
             (true, _, _) | (_, true, true) => RunOutcome::Failed { error: refused.into() },
-            (false, false, true) => RunOutcome::Failed { error: "v1/ConfigMap apps/a: invalid: 422 Unprocessable Entity".into() },
+            (false, false, true) => {
+                RunOutcome::Failed { error: "v1/ConfigMap apps/a: invalid: 422 Unprocessable Entity".into() }
+            }
             _ => RunOutcome::Applied { generation, inventory: vec![] },
         };
         let run = |claimed: Vec<fleetsync_store::ClaimedItem>, first: bool| {
             claimed
                 .into_iter()
                 .filter(|c| (c.key.syncset == syncset_name(0)) == first)
-                .map(|c| Completion { outcome: outcome(&c.key, c.generation), key: c.key, fence: c.fence, resources: vec![] })
+                .map(|c| Completion {
+                    outcome: outcome(&c.key, c.generation),
+                    key: c.key,
+                    fence: c.fence,
+                    resources: vec![],
+                })
                 .collect::<Vec<_>>()
         };
-        let claimed = store.work_claim(ClaimParams::new("w", 6, std::time::Duration::from_secs(30))).await.expect("claim");
+        let claimed =
+            store.work_claim(ClaimParams::new("w", 6, std::time::Duration::from_secs(30))).await.expect("claim");
         assert_eq!(claimed.len(), 6);
         store.work_complete(run(claimed.clone(), true)).await.expect("the failures first");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -216,22 +235,36 @@ mod tests {
         let mut registry = Registry::default();
         let m = QueueMetrics::register(&mut registry);
         m.set_unreachable(&counts);
-        assert!(encoded(&registry).contains("fleetsync_unreachable_clusters{tenant=\"default\"} 1"), "{}", encoded(&registry));
+        assert!(
+            encoded(&registry).contains("fleetsync_unreachable_clusters{tenant=\"default\"} 1"),
+            "{}",
+            encoded(&registry)
+        );
 
         // Cluster 0 answers again: a retry of one key applies.
         let key = WorkKey::new("default", cluster_name(0), syncset_name(1));
         store.work_retry(&key).await.expect("retry");
-        let again = store.work_claim(ClaimParams::new("w", 6, std::time::Duration::from_secs(30))).await.expect("claim");
+        let again =
+            store.work_claim(ClaimParams::new("w", 6, std::time::Duration::from_secs(30))).await.expect("claim");
         let done = again
             .into_iter()
             .filter(|c| c.key == key)
-            .map(|c| Completion { outcome: RunOutcome::Applied { generation: c.generation, inventory: vec![] }, key: c.key, fence: c.fence, resources: vec![] })
+            .map(|c| Completion {
+                outcome: RunOutcome::Applied { generation: c.generation, inventory: vec![] },
+                key: c.key,
+                fence: c.fence,
+                resources: vec![],
+            })
             .collect();
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         store.work_complete(done).await.expect("applied");
         let counts = unreachable_clusters(&store).await.expect("count");
         assert_eq!(counts, BTreeMap::new());
         m.set_unreachable(&counts);
-        assert!(encoded(&registry).contains("fleetsync_unreachable_clusters{tenant=\"default\"} 0"), "{}", encoded(&registry));
+        assert!(
+            encoded(&registry).contains("fleetsync_unreachable_clusters{tenant=\"default\"} 0"),
+            "{}",
+            encoded(&registry)
+        );
     }
 }

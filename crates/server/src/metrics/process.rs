@@ -36,9 +36,17 @@ impl Collector for ProcessCollector {
             ("process_open_fds", "Number of open file descriptors", m.open_fds),
             ("process_max_fds", "Maximum number of open file descriptors", m.max_fds),
             ("process_virtual_memory_bytes", "Virtual memory size in bytes", m.virtual_memory_bytes),
-            ("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes", m.virtual_memory_max_bytes),
+            (
+                "process_virtual_memory_max_bytes",
+                "Maximum amount of virtual memory available in bytes",
+                m.virtual_memory_max_bytes,
+            ),
             ("process_resident_memory_bytes", "Resident memory size in bytes", m.resident_memory_bytes),
-            ("process_start_time_seconds", "Start time of the process since the Unix epoch in seconds", m.start_time_seconds),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since the Unix epoch in seconds",
+                m.start_time_seconds,
+            ),
             ("process_threads", "Number of OS threads in the process", m.threads),
         ];
         for (name, help, value) in gauges {
@@ -55,7 +63,8 @@ mod tests {
     use super::*;
 
     fn sample(text: &str, name: &str) -> f64 {
-        let line = text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}: {text}"));
+        let line =
+            text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}: {text}"));
         line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("not a number: {line}"))
     }
 

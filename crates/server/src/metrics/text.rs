@@ -35,7 +35,10 @@ pub type Encoded = ([(axum::http::HeaderName, &'static str); 1], String);
 
 /// `registry` as an answer in the format `accept` asks for: OpenMetrics, or else the
 /// classic text format.
-pub fn encode(registry: &prometheus_client::registry::Registry, accept: Option<&str>) -> Result<Encoded, std::fmt::Error> {
+pub fn encode(
+    registry: &prometheus_client::registry::Registry,
+    accept: Option<&str>,
+) -> Result<Encoded, std::fmt::Error> {
     let mut body = String::new();
     prometheus_client::encoding::text::encode(&mut body, registry)?;
     let content_type = axum::http::header::CONTENT_TYPE;
@@ -127,7 +130,9 @@ fleetsync_keys{phase=\"Pending\"} 2
         let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         assert!(wants_open_metrics(Some(prometheus)));
         assert!(wants_open_metrics(Some("Application/OpenMetrics-Text")));
-        for classic in [None, Some("text/plain;version=0.0.4"), Some("*/*"), Some("application/openmetrics-text; q=0, text/plain")] {
+        for classic in
+            [None, Some("text/plain;version=0.0.4"), Some("*/*"), Some("application/openmetrics-text; q=0, text/plain")]
+        {
             assert!(!wants_open_metrics(classic), "{classic:?}");
         }
     }

@@ -50,8 +50,17 @@ enum Who {
     AgentA,
 }
 
-const EVERYONE: [Who; 9] =
-    [Who::Anonymous, Who::Expired, Who::Revoked, Who::ViewerA, Who::EditorA, Who::AdminA, Who::AdminB, Who::Fleet, Who::AgentA];
+const EVERYONE: [Who; 9] = [
+    Who::Anonymous,
+    Who::Expired,
+    Who::Revoked,
+    Who::ViewerA,
+    Who::EditorA,
+    Who::AdminA,
+    Who::AdminB,
+    Who::Fleet,
+    Who::AgentA,
+];
 
 /// The token `who` sends, issued in `api`'s store.
 async fn token(api: &Api, who: Who) -> Option<String> {
@@ -112,7 +121,9 @@ fn request(method: &str, path: &str) -> (String, String) {
 /// What each caller gets on each route (in the order of [`EVERYONE`]).
 fn expected(method: &str, path: &str) -> [u16; 9] {
     // Anonymous, expired and revoked callers get 401 on every /v1/ route.
-    let row = |viewer, editor, admin_a, admin_b, fleet, agent| [401, 401, 401, viewer, editor, admin_a, admin_b, fleet, agent];
+    let row = |viewer, editor, admin_a, admin_b, fleet, agent| {
+        [401, 401, 401, viewer, editor, admin_a, admin_b, fleet, agent]
+    };
     match (method, path) {
         ("GET", "/livez" | "/readyz" | "/healthz" | "/metrics") => [200; 9],
         // The dashboard's page and assets; a sign-in without the page's Origin is
@@ -121,11 +132,18 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         ("POST", "/ui/session") => [403; 9],
         ("DELETE", "/ui/session") => [204; 9],
         ("POST", "/v1/apply") => row(403, 200, 200, 403, 200, 403),
-        ("GET", "/v1/clusters" | "/v1/clusters/{name}" | "/v1/syncsets" | "/v1/syncsets/{name}") => row(200, 200, 200, 403, 200, 403),
-        ("GET", "/v1/status" | "/v1/status/summary" | "/v1/status/clusters/{name}" | "/v1/status/syncsets/{name}" | "/v1/live")
-        | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => {
+        ("GET", "/v1/clusters" | "/v1/clusters/{name}" | "/v1/syncsets" | "/v1/syncsets/{name}") => {
             row(200, 200, 200, 403, 200, 403)
         }
+        (
+            "GET",
+            "/v1/status"
+            | "/v1/status/summary"
+            | "/v1/status/clusters/{name}"
+            | "/v1/status/syncsets/{name}"
+            | "/v1/live",
+        )
+        | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),
         ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}") => row(403, 200, 200, 403, 200, 403),
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
         ("GET", "/v1/rollouts" | "/v1/rollouts/{name}") => row(200, 200, 200, 403, 200, 403),
@@ -149,9 +167,15 @@ async fn snapshot(store: &dyn Store) -> String {
     let mut out = String::new();
     for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret] {
         let names: Vec<String> = match kind {
-            Kind::Cluster => store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{c:?}")).collect(),
-            Kind::SyncSet => store.syncset_list(None).await.expect("list").into_iter().map(|s| format!("{s:?}")).collect(),
-            Kind::Secret => store.secret_list(None).await.expect("list").into_iter().map(|s| s.metadata.name.clone()).collect(),
+            Kind::Cluster => {
+                store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{c:?}")).collect()
+            }
+            Kind::SyncSet => {
+                store.syncset_list(None).await.expect("list").into_iter().map(|s| format!("{s:?}")).collect()
+            }
+            Kind::Secret => {
+                store.secret_list(None).await.expect("list").into_iter().map(|s| s.metadata.name.clone()).collect()
+            }
         };
         out.push_str(&format!("{names:?}\n"));
     }
@@ -175,13 +199,18 @@ async fn every_route_answers_every_caller_as_it_should() {
             api.issue_named("a:viewer", "victim").await;
             let token = token(&api, who).await;
             let before = snapshot(api.store.as_ref()).await;
-            let content_type = (method == "POST").then(|| if path == "/v1/apply" { "application/yaml" } else { "application/json" });
+            let content_type =
+                (method == "POST").then(|| if path == "/v1/apply" { "application/yaml" } else { "application/json" });
             let got = api.call_as(token.as_deref(), method, &uri, content_type, body.clone()).await;
             if got.status.as_u16() != want {
                 failures.push(format!("{method} {uri} as {who:?}: got {}, want {want}: {}", got.status, got.text));
             }
             if !got.status.is_success() {
-                assert_eq!(snapshot(api.store.as_ref()).await, before, "{method} {uri} as {who:?} was refused but changed the store");
+                assert_eq!(
+                    snapshot(api.store.as_ref()).await,
+                    before,
+                    "{method} {uri} as {who:?} was refused but changed the store"
+                );
             }
             if let Some(t) = &token {
                 assert!(!got.text.contains(t.as_str()), "{method} {uri} as {who:?} echoed the token");
@@ -256,7 +285,9 @@ async fn operator_settings_and_content_types_are_enforced() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
     assert!(refused.error().contains("inCluster"), "{}", refused.text);
     assert!(open.store.cluster_list(None).await.expect("list").is_empty(), "nothing written");
-    for ct in [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), None] {
+    for ct in
+        [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), None]
+    {
         let a = open.call_as(Some(&fleet), "POST", "/v1/apply", ct, crate::harness::FLEET).await;
         assert_eq!(a.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}: {}", a.text);
     }

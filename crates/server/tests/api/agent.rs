@@ -34,7 +34,8 @@ async fn post(api: &Api, token: Option<&str>, body: &Value) -> Answer {
         req = req.header("authorization", format!("Bearer {t}"));
     }
     let req = req.header("content-type", "application/json");
-    let resp = api.router.clone().oneshot(req.body(Body::from(body.to_string())).expect("request")).await.expect("infallible");
+    let resp =
+        api.router.clone().oneshot(req.body(Body::from(body.to_string())).expect("request")).await.expect("infallible");
     let status = resp.status();
     let bytes = to_bytes(resp.into_body(), usize::MAX).await.expect("body");
     Answer { status, content_type: String::new(), text: String::from_utf8_lossy(&bytes).into_owned() }
@@ -53,7 +54,12 @@ fn batch(cluster: &str, reports: Vec<Value>) -> Value {
 }
 
 fn results(a: &Answer) -> Vec<String> {
-    a.json()["items"].as_array().expect("items").iter().map(|i| i["result"].as_str().unwrap_or_default().to_string()).collect()
+    a.json()["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["result"].as_str().unwrap_or_default().to_string())
+        .collect()
 }
 
 /// The agent credentials of c1 and c2.
@@ -80,7 +86,10 @@ async fn credentials_report_for_their_own_cluster_only() {
     assert_eq!(post(&api, Some(&admin), &body).await.status, StatusCode::FORBIDDEN, "only the agent reports");
     assert_eq!(post(&api, Some(&c2), &body).await.status, StatusCode::OK);
     let resources = api.router.clone().oneshot(
-        Request::get("/v1/agent/resources?cluster=c1").header("authorization", format!("Bearer {c2}")).body(Body::empty()).expect("req"),
+        Request::get("/v1/agent/resources?cluster=c1")
+            .header("authorization", format!("Bearer {c2}"))
+            .body(Body::empty())
+            .expect("req"),
     );
     assert_eq!(resources.await.expect("infallible").status(), StatusCode::FORBIDDEN);
 }
@@ -98,7 +107,11 @@ async fn reports_are_stored_once_and_drift_requeues() {
 
     let drifted = post(&api, Some(&c1), &batch("c1", vec![cfg("6", "changed")])).await;
     let d = drifted.json();
-    assert_eq!((d["items"][0]["result"].as_str(), d["items"][0]["drift"].as_str()), (Some("stored"), Some("data.k")), "{d}");
+    assert_eq!(
+        (d["items"][0]["result"].as_str(), d["items"][0]["drift"].as_str()),
+        (Some("stored"), Some("data.k")),
+        "{d}"
+    );
     assert_eq!(d["requeued"], json!(["base"]));
     let status = api.get("/v1/status?cluster=c1").await.json();
     assert_eq!(status["items"][0]["drift"][0]["reason"], "data.k", "{status}");
@@ -113,7 +126,10 @@ async fn reports_are_stored_once_and_drift_requeues() {
     let live = api.get("/v1/live?cluster=c1").await.json();
     assert_eq!(live["items"].as_array().map(Vec::len), Some(1), "unmanaged resources are not stored: {live}");
     let item = &live["items"][0];
-    assert_eq!((item["state"].as_str(), item["resourceVersion"].as_str(), item["versions"].as_u64()), (Some("deleted"), Some("9"), Some(3)));
+    assert_eq!(
+        (item["state"].as_str(), item["resourceVersion"].as_str(), item["versions"].as_u64()),
+        (Some("deleted"), Some("9"), Some(3))
+    );
     assert_eq!(item["drift"], "deleted");
 }
 
@@ -123,10 +139,14 @@ async fn bad_batches_name_the_field() {
     api.apply(FLEET).await;
     let (c1, _) = agents(&api).await;
     let cases = [
-        (json!({"cluster": "c1", "reports": [{"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}, "resourceVersion": "1", "state": "gone"}]}),
-            "reports[0].state"),
-        (json!({"cluster": "c1", "reports": [{"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}, "resourceVersion": "1", "state": "present"}]}),
-            "reports[0].object"),
+        (
+            json!({"cluster": "c1", "reports": [{"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}, "resourceVersion": "1", "state": "gone"}]}),
+            "reports[0].state",
+        ),
+        (
+            json!({"cluster": "c1", "reports": [{"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}, "resourceVersion": "1", "state": "present"}]}),
+            "reports[0].object",
+        ),
         (json!({"cluster": "C_1", "reports": []}), "cluster"),
         (json!({"reports": []}), "body"),
     ];
@@ -135,8 +155,10 @@ async fn bad_batches_name_the_field() {
         assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {}", a.text);
         assert_eq!(a.json()["field"], field, "{body}: {}", a.text);
     }
-    let deleted = |name: &str| json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "app", "name": name},
-        "resourceVersion": "1", "state": "deleted"});
+    let deleted = |name: &str| {
+        json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "app", "name": name},
+        "resourceVersion": "1", "state": "deleted"})
+    };
     for name in ["x\u{0}y", "../../admin/x?confirm=yes#", "Cfg"] {
         let a = post(&api, Some(&c1), &batch("c1", vec![cfg("1", "v"), deleted(name)])).await;
         assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{name:?}: {}", a.text);

@@ -4,7 +4,10 @@ use crate::harness::over;
 use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use fleetsync_model::{Cluster, Document, Grant, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey};
+use fleetsync_model::{
+    Cluster, Document, Grant, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord,
+    WorkKey,
+};
 use fleetsync_store::*;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -18,7 +21,13 @@ fn fail<T>() -> Result<T> {
 
 #[async_trait]
 impl Objects for Broken {
-    async fn objects_apply_within(&self, _: Vec<Document>, _: Option<&str>, _: &Quotas, _: Commit) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(
+        &self,
+        _: Vec<Document>,
+        _: Option<&str>,
+        _: &Quotas,
+        _: Commit,
+    ) -> Result<Vec<ApplyOutcome>> {
         fail()
     }
 
@@ -205,7 +214,13 @@ impl Tokens for Broken {
 
     async fn token_find(&self, _: &[u8; 32]) -> Result<Option<TokenRecord>> {
         let created_by = "test".into();
-        Ok(Some(TokenRecord { name: "t".into(), grant: Grant::Fleet, created_at: Timestamp(0), expires_at: None, created_by }))
+        Ok(Some(TokenRecord {
+            name: "t".into(),
+            grant: Grant::Fleet,
+            created_at: Timestamp(0),
+            expires_at: None,
+            created_by,
+        }))
     }
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
@@ -242,11 +257,20 @@ impl Rollouts for Broken {
         fail()
     }
 
-    async fn rollout_list(&self, _: Option<&str>, _: Option<fleetsync_model::RolloutPhase>) -> Result<Vec<rollout::RolloutState>> {
+    async fn rollout_list(
+        &self,
+        _: Option<&str>,
+        _: Option<fleetsync_model::RolloutPhase>,
+    ) -> Result<Vec<rollout::RolloutState>> {
         fail()
     }
 
-    async fn rollout_write(&self, _: &rollout::RolloutState, _: &[(String, i64)], _: Option<rollout::RolloutEvent>) -> Result<bool> {
+    async fn rollout_write(
+        &self,
+        _: &rollout::RolloutState,
+        _: &[(String, i64)],
+        _: Option<rollout::RolloutEvent>,
+    ) -> Result<bool> {
         fail()
     }
 }
@@ -268,7 +292,11 @@ async fn store_failures_are_hidden() {
     ];
     for (method, uri, want) in cases {
         let body = if method == "POST" { Body::from(crate::harness::FLEET) } else { Body::empty() };
-        let req = Request::builder().method(method).uri(uri).header("authorization", "Bearer fst_any").header("content-type", "application/yaml");
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", "Bearer fst_any")
+            .header("content-type", "application/yaml");
         let req = req.body(body).expect("request");
         let resp = router.clone().oneshot(req).await.expect("infallible");
         assert_eq!(resp.status(), want, "{uri}");

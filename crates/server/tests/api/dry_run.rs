@@ -55,12 +55,18 @@ async fn a_dry_run_is_refused_what_the_apply_is_refused() {
     assert_eq!(over.error(), "exceeded quota of tenant default: clusters would be 3 (now 2); the limit is 2");
 
     let viewer = api.issue("default:viewer", None).await;
-    let denied = api.call_as(Some(&viewer), "POST", "/v1/apply?dryRun=All", Some("application/yaml"), FLEET.to_string()).await;
+    let denied =
+        api.call_as(Some(&viewer), "POST", "/v1/apply?dryRun=All", Some("application/yaml"), FLEET.to_string()).await;
     assert_eq!(denied.status, StatusCode::FORBIDDEN, "a viewer may not dry-run a write: {}", denied.text);
     assert!(denied.error().contains("Cluster default/c1"), "{}", denied.text);
 
     let invalid = api.call("POST", "/v1/apply?dryRun=All", FLEET.replace("name: c1", "name: C1")).await;
-    assert_eq!((invalid.status, invalid.json()["field"].as_str()), (StatusCode::BAD_REQUEST, Some("metadata.name")), "{}", invalid.text);
+    assert_eq!(
+        (invalid.status, invalid.json()["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("metadata.name")),
+        "{}",
+        invalid.text
+    );
     assert_eq!(seen(&api).await, before);
 }
 

@@ -56,10 +56,16 @@ async fn a_watch_sends_the_backlog_then_every_commit_as_it_happens() {
     // A status transition, committed by a worker (here: the store directly).
     let item = api.store.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
     let outcome = RunOutcome::Applied { generation: item.generation, inventory: vec![] };
-    api.store.work_complete(vec![Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] }]).await.expect("complete");
+    api.store
+        .work_complete(vec![Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] }])
+        .await
+        .expect("complete");
     let got = lines.expect_chunk().await;
     let e = event(&got[0]);
-    assert_eq!((&e["kind"], &e["action"], e["seq"].as_u64()), (&Value::from("Status"), &Value::from("Applied"), Some(5)));
+    assert_eq!(
+        (&e["kind"], &e["action"], e["seq"].as_u64()),
+        (&Value::from("Status"), &Value::from("Applied"), Some(5))
+    );
     assert_eq!(e["name"], format!("{}/{}", item.key.cluster, item.key.syncset));
 
     // A delete.
@@ -84,7 +90,12 @@ async fn since_now_skips_the_backlog() {
     assert_eq!(seqs(&lines.expect_chunk().await), vec![31], "then each new commit");
 
     let list = api.get("/v1/events?since=now").await;
-    assert_eq!((list.status, list.json()["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{}", list.text);
+    assert_eq!(
+        (list.status, list.json()["items"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0)),
+        "{}",
+        list.text
+    );
     for bad in ["/v1/events?since=now&after=3", "/v1/events?since=now&order=desc", "/v1/events?since=later"] {
         assert_eq!(api.get(bad).await.status, StatusCode::BAD_REQUEST, "{bad}");
     }
@@ -216,7 +227,9 @@ async fn newest_events_first_and_paging_back() {
 
     // Another tenant's 50 newer events are skipped, not counted.
     let b = api.issue("default:viewer", None).await;
-    let other: Vec<String> = (0..50).map(|i| syncset(&format!("o{i}"), 0).replacen("metadata: {name:", "metadata: {namespace: other, name:", 1)).collect();
+    let other: Vec<String> = (0..50)
+        .map(|i| syncset(&format!("o{i}"), 0).replacen("metadata: {name:", "metadata: {namespace: other, name:", 1))
+        .collect();
     let applied = api.apply(&other.join("---\n")).await;
     assert_eq!(applied.status, StatusCode::OK, "{}", applied.text);
     let page = api.call_as(Some(&b), "GET", "/v1/events?order=desc&limit=2", None, "").await;

@@ -138,7 +138,8 @@ async fn a_quiet_tenants_page_costs_one_read_beside_a_busy_tenant() {
     let reads = Arc::new(AtomicUsize::new(0));
     let counter = reads.clone();
     let api = Api::with_feed(quiet(), move |log| EventFeed::new(Arc::new(Counting { log, reads: counter })), |_| {});
-    let busy: Vec<String> = (0..2_000).map(|i| syncset(i).replace("metadata: {name: s}", &format!("metadata: {{name: s{i}}}"))).collect();
+    let busy: Vec<String> =
+        (0..2_000).map(|i| syncset(i).replace("metadata: {name: s}", &format!("metadata: {{name: s{i}}}"))).collect();
     assert_eq!(api.apply(&busy.join("---\n")).await.status, StatusCode::OK);
     assert_eq!(all_seqs(&api).await.len(), 2_000);
     let viewer = api.issue("quiet:viewer", None).await;

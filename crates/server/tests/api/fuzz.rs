@@ -14,9 +14,12 @@ async fn reads_back(api: &Api, input: &str) {
         let a = api.get(list).await;
         assert_eq!(a.status, StatusCode::OK, "GET {list} after accepting {input:?}: {}", a.text);
     }
-    for (plural, items) in [("syncsets", api.get("/v1/syncsets").await.json()), ("clusters", api.get("/v1/clusters").await.json())] {
+    for (plural, items) in
+        [("syncsets", api.get("/v1/syncsets").await.json()), ("clusters", api.get("/v1/clusters").await.json())]
+    {
         for item in items["items"].as_array().into_iter().flatten() {
-            let (name, tenant) = (item["metadata"]["name"].as_str().unwrap_or(""), item["metadata"]["namespace"].as_str().unwrap_or(""));
+            let (name, tenant) =
+                (item["metadata"]["name"].as_str().unwrap_or(""), item["metadata"]["namespace"].as_str().unwrap_or(""));
             let a = api.get(&format!("/v1/{plural}/{name}?tenant={tenant}")).await;
             assert_eq!(a.status, StatusCode::OK, "GET {plural}/{name} after accepting {input:?}: {}", a.text);
         }

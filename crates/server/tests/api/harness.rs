@@ -61,7 +61,8 @@ impl Answer {
 
     /// The body read as one of the API's wire types, as `fleetsync_api::Client` reads it.
     pub fn typed<T: serde::de::DeserializeOwned>(&self) -> T {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not a {} ({e}): {}", std::any::type_name::<T>(), self.text))
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not a {} ({e}): {}", std::any::type_name::<T>(), self.text))
     }
 
     /// The `error` message of a JSON error body.
@@ -99,13 +100,22 @@ impl Api {
     }
 
     /// The API whose watches follow the event feed `feed` makes of the store.
-    pub fn with_feed(watches: Watches, feed: impl FnOnce(Arc<dyn EventLog>) -> EventFeed, configure: impl FnOnce(&mut AppState)) -> Self {
+    pub fn with_feed(
+        watches: Watches,
+        feed: impl FnOnce(Arc<dyn EventLog>) -> EventFeed,
+        configure: impl FnOnce(&mut AppState),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open store"));
         let mut registry = Registry::default();
         let queue_metrics = QueueMetrics::register(&mut registry);
         let events = feed(store.clone());
-        let mut state = AppState { watches: watches.clone(), events, ..AppState::new(store.clone(), Arc::new(registry), queue_metrics) };
+        let mut state = AppState {
+            watches: watches.clone(),
+            events,
+            ..AppState::new(store.clone(), Arc::new(registry), queue_metrics)
+        };
         configure(&mut state);
         Api { router: router(state), store, watches, admin: tokio::sync::OnceCell::new(), _dir: dir }
     }
@@ -155,12 +165,25 @@ impl Api {
     /// JSON elsewhere.
     pub async fn call(&self, method: &str, uri: &str, body: impl Into<Body>) -> Answer {
         let token = self.admin_token().await;
-        let content_type = if method != "POST" { None } else if uri.starts_with("/v1/apply") { Some("application/yaml") } else { Some("application/json") };
+        let content_type = if method != "POST" {
+            None
+        } else if uri.starts_with("/v1/apply") {
+            Some("application/yaml")
+        } else {
+            Some("application/json")
+        };
         self.call_as(Some(&token), method, uri, content_type, body).await
     }
 
     /// A request with `token` (none: anonymous) and `content_type`.
-    pub async fn call_as(&self, token: Option<&str>, method: &str, uri: &str, content_type: Option<&str>, body: impl Into<Body>) -> Answer {
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        uri: &str,
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+    ) -> Answer {
         let mut req = Request::builder().method(method).uri(uri);
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
@@ -213,7 +236,13 @@ impl Lines {
         self.buf.extend_from_slice(&bytes);
         assert_eq!(self.buf.last(), Some(&b'\n'), "a chunk ends with a whole line");
         let lines = std::mem::take(&mut self.buf);
-        Some(lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).expect("a JSON line")).collect())
+        Some(
+            lines
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| serde_json::from_slice(l).expect("a JSON line"))
+                .collect(),
+        )
     }
 
     /// The lines of the next chunk, which must be there.

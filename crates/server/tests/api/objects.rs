@@ -79,7 +79,8 @@ async fn unknown_kind_names_the_field() {
 
 #[tokio::test]
 async fn invalid_name_in_a_document_names_metadata_name() {
-    let doc = "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n";
+    let doc =
+        "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {name: Bad_Name}\nspec: {endpoint: {simulator: {}}}\n";
     let a = Api::new().apply(doc).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(a.json()["field"], "metadata.name");

@@ -9,7 +9,10 @@ async fn metrics_after_apply() {
     api.apply(FLEET).await;
     let m = api.get("/metrics").await;
     assert_eq!(m.status, StatusCode::OK);
-    assert_eq!(m.content_type, "text/plain; version=0.0.4; charset=utf-8", "the classic format unless OpenMetrics is asked for");
+    assert_eq!(
+        m.content_type, "text/plain; version=0.0.4; charset=utf-8",
+        "the classic format unless OpenMetrics is asked for"
+    );
     assert!(m.text.contains("fleetsync_keys{phase=\"Pending\"} 2\n"), "{}", m.text);
     assert!(m.text.contains("fleetsync_keys{phase=\"Parked\"} 0\n"), "{}", m.text);
     assert!(m.text.contains("fleetsync_oldest_ready_age_seconds "), "{}", m.text);

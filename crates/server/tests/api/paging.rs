@@ -20,7 +20,8 @@ fn fleet(labels: &[&str]) -> String {
     yaml
 }
 
-const LABELS: [&str; 5] = ["env: prod, tier: a", "env: prod, tier: b, canary: 'yes'", "env: dev, tier: a", "env: prod, tier: c", "tier: b"];
+const LABELS: [&str; 5] =
+    ["env: prod, tier: a", "env: prod, tier: b, canary: 'yes'", "env: dev, tier: a", "env: prod, tier: c", "tier: b"];
 
 async fn api_with_fleet() -> Api {
     let api = Api::new();
@@ -88,7 +89,9 @@ async fn status_and_clusters_page_with_limit_and_continue() {
 #[tokio::test]
 async fn secrets_page_with_values_redacted() {
     let api = Api::new();
-    let secret = |n: u32| format!("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: s{n}}}\nstringData: {{kubeconfig: hush-{n}}}\n");
+    let secret = |n: u32| {
+        format!("apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: s{n}}}\nstringData: {{kubeconfig: hush-{n}}}\n")
+    };
     let docs: Vec<String> = (1..=3).map(secret).collect();
     assert_eq!(api.apply(&docs.join("---\n")).await.status, StatusCode::OK);
     let pages = walk(&api, "/v1/secrets?limit=2").await;
@@ -117,7 +120,10 @@ async fn continue_tokens_are_bound_to_their_list_filter_and_tenant() {
     }
     let cluster_token = api.get("/v1/clusters?limit=1").await.json()["continue"].as_str().expect("token").to_string();
     expect_400(&api.get(&format!("/v1/syncsets?limit=1&continue={cluster_token}")).await, &["`continue`"]);
-    expect_400(&api.get(&format!("/v1/clusters?limit=1&labelSelector=env%3Dprod&continue={cluster_token}")).await, &["`continue`"]);
+    expect_400(
+        &api.get(&format!("/v1/clusters?limit=1&labelSelector=env%3Dprod&continue={cluster_token}")).await,
+        &["`continue`"],
+    );
     for garbage in ["garbage", "eyJ2IjoxfQ", "%FF", &"A".repeat(5000)] {
         expect_400(&api.get(&format!("/v1/status?limit=1&continue={garbage}")).await, &["query parameter `continue`"]);
     }
@@ -126,7 +132,9 @@ async fn continue_tokens_are_bound_to_their_list_filter_and_tenant() {
 #[tokio::test]
 async fn limits_are_bounded() {
     let api = api_with_fleet().await;
-    for uri in ["/v1/status?limit=0", "/v1/status?limit=5001", "/v1/clusters?limit=0", "/v1/live?cluster=c1&limit=100000"] {
+    for uri in
+        ["/v1/status?limit=0", "/v1/status?limit=5001", "/v1/clusters?limit=0", "/v1/live?cluster=c1&limit=100000"]
+    {
         expect_400(&api.get(uri).await, &["query parameter `limit`", "5000"]);
     }
     expect_400(&api.get("/v1/clusters?limit=lots").await, &["`limit`"]);
@@ -136,11 +144,16 @@ async fn limits_are_bounded() {
 #[tokio::test]
 async fn status_filtered_by_phase_and_staleness() {
     let api = api_with_fleet().await;
-    let claimed = api.store.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
+    let claimed =
+        api.store.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
     let outcome = RunOutcome::Applied { generation: claimed.generation, inventory: vec![] };
-    api.store.work_complete(vec![Completion { key: claimed.key.clone(), fence: claimed.fence, outcome, resources: vec![] }]).await.expect("complete");
+    api.store
+        .work_complete(vec![Completion { key: claimed.key.clone(), fence: claimed.fence, outcome, resources: vec![] }])
+        .await
+        .expect("complete");
     let done = claimed.key.cluster.clone();
-    let pending: Vec<String> = ["c1", "c2", "c3", "c4", "c5"].iter().filter(|c| **c != done).map(|c| c.to_string()).collect();
+    let pending: Vec<String> =
+        ["c1", "c2", "c3", "c4", "c5"].iter().filter(|c| **c != done).map(|c| c.to_string()).collect();
 
     assert_eq!(names(&walk(&api, "/v1/status?limit=2&phase=Applied").await, &key_cluster), [done]);
     assert_eq!(names(&walk(&api, "/v1/status?limit=2&phase=Pending").await, &key_cluster), pending);
@@ -162,7 +175,10 @@ async fn status_filtered_by_phase_and_staleness() {
 async fn clusters_selected_by_labels() {
     let api = api_with_fleet().await;
     let select = async |selector: &str| {
-        let uri = format!("/v1/clusters?limit=1&labelSelector={}", selector.replace(' ', "%20").replace('=', "%3D").replace('!', "%21"));
+        let uri = format!(
+            "/v1/clusters?limit=1&labelSelector={}",
+            selector.replace(' ', "%20").replace('=', "%3D").replace('!', "%21")
+        );
         names(&walk(&api, &uri).await, &cluster_name)
     };
     assert_eq!(select("tier in (a,b)").await, ["c1", "c2", "c3", "c5"]);
@@ -170,8 +186,14 @@ async fn clusters_selected_by_labels() {
     assert_eq!(select("env=prod,!canary").await, ["c1", "c4"]);
     assert_eq!(select("env!=prod,tier").await, ["c3", "c5"]);
     let whole = api.get("/v1/clusters?labelSelector=canary").await.json();
-    assert_eq!(whole["items"].as_array().map(|i| i.iter().map(cluster_name).collect::<Vec<_>>()), Some(vec!["c2".to_string()]));
-    expect_400(&api.get("/v1/clusters?labelSelector=tier%20in%20(a").await, &["query parameter `labelSelector`", "unbalanced"]);
+    assert_eq!(
+        whole["items"].as_array().map(|i| i.iter().map(cluster_name).collect::<Vec<_>>()),
+        Some(vec!["c2".to_string()])
+    );
+    expect_400(
+        &api.get("/v1/clusters?labelSelector=tier%20in%20(a").await,
+        &["query parameter `labelSelector`", "unbalanced"],
+    );
     expect_400(&api.get("/v1/syncsets?labelSelector=a").await, &["query parameter `labelSelector`", "only Clusters"]);
 }
 

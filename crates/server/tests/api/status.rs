@@ -3,7 +3,7 @@
 use crate::harness::{Api, FLEET};
 use axum::http::StatusCode;
 use fleetsync_api::{ApplyResponse, DeleteResponse, ErrorBody, Event, Health, Items, Member, Retried, SyncSetStatus};
-use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase};
+use fleetsync_model::{ClusterStatus, KeyStatus, Kind, Phase};
 
 /// What the server sends is what the client's types read: each answer, read back
 /// into the type `fleetsync_api::Client` returns for its route.
@@ -11,7 +11,10 @@ use fleetsync_model::{ClusterStatus, Kind, KeyStatus, Phase};
 async fn every_answer_reads_back_as_the_clients_types() {
     let api = Api::new();
     let applied: ApplyResponse = api.apply(FLEET).await.typed();
-    assert!(applied.results.iter().any(|r| r.kind == Kind::Cluster && r.name == "c1" && r.result == "created"), "{applied:?}");
+    assert!(
+        applied.results.iter().any(|r| r.kind == Kind::Cluster && r.name == "c1" && r.result == "created"),
+        "{applied:?}"
+    );
     let keys: Items<KeyStatus> = api.get("/v1/status").await.typed();
     assert!(keys.items.len() == 2 && keys.items.iter().all(|k| k.phase == Phase::Pending), "{keys:?}");
     let cluster: ClusterStatus = api.get("/v1/status/clusters/c1").await.typed();
@@ -48,7 +51,8 @@ async fn status_of_keys_after_apply() {
 async fn unknown_names_in_status_queries_are_404() {
     let api = Api::new();
     api.apply(FLEET).await;
-    for uri in ["/v1/status/clusters/nope", "/v1/status/syncsets/nope", "/v1/status?cluster=nope", "/v1/status?syncset=nope"]
+    for uri in
+        ["/v1/status/clusters/nope", "/v1/status/syncsets/nope", "/v1/status?cluster=nope", "/v1/status?syncset=nope"]
     {
         let a = api.get(uri).await;
         assert_eq!(a.status, StatusCode::NOT_FOUND, "{uri}: {}", a.text);
@@ -92,14 +96,27 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     let clusters: String = (0..5)
         .map(|i| format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{i}, labels: {{env: prod}}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"))
         .collect();
-    api.apply(&format!("{clusters}{}", FLEET.split("---").find(|d| d.contains("name: base")).expect("the base SyncSet"))).await;
+    api.apply(&format!(
+        "{clusters}{}",
+        FLEET.split("---").find(|d| d.contains("name: base")).expect("the base SyncSet")
+    ))
+    .await;
     // Two keys applied, one failed, two still pending.
     let claimed = api.store.work_claim(ClaimParams::new("w", 3, Duration::from_secs(30))).await.expect("claim");
     let outcome = |i: usize, generation: i64| match i {
         0 | 1 => RunOutcome::Applied { generation, inventory: vec![] },
         _ => RunOutcome::Failed { error: "admission webhook denied the request".into() },
     };
-    let completions = claimed.iter().enumerate().map(|(i, c)| Completion { key: c.key.clone(), fence: c.fence, outcome: outcome(i, c.generation), resources: vec![] }).collect();
+    let completions = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Completion {
+            key: c.key.clone(),
+            fence: c.fence,
+            outcome: outcome(i, c.generation),
+            resources: vec![],
+        })
+        .collect();
     api.store.work_complete(completions).await.expect("complete");
 
     let first = api.get("/v1/status/syncsets/base?limit=2").await;
@@ -107,7 +124,10 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     let first = first.json();
     let summary = &first["summary"];
     assert_eq!(summary["total"], 5);
-    assert_eq!(summary["phases"], serde_json::json!({"Pending": 2, "Applying": 0, "Applied": 2, "Failed": 1, "Parked": 0}));
+    assert_eq!(
+        summary["phases"],
+        serde_json::json!({"Pending": 2, "Applying": 0, "Applied": 2, "Failed": 1, "Parked": 0})
+    );
     assert_eq!(summary["atGeneration"], 2);
     assert_eq!(summary["failures"][0]["lastError"], "admission webhook denied the request");
     assert_eq!(summary["failures"][0]["phase"], "Failed");
@@ -116,7 +136,9 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     let mut page = first;
     loop {
         assert_eq!(page["summary"]["total"], 5, "every page carries the whole summary");
-        seen.extend(page["items"].as_array().expect("items").iter().map(|k| k["cluster"].as_str().unwrap_or("").to_string()));
+        seen.extend(
+            page["items"].as_array().expect("items").iter().map(|k| k["cluster"].as_str().unwrap_or("").to_string()),
+        );
         let Some(token) = page["continue"].as_str().map(str::to_string) else { break };
         page = api.get(&format!("/v1/status/syncsets/base?limit=2&continue={token}")).await.json();
     }
@@ -131,7 +153,12 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     assert_eq!(tenant.summary.phases[&Phase::Failed], 1);
     let failure = &tenant.summary.failures[0];
     assert_eq!((failure.syncset.as_deref(), failure.phase), (Some("base"), Phase::Failed), "{tenant:?}");
-    let other = api.get(&format!("/v1/status/syncsets/base?limit=2&continue={}", api.get("/v1/status?limit=1").await.json()["continue"].as_str().unwrap_or(""))).await;
+    let other = api
+        .get(&format!(
+            "/v1/status/syncsets/base?limit=2&continue={}",
+            api.get("/v1/status?limit=1").await.json()["continue"].as_str().unwrap_or("")
+        ))
+        .await;
     assert_eq!(other.status, StatusCode::BAD_REQUEST, "a token of another list: {}", other.text);
 }
 
@@ -150,7 +177,8 @@ async fn retry() {
     let bad = api.call("POST", "/v1/status/clusters/C1/syncsets/base/retry", "").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     let events: Items<Event> = api.get("/v1/status/clusters/c1/syncsets/base/events").await.typed();
-    let seen: Vec<_> = events.items.iter().map(|e| (e.kind.as_str(), e.action.as_str(), e.generation, e.actor.as_deref())).collect();
+    let seen: Vec<_> =
+        events.items.iter().map(|e| (e.kind.as_str(), e.action.as_str(), e.generation, e.actor.as_deref())).collect();
     assert_eq!(seen, [("Status", "Retry", 1, Some("token:ops"))], "{events:?}");
 }
 

@@ -39,7 +39,11 @@ async fn token_names_are_per_tenant_and_tell_nothing_of_other_tenants() {
     };
     let listed = api.call_as(Some(&admin_b), "GET", "/v1/tokens", None, "").await;
     assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
-    assert!(names(&listed).contains(&r#""ci" "b:viewer""#.to_string()) && !names(&listed).iter().any(|n| n.contains("a:")), "{:?}", names(&listed));
+    assert!(
+        names(&listed).contains(&r#""ci" "b:viewer""#.to_string()) && !names(&listed).iter().any(|n| n.contains("a:")),
+        "{:?}",
+        names(&listed)
+    );
     assert_eq!(delete(&api, &admin_b, "/v1/tokens/ci?tenant=a").await.status, StatusCode::NOT_FOUND, "not b's to see");
     let revoked = delete(&api, &admin_b, "/v1/tokens/ci").await;
     assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.text);
@@ -58,7 +62,11 @@ async fn a_caller_who_sees_several_tokens_of_a_name_says_which_tenant() {
     }
     let several = delete(&api, &fleet, "/v1/tokens/deploy").await;
     assert_eq!(several.status, StatusCode::CONFLICT, "{}", several.text);
-    assert!(several.error().contains("tenant a, tenant b") && several.error().contains("?tenant="), "{}", several.error());
+    assert!(
+        several.error().contains("tenant a, tenant b") && several.error().contains("?tenant="),
+        "{}",
+        several.error()
+    );
     assert_eq!(delete(&api, &fleet, "/v1/tokens/deploy?tenant=a").await.status, StatusCode::OK);
     assert_eq!(delete(&api, &fleet, "/v1/tokens/deploy?tenant=a").await.status, StatusCode::NOT_FOUND);
     assert_eq!(delete(&api, &fleet, "/v1/tokens/deploy").await.status, StatusCode::OK, "one left: the name is enough");

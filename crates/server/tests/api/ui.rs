@@ -12,15 +12,23 @@ const HOST: &str = "hub.test:8080";
 const ORIGIN: &str = "http://hub.test:8080";
 
 /// A request with these headers; answers the status, the headers we look at, the body.
-async fn send(api: &Api, method: &str, uri: &str, headers: &[(&str, &str)], body: &str) -> (Answer, Option<String>, Option<String>) {
+async fn send(
+    api: &Api,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (Answer, Option<String>, Option<String>) {
     let mut req = Request::builder().method(method).uri(uri).header("host", HOST);
     for (name, value) in headers {
         req = req.header(*name, *value);
     }
-    let resp = api.router.clone().oneshot(req.body(Body::from(body.to_string())).expect("request")).await.expect("infallible");
+    let resp =
+        api.router.clone().oneshot(req.body(Body::from(body.to_string())).expect("request")).await.expect("infallible");
     let status = resp.status();
     let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let (content_type, cookie, csp) = (header("content-type").unwrap_or_default(), header("set-cookie"), header("content-security-policy"));
+    let (content_type, cookie, csp) =
+        (header("content-type").unwrap_or_default(), header("set-cookie"), header("content-security-policy"));
     let bytes = to_bytes(resp.into_body(), usize::MAX).await.expect("body");
     (Answer { status, content_type, text: String::from_utf8_lossy(&bytes).into_owned() }, cookie, csp)
 }
@@ -28,7 +36,8 @@ async fn send(api: &Api, method: &str, uri: &str, headers: &[(&str, &str)], body
 /// Signs in with `token` from the hub's page: the `name=value` of the session cookie.
 async fn sign_in(api: &Api, token: &str) -> String {
     let body = serde_json::json!({ "token": token }).to_string();
-    let (answer, cookie, _) = send(api, "POST", "/ui/session", &[("origin", ORIGIN), ("content-type", "application/json")], &body).await;
+    let (answer, cookie, _) =
+        send(api, "POST", "/ui/session", &[("origin", ORIGIN), ("content-type", "application/json")], &body).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
     assert!(!answer.text.contains(token), "the sign-in echoed the token");
     let cookie = cookie.expect("a session cookie");
@@ -71,7 +80,9 @@ async fn a_session_reads_with_the_rights_of_its_token() {
     assert_eq!(me.json()["grants"], serde_json::json!(["b:viewer"]));
     let own = get("/v1/clusters?tenant=b&limit=10").await;
     assert_eq!(own.json()["items"][0]["metadata"]["name"], "c2", "{}", own.text);
-    for uri in ["/v1/clusters?tenant=a", "/v1/status?tenant=a", "/v1/status/syncsets/s1?tenant=a&limit=1", "/v1/members"] {
+    for uri in
+        ["/v1/clusters?tenant=a", "/v1/status?tenant=a", "/v1/status/syncsets/s1?tenant=a&limit=1", "/v1/members"]
+    {
         assert_eq!(get(uri).await.status, StatusCode::FORBIDDEN, "{uri}");
     }
     // A same-origin GET with its Origin header is fine too.
@@ -126,11 +137,23 @@ async fn signing_in_needs_the_hubs_page_a_json_body_and_a_good_token() {
     let cases: [(Headers, String, StatusCode); 7] = [
         (&[json], body.clone(), StatusCode::FORBIDDEN),
         (&[json, ("origin", "http://evil.example")], body.clone(), StatusCode::FORBIDDEN),
-        (&[("origin", ORIGIN), ("content-type", "application/x-www-form-urlencoded")], format!("token={token}"), StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        (
+            &[("origin", ORIGIN), ("content-type", "application/x-www-form-urlencoded")],
+            format!("token={token}"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
         (&[("origin", ORIGIN), json], serde_json::json!({ "token": "fst_0000" }).to_string(), StatusCode::UNAUTHORIZED),
         (&[("origin", ORIGIN), json], serde_json::json!(token).to_string(), StatusCode::BAD_REQUEST),
-        (&[("origin", ORIGIN), json], serde_json::json!({ "token": "  " }).to_string(), StatusCode::UNPROCESSABLE_ENTITY),
-        (&[("origin", ORIGIN), json], serde_json::json!({ "token": "x".repeat(20_000) }).to_string(), StatusCode::PAYLOAD_TOO_LARGE),
+        (
+            &[("origin", ORIGIN), json],
+            serde_json::json!({ "token": "  " }).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            &[("origin", ORIGIN), json],
+            serde_json::json!({ "token": "x".repeat(20_000) }).to_string(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
     ];
     for (headers, body, want) in cases {
         let (answer, cookie, _) = send(&api, "POST", "/ui/session", headers, &body).await;
@@ -150,7 +173,8 @@ async fn signing_out_or_revoking_the_token_ends_the_session() {
         async move { send(api, "GET", "/v1/whoami", &[("cookie", &cookie)], "").await.0.status }
     };
     assert_eq!(whoami(cookie.clone()).await, StatusCode::OK);
-    let (answer, cleared, _) = send(&api, "DELETE", "/ui/session", &[("cookie", &cookie), ("origin", ORIGIN)], "").await;
+    let (answer, cleared, _) =
+        send(&api, "DELETE", "/ui/session", &[("cookie", &cookie), ("origin", ORIGIN)], "").await;
     assert_eq!(answer.status, StatusCode::NO_CONTENT, "{}", answer.text);
     assert!(cleared.is_some_and(|c| c.contains("Max-Age=0")), "the cookie is cleared");
     assert_eq!(whoami(cookie).await, StatusCode::UNAUTHORIZED);

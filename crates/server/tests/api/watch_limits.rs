@@ -10,7 +10,11 @@ use std::time::Duration;
 const WATCH: &str = "/v1/events?watch=true";
 
 fn api(max_watches: usize, max_per_identity: usize) -> Api {
-    let watches = Watches::new(Duration::from_secs(600), Duration::from_secs(600)).with_limits(WatchLimits { max_watches, max_per_identity, ..WatchLimits::default() });
+    let watches = Watches::new(Duration::from_secs(600), Duration::from_secs(600)).with_limits(WatchLimits {
+        max_watches,
+        max_per_identity,
+        ..WatchLimits::default()
+    });
     Api::with_watches(watches)
 }
 
@@ -27,7 +31,10 @@ async fn watches_beyond_the_cap_per_identity_are_429_and_a_closed_watch_frees_it
     let (s1, _, first) = api.stream_as(Some(&a), WATCH).await;
     let (s2, _, _second) = api.stream_as(Some(&a), WATCH).await;
     assert_eq!((s1, s2), (StatusCode::OK, StatusCode::OK));
-    assert_eq!(refused(&api, &a).await, "too many watches: 2 open for this identity (the limit); close one or try again later");
+    assert_eq!(
+        refused(&api, &a).await,
+        "too many watches: 2 open for this identity (the limit); close one or try again later"
+    );
     // Another caller is not held back by this one's watches.
     let b = api.issue("team-a:viewer", None).await;
     let (s3, _, _third) = api.stream_as(Some(&b), WATCH).await;
@@ -50,8 +57,14 @@ async fn watches_beyond_the_cap_in_all_are_429_and_ended_streams_free_their_slot
         open.push(lines);
     }
     let other = api.issue("team-b:viewer", None).await;
-    assert_eq!(refused(&api, &other).await, "too many watches: 3 open on this server (the limit); close one or try again later");
-    assert_eq!(refused(&api, &token).await, "too many watches: 3 open on this server (the limit); close one or try again later");
+    assert_eq!(
+        refused(&api, &other).await,
+        "too many watches: 3 open on this server (the limit); close one or try again later"
+    );
+    assert_eq!(
+        refused(&api, &token).await,
+        "too many watches: 3 open on this server (the limit); close one or try again later"
+    );
     // The server ends its streams: every slot comes back once the ends are read.
     api.watches.close();
     for lines in &mut open {
@@ -84,7 +97,10 @@ async fn one_tenant_cannot_fill_the_servers_watches() {
     assert_eq!(open.len(), 250, "tenant a stops at its cap");
     assert!(refusals.iter().all(|s| *s == StatusCode::TOO_MANY_REQUESTS), "{refusals:?}");
     let sixth = api.issue("team-a:viewer", None).await;
-    assert_eq!(refused(&api, &sixth).await, "too many watches: 250 open for a tenant of this identity (the limit); close one or try again later");
+    assert_eq!(
+        refused(&api, &sixth).await,
+        "too many watches: 250 open for a tenant of this identity (the limit); close one or try again later"
+    );
     let viewer_b = api.issue("team-b:viewer", None).await;
     let (status, _, _b) = api.stream_as(Some(&viewer_b), WATCH).await;
     assert_eq!(status, StatusCode::OK, "tenant b still gets a watch");

@@ -43,7 +43,8 @@ impl ChromeDriver {
 
     /// A new headless Chromium with a fresh profile (no cookies).
     pub async fn browser(&self) -> Client {
-        let args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"];
+        let args =
+            ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"];
         let caps = json!({"goog:chromeOptions": {"binary": self.chromium, "args": args}});
         let Value::Object(caps) = caps else { unreachable!("an object") };
         ClientBuilder::new(HttpConnector::new())

@@ -44,10 +44,19 @@ pub async fn dry_run_answers_as_the_apply_and_writes_nothing(h: &dyn Harness) {
     complete(&*s, &item, applied(&item)).await;
     let before = seen(&*s).await;
 
-    let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 2, "v2"), cluster("c2", &[("env", "prod")]), secret("kc", "t1")];
+    let docs = vec![
+        cluster("c1", &[("env", "prod")]),
+        syncset("s1", 2, "v2"),
+        cluster("c2", &[("env", "prod")]),
+        secret("kc", "t1"),
+    ];
     let dry = s.objects_apply_within(docs.clone(), Some("alice"), Quotas::NONE, Commit::No).await.expect("dry run");
     let said: Vec<_> = dry.iter().map(|o| (o.name.as_str(), o.result, o.generation)).collect();
-    assert_eq!(said, [("c1", "unchanged", 1), ("s1", "updated", 2), ("c2", "created", 1), ("kc", "created", 1)], "{dry:?}");
+    assert_eq!(
+        said,
+        [("c1", "unchanged", 1), ("s1", "updated", 2), ("c2", "created", 1), ("kc", "created", 1)],
+        "{dry:?}"
+    );
     assert!(dry[1].enqueued > 0 && dry[2].enqueued > 0, "the changes would enqueue keys: {dry:?}");
     assert_eq!(seen(&*s).await, before, "a dry run writes, logs and enqueues nothing");
     assert!(claim(&*s, "w", 10).await.is_empty(), "no work to claim after a dry run");

@@ -10,8 +10,10 @@ pub async fn events_in_order(h: &dyn Harness) {
     s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("update");
     s.object_delete(Kind::SyncSet, "default", "s1").await.expect("delete");
     let events = s.events_read(0, 100).await.expect("events");
-    let seen: Vec<(String, String, i64)> = events.iter().map(|e| (e.kind.clone(), e.action.clone(), e.generation)).collect();
-    let want = [("Cluster", "Created", 1), ("SyncSet", "Created", 1), ("SyncSet", "Updated", 2), ("SyncSet", "Deleted", 2)];
+    let seen: Vec<(String, String, i64)> =
+        events.iter().map(|e| (e.kind.clone(), e.action.clone(), e.generation)).collect();
+    let want =
+        [("Cluster", "Created", 1), ("SyncSet", "Created", 1), ("SyncSet", "Updated", 2), ("SyncSet", "Deleted", 2)];
     let want: Vec<(String, String, i64)> = want.iter().map(|(k, a, g)| (k.to_string(), a.to_string(), *g)).collect();
     assert_eq!(seen, want);
     assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
@@ -27,7 +29,8 @@ pub async fn an_objects_events_newest_first(h: &dyn Harness) {
         s.objects_apply(vec![syncset("s1", 2, &format!("v{v}"))]).await.expect("update");
     }
     s.objects_apply(vec![cluster("c2", &[("env", "dev")])]).await.expect("another object");
-    let object = |kind: &str, name: &str| EventObject { tenant: "default".into(), kind: kind.into(), name: name.into() };
+    let object =
+        |kind: &str, name: &str| EventObject { tenant: "default".into(), kind: kind.into(), name: name.into() };
     let all = s.events_read(0, 1_000).await.expect("the log");
     let mut want: Vec<u64> = all.iter().filter(|e| e.kind == "SyncSet" && e.name == "s1").map(|e| e.seq).collect();
     want.reverse();
@@ -103,7 +106,10 @@ pub async fn events_trimmed_behind_a_horizon(h: &dyn Harness) {
     assert_eq!(t, EventsTrimmed { deleted: 5, horizon: all[14] });
     assert!(seqs(&*s, all[14]).await.is_empty());
     assert_eq!(expired(s.events_read(all[13], 10).await).1, all[14]);
-    assert!(s.queue_stats().await.expect("stats").last_event_seq >= all[14], "the last sequence number is not forgotten");
+    assert!(
+        s.queue_stats().await.expect("stats").last_event_seq >= all[14],
+        "the last sequence number is not forgotten"
+    );
     s.objects_apply(bump(99)).await.expect("apply");
     let next = seqs(&*s, all[14]).await;
     assert_eq!(next.len(), 1);
@@ -165,7 +171,10 @@ pub async fn events_kept_and_read_per_tenant(h: &dyn Harness) {
     clock.advance(Duration::from_secs(3600));
     s.objects_apply(vec![tenant_cluster("b", 2)]).await.expect("b's third change");
     let young = s.events_head().await.expect("head");
-    let t = s.events_trim(EventRetention { max_events: None, max_age: Some(Duration::from_secs(60)) }).await.expect("trim by age");
+    let t = s
+        .events_trim(EventRetention { max_events: None, max_age: Some(Duration::from_secs(60)) })
+        .await
+        .expect("trim by age");
     assert_eq!(t, EventsTrimmed { deleted: 7, horizon: young - 1 }, "a's five and b's two old ones");
     assert!(s.events_read_of(&a, all[30], 10).await.expect("a from its horizon").is_empty());
     assert_eq!(seq(s.events_read_of(&b, young - 1, 10).await.expect("b's young one")), [young]);

@@ -5,7 +5,12 @@ use super::*;
 
 /// ConfigMap `name` in namespace `apps`, as [`syncset`] writes them.
 fn cm(name: &str) -> ResourceRef {
-    ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: name.into() }
+    ResourceRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("apps".into()),
+        name: name.into(),
+    }
 }
 
 /// A live-state record of ConfigMap `name` of SyncSet `s1` at `rv`, drifted if `drift`.
@@ -57,20 +62,28 @@ pub async fn live_state_deduplicated_and_drift_requeues(h: &dyn Harness) {
     let unready = rec(vec![LiveRecord { unready: Some(waiting.into()), ..live("s1-1", "8", None) }]).await;
     assert_eq!(unready.requeued, vec![], "an object not ready yet is no drift: nothing to apply again");
     let status = s.status_get(&k).await.expect("status").expect("key");
-    let shown: Vec<(&str, &str)> = status.unready.iter().map(|u| (u.resource.name.as_str(), u.reason.as_str())).collect();
+    let shown: Vec<(&str, &str)> =
+        status.unready.iter().map(|u| (u.resource.name.as_str(), u.reason.as_str())).collect();
     assert_eq!(shown, [("s1-1", waiting)], "status shows what is not ready");
-    let unknown = s.live_record("default", "c1", vec![LiveRecord { syncset: "gone".into(), ..live("x", "1", Some("deleted")) }]).await;
+    let unknown = s
+        .live_record("default", "c1", vec![LiveRecord { syncset: "gone".into(), ..live("x", "1", Some("deleted")) }])
+        .await;
     assert_eq!(unknown.expect("record").requeued, vec![], "no key to enqueue");
     drop(s);
 
     let s = h.open(config(clock)).await;
     let listed = s.live_list("default", "c1").await.expect("list");
-    let summary: Vec<(&str, &str, u64, bool)> =
-        listed.iter().map(|l| (l.resource.name.as_str(), l.resource_version.as_str(), l.versions, l.drift.is_some())).collect();
+    let summary: Vec<(&str, &str, u64, bool)> = listed
+        .iter()
+        .map(|l| (l.resource.name.as_str(), l.resource_version.as_str(), l.versions, l.drift.is_some()))
+        .collect();
     assert_eq!(summary, vec![("s1-0", "5", 2, true), ("s1-1", "8", 4, false), ("x", "1", 1, true)]);
     assert!(s.live_list("default", "other").await.expect("list").is_empty());
     s.object_delete(Kind::Cluster, "default", "c1").await.expect("delete");
-    assert!(s.live_list("default", "c1").await.expect("list").is_empty(), "a deleted cluster's live state goes with it");
+    assert!(
+        s.live_list("default", "c1").await.expect("list").is_empty(),
+        "a deleted cluster's live state goes with it"
+    );
 }
 
 /// A live record lasts as long as fleetsync applies its resource through the key,
@@ -88,11 +101,16 @@ pub async fn live_records_end_with_what_the_key_stops_applying(h: &dyn Harness) 
         }
     };
     let pairs = |p: &[(&str, &str)]| p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
-    let run = |generation, names: &[&str]| RunOutcome::Applied { generation, inventory: names.iter().map(|n| cm(n)).collect() };
+    let run = |generation, names: &[&str]| RunOutcome::Applied {
+        generation,
+        inventory: names.iter().map(|n| cm(n)).collect(),
+    };
     let item = claim(&*s, "w", 1).await.remove(0);
     complete(&*s, &item, run(1, &["s1-0", "s1-1"])).await;
     let other = LiveRecord { syncset: "s2".into(), ..live("s2-0", "1", None) };
-    s.live_record("default", "c1", vec![live("s1-0", "3", None), live("s1-1", "4", None), other]).await.expect("record");
+    s.live_record("default", "c1", vec![live("s1-0", "3", None), live("s1-1", "4", None), other])
+        .await
+        .expect("record");
     assert_eq!(names().await, pairs(&[("s1", "s1-0"), ("s1", "s1-1"), ("s2", "s2-0")]));
 
     s.objects_apply(vec![syncset("s1", 1, "v1")]).await.expect("s1 drops s1-1");
@@ -102,7 +120,11 @@ pub async fn live_records_end_with_what_the_key_stops_applying(h: &dyn Harness) 
     clock.advance(Duration::from_secs(5));
     let item = claim(&*s, "w", 1).await.remove(0);
     complete(&*s, &item, run(2, &["s1-0"])).await;
-    assert_eq!(names().await, pairs(&[("s1", "s1-0"), ("s2", "s2-0")]), "the record of what the run no longer applies ends with it");
+    assert_eq!(
+        names().await,
+        pairs(&[("s1", "s1-0"), ("s2", "s2-0")]),
+        "the record of what the run no longer applies ends with it"
+    );
 
     s.objects_apply(vec![cluster("c1", &[("env", "dev")])]).await.expect("s1 no longer selects c1");
     let item = claim(&*s, "w", 1).await.remove(0);

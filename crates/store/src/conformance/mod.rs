@@ -13,13 +13,13 @@
 //! are here.
 
 use crate::{
-    ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventObject, EventRetention, EventsTrimmed, LiveOutcome, LiveRecord, OwnWrite,
-    RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store, StoreConfig, StoreError,
+    ClaimParams, ClaimedItem, CompleteOutcome, Completion, EventObject, EventRetention, EventsTrimmed, LiveOutcome,
+    LiveRecord, OwnWrite, RenewParams, RetryPolicy, RunOutcome, StatusFilter, Store, StoreConfig, StoreError,
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta, Phase,
-    ResourceRef, SyncSet, SyncSetSpec, Timestamp, WorkKey,
+    ApplyMode, Clock, Cluster, ClusterSpec, Document, Endpoint, Kind, LabelSelector, Manifest, ManualClock, ObjectMeta,
+    Phase, ResourceRef, SyncSet, SyncSetSpec, Timestamp, WorkKey,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,51 +62,52 @@ macro_rules! conformance_tests {
     )*};
 }
 
-mod queue;
-mod objects;
-mod quotas;
-mod events;
-mod members;
-mod live;
-mod tokens;
-mod paging;
-mod summary;
 mod dry_run;
-mod rollouts;
+mod events;
+mod live;
+mod members;
+mod objects;
+mod paging;
+mod queue;
+mod quotas;
 mod retries;
+mod rollouts;
+mod summary;
+mod tokens;
 
-pub use queue::{
-    coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
-    backoff_schedule, parking_and_redrive, durability_across_reopen, removal, wakes_waiters, release_does_not_count,
-    cluster_limit_holds_back, crowded_cluster_hides_no_other, requeue_runs_again_after_its_delay,
-    requeue_yields_to_a_newer_change, a_result_the_backend_cannot_hold_is_refused_whole,
-    inventory_recorded_ahead_outlives_failed_and_lost_runs, change_times_follow_the_oldest_unclaimed_change,
-};
-pub use objects::{
-    idempotent_apply, relabel_moves_keys, secrets_stored_and_rotated, own_write_leaves_the_writer_clean,
-    own_write_with_a_stale_token_is_refused, own_write_that_unselects_the_writer_dirties_it,
-};
-pub use events::{
-    events_in_order, an_objects_events_newest_first, events_trimmed_behind_a_horizon, events_kept_and_read_per_tenant, event_watchers_woken, consumer_cursors_only_move_forward,
-    consumer_names_are_checked,
-};
-pub use members::members_and_shards;
-pub use live::{live_records_end_with_what_the_key_stops_applying, live_state_deduplicated_and_drift_requeues};
-pub use quotas::quotas_refuse_whole_applies;
-pub use paging::{
-    cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page, status_filtered_by_phase_and_staleness,
-    status_pages_see_each_key_once_under_changes,
-};
-pub use summary::{stale_clusters_are_those_without_a_sign_of_life, summaries_equal_a_full_count};
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
+pub use events::{
+    an_objects_events_newest_first, consumer_cursors_only_move_forward, consumer_names_are_checked,
+    event_watchers_woken, events_in_order, events_kept_and_read_per_tenant, events_trimmed_behind_a_horizon,
+};
+pub use live::{live_records_end_with_what_the_key_stops_applying, live_state_deduplicated_and_drift_requeues};
+pub use members::members_and_shards;
+pub use objects::{
+    idempotent_apply, own_write_leaves_the_writer_clean, own_write_that_unselects_the_writer_dirties_it,
+    own_write_with_a_stale_token_is_refused, relabel_moves_keys, secrets_stored_and_rotated,
+};
+pub use paging::{
+    cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page,
+    status_filtered_by_phase_and_staleness, status_pages_see_each_key_once_under_changes,
+};
+pub use queue::{
+    a_result_the_backend_cannot_hold_is_refused_whole, backoff_schedule,
+    change_times_follow_the_oldest_unclaimed_change, cluster_limit_holds_back, coalescing,
+    crowded_cluster_hides_no_other, dirty_while_processing, durability_across_reopen, exclusivity,
+    inventory_recorded_ahead_outlives_failed_and_lost_runs, lease_expiry_and_takeover, parking_and_redrive,
+    release_does_not_count, removal, requeue_runs_again_after_its_delay, requeue_yields_to_a_newer_change,
+    stale_token_refused, wakes_waiters,
+};
+pub use quotas::quotas_refuse_whole_applies;
 pub use retries::retries_are_logged_naming_who_asked;
 pub use rollouts::{
     a_rollout_moves_one_step_at_a_time_on_the_stores_clock, revisions_kept_are_those_still_needed_and_the_last_ten,
     rollout_controls_pause_resume_promote_and_abort,
 };
+pub use summary::{stale_clusters_are_those_without_a_sign_of_life, summaries_equal_a_full_count};
 pub use tokens::{
-    changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked, own_writes_and_status_changes_name_no_actor,
-    tokens_found_by_hash_and_revoked,
+    changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked,
+    own_writes_and_status_changes_name_no_actor, tokens_found_by_hash_and_revoked,
 };
 
 pub const TTL: Duration = Duration::from_secs(30);

@@ -38,7 +38,10 @@ pub async fn secrets_stored_and_rotated(h: &dyn Harness) {
     if let Document::Cluster(c) = &mut by_secret {
         c.spec.endpoint = Endpoint::Kubeconfig { secret_ref: "kc".into() };
     }
-    let out = s.objects_apply(vec![secret("t1"), by_secret, cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1")]).await.expect("apply");
+    let out = s
+        .objects_apply(vec![secret("t1"), by_secret, cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v1")])
+        .await
+        .expect("apply");
     assert_eq!((out[0].kind, out[0].result, out[0].generation), (Kind::Secret, "created", 1));
     let got = s.secret_get("default", "kc").await.expect("get").expect("stored");
     assert_eq!((got.get("kubeconfig").map(|v| v.expose()), got.metadata.generation), (Some("t1"), 1));
@@ -82,7 +85,11 @@ pub async fn own_write_leaves_the_writer_clean(h: &dyn Harness) {
     assert_eq!((st.generation, st.attempts), (2, 1), "the key takes the new generation and keeps its attempts");
 
     assert_eq!(complete(&*s, &mine, applied(&mine)).await, CompleteOutcome::Committed(Phase::Applied), "not dirty");
-    assert_eq!(complete(&*s, &other, applied(&other)).await, CompleteOutcome::Committed(Phase::Pending), "others are enqueued");
+    assert_eq!(
+        complete(&*s, &other, applied(&other)).await,
+        CompleteOutcome::Committed(Phase::Pending),
+        "others are enqueued"
+    );
     let next = claim(&*s, "w", 10).await;
     assert_eq!(next.iter().map(|i| (i.key.clone(), i.generation)).collect::<Vec<_>>(), [(other.key.clone(), 2)]);
     complete(&*s, &next[0], applied(&next[0])).await;
@@ -112,7 +119,10 @@ pub async fn own_write_with_a_stale_token_is_refused(h: &dyn Harness) {
     let ss = s.syncset_get("default", "s1").await.expect("get").expect("exists");
     assert_eq!(ss.metadata.generation, 1, "nothing written");
     let unknown = OwnWrite { key: key("nope", "s1"), fence: crate::Fence::new(1) };
-    assert!(matches!(s.objects_apply_own(vec![syncset("s1", 1, "x")], unknown).await, Err(StoreError::LeaseLost { .. })));
+    assert!(matches!(
+        s.objects_apply_own(vec![syncset("s1", 1, "x")], unknown).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
 }
 
 /// An own write that makes the writer's key unwanted (its cluster no longer selected)

@@ -31,7 +31,10 @@ pub async fn cluster_pages_see_each_item_once_under_changes(h: &dyn Harness) {
         let mut present: BTreeSet<usize> = (0..80).filter(|i| i % 2 == 0).collect();
         let docs: Vec<_> = (0..80).map(|i| cluster(&name(i), &[("v", "0")])).collect();
         for i in 0..80 {
-            s.object_delete(Kind::Cluster, "default", &name(i)).await.or_else(|e| if matches!(e, StoreError::NotFound { .. }) { Ok(()) } else { Err(e) }).expect("reset");
+            s.object_delete(Kind::Cluster, "default", &name(i))
+                .await
+                .or_else(|e| if matches!(e, StoreError::NotFound { .. }) { Ok(()) } else { Err(e) })
+                .expect("reset");
         }
         s.objects_apply(present.iter().map(|i| docs[*i].clone()).collect()).await.expect("seed");
         let mut stayed: BTreeSet<ObjectKey> = present.iter().map(|i| ObjectKey::new("default", name(*i))).collect();
@@ -40,7 +43,10 @@ pub async fn cluster_pages_see_each_item_once_under_changes(h: &dyn Harness) {
             let limit = rng.random_range(1..=7);
             let page = s.cluster_page(&ClusterFilter::default(), &PageRequest { after, limit }).await.expect("page");
             assert!(page.items.len() <= limit);
-            assert!(page.next.is_none() || page.items.len() == limit, "an unfiltered page is full unless it is the last");
+            assert!(
+                page.next.is_none() || page.items.len() == limit,
+                "an unfiltered page is full unless it is the last"
+            );
             seen.extend(page.items.iter().map(|c| ObjectKey::new(c.metadata.tenant(), c.metadata.name.clone())));
             let Some(next) = page.next else { break };
             after = Some(next);
@@ -111,7 +117,7 @@ pub async fn status_filtered_by_phase_and_staleness(h: &dyn Harness) {
     items.sort_by(|a, b| a.key.cmp(&b.key));
     complete(&*s, &items[0], applied(&items[0])).await; // c1: Applied
     complete(&*s, &items[1], failed("boom")).await; // c2: Failed
-    // c3 stays Applying; c4 is Pending.
+                                                    // c3 stays Applying; c4 is Pending.
     s.objects_apply(vec![cluster("c4", &[("env", "prod")])]).await.expect("c4");
 
     let all = s.status_list(&StatusFilter::default()).await.expect("all");
@@ -119,10 +125,18 @@ pub async fn status_filtered_by_phase_and_staleness(h: &dyn Harness) {
     assert_eq!(phases, [Phase::Pending, Phase::Applying, Phase::Applied, Phase::Failed].into());
     let selected = async |f: StatusFilter| -> (Vec<WorkKey>, Vec<WorkKey>) {
         let listed = s.status_list(&f).await.expect("list").into_iter().map(|k| k.key).collect();
-        let paged = s.status_page(&f, &PageRequest::first(100)).await.expect("page").items.into_iter().map(|k| k.key).collect();
+        let paged =
+            s.status_page(&f, &PageRequest::first(100)).await.expect("page").items.into_iter().map(|k| k.key).collect();
         (listed, paged)
     };
-    for want in [vec![Phase::Pending], vec![Phase::Applying], vec![Phase::Applied], vec![Phase::Failed], vec![Phase::Parked], vec![Phase::Failed, Phase::Applied]] {
+    for want in [
+        vec![Phase::Pending],
+        vec![Phase::Applying],
+        vec![Phase::Applied],
+        vec![Phase::Failed],
+        vec![Phase::Parked],
+        vec![Phase::Failed, Phase::Applied],
+    ] {
         let expected: Vec<WorkKey> = all.iter().filter(|k| want.contains(&k.phase)).map(|k| k.key.clone()).collect();
         let (listed, paged) = selected(StatusFilter { phases: want.clone(), ..StatusFilter::default() }).await;
         assert_eq!((&listed, &paged), (&expected, &expected), "phases {want:?}");
@@ -136,7 +150,12 @@ pub async fn status_filtered_by_phase_and_staleness(h: &dyn Harness) {
     let (listed, _) = selected(stale.clone()).await;
     assert_eq!(listed.len(), 4);
     // Filters combine with the others and with paging.
-    let f = StatusFilter { stale: true, phases: vec![Phase::Pending], cluster: Some("c4".into()), ..StatusFilter::default() };
+    let f = StatusFilter {
+        stale: true,
+        phases: vec![Phase::Pending],
+        cluster: Some("c4".into()),
+        ..StatusFilter::default()
+    };
     assert_eq!(selected(f).await.1, vec![key("c4", "s1")]);
 }
 
@@ -155,7 +174,8 @@ pub async fn clusters_filtered_by_labels(h: &dyn Harness) {
     let docs: Vec<_> = (0..30).map(|i| cluster(&name(i), labels[i % labels.len()])).collect();
     s.objects_apply(docs).await.expect("apply");
     let walk = async |selector: &str, limit: usize| -> (Vec<String>, usize) {
-        let filter = ClusterFilter { tenant: Some("default".into()), labels: LabelQuery::parse(selector).expect("selector") };
+        let filter =
+            ClusterFilter { tenant: Some("default".into()), labels: LabelQuery::parse(selector).expect("selector") };
         let (mut names, mut after, mut pages) = (Vec::new(), None, 0);
         loop {
             let page = s.cluster_page(&filter, &PageRequest { after, limit }).await.expect("page");
@@ -185,10 +205,17 @@ pub async fn clusters_filtered_by_labels(h: &dyn Harness) {
 /// Live state, SyncSets and Secrets page too (a round trip over each).
 pub async fn other_lists_page(h: &dyn Harness) {
     let (s, _) = open(h).await;
-    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 7, "v1"), syncset("s2", 1, "v1")]).await.expect("apply");
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 7, "v1"), syncset("s2", 1, "v1")])
+        .await
+        .expect("apply");
     let records: Vec<LiveRecord> = (0..7)
         .map(|i| LiveRecord {
-            resource: ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: format!("s1-{i}") },
+            resource: ResourceRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("apps".into()),
+                name: format!("s1-{i}"),
+            },
             syncset: "s1".into(),
             resource_version: "1".into(),
             state: LiveState::Present,
@@ -217,7 +244,8 @@ pub async fn other_lists_page(h: &dyn Harness) {
 
     let first = s.syncset_page(&Default::default(), &PageRequest::first(1)).await.expect("syncsets");
     assert_eq!(first.items.iter().map(|x| x.metadata.name.as_str()).collect::<Vec<_>>(), ["s1"]);
-    let second = s.syncset_page(&Default::default(), &PageRequest { after: first.next, limit: 1 }).await.expect("syncsets");
+    let second =
+        s.syncset_page(&Default::default(), &PageRequest { after: first.next, limit: 1 }).await.expect("syncsets");
     assert_eq!((second.items[0].metadata.name.as_str(), second.next), ("s2", None));
     let none = s.secret_page(&Default::default(), &PageRequest::first(5)).await.expect("secrets");
     assert!(none.items.is_empty() && none.next.is_none());

@@ -69,10 +69,15 @@ pub async fn stale_token_refused(h: &dyn Harness) {
     assert_eq!(complete(&*s, &old, applied(&old)).await, CompleteOutcome::Stale);
     assert_eq!(complete(&*s, &old, failed("late")).await, CompleteOutcome::Stale);
     s.work_release(&old.key, old.fence).await.expect("release is a no-op");
-    let lost = s.lease_renew(RenewParams { leases: vec![(old.key.clone(), old.fence)], lease_ttl: TTL }).await.expect("renew");
+    let lost =
+        s.lease_renew(RenewParams { leases: vec![(old.key.clone(), old.fence)], lease_ttl: TTL }).await.expect("renew");
     assert_eq!(lost, vec![old.key.clone()]);
     let st = s.status_get(&new.key).await.expect("status").expect("exists");
-    assert_eq!((st.phase, st.observed_generation, st.last_error), (Phase::Applying, 0, None), "stale writes changed nothing");
+    assert_eq!(
+        (st.phase, st.observed_generation, st.last_error),
+        (Phase::Applying, 0, None),
+        "stale writes changed nothing"
+    );
     assert_eq!(complete(&*s, &new, applied(&new)).await, CompleteOutcome::Committed(Phase::Applied));
 }
 
@@ -84,7 +89,10 @@ pub async fn lease_expiry_and_takeover(h: &dyn Harness) {
     assert!(!first.taken_over, "a ready key is claimed, not taken over");
     clock.advance(TTL - Duration::from_secs(1));
     assert!(claim(&*s, "w2", 1).await.is_empty(), "lease still valid");
-    let lost = s.lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: TTL }).await.expect("renew");
+    let lost = s
+        .lease_renew(RenewParams { leases: vec![(first.key.clone(), first.fence)], lease_ttl: TTL })
+        .await
+        .expect("renew");
     assert!(lost.is_empty());
     clock.advance(Duration::from_secs(2));
     assert!(claim(&*s, "w2", 1).await.is_empty(), "renewed lease still valid past the first expiry");
@@ -164,9 +172,13 @@ pub async fn durability_across_reopen(h: &dyn Harness) {
     let clock = Arc::new(ManualClock::new(T0));
     let (done, pending_fence) = {
         let s = h.open(config(clock.clone())).await;
-        s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 3, "v1")])
-            .await
-            .expect("apply");
+        s.objects_apply(vec![
+            cluster("c1", &[("env", "prod")]),
+            cluster("c2", &[("env", "prod")]),
+            syncset("s1", 3, "v1"),
+        ])
+        .await
+        .expect("apply");
         let items = claim(&*s, "w", 1).await;
         complete(&*s, &items[0], applied(&items[0])).await;
         (items[0].key.clone(), items[0].fence)
@@ -189,7 +201,12 @@ pub async fn removal(h: &dyn Harness) {
     s.objects_apply(vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 2, "v1")])
         .await
         .expect("apply");
-    let inventory = vec![fleetsync_model::ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: None, name: "x".into() }];
+    let inventory = vec![fleetsync_model::ResourceRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: None,
+        name: "x".into(),
+    }];
     for item in claim(&*s, "w", 10).await {
         let outcome = RunOutcome::Applied { generation: 1, inventory: inventory.clone() };
         complete(&*s, &item, outcome).await;
@@ -231,7 +248,13 @@ pub async fn release_does_not_count(h: &dyn Harness) {
 /// claimer already has in flight, and they stay ready, in order, for later.
 pub async fn cluster_limit_holds_back(h: &dyn Harness) {
     let (s, _) = open(h).await;
-    let docs = vec![cluster("c1", &[("env", "prod")]), cluster("c2", &[("env", "prod")]), syncset("s1", 1, "v"), syncset("s2", 1, "v"), syncset("s3", 1, "v")];
+    let docs = vec![
+        cluster("c1", &[("env", "prod")]),
+        cluster("c2", &[("env", "prod")]),
+        syncset("s1", 1, "v"),
+        syncset("s2", 1, "v"),
+        syncset("s3", 1, "v"),
+    ];
     s.objects_apply(docs).await.expect("apply");
     let limited = |busy: &[(&str, u32)]| {
         let in_flight = busy.iter().map(|(c, n)| (("default".to_string(), c.to_string()), *n)).collect();
@@ -255,7 +278,10 @@ pub async fn crowded_cluster_hides_no_other(h: &dyn Harness) {
     docs.extend((0..100).map(|i| syncset(&format!("s{i:03}"), 1, "v")));
     s.objects_apply(docs).await.expect("apply");
     // c1's 100 keys come first in claim order, c2's after them.
-    let limited = ClaimParams { cluster_limit: Some(crate::ClusterLimit { max: 2, in_flight: HashMap::new() }), ..claim_params("w", 10) };
+    let limited = ClaimParams {
+        cluster_limit: Some(crate::ClusterLimit { max: 2, in_flight: HashMap::new() }),
+        ..claim_params("w", 10)
+    };
     let got = s.work_claim(limited).await.expect("claim");
     let keys: Vec<_> = got.iter().map(|i| (i.key.cluster.as_str(), i.key.syncset.as_str())).collect();
     assert_eq!(keys, [("c1", "s000"), ("c1", "s001"), ("c2", "s000"), ("c2", "s001")]);
@@ -315,17 +341,31 @@ pub async fn a_result_the_backend_cannot_hold_is_refused_whole(h: &dyn Harness) 
         Err(e @ StoreError::Refused { .. }) => {
             assert!(!e.is_transient(), "{e}");
             for item in [&good, &bad] {
-                assert_eq!(phase(&*s, &item.key).await, Phase::Applying, "nothing of the batch is written: {}", item.key);
+                assert_eq!(
+                    phase(&*s, &item.key).await,
+                    Phase::Applying,
+                    "nothing of the batch is written: {}",
+                    item.key
+                );
             }
             assert_eq!(seqs(&*s, 0).await.len(), before, "no event appended");
-            assert_eq!(complete(&*s, &good, applied(&good)).await, CompleteOutcome::Committed(Phase::Applied), "alone, it commits");
+            assert_eq!(
+                complete(&*s, &good, applied(&good)).await,
+                CompleteOutcome::Committed(Phase::Applied),
+                "alone, it commits"
+            );
         }
         Err(e) => panic!("neither held nor refused: {e}"),
     }
 }
 
 fn config_map(name: &str) -> ResourceRef {
-    ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: name.into() }
+    ResourceRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("apps".into()),
+        name: name.into(),
+    }
 }
 
 /// An inventory recorded under a lease before a run applies anything stays recorded

@@ -19,21 +19,31 @@ pub async fn quotas_refuse_whole_applies(h: &dyn Harness) {
     let seq = seqs(&*s, 0).await.len();
 
     // Two SyncSets on three clusters would be six keys.
-    let err = s.objects_apply_within(vec![syncset("s1", 1, "v1"), syncset("s2", 1, "v1")], None, &q, Commit::Yes).await.expect_err("keys");
+    let err = s
+        .objects_apply_within(vec![syncset("s1", 1, "v1"), syncset("s2", 1, "v1")], None, &q, Commit::Yes)
+        .await
+        .expect_err("keys");
     let StoreError::QuotaExceeded(e) = &err else { panic!("expected a quota refusal, got {err}") };
     assert_eq!((e.tenant.as_str(), e.what, e.used, e.requested, e.limit), ("default", "keys", 0, 6, 4), "{err}");
     assert!(s.syncset_get("default", "s1").await.expect("get").is_none(), "nothing of the refused apply was written");
     assert_eq!(seqs(&*s, 0).await.len(), seq, "no event for a refused apply");
     assert!(s.status_list(&StatusFilter::default()).await.expect("status").is_empty(), "no key for a refused apply");
 
-    s.objects_apply_within(vec![syncset("s1", 1, "v1")], None, &q, Commit::Yes).await.expect("three keys are within the quota");
-    let err = s.objects_apply_within(vec![cluster("c4", &[])], None, &q, Commit::Yes).await.expect_err("a fourth cluster");
+    s.objects_apply_within(vec![syncset("s1", 1, "v1")], None, &q, Commit::Yes)
+        .await
+        .expect("three keys are within the quota");
+    let err =
+        s.objects_apply_within(vec![cluster("c4", &[])], None, &q, Commit::Yes).await.expect_err("a fourth cluster");
     assert!(err.to_string().contains("clusters would be 4 (now 3); the limit is 3"), "{err}");
 
     // Lowered below today's usage: changes that add nothing still pass.
     let lowered = quotas("clusters=1,keys=1");
-    s.objects_apply_within(vec![syncset("s1", 2, "v2")], None, &lowered, Commit::Yes).await.expect("a change that adds no key");
-    s.objects_apply_within(vec![cluster("c1", &[("env", "prod"), ("zone", "a")])], None, &lowered, Commit::Yes).await.expect("relabel in place");
+    s.objects_apply_within(vec![syncset("s1", 2, "v2")], None, &lowered, Commit::Yes)
+        .await
+        .expect("a change that adds no key");
+    s.objects_apply_within(vec![cluster("c1", &[("env", "prod"), ("zone", "a")])], None, &lowered, Commit::Yes)
+        .await
+        .expect("relabel in place");
 
     // Another tenant has its own count, and an override replaces the default's limit.
     let mut per_tenant = q.clone();

@@ -17,6 +17,9 @@ pub async fn retries_are_logged_naming_who_asked(h: &dyn Harness) {
     assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
 
     let events = s.events_read(last, 100).await.expect("events");
-    let seen: Vec<_> = events.iter().map(|e| (e.kind.as_str(), e.name.as_str(), e.action.as_str(), e.generation, e.actor.as_deref())).collect();
+    let seen: Vec<_> = events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.name.as_str(), e.action.as_str(), e.generation, e.actor.as_deref()))
+        .collect();
     assert_eq!(seen, [("Status", "c1/s1", "Retry", 1, Some("token:alice")), ("Status", "c1/s1", "Retry", 1, None)]);
 }

@@ -28,7 +28,8 @@ async fn run_all(s: &dyn Store) -> Vec<(String, i64)> {
     let items = claim(s, "w", 100).await;
     let done: Vec<Completion> = items.iter().map(super::applied_completion).collect();
     s.work_complete(done).await.expect("complete");
-    let mut ran: Vec<(String, i64)> = items.iter().map(|i: &ClaimedItem| (i.key.cluster.clone(), i.generation)).collect();
+    let mut ran: Vec<(String, i64)> =
+        items.iter().map(|i: &ClaimedItem| (i.key.cluster.clone(), i.generation)).collect();
     ran.sort();
     ran
 }
@@ -38,13 +39,15 @@ fn at(clusters: &[&str], generation: i64) -> Vec<(String, i64)> {
 }
 
 async fn step(s: &dyn Store, control: Option<RolloutControl>) -> (RolloutPhase, usize) {
-    let driven = drive(s, "default", "s", control, control.map(|_| "token:ops")).await.expect("drive").expect("a rollout");
+    let driven =
+        drive(s, "default", "s", control, control.map(|_| "token:ops")).await.expect("drive").expect("a rollout");
     (driven.status.phase, driven.status.step)
 }
 
 pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harness) {
     let (s, clock) = open(h).await;
-    let spec = r#"{"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"percent": 100}], "minSuccessTime": "1m"}"#;
+    let spec =
+        r#"{"steps": [{"selector": {"matchLabels": {"ring": "canary"}}}, {"percent": 100}], "minSuccessTime": "1m"}"#;
     fleet(&*s).await;
     s.objects_apply(vec![staged("v1", spec)]).await.expect("generation 1");
     assert_eq!(run_all(&*s).await, at(&["c1", "c2", "c3", "c4"], 1), "a first generation goes everywhere at once");
@@ -56,7 +59,10 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     assert_eq!((r.phase, r.step, r.revision, r.stable), (RolloutPhase::Progressing, 0, 2, 1));
     let kept = |g| {
         let s = s.clone();
-        async move { s.revision_get("default", "s", g).await.expect("read").expect("kept").spec.resources[0].0["data"]["marker"].clone() }
+        async move {
+            s.revision_get("default", "s", g).await.expect("read").expect("kept").spec.resources[0].0["data"]["marker"]
+                .clone()
+        }
     };
     assert_eq!((kept(1).await, kept(2).await), ("v1".into(), "v2".into()), "each generation's content is kept");
 
@@ -66,7 +72,12 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 0));
     assert_eq!(run_all(&*s).await, at(&["c1"], 2), "step 1 moves the canary alone");
     let report = |rv: &str, unready: Option<&str>| LiveRecord {
-        resource: ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: "s-0".into() },
+        resource: ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("apps".into()),
+            name: "s-0".into(),
+        },
         syncset: "s".into(),
         resource_version: rv.into(),
         state: LiveState::Present,
@@ -74,7 +85,9 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
         drift: None,
         unready: unready.map(str::to_string),
     };
-    s.live_record("default", "c1", vec![report("1", Some("Deployment: 0 of 1 replicas updated"))]).await.expect("the agent reports");
+    s.live_record("default", "c1", vec![report("1", Some("Deployment: 0 of 1 replicas updated"))])
+        .await
+        .expect("the agent reports");
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 0));
     let held = status(&*s, "default", "s").await.expect("status").expect("a rollout");
     assert!(held.healthy_since.is_none(), "an object not ready yet holds the step: {held:?}");
@@ -92,7 +105,12 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     // A move to Completed decided before a cluster joined (at the stable revision) is refused.
     let before = s.rollout_get("default", "s").await.expect("read").expect("a rollout");
     s.objects_apply(vec![cluster("c6", &[("env", "prod")])]).await.expect("a cluster joins");
-    let done = RolloutState { phase: RolloutPhase::Completed, stable: before.revision, version: before.version + 1, ..before.clone() };
+    let done = RolloutState {
+        phase: RolloutPhase::Completed,
+        stable: before.revision,
+        version: before.version + 1,
+        ..before.clone()
+    };
     assert!(!s.rollout_write(&done, &[], None).await.expect("write"), "c6 is told the stable revision: not complete");
     assert_eq!(step(&*s, None).await, (RolloutPhase::Progressing, 1), "decided again: c6 is caught up");
     assert_eq!(run_all(&*s).await, at(&["c6"], 2), "the key coalesced: c6 runs the revision only");
@@ -103,13 +121,23 @@ pub async fn a_rollout_moves_one_step_at_a_time_on_the_stores_clock(h: &dyn Harn
     assert_eq!((done.stable, done.steps.iter().map(|c| c.healthy).sum::<u64>()), (2, 6));
 
     let logged = rollout_events(&*s).await;
-    assert_eq!(logged, [("Step 2".to_string(), None), ("Completed".to_string(), None)], "each move logged once, in order");
+    assert_eq!(
+        logged,
+        [("Step 2".to_string(), None), ("Completed".to_string(), None)],
+        "each move logged once, in order"
+    );
 
     let stale = s.rollout_get("default", "s").await.expect("read").expect("a rollout");
-    assert!(!s.rollout_write(&stale, &[], None).await.expect("write"), "a write decided from an older version is refused");
+    assert!(
+        !s.rollout_write(&stale, &[], None).await.expect("write"),
+        "a write decided from an older version is refused"
+    );
     s.object_delete(fleetsync_model::Kind::SyncSet, "default", "s").await.expect("delete");
     assert!(s.rollout_get("default", "s").await.expect("read").is_none());
-    assert!(s.revision_get("default", "s", 2).await.expect("read").is_none(), "a deleted SyncSet's revisions go with it");
+    assert!(
+        s.revision_get("default", "s", 2).await.expect("read").is_none(),
+        "a deleted SyncSet's revisions go with it"
+    );
 }
 
 /// Steps: the first cluster by name, waiting for a promote; then every cluster.
@@ -139,13 +167,22 @@ pub async fn rollout_controls_pause_resume_promote_and_abort(h: &dyn Harness) {
     assert_eq!(step(&*s, Some(RolloutControl::Promote)).await, (RolloutPhase::Progressing, 1));
 
     assert_eq!(step(&*s, Some(RolloutControl::Abort)).await, (RolloutPhase::RolledBack, 1));
-    assert_eq!(run_all(&*s).await, at(&["c1", "c2", "c3", "c4"], 1), "abort: every key back at the stable revision, none ran 2 twice");
+    assert_eq!(
+        run_all(&*s).await,
+        at(&["c1", "c2", "c3", "c4"], 1),
+        "abort: every key back at the stable revision, none ran 2 twice"
+    );
     let r = status(&*s, "default", "s").await.expect("status").expect("a rollout");
     assert_eq!((r.phase, r.reason.as_deref()), (RolloutPhase::RolledBack, Some("aborted")));
-    assert!(drive(&*s, "default", "s", Some(RolloutControl::Resume), None).await.is_err(), "a rolled-back rollout takes no control");
+    assert!(
+        drive(&*s, "default", "s", Some(RolloutControl::Resume), None).await.is_err(),
+        "a rolled-back rollout takes no control"
+    );
     let ops = Some("token:ops".to_string());
     let logged = rollout_events(&*s).await;
-    let want = [("AwaitingPromote", &None), ("Paused", &ops), ("Progressing", &ops), ("Step 2", &ops), ("RolledBack", &ops)].map(|(a, o)| (a.to_string(), o.clone()));
+    let want =
+        [("AwaitingPromote", &None), ("Paused", &ops), ("Progressing", &ops), ("Step 2", &ops), ("RolledBack", &ops)]
+            .map(|(a, o)| (a.to_string(), o.clone()));
     assert_eq!(logged, want, "the healthy canary waiting for its promote, then controls logged naming who asked");
 }
 
@@ -167,5 +204,9 @@ pub async fn revisions_kept_are_those_still_needed_and_the_last_ten(h: &dyn Harn
             kept.push(g);
         }
     }
-    assert_eq!(kept, [1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], "stable (and c2-c4's), c1's, and the last ten: history stays bounded");
+    assert_eq!(
+        kept,
+        [1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        "stable (and c2-c4's), c1's, and the last ten: history stays bounded"
+    );
 }

@@ -5,8 +5,8 @@
 //! heartbeats (which fold PostgreSQL's count deltas).
 
 use super::*;
-use fleetsync_model::{ClusterConditions, ClusterStatus, KeyFailure, KeyStatus, StatusSummary};
 use crate::summary::SUMMARY_FAILURES;
+use fleetsync_model::{ClusterConditions, ClusterStatus, KeyFailure, KeyStatus, StatusSummary};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -19,21 +19,28 @@ fn counted(keys: &[KeyStatus], tenant: bool) -> StatusSummary {
         *want.phases.entry(k.phase).or_default() += 1;
         want.at_generation += u64::from(k.observed_generation == k.generation);
     }
-    let mut failed: Vec<&KeyStatus> = keys.iter().filter(|k| matches!(k.phase, Phase::Failed | Phase::Parked)).collect();
+    let mut failed: Vec<&KeyStatus> =
+        keys.iter().filter(|k| matches!(k.phase, Phase::Failed | Phase::Parked)).collect();
     failed.sort_by(|a, b| (&a.key.syncset, &a.key.cluster).cmp(&(&b.key.syncset, &b.key.cluster)));
     want.failures = failed
         .into_iter()
         .take(SUMMARY_FAILURES)
         .map(|k| KeyFailure {
             syncset: tenant.then(|| k.key.syncset.clone()),
-            cluster: k.key.cluster.clone(), phase: k.phase, attempts: k.attempts, last_error: k.last_error.clone() })
+            cluster: k.key.cluster.clone(),
+            phase: k.phase,
+            attempts: k.attempts,
+            last_error: k.last_error.clone(),
+        })
         .collect();
     want
 }
 
 /// Keys waiting to be applied now: leased, or ready with no backoff to wait out.
 fn due(keys: &[KeyStatus]) -> bool {
-    keys.iter().any(|k| k.phase == Phase::Applying || (matches!(k.phase, Phase::Pending | Phase::Failed) && k.next_attempt_at.is_none()))
+    keys.iter().any(|k| {
+        k.phase == Phase::Applying || (matches!(k.phase, Phase::Pending | Phase::Failed) && k.next_attempt_at.is_none())
+    })
 }
 
 pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
@@ -62,7 +69,12 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
                 }
                 5 => clock.advance(Duration::from_secs(rng.random_range(1..10))),
                 6 => {
-                    let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0, max_in_flight: 1 };
+                    let beat = crate::MemberBeat {
+                        id: "w".into(),
+                        ttl: Duration::from_secs(10),
+                        in_flight: 0,
+                        max_in_flight: 1,
+                    };
                     s.member_heartbeat(beat).await.expect("heartbeat");
                 }
                 7 => {
@@ -81,22 +93,38 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
                 }
             }
             for set in sets {
-                let filter = StatusFilter { tenant: Some("default".into()), syncset: Some(set.into()), ..StatusFilter::default() };
+                let filter = StatusFilter {
+                    tenant: Some("default".into()),
+                    syncset: Some(set.into()),
+                    ..StatusFilter::default()
+                };
                 let keys = s.status_list(&filter).await.expect("status");
                 let mut summary = s.status_summary("default", Some(set)).await.expect("summary");
                 let since = summary.oldest_pending_since.take();
                 assert_eq!(summary, counted(&keys, false), "seed {seed}, step {step}, SyncSet {set}");
-                assert_eq!(since.is_some(), due(&keys), "a wait exactly when a key is due: seed {seed}, step {step}, {set}");
-                assert!(since.is_none_or(|t| t <= clock.now()), "seed {seed}, step {step}: due at {since:?}, in the future");
+                assert_eq!(
+                    since.is_some(),
+                    due(&keys),
+                    "a wait exactly when a key is due: seed {seed}, step {step}, {set}"
+                );
+                assert!(
+                    since.is_none_or(|t| t <= clock.now()),
+                    "seed {seed}, step {step}: due at {since:?}, in the future"
+                );
             }
             let all = s.status_list(&StatusFilter::default()).await.expect("every key");
             let mut tenant = s.status_summary("default", None).await.expect("the tenant's summary");
             let since = tenant.oldest_pending_since.take();
             assert_eq!(tenant, counted(&all, true), "seed {seed}, step {step}, the tenant");
             assert_eq!(since.is_some(), due(&all), "seed {seed}, step {step}, the tenant's wait");
-            assert_eq!(s.queue_stats().await.expect("stats").by_phase, counted(&all, false).phases, "seed {seed}, step {step}");
+            assert_eq!(
+                s.queue_stats().await.expect("stats").by_phase,
+                counted(&all, false).phases,
+                "seed {seed}, step {step}"
+            );
             // No cluster is stale yet: a stale-after window longer than the test.
-            let conditions = s.cluster_conditions("default", Duration::from_secs(86_400)).await.expect("clusters by condition");
+            let conditions =
+                s.cluster_conditions("default", Duration::from_secs(86_400)).await.expect("clusters by condition");
             assert_eq!(conditions, rolled_up(&all), "seed {seed}, step {step}, the clusters");
         }
     }
@@ -115,7 +143,8 @@ async fn stale(s: &dyn Store, windows: &[(u64, u64)], when: &str) {
         for folded in [false, true] {
             let got = s.cluster_conditions("default", Duration::from_secs(*secs)).await.expect("clusters by condition");
             assert_eq!(got.stale, *want, "{when}: stale after {secs} s, folded {folded}: {got:?}");
-            let beat = crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0, max_in_flight: 1 };
+            let beat =
+                crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0, max_in_flight: 1 };
             s.member_heartbeat(beat).await.expect("heartbeat");
         }
     }
@@ -140,10 +169,19 @@ pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
     }
     // A newer generation while `a` runs: its success leaves it pending, but it is alive.
     s.objects_apply(vec![syncset("s1", 1, "v2")]).await.expect("a new generation");
-    assert_eq!(complete(s.as_ref(), &items[0], applied(&items[0])).await, CompleteOutcome::Committed(Phase::Pending), "a newer change is pending");
+    assert_eq!(
+        complete(s.as_ref(), &items[0], applied(&items[0])).await,
+        CompleteOutcome::Committed(Phase::Pending),
+        "a newer change is pending"
+    );
     clock.advance(Duration::from_secs(10));
     let report = LiveRecord {
-        resource: ResourceRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: Some("apps".into()), name: "s1-0".into() },
+        resource: ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("apps".into()),
+            name: "s1-0".into(),
+        },
         syncset: "s1".into(),
         resource_version: "1".into(),
         state: fleetsync_model::LiveState::Present,
@@ -157,7 +195,11 @@ pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
     // Now T0+30: b never ran well (first key at T0), a succeeded at T0+10, c reported at T0+20.
     stale(s.as_ref(), &[(3600, 0), (25, 1), (15, 2), (5, 3)], "three clusters").await;
     let all = s.cluster_conditions("default", Duration::ZERO).await.expect("clusters by condition");
-    assert_eq!(all.ready + all.progressing + all.degraded, 3, "the report of a cluster with no keys adds none: {all:?}");
+    assert_eq!(
+        all.ready + all.progressing + all.degraded,
+        3,
+        "the report of a cluster with no keys adds none: {all:?}"
+    );
     // A report from before its first key (no heartbeat between) does not make it stale.
     s.live_record("default", "d", vec![report]).await.expect("d's agent reports before d has keys");
     clock.advance(Duration::from_secs(1));

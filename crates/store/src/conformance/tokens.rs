@@ -42,7 +42,8 @@ pub async fn tokens_found_by_hash_and_revoked(h: &dyn Harness) {
         assert_eq!(s.token_find(hash).await.expect("find").as_ref(), Some(r));
     }
     assert_eq!(s.token_find(&[7u8; 32]).await.expect("find"), None);
-    let listed: Vec<String> = s.token_list().await.expect("list").into_iter().map(|r| format!("{} {}", r.name, r.grant)).collect();
+    let listed: Vec<String> =
+        s.token_list().await.expect("list").into_iter().map(|r| format!("{} {}", r.name, r.grant)).collect();
     assert_eq!(listed, ["agent-c1 team-a:agent:c1", "ci team-a:editor", "ci team-b:viewer", "ops fleet-admin"]);
 
     assert!(!s.token_revoke(Some("team-c"), "ci").await.expect("revoke in another tenant"));
@@ -67,7 +68,8 @@ pub async fn changes_record_their_actor(h: &dyn Harness) {
     let events = s.events_read(0, 100).await.expect("events");
     let actors: Vec<(String, Option<String>)> = events.iter().map(|e| (e.action.clone(), e.actor.clone())).collect();
     let want = [("Created", Some("token:alice")), ("Created", None), ("Deleted", Some("oidc:bob"))];
-    let want: Vec<(String, Option<String>)> = want.iter().map(|(a, b)| (a.to_string(), b.map(str::to_string))).collect();
+    let want: Vec<(String, Option<String>)> =
+        want.iter().map(|(a, b)| (a.to_string(), b.map(str::to_string))).collect();
     assert_eq!(actors, want);
 }
 
@@ -88,7 +90,9 @@ pub async fn expired_tokens_are_found_and_unknown_names_not_revoked(h: &dyn Harn
 /// made the change the run followed; a delete of nothing logs nothing.
 pub async fn own_writes_and_status_changes_name_no_actor(h: &dyn Harness) {
     let (s, _) = open(h).await;
-    s.objects_apply_by(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")], Some("token:alice")).await.expect("apply");
+    s.objects_apply_by(vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1")], Some("token:alice"))
+        .await
+        .expect("apply");
     let item = claim(&*s, "w", 1).await.remove(0);
     let own = OwnWrite { key: item.key.clone(), fence: item.fence };
     s.objects_apply_own(vec![syncset("s1", 1, "annotated")], own).await.expect("own write");

@@ -42,10 +42,23 @@ pub(super) struct Claimed {
 
 /// Leases up to `p.limit` due keys of `p.shards` at `now`, looking at `window` due keys
 /// at most, from the cursor `from` on. One statement, a write on its own.
-pub(super) async fn claim<C: GenericClient>(c: &C, now: Timestamp, p: ClaimParams, from: DuePos, window: i64) -> PgResult<Claimed> {
+pub(super) async fn claim<C: GenericClient>(
+    c: &C,
+    now: Timestamp,
+    p: ClaimParams,
+    from: DuePos,
+    window: i64,
+) -> PgResult<Claimed> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     if limit == 0 {
-        return Ok(Claimed { items: Vec::new(), located: Vec::new(), next: from, leases: None, window_cut: false, more: false });
+        return Ok(Claimed {
+            items: Vec::new(),
+            located: Vec::new(),
+            next: from,
+            leases: None,
+            window_cut: false,
+            more: false,
+        });
     }
     let expires = now.plus(p.lease_ttl).millis();
     let now = now.millis();
@@ -65,7 +78,8 @@ pub(super) async fn claim<C: GenericClient>(c: &C, now: Timestamp, p: ClaimParam
     let mut seen = Seen::default();
     let (mut items, mut located) = (Vec::new(), Vec::new());
     for r in &rows {
-        let at = DuePos { due_at: r.try_get(4)?, tenant: r.try_get(1)?, cluster: r.try_get(2)?, syncset: r.try_get(3)? };
+        let at =
+            DuePos { due_at: r.try_get(4)?, tenant: r.try_get(1)?, cluster: r.try_get(2)?, syncset: r.try_get(3)? };
         match r.try_get::<_, i32>(0)? {
             CLAIMED => {
                 let item = claimed_item(r)?;
@@ -154,7 +168,9 @@ impl Seen {
                 self.held_back += i64::from(!allowed);
                 self.first_left = Some(self.first_left.take().map_or(at.clone(), |f| f.min(at)));
             }
-            LeftState::Leased(until) => self.leases = Leases::merge(self.leases.take(), Some(Leases { until, from: at })),
+            LeftState::Leased(until) => {
+                self.leases = Leases::merge(self.leases.take(), Some(Leases { until, from: at }))
+            }
             LeftState::OutOfStep => {}
         }
     }
@@ -312,7 +328,11 @@ static NEXT_DUE: &str = "SELECT d.due_at FROM due d
      ORDER BY d.due_at, d.tenant, d.cluster, d.syncset
      LIMIT 1";
 
-pub(super) async fn next_due_at<C: GenericClient>(c: &C, shards: Option<Vec<i16>>, from: DuePos) -> PgResult<Option<Timestamp>> {
+pub(super) async fn next_due_at<C: GenericClient>(
+    c: &C,
+    shards: Option<Vec<i16>>,
+    from: DuePos,
+) -> PgResult<Option<Timestamp>> {
     let rows = query(c, NEXT_DUE, &[&shards, &from.due_at, &from.tenant, &from.cluster, &from.syncset]).await?;
     Ok(match rows.first() {
         Some(r) => Some(Timestamp(r.try_get(0)?)),

@@ -175,7 +175,9 @@ pub(super) fn refresh(pool: Pool, clock: Arc<DbClock>) -> Refresher {
                     let kept = clock.offer(s);
                     tracing::trace!(round_trip = ?s.round_trip, kept, error = ?clock.error(), "sampled the database's clock");
                 }
-                Ok(Err(e)) => tracing::debug!(error = %e.message(), "cannot sample the database's clock; going on from the last sample"),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e.message(), "cannot sample the database's clock; going on from the last sample")
+                }
                 Err(_) => tracing::debug!("sampling the database's clock timed out; going on from the last sample"),
             }
         }
@@ -232,7 +234,11 @@ mod tests {
         let delays = [50, 60, 70, 2, 80].map(Duration::from_millis).to_vec();
         let server = FakeServer { origin: Instant::now(), offset: MINUTE, delays: delays.into() };
         let s = sample(|| server.read()).await.expect("sample");
-        assert!(s.round_trip >= Duration::from_millis(2) && s.round_trip < Duration::from_millis(50), "{:?}", s.round_trip);
+        assert!(
+            s.round_trip >= Duration::from_millis(2) && s.round_trip < Duration::from_millis(50),
+            "{:?}",
+            s.round_trip
+        );
         // Off by half the round trip at most (and a millisecond of rounding).
         let expected = server.reference(s.at).plus(MINUTE).millis();
         let bound = i64::try_from(s.round_trip.as_millis()).expect("ms") / 2 + 1;
@@ -259,7 +265,8 @@ mod tests {
         let slow = |at: Instant| Sample::new(at, at + Duration::from_millis(40), 0);
         assert!(!clock.offer(slow(t0 + Duration::from_secs(5))), "5 s later the kept one is off by 1 ms at most");
         assert!(clock.offer(slow(t0 + Duration::from_secs(400))), "400 s later it may be off by 40 ms");
-        let fast = Sample::new(t0 + Duration::from_secs(401), t0 + Duration::from_secs(401) + Duration::from_millis(1), 0);
+        let fast =
+            Sample::new(t0 + Duration::from_secs(401), t0 + Duration::from_secs(401) + Duration::from_millis(1), 0);
         assert!(clock.offer(fast));
     }
 }

@@ -40,7 +40,8 @@ pub(super) async fn run(
     let mut outcomes = Vec::with_capacity(items.len());
     for c in items {
         // A key completed earlier in this batch is no longer running: later ones are stale.
-        let Some((h, row)) = held.get_mut(&(c.key.tenant.as_str(), c.key.cluster.as_str(), c.key.syncset.as_str())) else {
+        let Some((h, row)) = held.get_mut(&(c.key.tenant.as_str(), c.key.cluster.as_str(), c.key.syncset.as_str()))
+        else {
             outcomes.push(CompleteOutcome::Stale);
             continue;
         };
@@ -68,9 +69,21 @@ pub(super) async fn run(
             // Requeued keys start their attempts over (a requeue is not a failure).
             Finish::Requeue { generation, inventory, run_at } => {
                 let inventory = Some(json("work", inventory)?);
-                updates.push(ctid, Phase::Pending, *run_at, Some(*generation), resources, inventory, None, Some(now), true)
+                updates.push(
+                    ctid,
+                    Phase::Pending,
+                    *run_at,
+                    Some(*generation),
+                    resources,
+                    inventory,
+                    None,
+                    Some(now),
+                    true,
+                )
             }
-            Finish::Restart => updates.push(ctid, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None, false),
+            Finish::Restart => {
+                updates.push(ctid, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None, false)
+            }
             Finish::Delete => deletes.push(ctid),
             Finish::Failed { phase, run_at, error } => {
                 updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
@@ -98,8 +111,16 @@ pub(super) async fn run(
                   AS u(ctid, phase, run_at, observed, resources, inventory, last_error, applied_at, reset_attempts)
              WHERE w.ctid = ANY($1::text[]::tid[]) AND w.ctid = u.ctid",
             &[
-                &u.ctids, &u.phases, &u.run_ats, &u.observed, &u.resources, &u.inventories, &u.errors, &u.applied_at,
-                &u.reset_attempts, &now.millis(),
+                &u.ctids,
+                &u.phases,
+                &u.run_ats,
+                &u.observed,
+                &u.resources,
+                &u.inventories,
+                &u.errors,
+                &u.applied_at,
+                &u.reset_attempts,
+                &now.millis(),
             ],
         )
         .await?;
@@ -114,7 +135,8 @@ pub(super) async fn run(
 /// What a completion reads of each row it locks: columns 0–5 are [`Held`]'s, 6–8 the
 /// key, 9 the locked version's `ctid` (as text), 10–11 its id and shard, 12–13 what
 /// says where its row in `due` is (see `due::position`).
-const HELD_COLUMNS: &str = "w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
+const HELD_COLUMNS: &str =
+    "w.fence, w.phase = 'running', w.want_seq > w.claimed_seq, w.desired, w.attempts, w.generation,
                             w.tenant, w.cluster, w.syncset, w.ctid::text, w.id, w.shard, w.phase, w.run_at";
 
 /// The rows with the ids in `$1`, locked in id order (`mod.rs`), through the unique

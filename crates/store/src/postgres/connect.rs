@@ -1,9 +1,9 @@
 //! Opening a [`PgStore`]: [`PgOptions`], the connection pool, the schema (found,
 //! migrated or checked), the clock and the listener; and `migrate` without a store.
 
-use super::{clock, conninfo, cursor, listen, locations, schema};
 use super::clock::DbClock;
 use super::failure::{Failure, PgError, PgResult, Unreachable};
+use super::{clock, conninfo, cursor, listen, locations, schema};
 use crate::{Result, StoreConfig, StoreError};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use fleetsync_model::Clock;
@@ -81,7 +81,11 @@ impl PgStore {
         let info = conninfo::config(url, options.schema.as_deref())?;
         let tls = info.tls.connector()?;
         let target = conninfo::describe_target(&info.pg);
-        let manager = Manager::from_config(info.pg.clone(), tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            info.pg.clone(),
+            tls.clone(),
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         // Last in, first out: the connections used a moment ago are handed out again, so a
         // busy process keeps a few backends (and their caches) hot instead of rotating
         // through the whole pool. Measured on the drain: 16 rotating connections ran 6–19%
@@ -95,7 +99,11 @@ impl PgStore {
             .map_err(|e| StoreError::backend("creating the connection pool", false, e))?;
         let connecting = |e: PoolError| {
             let cause = PgError::Pool(e);
-            StoreError::backend("connecting to PostgreSQL", cause.transience().is_transient(), Unreachable::new(target.clone(), &info.tls, cause))
+            StoreError::backend(
+                "connecting to PostgreSQL",
+                cause.transience().is_transient(),
+                Unreachable::new(target.clone(), &info.tls, cause),
+            )
         };
         let mut client = pool.get().await.map_err(connecting)?;
         let schema = prepare_schema(&mut client, options.schema.as_deref(), options.migrate).await?;
@@ -103,7 +111,8 @@ impl PgStore {
         let (clock, refresher): (Arc<dyn Clock>, _) = match config.clock.clone() {
             Some(given) => (given, None),
             None => {
-                let db = Arc::new(DbClock::connect(&pool).await.map_err(|e| e.into_store("reading the database's clock"))?);
+                let db =
+                    Arc::new(DbClock::connect(&pool).await.map_err(|e| e.into_store("reading the database's clock"))?);
                 (db.clone(), Some(clock::refresh(pool.clone(), db)))
             }
         };
@@ -114,10 +123,25 @@ impl PgStore {
             .await
             .map_err(|e| {
                 let transient = e.transience().is_transient();
-                StoreError::backend("listening for wake-ups", transient, Unreachable { target, hint: None, cause: Box::new(e) })
+                StoreError::backend(
+                    "listening for wake-ups",
+                    transient,
+                    Unreachable { target, hint: None, cause: Box::new(e) },
+                )
             })?;
         let locations = Arc::default();
-        let inner = Inner { pool, config, clock, schema, wake, events, cursors, locations, _listener: listener, _clock: refresher };
+        let inner = Inner {
+            pool,
+            config,
+            clock,
+            schema,
+            wake,
+            events,
+            cursors,
+            locations,
+            _listener: listener,
+            _clock: refresher,
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -128,7 +152,11 @@ impl PgStore {
         let (mut client, connection) = info.pg.connect(info.tls.connector()?).await.map_err(|e| {
             let cause = PgError::Statement(e);
             let transient = cause.transience().is_transient();
-            StoreError::backend("connecting to PostgreSQL", transient, Unreachable::new(conninfo::describe_target(&info.pg), &info.tls, cause))
+            StoreError::backend(
+                "connecting to PostgreSQL",
+                transient,
+                Unreachable::new(conninfo::describe_target(&info.pg), &info.tls, cause),
+            )
         })?;
         let driver = tokio::spawn(connection);
         let schema = prepare_schema(&mut client, schema, true).await?;
@@ -152,12 +180,17 @@ async fn prepare_schema(client: &mut tokio_postgres::Client, given: Option<&str>
         None => current_schema(client).await.map_err(|e| e.into_store("finding the schema to use"))?,
     };
     let version = if migrate {
-        schema::migrate(client, &schema, given.is_some()).await.map_err(|e| e.into_store("migrating the database schema"))?
+        schema::migrate(client, &schema, given.is_some())
+            .await
+            .map_err(|e| e.into_store("migrating the database schema"))?
     } else {
         schema::version(client).await.map_err(|e| e.into_store("checking the database schema"))?
     };
     if version < schema::latest() {
-        let behind = format!("schema {schema} is at version {version}, this build needs {}: run `fleetsync migrate` first", schema::latest());
+        let behind = format!(
+            "schema {schema} is at version {version}, this build needs {}: run `fleetsync migrate` first",
+            schema::latest()
+        );
         return Err(StoreError::backend("checking the database schema", false, behind));
     }
     if version > schema::latest() {

@@ -302,7 +302,11 @@ pub(super) fn check_schema_name(schema: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(StoreError::backend("reading the database schema name", false, ConnInfoError::SchemaName(schema.to_string())))
+        Err(StoreError::backend(
+            "reading the database schema name",
+            false,
+            ConnInfoError::SchemaName(schema.to_string()),
+        ))
     }
 }
 
@@ -343,7 +347,13 @@ mod tests {
 
     #[test]
     fn url_wins_over_environment_which_fills_the_rest() {
-        let vars = [("PGHOST", "envhost"), ("PGPORT", "6543"), ("PGUSER", "envuser"), ("PGDATABASE", "envdb"), ("PGPASSWORD", "pw")];
+        let vars = [
+            ("PGHOST", "envhost"),
+            ("PGPORT", "6543"),
+            ("PGUSER", "envuser"),
+            ("PGDATABASE", "envdb"),
+            ("PGPASSWORD", "pw"),
+        ];
         let cfg = config_with("postgres://alice@db.example:5433/", Some("fs_x"), env(&vars)).expect("config").pg;
         assert_eq!(describe_target(&cfg), "host db.example port 5433, database envdb, user alice");
         assert_eq!(cfg.get_password(), Some(&b"pw"[..]));
@@ -402,7 +412,11 @@ mod tests {
         // libpq's compatibility rule: require with a root certificate checks the chain.
         let with_root = mode("host=h", &[("PGSSLMODE", "require"), ("PGSSLROOTCERT", "/ca")]);
         assert_eq!(with_root.verify, Verify::Chain(file("/ca", "PGSSLROOTCERT")));
-        assert_eq!(mode("postgres://h/db?sslmode=verify-ca&sslrootcert=", &[]).verify, Verify::Chain(Roots::System), "empty = not given");
+        assert_eq!(
+            mode("postgres://h/db?sslmode=verify-ca&sslrootcert=", &[]).verify,
+            Verify::Chain(Roots::System),
+            "empty = not given"
+        );
         // sslrootcert=system makes verify-full the default.
         assert_eq!(mode("host=h sslrootcert=system", &[]).verify, Verify::ChainAndName(Roots::System));
     }
@@ -412,7 +426,9 @@ mod tests {
         let home = tempfile::tempdir().expect("tempdir");
         let home_str = home.path().to_str().expect("UTF-8 temp path");
         let root = home.path().join(".postgresql/root.crt");
-        let verify = |mode: &str| config_with(&format!("host=h sslmode={mode}"), None, env(&[("HOME", home_str)])).expect(mode).tls.verify;
+        let verify = |mode: &str| {
+            config_with(&format!("host=h sslmode={mode}"), None, env(&[("HOME", home_str)])).expect(mode).tls.verify
+        };
 
         assert_eq!(verify("verify-ca"), Verify::Chain(Roots::System), "no file yet: the system's roots");
         std::fs::create_dir(root.parent().expect("parent")).expect("mkdir");

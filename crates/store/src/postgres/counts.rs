@@ -63,7 +63,11 @@ pub(super) async fn by_phase<C: GenericClient>(c: &C) -> PgResult<BTreeMap<Phase
 
 /// The tenant's clusters by condition: each cluster's `cluster_counts` row plus its
 /// deltas, one group per cluster; stale when last seen before `cutoff`.
-pub(super) async fn cluster_conditions<C: GenericClient>(c: &C, tenant: &str, cutoff: Timestamp) -> PgResult<ClusterConditions> {
+pub(super) async fn cluster_conditions<C: GenericClient>(
+    c: &C,
+    tenant: &str,
+    cutoff: Timestamp,
+) -> PgResult<ClusterConditions> {
     let sql = crate::summary::cluster_conditions_sql(
         "SELECT SUM(n) AS n, SUM(bad) AS bad, SUM(done) AS done, MIN(since) AS since, MAX(seen) AS seen FROM (
             SELECT cluster, n, bad, done, since, seen FROM cluster_counts WHERE tenant = $1
@@ -73,7 +77,9 @@ pub(super) async fn cluster_conditions<C: GenericClient>(c: &C, tenant: &str, cu
         "$2",
     );
     let rows = query(c, &sql, &[&tenant, &cutoff.millis()]).await?;
-    let count = |i| -> PgResult<u64> { Ok(rows.first().map(|r| r.try_get::<_, i64>(i)).transpose()?.unwrap_or(0).max(0).unsigned_abs()) };
+    let count = |i| -> PgResult<u64> {
+        Ok(rows.first().map(|r| r.try_get::<_, i64>(i)).transpose()?.unwrap_or(0).max(0).unsigned_abs())
+    };
     Ok(ClusterConditions { ready: count(0)?, progressing: count(1)?, degraded: count(2)?, stale: count(3)? })
 }
 
@@ -81,7 +87,10 @@ pub(super) async fn cluster_conditions<C: GenericClient>(c: &C, tenant: &str, cu
 /// doing so now (then it is left to the next call). Returns how many deltas moved.
 pub(super) async fn fold(tx: &mut Tx<'_>) -> PgResult<u64> {
     let locked = tx
-        .query("SELECT pg_try_advisory_xact_lock(hashtextextended('fleetsync key_counts ' || current_schema(), 0))", &[])
+        .query(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended('fleetsync key_counts ' || current_schema(), 0))",
+            &[],
+        )
         .await?;
     if !locked.first().map(|r| r.try_get::<_, bool>(0)).transpose()?.unwrap_or(false) {
         return Ok(0);

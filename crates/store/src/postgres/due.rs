@@ -133,7 +133,18 @@ impl Columns<'_> {
     /// [`APPLY`]'s parameters.
     pub fn params(&self) -> [&(dyn ToSql + Sync); 10] {
         let (g, n) = (&self.gone, &self.new);
-        [&g.at, &g.tenants, &g.clusters, &g.syncsets, &n.at, &n.tenants, &n.clusters, &n.syncsets, &self.ids, &self.shards]
+        [
+            &g.at,
+            &g.tenants,
+            &g.clusters,
+            &g.syncsets,
+            &n.at,
+            &n.tenants,
+            &n.clusters,
+            &n.syncsets,
+            &self.ids,
+            &self.shards,
+        ]
     }
 }
 
@@ -173,7 +184,10 @@ mod tests {
         let c = m.columns();
         assert_eq!(c.gone.at, [8], "a was nowhere before; b ends where it began");
         assert_eq!(c.gone.syncsets, ["c"]);
-        assert_eq!((c.new.at.as_slice(), c.new.syncsets.as_slice(), c.ids.as_slice()), (&[20][..], &["a"][..], &[1][..]));
+        assert_eq!(
+            (c.new.at.as_slice(), c.new.syncsets.as_slice(), c.ids.as_slice()),
+            (&[20][..], &["a"][..], &[1][..])
+        );
     }
 
     #[test]

@@ -200,7 +200,9 @@ pub(super) fn describe(e: &tokio_postgres::Error) -> String {
 pub(super) fn pool_error(e: &PoolError) -> String {
     match e {
         PoolError::Backend(e) => describe(e),
-        PoolError::Timeout(_) => format!("no free connection in the pool within {POOL_WAIT:?} (pool too small or connections stuck)"),
+        PoolError::Timeout(_) => {
+            format!("no free connection in the pool within {POOL_WAIT:?} (pool too small or connections stuck)")
+        }
         other => other.to_string(),
     }
 }

@@ -172,7 +172,12 @@ async fn run(target: Target, schema: String, wake: Wakes, first: Listening, mut 
 }
 
 /// Delivers notifications until the connection fails or the store is dropped.
-async fn pump((client, mut connection): Listening, schema: &str, wake: &Wakes, stop: &mut oneshot::Receiver<()>) -> Ended {
+async fn pump(
+    (client, mut connection): Listening,
+    schema: &str,
+    wake: &Wakes,
+    stop: &mut oneshot::Receiver<()>,
+) -> Ended {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     let mut ping: Option<BoxFuture<'_, Result<(), ListenError>>> = None;
     loop {

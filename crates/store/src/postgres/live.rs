@@ -9,9 +9,9 @@ use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecord
 use crate::stored::{corrupt, decode, json};
 use crate::{StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
-use tokio_postgres::types::ToSql;
 use fleetsync_model::{LiveState, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tokio_postgres::types::ToSql;
 
 /// The rows a batch writes, one per resource (the last stored record of it wins;
 /// `bump` counts every version of it the batch stored).
@@ -27,7 +27,12 @@ struct Upserts {
     bumps: Vec<i64>,
 }
 
-pub(super) async fn record(tx: &mut Tx<'_>, tenant: String, cluster: String, records: &[LiveRecord]) -> PgResult<LiveRecorded> {
+pub(super) async fn record(
+    tx: &mut Tx<'_>,
+    tenant: String,
+    cluster: String,
+    records: &[LiveRecord],
+) -> PgResult<LiveRecorded> {
     let lock = format!("fleetsync live {} {tenant}/{cluster}", tx.schema);
     tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
     // A report is a sign of life (see `crate::summary::cluster_conditions_sql`), kept as
@@ -185,7 +190,11 @@ pub(super) async fn rows<C: GenericClient>(
 
 /// The drifted and unready resources of the keys a status query covers.
 /// `range`: only those of the keys from the first to the last given (a page's).
-pub(super) async fn drifts<C: GenericClient>(c: &C, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> PgResult<Vec<(WorkKey, Issue)>> {
+pub(super) async fn drifts<C: GenericClient>(
+    c: &C,
+    f: &StatusFilter,
+    range: Option<(&WorkKey, &WorkKey)>,
+) -> PgResult<Vec<(WorkKey, Issue)>> {
     let mut sql = String::from(
         "SELECT tenant, cluster, syncset, resource, drift, resource_version, unready FROM live_state
          WHERE (drift IS NOT NULL OR unready IS NOT NULL) AND ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2)

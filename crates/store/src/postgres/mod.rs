@@ -97,11 +97,11 @@ mod store;
 mod summary;
 #[cfg(feature = "conformance")]
 pub mod testing;
+#[cfg(test)]
+mod tests;
 mod tls;
 mod tokens;
 mod tx;
-#[cfg(test)]
-mod tests;
 
 pub use connect::{PgOptions, PgStore};
 

@@ -8,9 +8,9 @@ use super::queue::{enqueue, row_key, Enqueues};
 use super::rollouts;
 use super::{query, PgResult, Tx};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
+use crate::quota::{self, Quota, Quotas, Usage};
 use crate::sealed::{self, decode_stored, Keyring};
 use crate::stored::{canonical, corrupt, decode, decode_doc, json, table, WithGeneration};
-use crate::quota::{self, Quota, Quotas, Usage};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, WorkKey};
@@ -21,12 +21,18 @@ use tokio_postgres::types::ToSql;
 /// Applies documents within `quotas`, Secrets sealed with `keys`. Their tenants are
 /// locked first (in the order [`apply_as`] locks them, which takes the same locks
 /// again), so no other write changes what is measured between the two readings.
-pub(super) async fn apply(tx: &mut Tx<'_>, docs: &[Document], quotas: &Quotas, keys: Option<&Keyring>) -> PgResult<Vec<ApplyOutcome>> {
+pub(super) async fn apply(
+    tx: &mut Tx<'_>,
+    docs: &[Document],
+    quotas: &Quotas,
+    keys: Option<&Keyring>,
+) -> PgResult<Vec<ApplyOutcome>> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
     for tenant in &tenants {
         tx.lock_tenant(tenant).await?;
     }
-    let limited: Vec<(&str, Quota)> = tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
+    let limited: Vec<(&str, Quota)> =
+        tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
     let mut before = Vec::with_capacity(limited.len());
     for (tenant, quota) in &limited {
         before.push(usage(tx, tenant, quota).await?);
@@ -44,9 +50,21 @@ async fn usage(tx: &Tx<'_>, tenant: &str, quota: &Quota) -> PgResult<Usage> {
         Ok(tx.query_opt(sql, &[&tenant]).await?.map_or(0, |r| r.get::<_, i64>(0)) as u64)
     }
     Ok(Usage {
-        clusters: if quota.clusters.is_some() { count(tx, "SELECT count(*) FROM clusters WHERE tenant = $1", tenant).await? } else { 0 },
-        syncsets: if quota.syncsets.is_some() { count(tx, "SELECT count(*) FROM syncsets WHERE tenant = $1", tenant).await? } else { 0 },
-        keys: if quota.keys.is_some() { count(tx, "SELECT count(*) FROM work WHERE tenant = $1 AND desired", tenant).await? } else { 0 },
+        clusters: if quota.clusters.is_some() {
+            count(tx, "SELECT count(*) FROM clusters WHERE tenant = $1", tenant).await?
+        } else {
+            0
+        },
+        syncsets: if quota.syncsets.is_some() {
+            count(tx, "SELECT count(*) FROM syncsets WHERE tenant = $1", tenant).await?
+        } else {
+            0
+        },
+        keys: if quota.keys.is_some() {
+            count(tx, "SELECT count(*) FROM work WHERE tenant = $1 AND desired", tenant).await?
+        } else {
+            0
+        },
         bytes: if quota.bytes.is_some() {
             let sql = "SELECT ((SELECT coalesce(sum(octet_length(doc)), 0) FROM clusters WHERE tenant = $1)
                              + (SELECT coalesce(sum(octet_length(doc)), 0) FROM syncsets WHERE tenant = $1)
@@ -60,7 +78,12 @@ async fn usage(tx: &Tx<'_>, tenant: &str, quota: &Quota) -> PgResult<Usage> {
 
 /// Applies documents, their tenants locked first; `own`: the key of an own write, which
 /// its enqueues leave clean ([`Planned::dirties`]); `keys`: what Secrets are sealed with.
-async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>, keys: Option<&Keyring>) -> PgResult<Vec<ApplyOutcome>> {
+async fn apply_as(
+    tx: &mut Tx<'_>,
+    docs: &[Document],
+    own: Option<&WorkKey>,
+    keys: Option<&Keyring>,
+) -> PgResult<Vec<ApplyOutcome>> {
     let tenants: BTreeSet<&str> = docs.iter().map(tenant_of).collect();
     for tenant in tenants {
         tx.lock_tenant(tenant).await?;
@@ -81,7 +104,12 @@ async fn apply_as(tx: &mut Tx<'_>, docs: &[Document], own: Option<&WorkKey>, key
 /// with `own.fence`. The check comes last and locks the row,
 /// so a take-over cannot commit between the check and this commit; coming after the
 /// enqueues, which lock rows in id order, it usually finds the row locked already.
-pub(super) async fn apply_own(tx: &mut Tx<'_>, docs: &[Document], own: &OwnWrite, keys: Option<&Keyring>) -> PgResult<Vec<ApplyOutcome>> {
+pub(super) async fn apply_own(
+    tx: &mut Tx<'_>,
+    docs: &[Document],
+    own: &OwnWrite,
+    keys: Option<&Keyring>,
+) -> PgResult<Vec<ApplyOutcome>> {
     let k = &own.key;
     let out = apply_as(tx, docs, Some(k), keys).await?;
     let held = tx
@@ -156,10 +184,16 @@ async fn enqueue_all(tx: &mut Tx<'_>, plan: Vec<Planned>) -> PgResult<u64> {
 /// every cluster that reaches its target through it (new credentials, or ones that
 /// were missing). The stored document is read and compared opened (sealing the same
 /// content twice gives two different rows); the tenant's lock keeps it as read.
-async fn apply_secret(tx: &mut Tx<'_>, s: &Secret, own: Option<&WorkKey>, keys: Option<&Keyring>) -> PgResult<ApplyOutcome> {
+async fn apply_secret(
+    tx: &mut Tx<'_>,
+    s: &Secret,
+    own: Option<&WorkKey>,
+    keys: Option<&Keyring>,
+) -> PgResult<ApplyOutcome> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
-    let old = tx.query_opt("SELECT generation, doc FROM secrets WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await?;
+    let old =
+        tx.query_opt("SELECT generation, doc FROM secrets WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await?;
     if let Some(old) = old {
         if sealed::open(keys, tenant, name, old.try_get(1)?).map_err(StoreError::from)? == doc {
             return Ok(outcome(Kind::Secret, tenant, name, old.try_get(0)?, "unchanged", 0));
@@ -231,7 +265,13 @@ async fn apply_syncset(tx: &mut Tx<'_>, s: &SyncSet, own: Option<&WorkKey>) -> P
         .iter()
         .map(|row| Ok((row.try_get::<_, String>(0)?, decode::<BTreeMap<String, String>>("clusters", row.try_get(1)?)?)))
         .collect::<PgResult<Vec<_>>>()?;
-    let target = Target { name: name.into(), generation: run_generation, mode: run_mode, held_back, targeting: s.spec.targeting() };
+    let target = Target {
+        name: name.into(),
+        generation: run_generation,
+        mode: run_mode,
+        held_back,
+        targeting: s.spec.targeting(),
+    };
     let enqueued = enqueue_all(tx, plan::syncset_changed(tenant, &target, &clusters, &had, own)).await?;
     rollouts::revisions_prune(tx, tenant, name, generation).await?;
     Ok(outcome(Kind::SyncSet, tenant, name, generation, result(action), enqueued))
@@ -247,7 +287,8 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
     tx.event(&tenant, kind.as_str(), &name, "Deleted", generation);
     let keyed = match kind {
         Kind::SyncSet => {
-            let rows = tx.query("SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
+            let rows =
+                tx.query("SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
             rows.iter().map(|row| row.try_get::<_, String>(0)).collect::<Result<Vec<_>, _>>()?
         }
         Kind::Cluster | Kind::Secret => Vec::new(),
@@ -278,7 +319,13 @@ pub(super) async fn delete(tx: &mut Tx<'_>, kind: Kind, tenant: String, name: St
 }
 
 /// An object; a Secret opened with `keys` ([`decode_stored`]).
-pub(super) async fn get<T, C>(c: &C, kind: Kind, tenant: String, name: String, keys: Option<&Keyring>) -> PgResult<Option<T>>
+pub(super) async fn get<T, C>(
+    c: &C,
+    kind: Kind,
+    tenant: String,
+    name: String,
+    keys: Option<&Keyring>,
+) -> PgResult<Option<T>>
 where
     T: DeserializeOwned + WithGeneration,
     C: GenericClient,
@@ -300,7 +347,9 @@ where
         table(kind)
     );
     let rows = query(c, &sql, &[&tenant]).await?;
-    rows.iter().map(|row| Ok(decode_stored(kind, keys, row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?)?)).collect()
+    rows.iter()
+        .map(|row| Ok(decode_stored(kind, keys, row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?)?))
+        .collect()
 }
 
 impl super::PgStore {

@@ -84,7 +84,11 @@ pub(super) async fn status<C: GenericClient>(
 }
 
 /// A page of a cluster's live state, by the resources' stored identities.
-pub(super) async fn live<C: GenericClient>(c: &C, f: &LiveFilter, req: &PageRequest<String>) -> PgResult<Page<LiveResource, String>> {
+pub(super) async fn live<C: GenericClient>(
+    c: &C,
+    f: &LiveFilter,
+    req: &PageRequest<String>,
+) -> PgResult<Page<LiveResource, String>> {
     let mut scan = Scan::new(req, false);
     let rows = live::rows(c, &f.tenant, &f.cluster, scan.cursor().map(String::as_str), Some(scan.chunk() + 1)).await?;
     scan.feed(rows.into_iter().map(|(id, r)| (id, Some(r))).collect());

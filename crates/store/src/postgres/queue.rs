@@ -106,17 +106,8 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
     }
     let now = tx.now.millis();
     let lock_params: [&(dyn ToSql + Sync); 3] = [&e.tenants, &e.clusters, &e.syncsets];
-    let upsert_params: [&(dyn ToSql + Sync); 9] = [
-        &e.tenants,
-        &e.clusters,
-        &e.syncsets,
-        &e.desired,
-        &e.modes,
-        &e.generations,
-        &now,
-        &e.shards,
-        &e.bumps,
-    ];
+    let upsert_params: [&(dyn ToSql + Sync); 9] =
+        [&e.tenants, &e.clusters, &e.syncsets, &e.desired, &e.modes, &e.generations, &now, &e.shards, &e.bumps];
     // The upsert needs nothing from the read: both go out at once, in this order.
     let mut results = tx.pipeline(&[(LOCK_KEYS, &lock_params), (UPSERT, &upsert_params)]).await?.into_iter();
     let (before, after) = (results.next().unwrap_or_default(), results.next().unwrap_or_default());

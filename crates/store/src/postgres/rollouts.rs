@@ -58,7 +58,12 @@ pub(super) async fn revision_put(tx: &Tx<'_>, s: &SyncSet, generation: i64) -> P
 }
 
 /// The SyncSet as it was at `generation`, if that revision is kept.
-pub(super) async fn revision_get<C: GenericClient>(c: &C, tenant: &str, syncset: &str, generation: i64) -> PgResult<Option<SyncSet>> {
+pub(super) async fn revision_get<C: GenericClient>(
+    c: &C,
+    tenant: &str,
+    syncset: &str,
+    generation: i64,
+) -> PgResult<Option<SyncSet>> {
     let rows = query(
         c,
         "SELECT head, parts FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation = $3",
@@ -70,7 +75,9 @@ pub(super) async fn revision_get<C: GenericClient>(c: &C, tenant: &str, syncset:
     let hashes: Vec<String> = decode("revisions", row.try_get(1)?)?;
     let mut bodies: HashMap<String, String> = HashMap::with_capacity(hashes.len());
     if !hashes.is_empty() {
-        let parts = query(c, "SELECT hash, body FROM revision_parts WHERE tenant = $1 AND hash = ANY($2)", &[&tenant, &hashes]).await?;
+        let parts =
+            query(c, "SELECT hash, body FROM revision_parts WHERE tenant = $1 AND hash = ANY($2)", &[&tenant, &hashes])
+                .await?;
         for p in &parts {
             bodies.insert(p.try_get(0)?, p.try_get(1)?);
         }
@@ -83,7 +90,12 @@ pub(super) async fn revision_get<C: GenericClient>(c: &C, tenant: &str, syncset:
 }
 
 /// The apply modes of the SyncSet's kept revisions among `generations`.
-async fn revision_modes(tx: &Tx<'_>, tenant: &str, syncset: &str, generations: &[i64]) -> PgResult<HashMap<i64, ApplyMode>> {
+async fn revision_modes(
+    tx: &Tx<'_>,
+    tenant: &str,
+    syncset: &str,
+    generations: &[i64],
+) -> PgResult<HashMap<i64, ApplyMode>> {
     let rows = tx
         .query(
             "SELECT generation, apply_mode FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation = ANY($3)",
@@ -200,14 +212,22 @@ fn state_of(r: &Row) -> PgResult<RolloutState> {
     })
 }
 
-pub(super) async fn rollout_get<C: GenericClient>(c: &C, tenant: &str, syncset: &str) -> PgResult<Option<RolloutState>> {
+pub(super) async fn rollout_get<C: GenericClient>(
+    c: &C,
+    tenant: &str,
+    syncset: &str,
+) -> PgResult<Option<RolloutState>> {
     let sql = format!("SELECT {COLUMNS} FROM rollouts WHERE tenant = $1 AND syncset = $2");
     query(c, &sql, &[&tenant, &syncset]).await?.first().map(state_of).transpose()
 }
 
 /// Rollouts in `phase` (every phase: `None`), of one tenant or all, by tenant and name
 /// (in byte order, as SQLite sorts them).
-pub(super) async fn rollout_list<C: GenericClient>(c: &C, tenant: Option<&str>, phase: Option<RolloutPhase>) -> PgResult<Vec<RolloutState>> {
+pub(super) async fn rollout_list<C: GenericClient>(
+    c: &C,
+    tenant: Option<&str>,
+    phase: Option<RolloutPhase>,
+) -> PgResult<Vec<RolloutState>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM rollouts WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR phase = $2)
          ORDER BY tenant COLLATE \"C\", syncset COLLATE \"C\""
@@ -280,7 +300,12 @@ async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
 /// so which keys are wanted cannot change before the enqueue. A move to `Completed`
 /// is refused while a wanted key is told another generation (a cluster that joined
 /// after the decision was read, at the stable revision): decided again, it is caught up.
-pub(super) async fn rollout_write(tx: &mut Tx<'_>, next: &RolloutState, enqueue_at: &[(String, i64)], event: Option<&RolloutEvent>) -> PgResult<bool> {
+pub(super) async fn rollout_write(
+    tx: &mut Tx<'_>,
+    next: &RolloutState,
+    enqueue_at: &[(String, i64)],
+    event: Option<&RolloutEvent>,
+) -> PgResult<bool> {
     let (tenant, syncset) = (next.tenant.as_str(), next.syncset.as_str());
     tx.lock_tenant(tenant).await?;
     if next.phase == RolloutPhase::Completed {

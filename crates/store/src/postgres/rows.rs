@@ -4,8 +4,8 @@
 use super::{query, PgResult, Tx};
 use crate::event::{scoped_horizon, tenant_cut, EventObject, TENANTS_WITH_EVENTS, TRIM_CHUNK};
 use crate::lifecycle::status_phase;
-use crate::stored::decode;
 use crate::page::phase_condition;
+use crate::stored::decode;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, StatusFilter, StoreError};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
@@ -39,7 +39,12 @@ pub(super) async fn events_horizon<C: GenericClient>(c: &C) -> PgResult<u64> {
 /// (a row comparison selects the tenant, see [`NEWEST_FIRST`]).
 /// The horizon (the highest of those tenants') is read by a later statement, as in
 /// [`events_read`].
-pub(super) async fn events_read_of<C: GenericClient>(c: &C, tenants: &[String], after: u64, limit: usize) -> PgResult<Vec<Event>> {
+pub(super) async fn events_read_of<C: GenericClient>(
+    c: &C,
+    tenants: &[String],
+    after: u64,
+    limit: usize,
+) -> PgResult<Vec<Event>> {
     let (after_sql, limit_sql) = (i64::try_from(after).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
     let rows = query(
         c,
@@ -61,7 +66,12 @@ pub(super) async fn events_read_of<C: GenericClient>(c: &C, tenants: &[String], 
 
 /// The newest events before `before` (none: the newest), newest first, of `tenants`
 /// (none: every tenant's).
-pub(super) async fn events_newest<C: GenericClient>(c: &C, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> PgResult<Vec<Event>> {
+pub(super) async fn events_newest<C: GenericClient>(
+    c: &C,
+    tenants: Option<&[String]>,
+    before: Option<u64>,
+    limit: usize,
+) -> PgResult<Vec<Event>> {
     let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = match tenants {
@@ -91,7 +101,8 @@ pub(super) async fn events_newest<C: GenericClient>(c: &C, tenants: Option<&[Str
 const NEWEST_FIRST: &str = "SELECT seq FROM events WHERE (tenant, seq) < ($1, 9223372036854775807) AND tenant >= $1 ORDER BY tenant DESC, seq DESC";
 
 /// The newest event's sequence number, or the horizon when a trim emptied the log.
-const EVENTS_HEAD: &str = "SELECT GREATEST((SELECT COALESCE(max(seq), 0) FROM events), (SELECT max(horizon) FROM events_horizon))";
+const EVENTS_HEAD: &str =
+    "SELECT GREATEST((SELECT COALESCE(max(seq), 0) FROM events), (SELECT max(horizon) FROM events_horizon))";
 
 pub(super) async fn events_head<C: GenericClient>(c: &C) -> PgResult<u64> {
     let rows = query(c, EVENTS_HEAD, &[]).await?;
@@ -105,7 +116,12 @@ pub(super) async fn events_head<C: GenericClient>(c: &C) -> PgResult<u64> {
 /// The horizon of a read of `tenants`: the highest of theirs (each at least the row of
 /// `*`, the whole log's horizon from before horizons were kept per tenant).
 async fn tenants_horizon<C: GenericClient>(c: &C, tenants: &[String]) -> PgResult<u64> {
-    let rows = query(c, "SELECT tenant, horizon FROM events_tenant_horizon WHERE tenant = '*' OR tenant = ANY($1)", &[&tenants]).await?;
+    let rows = query(
+        c,
+        "SELECT tenant, horizon FROM events_tenant_horizon WHERE tenant = '*' OR tenant = ANY($1)",
+        &[&tenants],
+    )
+    .await?;
     let (mut floor, mut each) = (0, Vec::with_capacity(rows.len()));
     for r in &rows {
         let h = u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0);
@@ -129,8 +145,10 @@ async fn tenants_horizon<C: GenericClient>(c: &C, tenants: &[String]) -> PgResul
 pub(super) async fn events_trim_chunk(tx: &Tx<'_>, keep: EventRetention) -> PgResult<(EventsTrimmed, bool)> {
     let row = tx.query_opt("SELECT horizon FROM events_horizon FOR UPDATE", &[]).await?;
     let mut horizon = u64::try_from(row.map_or(Ok(0), |r| r.try_get::<_, i64>(0))?).unwrap_or(0);
-    let tenants: Vec<String> = tx.query(TENANTS_WITH_EVENTS, &[]).await?.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
-    let cutoff = keep.max_age.map(|age| tx.now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
+    let tenants: Vec<String> =
+        tx.query(TENANTS_WITH_EVENTS, &[]).await?.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    let cutoff =
+        keep.max_age.map(|age| tx.now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
     let (mut budget, mut deleted) = (TRIM_CHUNK, 0u64);
     for tenant in &tenants {
         let seq = |row: Option<Row>| -> PgResult<Option<u64>> {
@@ -165,7 +183,9 @@ pub(super) async fn events_trim_chunk(tx: &Tx<'_>, keep: EventRetention) -> PgRe
         let chunk_end = seq(tx.query_opt(sql, &[tenant, &offset]).await?)?;
         let chunk_cut = chunk_end.map_or(cut, |s| cut.min(s));
         let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
-        let n = tx.execute("DELETE FROM events WHERE (tenant, seq) <= ($1, $2) AND tenant >= $1", &[tenant, &cut_sql]).await?;
+        let n = tx
+            .execute("DELETE FROM events WHERE (tenant, seq) <= ($1, $2) AND tenant >= $1", &[tenant, &cut_sql])
+            .await?;
         tx.execute(
             "INSERT INTO events_tenant_horizon (tenant, horizon) VALUES ($1, $2)
              ON CONFLICT (tenant) DO UPDATE SET horizon = GREATEST(events_tenant_horizon.horizon, excluded.horizon)",
@@ -197,7 +217,12 @@ async fn events_page<C: GenericClient>(c: &C, after: u64, limit: usize) -> PgRes
 
 /// The newest events of one object older than `before`, newest first (the
 /// `events_by_object` index, in its order).
-pub(super) async fn events_of<C: GenericClient>(c: &C, object: &EventObject, before: Option<u64>, limit: usize) -> PgResult<Vec<Event>> {
+pub(super) async fn events_of<C: GenericClient>(
+    c: &C,
+    object: &EventObject,
+    before: Option<u64>,
+    limit: usize,
+) -> PgResult<Vec<Event>> {
     let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = query(

@@ -444,7 +444,8 @@ pub(super) async fn migrate(client: &mut Client, schema: &str, create_schema: bo
 /// [`migrate`], but only up to version `target` (tests start old schemas with it).
 pub(super) async fn migrate_to(client: &mut Client, schema: &str, create_schema: bool, target: i32) -> PgResult<i32> {
     let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&format!("fleetsync migrate {schema}")]).await?;
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&format!("fleetsync migrate {schema}")])
+        .await?;
     if create_schema {
         // The name was checked to be a plain identifier (conninfo::check_schema_name).
         tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path = {schema}")).await?;
@@ -454,8 +455,10 @@ pub(super) async fn migrate_to(client: &mut Client, schema: &str, create_schema:
              version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
     )
     .await?;
-    let current: i32 = tx.query_one("SELECT COALESCE(max(version), 0) FROM fleetsync_schema_migrations", &[]).await?.try_get(0)?;
-    let todo = (1i32..).zip(MIGRATIONS.iter()).skip(usize::try_from(current).unwrap_or(0)).take_while(|(v, _)| *v <= target);
+    let current: i32 =
+        tx.query_one("SELECT COALESCE(max(version), 0) FROM fleetsync_schema_migrations", &[]).await?.try_get(0)?;
+    let todo =
+        (1i32..).zip(MIGRATIONS.iter()).skip(usize::try_from(current).unwrap_or(0)).take_while(|(v, _)| *v <= target);
     for (version, (description, sql)) in todo {
         tx.batch_execute(sql).await?;
         tx.execute(
@@ -483,9 +486,11 @@ async fn backfill_shards(tx: &tokio_postgres::Transaction<'_>, due: bool) -> PgR
     for row in tx.query("SELECT DISTINCT tenant, cluster FROM work WHERE shard < 0", &[]).await? {
         let (tenant, cluster): (String, String) = (row.try_get(0)?, row.try_get(1)?);
         let shard = fleetsync_model::shard::shard_of(&tenant, &cluster) as i16;
-        tx.execute("UPDATE work SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster]).await?;
+        tx.execute("UPDATE work SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster])
+            .await?;
         if due {
-            tx.execute("UPDATE due SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster]).await?;
+            tx.execute("UPDATE due SET shard = $1 WHERE tenant = $2 AND cluster = $3", &[&shard, &tenant, &cluster])
+                .await?;
         }
     }
     Ok(())
@@ -493,7 +498,8 @@ async fn backfill_shards(tx: &tokio_postgres::Transaction<'_>, due: bool) -> PgR
 
 /// The schema's version, without changing anything (0 if fleetsync never migrated it).
 pub(super) async fn version(client: &Client) -> PgResult<i32> {
-    let exists: bool = client.query_one("SELECT to_regclass('fleetsync_schema_migrations') IS NOT NULL", &[]).await?.try_get(0)?;
+    let exists: bool =
+        client.query_one("SELECT to_regclass('fleetsync_schema_migrations') IS NOT NULL", &[]).await?.try_get(0)?;
     if !exists {
         return Ok(0);
     }

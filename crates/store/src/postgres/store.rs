@@ -1,18 +1,21 @@
 //! The store's roles for [`PgStore`]: each call as a transaction or a read, by the modules
 //! that write its SQL.
 
-use super::{claim, complete, consumers, counts, live, members, objects, pages, queue, rollouts, rows, schema, summary, PgStore};
-use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
-use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
-    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
-    RenewParams, Result, StatusFilter,
+use super::{
+    claim, complete, consumers, counts, live, members, objects, pages, queue, rollouts, rows, schema, summary, PgStore,
 };
+use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, WorkQueue};
 use crate::rollout::{RolloutEvent, RolloutState};
+use crate::{
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion,
+    Event, EventObject, EventRetention, EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member,
+    MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
+};
 use async_trait::async_trait;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, WorkKey,
+    Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret, StatusSummary,
+    SyncSet, Timestamp, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +30,9 @@ impl PgStore {
         let cursors = &self.inner.cursors;
         let from = cursors.begin(&params.owner, params.shards.as_deref(), self.inner.clock.now().millis());
         let mut claimed = self
-            .write_statement("claiming work", |c, now| Box::pin(claim::claim(c, now, params.clone(), from.clone(), window)))
+            .write_statement("claiming work", |c, now| {
+                Box::pin(claim::claim(c, now, params.clone(), from.clone(), window))
+            })
             .await?;
         tracing::trace!(owner = params.owner, ?from, next = ?claimed.next, window, asked = params.limit, took = claimed.items.len(), cut = claimed.window_cut, "claimed");
         cursors.end(&params.owner, params.shards.as_deref(), claimed.next.clone(), claimed.leases.take());
@@ -39,7 +44,13 @@ impl PgStore {
 
 #[async_trait]
 impl Objects for PgStore {
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(
+        &self,
+        docs: Vec<Document>,
+        actor: Option<&str>,
+        quotas: &Quotas,
+        commit: Commit,
+    ) -> Result<Vec<ApplyOutcome>> {
         let (docs, quotas) = (Arc::new(docs), Arc::new(quotas.clone()));
         let actor = actor.map(str::to_string);
         let keys = self.inner.config.keys.clone();
@@ -71,19 +82,31 @@ impl Objects for PgStore {
     }
 
     async fn cluster_get(&self, tenant: &str, name: &str) -> Result<Option<Cluster>> {
-        self.read("reading a cluster", |c, _| Box::pin(objects::get(c, Kind::Cluster, tenant.to_string(), name.to_string(), None))).await
+        self.read("reading a cluster", |c, _| {
+            Box::pin(objects::get(c, Kind::Cluster, tenant.to_string(), name.to_string(), None))
+        })
+        .await
     }
 
     async fn cluster_list(&self, tenant: Option<&str>) -> Result<Vec<Cluster>> {
-        self.read("listing clusters", |c, _| Box::pin(objects::list(c, Kind::Cluster, tenant.map(str::to_string), None))).await
+        self.read("listing clusters", |c, _| {
+            Box::pin(objects::list(c, Kind::Cluster, tenant.map(str::to_string), None))
+        })
+        .await
     }
 
     async fn syncset_get(&self, tenant: &str, name: &str) -> Result<Option<SyncSet>> {
-        self.read("reading a syncset", |c, _| Box::pin(objects::get(c, Kind::SyncSet, tenant.to_string(), name.to_string(), None))).await
+        self.read("reading a syncset", |c, _| {
+            Box::pin(objects::get(c, Kind::SyncSet, tenant.to_string(), name.to_string(), None))
+        })
+        .await
     }
 
     async fn syncset_list(&self, tenant: Option<&str>) -> Result<Vec<SyncSet>> {
-        self.read("listing syncsets", |c, _| Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string), None))).await
+        self.read("listing syncsets", |c, _| {
+            Box::pin(objects::list(c, Kind::SyncSet, tenant.map(str::to_string), None))
+        })
+        .await
     }
 
     async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>> {
@@ -102,15 +125,25 @@ impl Objects for PgStore {
         .await
     }
 
-    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+    async fn cluster_page(
+        &self,
+        filter: &ClusterFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Cluster, ObjectKey>> {
         self.read("listing clusters", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
-            Box::pin(async move { pages::objects(c, Kind::Cluster, f.tenant.as_deref(), Some(&f.labels), &p, None).await })
+            Box::pin(
+                async move { pages::objects(c, Kind::Cluster, f.tenant.as_deref(), Some(&f.labels), &p, None).await },
+            )
         })
         .await
     }
 
-    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+    async fn syncset_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<SyncSet, ObjectKey>> {
         self.read("listing syncsets", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
             Box::pin(async move { pages::objects(c, Kind::SyncSet, f.tenant.as_deref(), None, &p, None).await })
@@ -118,10 +151,16 @@ impl Objects for PgStore {
         .await
     }
 
-    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+    async fn secret_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Secret, ObjectKey>> {
         self.read("listing secrets", |c, _| {
             let (f, p, keys) = (filter.clone(), page.clone(), self.inner.config.keys.clone());
-            Box::pin(async move { pages::objects(c, Kind::Secret, f.tenant.as_deref(), None, &p, keys.as_deref()).await })
+            Box::pin(
+                async move { pages::objects(c, Kind::Secret, f.tenant.as_deref(), None, &p, keys.as_deref()).await },
+            )
         })
         .await
     }
@@ -194,7 +233,10 @@ impl WorkQueue for PgStore {
 
     async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
         let inventory = crate::stored::json("work", inventory)?;
-        self.write("recording an inventory", |tx| Box::pin(queue::inventory_record(tx, key.clone(), fence, inventory.clone()))).await
+        self.write("recording an inventory", |tx| {
+            Box::pin(queue::inventory_record(tx, key.clone(), fence, inventory.clone()))
+        })
+        .await
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
@@ -224,7 +266,9 @@ impl WorkQueue for PgStore {
     async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
         let (from, lease_ends) = self.inner.cursors.earliest(shards);
         let shards = claim::shard_array(shards);
-        let next = self.read("reading the next ready time", |c, _| Box::pin(claim::next_due_at(c, shards.clone(), from.clone()))).await?;
+        let next = self
+            .read("reading the next ready time", |c, _| Box::pin(claim::next_due_at(c, shards.clone(), from.clone())))
+            .await?;
         // The leases the claimers passed by are due when they expire.
         Ok(next.into_iter().chain(lease_ends.map(Timestamp)).min())
     }
@@ -267,7 +311,11 @@ impl StatusRead for PgStore {
         .await
     }
 
-    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+    async fn status_page(
+        &self,
+        filter: &StatusFilter,
+        page: &PageRequest<WorkKey>,
+    ) -> Result<Page<KeyStatus, WorkKey>> {
         self.read("reading status", |c, now| {
             let (f, p) = (filter.clone(), page.clone());
             Box::pin(async move { pages::status(c, now, &f, &p).await })
@@ -282,7 +330,12 @@ impl StatusRead for PgStore {
     async fn store_ready(&self) -> Result<crate::Schema> {
         const STEP: &str = "checking readiness";
         let found = self.read(STEP, |c, _| Box::pin(rows::schema_version(c))).await?;
-        crate::error::schema_ready(STEP, "postgres", usize::try_from(found).unwrap_or(0), usize::try_from(schema::latest()).unwrap_or(0))
+        crate::error::schema_ready(
+            STEP,
+            "postgres",
+            usize::try_from(found).unwrap_or(0),
+            usize::try_from(schema::latest()).unwrap_or(0),
+        )
     }
 
     async fn status_summary(&self, tenant: &str, syncset: Option<&str>) -> Result<StatusSummary> {
@@ -342,7 +395,10 @@ impl EventLog for PgStore {
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
-        crate::event::trim_in_chunks(|| self.write("trimming events", move |tx| Box::pin(rows::events_trim_chunk(tx, keep)))).await
+        crate::event::trim_in_chunks(|| {
+            self.write("trimming events", move |tx| Box::pin(rows::events_trim_chunk(tx, keep)))
+        })
+        .await
     }
 
     async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
@@ -412,7 +468,12 @@ impl Rollouts for PgStore {
 
     /// Its enqueues wake claimers at commit, in every process (NOTIFY) and in this one,
     /// like an object write's (see `Tx::wake_at`).
-    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool> {
+    async fn rollout_write(
+        &self,
+        next: &RolloutState,
+        enqueue: &[(String, i64)],
+        event: Option<RolloutEvent>,
+    ) -> Result<bool> {
         let (next, enqueue, event) = (Arc::new(next.clone()), Arc::new(enqueue.to_vec()), Arc::new(event));
         self.write("writing a rollout", |tx| {
             let (next, enqueue, event) = (next.clone(), enqueue.clone(), event.clone());

@@ -31,8 +31,11 @@ pub(super) async fn status_summary<C: GenericClient>(
     );
     let failures_sql = failures_sql(named);
     // Sent together: the connection pipelines them.
-    let (groups, oldest, failures) =
-        tokio::try_join!(counts::groups(c, tenant, syncset), query(c, &oldest, &oldest_params), query(c, &failures_sql, &params))?;
+    let (groups, oldest, failures) = tokio::try_join!(
+        counts::groups(c, tenant, syncset),
+        query(c, &oldest, &oldest_params),
+        query(c, &failures_sql, &params)
+    )?;
     let oldest = oldest.first().map(|r| r.try_get::<_, i64>(0)).transpose()?.map(Timestamp);
     let failures = failures
         .iter()

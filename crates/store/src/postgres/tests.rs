@@ -1,7 +1,7 @@
 use super::testing::{test_database_url, ScratchSchema};
 use super::{claim, complete, conninfo, schema, PgStore};
-use crate::{ClaimParams, CompleteOutcome, RenewParams, StoreConfig};
 use crate::roles::{Objects, WorkQueue};
+use crate::{ClaimParams, CompleteOutcome, RenewParams, StoreConfig};
 use fleetsync_model::WorkKey;
 use std::time::Duration;
 
@@ -13,7 +13,9 @@ struct Harness {
 impl Harness {
     async fn new() -> Self {
         let schema = ScratchSchema::new();
-        let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+        let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test database");
         tokio::spawn(conn);
         client.batch_execute(&format!("CREATE SCHEMA {}", schema.name)).await.expect("create schema");
         Harness { schema }
@@ -27,7 +29,9 @@ async fn harness() -> Harness {
 /// An admin connection to the test database, with `schema` first on its path, that
 /// writes as a process of this build (see `due.rs`).
 async fn admin(schema: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+    let (client, conn) = tokio_postgres::connect(&test_database_url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
     tokio::spawn(conn);
     let setup = format!("SET search_path = {schema}; SET fleetsync.schema_version = {}", schema::latest());
     client.batch_execute(&setup).await.expect("search_path");
@@ -40,7 +44,8 @@ async fn admin(schema: &str) -> tokio_postgres::Client {
 async fn leases_remember_their_rows() {
     use crate::conformance::{applied_completion, cluster, syncset};
     let h = harness().await;
-    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let store =
+        PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
     let admin = admin(&h.schema.name).await;
     let docs = vec![cluster("c1", &[("env", "prod")]), syncset("s1", 1, "v1"), syncset("s2", 1, "v1")];
     store.objects_apply(docs).await.expect("apply");
@@ -73,7 +78,9 @@ async fn leases_remember_their_rows() {
 /// 400 clusters in `work` (their rows in `due` too, when `phase` is `ready`), and the
 /// generic plans a prepared statement switches to after five runs.
 async fn filled(h: &Harness, phase: &str) -> tokio_postgres::Client {
-    let _store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect (migrates)");
+    let _store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default())
+        .await
+        .expect("connect (migrates)");
     let info = conninfo::config(&test_database_url(), Some(&h.schema.name)).expect("settings");
     let (session, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
     tokio::spawn(conn);
@@ -97,8 +104,13 @@ async fn the_completions_lock_goes_through_the_id_index() {
     let h = harness().await;
     let admin = filled(&h, "running").await;
     admin.batch_execute(&format!("PREPARE locked(bigint[]) AS {}", *complete::LOCK_BY_ID)).await.expect("prepare");
-    let plan: Vec<String> =
-        admin.query("EXPLAIN EXECUTE locked('{1,2,3}')", &[]).await.expect("explain").iter().map(|r| r.get(0)).collect();
+    let plan: Vec<String> = admin
+        .query("EXPLAIN EXECUTE locked('{1,2,3}')", &[])
+        .await
+        .expect("explain")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     let plan = plan.join("\n");
     assert!(plan.contains("Index Scan using work_id on work"), "{plan}");
 }
@@ -113,7 +125,13 @@ async fn the_claim_reads_only_its_window() {
     let admin = filled(&h, "ready").await;
     let types = "bigint, bigint, text, bigint, bigint, smallint[], bigint, text, text, text";
     admin.batch_execute(&format!("PREPARE plain({types}) AS {}", *claim::CLAIM)).await.expect("prepare");
-    admin.batch_execute(&format!("PREPARE limited({types}, bigint, text[], text[], bigint[]) AS {}", *claim::CLAIM_LIMITED)).await.expect("prepare");
+    admin
+        .batch_execute(&format!(
+            "PREPARE limited({types}, bigint, text[], text[], bigint[]) AS {}",
+            *claim::CLAIM_LIMITED
+        ))
+        .await
+        .expect("prepare");
     let args = "1000, 512, 'w', 99999, 512, NULL, -9223372036854775808, '', '', ''";
     for stats in ["without statistics", "with statistics"] {
         if stats == "with statistics" {
@@ -121,7 +139,8 @@ async fn the_claim_reads_only_its_window() {
         }
         for run in [format!("plain({args})"), format!("limited({args}, 256, '{{}}', '{{}}', '{{}}')")] {
             let explain = format!("EXPLAIN EXECUTE {run}");
-            let plan: Vec<String> = admin.query(&explain, &[]).await.expect("explain").iter().map(|r| r.get(0)).collect();
+            let plan: Vec<String> =
+                admin.query(&explain, &[]).await.expect("explain").iter().map(|r| r.get(0)).collect();
             let plan = plan.join("\n");
             for bad in ["Seq Scan on work", "Seq Scan on due", "Bitmap"] {
                 assert!(!plan.contains(bad), "{stats}, {run}: {bad} in\n{plan}");
@@ -164,7 +183,8 @@ async fn an_old_schema_migrates_with_its_pending_keys_claimable() {
         .collect();
     assert_eq!(due, [(5, "ready".to_string(), shard), (7, "running".to_string(), shard)]);
 
-    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("open it");
+    let store =
+        PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("open it");
     let claim = ClaimParams { shards: Some(vec![shard as u16]), ..ClaimParams::new("w", 10, Duration::from_secs(30)) };
     let got: Vec<String> = store.work_claim(claim).await.expect("claim").into_iter().map(|i| i.key.syncset).collect();
     assert_eq!(got, ["ready", "running"], "the ready key, and the lease that expired long ago");
@@ -179,7 +199,8 @@ async fn a_write_is_run_again_only_after_a_transient_failure() {
     use crate::retry::WRITE_ATTEMPTS;
     use std::sync::atomic::{AtomicU32, Ordering};
     let h = harness().await;
-    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let store =
+        PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
     let raising = |code: &str| format!("DO $$ BEGIN RAISE EXCEPTION 'testing' USING ERRCODE = '{code}'; END $$");
     let cases = [
         (raising("40001"), WRITE_ATTEMPTS, true),
@@ -198,7 +219,11 @@ async fn a_write_is_run_again_only_after_a_transient_failure() {
             })
             .await
             .expect_err(&sql);
-        assert_eq!((tries.load(Ordering::Relaxed), err.is_transient()), (attempts, transient), "in a transaction: {sql}: {err}");
+        assert_eq!(
+            (tries.load(Ordering::Relaxed), err.is_transient()),
+            (attempts, transient),
+            "in a transaction: {sql}: {err}"
+        );
         assert!(err.to_string().starts_with("store backend error while testing: ERROR: "), "{err}");
 
         let tries = AtomicU32::new(0);
@@ -210,7 +235,11 @@ async fn a_write_is_run_again_only_after_a_transient_failure() {
             })
             .await
             .expect_err(&sql);
-        assert_eq!((tries.load(Ordering::Relaxed), err.is_transient()), (attempts, transient), "one statement: {sql}: {err}");
+        assert_eq!(
+            (tries.load(Ordering::Relaxed), err.is_transient()),
+            (attempts, transient),
+            "one statement: {sql}: {err}"
+        );
     }
 }
 
@@ -224,10 +253,14 @@ async fn a_schema_from_before_actors_and_tokens_is_upgraded() {
     let (mut old, conn) = info.pg.connect(tokio_postgres::NoTls).await.expect("connect");
     tokio::spawn(conn);
     schema::migrate_to(&mut old, &h.schema.name, true, 9).await.map_err(|e| e.message()).expect("migrate to 9");
-    old.batch_execute("INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (1, 't', 'Cluster', 'c', 'Created', 1)")
+    old.batch_execute(
+        "INSERT INTO events (at, tenant, kind, name, action, generation) VALUES (1, 't', 'Cluster', 'c', 'Created', 1)",
+    )
+    .await
+    .expect("an event of a build before actors");
+    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default())
         .await
-        .expect("an event of a build before actors");
-    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect (migrates)");
+        .expect("connect (migrates)");
     store.objects_apply_by(vec![crate::conformance::cluster("c1", &[])], Some("alice")).await.expect("apply");
     let actors: Vec<_> = store.events_read(0, 10).await.expect("events").into_iter().map(|e| e.actor).collect();
     assert_eq!(actors, [None, Some("alice".to_string())]);
@@ -250,7 +283,8 @@ async fn the_schema_holds_the_tokens_hash_not_the_token() {
     use sha2::{Digest, Sha256};
     const TOKEN: &str = "fst_marker_5b0c2e8f1d7a4936a4c2";
     let h = harness().await;
-    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let store =
+        PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
     let hash: [u8; 32] = Sha256::digest(TOKEN.as_bytes()).into();
     let record = fleetsync_model::TokenRecord {
         name: "ci".into(),
@@ -294,12 +328,16 @@ async fn the_schema_holds_the_tokens_hash_not_the_token() {
 async fn readiness_needs_the_schema_this_build_keeps() {
     use crate::roles::StatusRead;
     let h = harness().await;
-    let store = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let store =
+        PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
     let ready = store.store_ready().await.expect("a migrated schema is ready");
     let latest = usize::try_from(schema::latest()).expect("a count");
     assert_eq!(ready, crate::Schema { backend: "postgres", version: latest, latest });
     let admin = admin(&h.schema.name).await;
-    admin.execute("DELETE FROM fleetsync_schema_migrations WHERE version = $1", &[&schema::latest()]).await.expect("forget the newest");
+    admin
+        .execute("DELETE FROM fleetsync_schema_migrations WHERE version = $1", &[&schema::latest()])
+        .await
+        .expect("forget the newest");
     let e = store.store_ready().await.expect_err("a schema behind the build is not ready");
     assert!(e.is_transient() && e.to_string().contains("run `fleetsync migrate`"), "{e}");
 }
@@ -312,13 +350,22 @@ async fn readiness_needs_the_schema_this_build_keeps() {
 async fn revisions_and_rollouts_behave_as_on_sqlite() {
     let h = harness().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite_clock = std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_800_000_000_000)));
-    let pg_clock = std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_800_000_000_000)));
-    let sqlite = crate::sqlite::SqliteStore::open(dir.path().join("fleetsync.db"), StoreConfig { clock: Some(sqlite_clock.clone()), ..StoreConfig::default() })
-        .expect("open sqlite");
-    let pg = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig { clock: Some(pg_clock.clone()), ..StoreConfig::default() })
-        .await
-        .expect("connect");
+    let sqlite_clock =
+        std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_800_000_000_000)));
+    let pg_clock =
+        std::sync::Arc::new(fleetsync_model::ManualClock::new(fleetsync_model::Timestamp(1_800_000_000_000)));
+    let sqlite = crate::sqlite::SqliteStore::open(
+        dir.path().join("fleetsync.db"),
+        StoreConfig { clock: Some(sqlite_clock.clone()), ..StoreConfig::default() },
+    )
+    .expect("open sqlite");
+    let pg = PgStore::connect(
+        &test_database_url(),
+        Some(&h.schema.name),
+        StoreConfig { clock: Some(pg_clock.clone()), ..StoreConfig::default() },
+    )
+    .await
+    .expect("connect");
     let on_sqlite = rollout_scenario(&sqlite, &sqlite_clock).await;
     let on_pg = rollout_scenario(&pg, &pg_clock).await;
     assert_eq!(on_pg.len(), 16, "observations");
@@ -333,7 +380,11 @@ async fn revisions_and_rollouts_behave_as_on_sqlite() {
         let admin = &admin;
         async move { admin.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get::<_, i64>(0) }
     };
-    assert_eq!((count("revisions").await, count("revision_parts").await, count("rollouts").await), (0, 0, 0), "all gone with the SyncSet");
+    assert_eq!(
+        (count("revisions").await, count("revision_parts").await, count("rollouts").await),
+        (0, 0, 0),
+        "all gone with the SyncSet"
+    );
 }
 
 /// Runs revisions and rollouts through `store`; returns what it saw, step by step.
@@ -349,7 +400,10 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
         s.spec.resources[0].0["data"]["marker"] = serde_json::json!("same");
         s.spec.resources[1].0["data"]["marker"] = serde_json::json!("same");
         if rollout {
-            s.spec.rollout = Some(serde_json::from_value(serde_json::json!({"steps": [{"count": 1}, {"percent": 100}]})).expect("rollout"));
+            s.spec.rollout = Some(
+                serde_json::from_value(serde_json::json!({"steps": [{"count": 1}, {"percent": 100}]}))
+                    .expect("rollout"),
+            );
         }
         Document::SyncSet(s)
     };
@@ -357,7 +411,10 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
     macro_rules! see {
         ($label:expr) => {{
             let keys = store.status_list(&StatusFilter::default()).await.expect("status");
-            let keys: Vec<_> = keys.iter().map(|k| (k.key.to_string(), k.phase, k.desired, k.generation, k.observed_generation)).collect();
+            let keys: Vec<_> = keys
+                .iter()
+                .map(|k| (k.key.to_string(), k.phase, k.desired, k.generation, k.observed_generation))
+                .collect();
             let rollout = store.rollout_get("default", "s").await.expect("rollout");
             let revisions: Vec<_> = {
                 let mut v = Vec::new();
@@ -383,7 +440,12 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
         }
     }
 
-    let docs = vec![cluster("a", &[("env", "prod")]), cluster("b", &[("env", "prod")]), cluster("c", &[("env", "prod")]), with_rollout("1", true)];
+    let docs = vec![
+        cluster("a", &[("env", "prod")]),
+        cluster("b", &[("env", "prod")]),
+        cluster("c", &[("env", "prod")]),
+        with_rollout("1", true),
+    ];
     store.objects_apply(docs).await.expect("apply");
     see!("first generation: a completed rollout");
     settle(store).await;
@@ -399,8 +461,15 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
     let state = store.rollout_get("default", "s").await.expect("get").expect("a rollout");
     assert_eq!((state.phase, state.revision, state.stable), (RolloutPhase::Progressing, 2, 1));
     clock.advance(Duration::from_secs(1));
-    let next = crate::rollout::RolloutState { step: 1, version: state.version + 1, updated_at: fleetsync_model::Clock::now(clock), reason: Some("step 1".into()), ..state.clone() };
-    let wrote = store.rollout_write(&next, &[("a".into(), 2), ("b".into(), 2), ("gone".into(), 2)], None).await.expect("write");
+    let next = crate::rollout::RolloutState {
+        step: 1,
+        version: state.version + 1,
+        updated_at: fleetsync_model::Clock::now(clock),
+        reason: Some("step 1".into()),
+        ..state.clone()
+    };
+    let wrote =
+        store.rollout_write(&next, &[("a".into(), 2), ("b".into(), 2), ("gone".into(), 2)], None).await.expect("write");
     seen.push(format!("first write: {wrote}"));
     let again = store.rollout_write(&next, &[("c".into(), 2)], None).await.expect("write again");
     seen.push(format!("second write from the same version: {again}"));
@@ -419,7 +488,10 @@ async fn rollout_scenario<S: crate::Store>(store: &S, clock: &fleetsync_model::M
     see!("superseded rollouts keep 1 (stable), the revisions keys run and the last 10");
     let listed = store.rollout_list(None, Some(RolloutPhase::Progressing)).await.expect("list");
     seen.push(format!("progressing: {listed:?}"));
-    seen.push(format!("completed: {:?}", store.rollout_list(Some("default"), Some(RolloutPhase::Completed)).await.expect("list")));
+    seen.push(format!(
+        "completed: {:?}",
+        store.rollout_list(Some("default"), Some(RolloutPhase::Completed)).await.expect("list")
+    ));
     seen.push(format!("other tenant: {:?}", store.rollout_list(Some("other"), None).await.expect("list")));
 
     clock.advance(Duration::from_secs(1));
@@ -444,21 +516,31 @@ async fn of_processes_writing_one_rollout_step_one_wins() {
     let h = harness().await;
     let mut stores = Vec::new();
     for _ in 0..4 {
-        stores.push(std::sync::Arc::new(PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect")));
+        stores.push(std::sync::Arc::new(
+            PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default())
+                .await
+                .expect("connect"),
+        ));
     }
     let generation = |marker: &str| {
         let Document::SyncSet(mut s) = syncset("s", 1, marker) else { unreachable!() };
-        s.spec.rollout = Some(serde_json::from_value(serde_json::json!({"steps": [{"count": 1}, {"percent": 100}]})).expect("rollout"));
+        s.spec.rollout = Some(
+            serde_json::from_value(serde_json::json!({"steps": [{"count": 1}, {"percent": 100}]})).expect("rollout"),
+        );
         Document::SyncSet(s)
     };
     let first = &stores[0];
-    first.objects_apply(vec![cluster("a", &[("env", "prod")]), cluster("b", &[("env", "prod")]), generation("1")]).await.expect("apply");
+    first
+        .objects_apply(vec![cluster("a", &[("env", "prod")]), cluster("b", &[("env", "prod")]), generation("1")])
+        .await
+        .expect("apply");
     first.objects_apply(vec![generation("2")]).await.expect("apply 2");
     let state = first.rollout_get("default", "s").await.expect("get").expect("a rollout");
     let next = crate::rollout::RolloutState { step: 1, version: state.version + 1, ..state };
     // A process that does not write learns of the keys made ready (NOTIFY), once the
     // wake-ups of the applies above have come in.
-    let observer = PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
+    let observer =
+        PgStore::connect(&test_database_url(), Some(&h.schema.name), StoreConfig::default()).await.expect("connect");
     let mut wakes = observer.subscribe();
     tokio::time::sleep(Duration::from_millis(300)).await;
     wakes.borrow_and_update();
@@ -469,7 +551,10 @@ async fn of_processes_writing_one_rollout_step_one_wins() {
     let wrote: Vec<bool> = futures_util::future::join_all(writes).await.into_iter().map(|r| r.expect("task")).collect();
     assert_eq!(wrote.iter().filter(|w| **w).count(), 1, "{wrote:?}");
     assert_eq!(first.rollout_get("default", "s").await.expect("get"), Some(next));
-    let a = first.status_list(&crate::StatusFilter { cluster: Some("a".into()), ..Default::default() }).await.expect("status");
+    let a = first
+        .status_list(&crate::StatusFilter { cluster: Some("a".into()), ..Default::default() })
+        .await
+        .expect("status");
     assert_eq!(a.iter().map(|k| k.generation).collect::<Vec<_>>(), [2], "a runs the new generation");
     tokio::time::timeout(Duration::from_secs(5), wakes.changed()).await.expect("claimers woken").expect("open");
 }

@@ -137,9 +137,8 @@ impl TlsSettings {
         let root = given_root.or_else(|| env("PGSSLROOTCERT").map(|v| ("PGSSLROOTCERT", v)));
         let system = root.as_ref().is_some_and(|(_, v)| v == "system");
         let mode = match mode {
-            Some((setting, value)) => SslMode::parse(&value).ok_or_else(|| {
-                invalid(format!("{setting}={value:?} is not an sslmode: use {}", SslMode::CHOICES))
-            })?,
+            Some((setting, value)) => SslMode::parse(&value)
+                .ok_or_else(|| invalid(format!("{setting}={value:?} is not an sslmode: use {}", SslMode::CHOICES)))?,
             None if system => SslMode::VerifyFull,
             None => SslMode::Prefer,
         };
@@ -221,7 +220,10 @@ fn default_root_file(env: &impl Fn(&str) -> Option<String>) -> Option<Roots> {
 fn load_file(path: &Path, setting: &str) -> Result<RootCertStore> {
     let named = || format!("{setting} {}", path.display());
     let pem = std::fs::read(path).map_err(|e| {
-        tls_error(format!("{}: cannot read it ({e}): give the PEM file of the CA that signed the server's certificate", named()))
+        tls_error(format!(
+            "{}: cannot read it ({e}): give the PEM file of the CA that signed the server's certificate",
+            named()
+        ))
     })?;
     let mut store = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
@@ -256,8 +258,10 @@ fn rejected_certificate(e: &tokio_postgres::Error) -> Option<&CertificateError> 
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
         // tokio-rustls wraps the rustls error in an io::Error, whose `source` skips it.
-        let inner = cause.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|e| e as &dyn std::error::Error);
-        if let Some(rustls::Error::InvalidCertificate(problem)) = inner.unwrap_or(cause).downcast_ref::<rustls::Error>() {
+        let inner =
+            cause.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).map(|e| e as &dyn std::error::Error);
+        if let Some(rustls::Error::InvalidCertificate(problem)) = inner.unwrap_or(cause).downcast_ref::<rustls::Error>()
+        {
             return Some(problem);
         }
         source = cause.source();
@@ -334,7 +338,10 @@ mod tests {
     const UNRELATED_CA: &str = include_str!("../../tests/data/unrelated-ca.pem");
 
     fn verify_full_with(path: &Path) -> TlsSettings {
-        TlsSettings { mode: SslMode::VerifyFull, verify: Verify::ChainAndName(Roots::File { path: path.into(), setting: "sslrootcert" }) }
+        TlsSettings {
+            mode: SslMode::VerifyFull,
+            verify: Verify::ChainAndName(Roots::File { path: path.into(), setting: "sslrootcert" }),
+        }
     }
 
     fn connector_error(path: &Path) -> String {
@@ -353,12 +360,18 @@ mod tests {
 
         let missing = dir.path().join("missing.pem");
         let e = connector_error(&missing);
-        assert!(e.contains(&format!("sslrootcert {}: cannot read it", missing.display())) && e.contains("PEM file of the CA"), "{e}");
+        assert!(
+            e.contains(&format!("sslrootcert {}: cannot read it", missing.display()))
+                && e.contains("PEM file of the CA"),
+            "{e}"
+        );
         let e = connector_error(&write("empty.pem", "just text\n"));
         assert!(e.contains("empty.pem: holds no PEM certificate"), "{e}");
-        let e = connector_error(&write("bad-base64.pem", "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"));
+        let e =
+            connector_error(&write("bad-base64.pem", "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"));
         assert!(e.contains("bad-base64.pem: not a valid PEM file"), "{e}");
-        let e = connector_error(&write("not-der.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"));
+        let e =
+            connector_error(&write("not-der.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"));
         assert!(e.contains("not-der.pem: a certificate in it is invalid"), "{e}");
         assert!(e.starts_with("store backend error while setting up TLS to PostgreSQL"), "{e}");
     }

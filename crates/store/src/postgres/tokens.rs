@@ -39,7 +39,13 @@ impl Tokens for PgStore {
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
         self.read("listing tokens", |c, _| {
-            Box::pin(async move { query(c, &format!("SELECT {COLUMNS} FROM tokens ORDER BY name, tenant"), &[]).await?.iter().map(decode).collect() })
+            Box::pin(async move {
+                query(c, &format!("SELECT {COLUMNS} FROM tokens ORDER BY name, tenant"), &[])
+                    .await?
+                    .iter()
+                    .map(decode)
+                    .collect()
+            })
         })
         .await
     }
@@ -51,7 +57,9 @@ impl Tokens for PgStore {
     async fn token_revoke(&self, tenant: Option<&str>, name: &str) -> Result<bool> {
         self.write("revoking a token", |tx| {
             let (tenant, name) = (tenant_column(tenant).to_string(), name.to_string());
-            Box::pin(async move { Ok(tx.execute("DELETE FROM tokens WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await? == 1) })
+            Box::pin(async move {
+                Ok(tx.execute("DELETE FROM tokens WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await? == 1)
+            })
         })
         .await
     }

@@ -74,7 +74,14 @@ impl Tx<'_> {
 
     /// Appends an event to the log when the transaction commits, naming the
     /// transaction's actor.
-    pub(super) fn event(&mut self, tenant: &str, kind: &'static str, name: &str, action: &'static str, generation: i64) {
+    pub(super) fn event(
+        &mut self,
+        tenant: &str,
+        kind: &'static str,
+        name: &str,
+        action: &'static str,
+        generation: i64,
+    ) {
         let actor = self.actor.clone();
         self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation, actor });
     }

@@ -5,8 +5,10 @@ use fleetsync_model::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 pub(super) fn get(c: &Connection, name: &str) -> Result<Option<u64>> {
-    let seq: Option<i64> =
-        c.prepare_cached("SELECT acked_seq FROM consumers WHERE name = ?1")?.query_row(params![name], |r| r.get(0)).optional()?;
+    let seq: Option<i64> = c
+        .prepare_cached("SELECT acked_seq FROM consumers WHERE name = ?1")?
+        .query_row(params![name], |r| r.get(0))
+        .optional()?;
     Ok(seq.map(|s| u64::try_from(s).unwrap_or(0)))
 }
 

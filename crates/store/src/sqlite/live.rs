@@ -9,7 +9,13 @@ use fleetsync_model::{LiveState, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use std::collections::BTreeSet;
 
-pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster: &str, records: &[LiveRecord]) -> Result<LiveRecorded> {
+pub(super) fn record(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    tenant: &str,
+    cluster: &str,
+    records: &[LiveRecord],
+) -> Result<LiveRecorded> {
     let mut out = LiveRecorded::default();
     let mut drifted = BTreeSet::new();
     // A report is a sign of life (see `crate::summary::cluster_conditions_sql`).
@@ -18,7 +24,9 @@ pub(super) fn record(tx: &Transaction<'_>, now: Timestamp, tenant: &str, cluster
     for r in records {
         let id = resource_id(&r.resource);
         let stored: Option<String> = tx
-            .prepare_cached("SELECT resource_version FROM live_state WHERE tenant = ?1 AND cluster = ?2 AND resource = ?3")?
+            .prepare_cached(
+                "SELECT resource_version FROM live_state WHERE tenant = ?1 AND cluster = ?2 AND resource = ?3",
+            )?
             .query_row(params![tenant, cluster, id], |row| row.get(0))
             .optional()?;
         let outcome = judge(stored.as_deref(), &r.resource_version);
@@ -66,7 +74,13 @@ pub(super) fn list(c: &Connection, tenant: &str, cluster: &str) -> Result<Vec<Li
 
 /// A cluster's live state with each resource's stored identity, in its order: after
 /// `after` (if given), at most `limit`.
-pub(super) fn rows(c: &Connection, tenant: &str, cluster: &str, after: Option<&str>, limit: Option<usize>) -> Result<Vec<(String, LiveResource)>> {
+pub(super) fn rows(
+    c: &Connection,
+    tenant: &str,
+    cluster: &str,
+    after: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Vec<(String, LiveResource)>> {
     let mut stmt = c.prepare_cached(
         "SELECT resource, syncset, resource_version, state, drift, versions, updated_at FROM live_state
          WHERE tenant = ?1 AND cluster = ?2 AND (?3 IS NULL OR resource > ?3) ORDER BY resource LIMIT ?4",
@@ -101,23 +115,32 @@ pub(super) fn rows(c: &Connection, tenant: &str, cluster: &str, after: Option<&s
 
 /// The drifted resources of the keys a status query covers; `range`: only those of the
 /// keys from the first to the last given (a page's).
-pub(super) fn drifts(c: &Connection, f: &StatusFilter, range: Option<(&WorkKey, &WorkKey)>) -> Result<Vec<(WorkKey, Issue)>> {
+pub(super) fn drifts(
+    c: &Connection,
+    f: &StatusFilter,
+    range: Option<(&WorkKey, &WorkKey)>,
+) -> Result<Vec<(WorkKey, Issue)>> {
     let mut stmt = c.prepare_cached(
         "SELECT tenant, cluster, syncset, resource, drift, resource_version, unready FROM live_state
          WHERE (drift IS NOT NULL OR unready IS NOT NULL) AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR cluster = ?2) AND (?3 IS NULL OR syncset = ?3)
              AND (?4 = 0 OR ((tenant, cluster, syncset) >= (?5, ?6, ?7) AND (tenant, cluster, syncset) <= (?8, ?9, ?10)))",
     )?;
-    let (a, b) = range.map(|(a, b)| (a.clone(), b.clone())).unwrap_or_else(|| (WorkKey::new("", "", ""), WorkKey::new("", "", "")));
+    let (a, b) = range
+        .map(|(a, b)| (a.clone(), b.clone()))
+        .unwrap_or_else(|| (WorkKey::new("", "", ""), WorkKey::new("", "", "")));
     let ranged = range.is_some();
-    let rows = stmt.query_map(params![f.tenant, f.cluster, f.syncset, ranged, a.tenant, a.cluster, a.syncset, b.tenant, b.cluster, b.syncset], |r| {
-        Ok((
-            WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
-            r.get::<_, String>(3)?,
-            r.get::<_, Option<String>>(4)?,
-            r.get::<_, String>(5)?,
-            r.get::<_, Option<String>>(6)?,
-        ))
-    })?;
+    let rows = stmt.query_map(
+        params![f.tenant, f.cluster, f.syncset, ranged, a.tenant, a.cluster, a.syncset, b.tenant, b.cluster, b.syncset],
+        |r| {
+            Ok((
+                WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, Option<String>>(6)?,
+            ))
+        },
+    )?;
     let mut out = Vec::new();
     for row in rows {
         let (key, resource, drift, resource_version, unready) = row?;

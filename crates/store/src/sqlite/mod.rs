@@ -22,19 +22,22 @@ mod schema;
 mod summary;
 mod tokens;
 
-use crate::{
-    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
-    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
-    RenewParams, Result, StatusFilter, StoreConfig, StoreError,
-};
 use crate::error::Cause;
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
+use crate::retry::{write_again, Transience};
 use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Tokens, WorkQueue};
 use crate::rollout::{RolloutEvent, RolloutState};
-use async_trait::async_trait;
-use crate::retry::{write_again, Transience};
 use crate::stored::json;
-use fleetsync_model::{Clock, Cluster, ClusterConditions, Document, Kind, KeyStatus, ResourceRef, RolloutPhase, Secret, StatusSummary, SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey};
+use crate::{
+    check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event,
+    EventObject, EventRetention, EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat,
+    OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter, StoreConfig, StoreError,
+};
+use async_trait::async_trait;
+use fleetsync_model::{
+    Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret, StatusSummary,
+    SyncSet, SystemClock, Timestamp, TokenRecord, WorkKey,
+};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -98,20 +101,32 @@ impl SqliteStore {
             let transient = transience(&e).is_transient();
             StoreError::backend("opening the SQLite file", transient, AtPath { path: path.clone(), cause: Box::new(e) })
         };
-        private_file(&path).map_err(|e| StoreError::backend("creating the SQLite file", false, AtPath { path: path.clone(), cause: Box::new(e) }))?;
+        private_file(&path).map_err(|e| {
+            StoreError::backend("creating the SQLite file", false, AtPath { path: path.clone(), cause: Box::new(e) })
+        })?;
         let mut writer = Connection::open(&path).map_err(opened)?;
         writer
             .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;")
             .map_err(opened)?;
         schema::migrate(&mut writer).map_err(opened)?;
         warn_if_shared(&path);
-        let reader = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(opened)?;
+        let reader =
+            Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(opened)?;
         reader.execute_batch("PRAGMA busy_timeout = 10000;").map_err(opened)?;
         let (wake, _) = watch::channel(0);
         let (events, _) = watch::channel(0);
         let clock = config.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        let inner = Inner { path, writer: Mutex::new(writer), reader: Mutex::new(reader), config, clock, wake, events, _work_lock: work_lock };
+        let inner = Inner {
+            path,
+            writer: Mutex::new(writer),
+            reader: Mutex::new(reader),
+            config,
+            clock,
+            wake,
+            events,
+            _work_lock: work_lock,
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -127,16 +142,18 @@ impl SqliteStore {
     pub async fn open_for_work(path: impl AsRef<Path>, config: StoreConfig) -> Result<(Self, u64)> {
         let path = path.as_ref();
         let lock_path = PathBuf::from(format!("{}.lock", path.display()));
-        let locking = |cause: Cause| StoreError::backend("locking the SQLite file", false, AtPath { path: lock_path.clone(), cause });
+        let locking = |cause: Cause| {
+            StoreError::backend("locking the SQLite file", false, AtPath { path: lock_path.clone(), cause })
+        };
         let mut options = std::fs::OpenOptions::new();
         options.create(true).truncate(false).write(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let lock = options.open(&lock_path).map_err(|e| locking(Box::new(e)))?;
         lock.try_lock().map_err(|e| match e {
-            std::fs::TryLockError::WouldBlock => {
-                locking(format!("another fleetsync process runs work on {} (it holds this lock)", path.display()).into())
-            }
+            std::fs::TryLockError::WouldBlock => locking(
+                format!("another fleetsync process runs work on {} (it holds this lock)", path.display()).into(),
+            ),
             std::fs::TryLockError::Error(e) => locking(Box::new(e)),
         })?;
         let store = Self::open_with(path, config, Some(lock))?;
@@ -151,7 +168,8 @@ impl SqliteStore {
     /// When Secrets that were in clear were sealed, the file is vacuumed and its WAL
     /// truncated, so that their clear text is not left in free pages or old WAL frames.
     pub async fn secrets_reseal(&self) -> Result<crate::Resealed> {
-        let done = self.write("sealing secrets again", |tx, _, cfg| objects::secrets_reseal(tx, cfg.keys.as_deref())).await?;
+        let done =
+            self.write("sealing secrets again", |tx, _, cfg| objects::secrets_reseal(tx, cfg.keys.as_deref())).await?;
         if done.were_in_clear > 0 {
             let inner = self.inner.clone();
             blocking("vacuuming the SQLite file", move || {
@@ -285,7 +303,11 @@ fn private_file(path: &Path) -> std::io::Result<()> {
 /// access on purpose (a backup agent); the warning says how to close it.
 fn warn_if_shared(path: &Path) {
     #[cfg(unix)]
-    for file in [path.to_path_buf(), PathBuf::from(format!("{}-wal", path.display())), PathBuf::from(format!("{}-shm", path.display()))] {
+    for file in [
+        path.to_path_buf(),
+        PathBuf::from(format!("{}-wal", path.display())),
+        PathBuf::from(format!("{}-shm", path.display())),
+    ] {
         use std::os::unix::fs::PermissionsExt;
         let Ok(meta) = std::fs::metadata(&file) else { continue };
         let mode = meta.permissions().mode() & 0o777;
@@ -344,10 +366,17 @@ async fn blocking<T: Send + 'static>(step: &'static str, f: impl FnOnce() -> Res
 
 #[async_trait]
 impl Objects for SqliteStore {
-    async fn objects_apply_within(&self, docs: Vec<Document>, actor: Option<&str>, quotas: &Quotas, commit: Commit) -> Result<Vec<ApplyOutcome>> {
+    async fn objects_apply_within(
+        &self,
+        docs: Vec<Document>,
+        actor: Option<&str>,
+        quotas: &Quotas,
+        commit: Commit,
+    ) -> Result<Vec<ApplyOutcome>> {
         let (actor, quotas) = (actor.map(str::to_string), quotas.clone());
-        let apply =
-            move |tx: &Transaction<'_>, now, cfg: &StoreConfig| objects::apply(tx, now, &docs, actor.as_deref(), &quotas, cfg.keys.as_deref());
+        let apply = move |tx: &Transaction<'_>, now, cfg: &StoreConfig| {
+            objects::apply(tx, now, &docs, actor.as_deref(), &quotas, cfg.keys.as_deref())
+        };
         let (out, announce) = self.write_ending("applying documents", commit, apply).await?;
         if commit == Commit::Yes {
             self.announce(announce);
@@ -357,7 +386,9 @@ impl Objects for SqliteStore {
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
         let (out, announce) = self
-            .write("applying an own write", move |tx, now, cfg| objects::apply_own(tx, now, &docs, &own, cfg.keys.as_deref()))
+            .write("applying an own write", move |tx, now, cfg| {
+                objects::apply_own(tx, now, &docs, &own, cfg.keys.as_deref())
+            })
             .await?;
         self.announce(announce);
         Ok(out)
@@ -365,8 +396,11 @@ impl Objects for SqliteStore {
 
     async fn object_delete_by(&self, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<()> {
         let (tenant, name, actor) = (tenant.to_string(), name.to_string(), actor.map(str::to_string));
-        let announce =
-            self.write("deleting an object", move |tx, now, _| objects::delete(tx, now, kind, &tenant, &name, actor.as_deref())).await?;
+        let announce = self
+            .write("deleting an object", move |tx, now, _| {
+                objects::delete(tx, now, kind, &tenant, &name, actor.as_deref())
+            })
+            .await?;
         self.announce(announce);
         Ok(())
     }
@@ -400,23 +434,45 @@ impl Objects for SqliteStore {
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>> {
         let tenant = tenant.map(str::to_string);
         let keys = self.inner.config.keys.clone();
-        self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref(), keys.as_deref())).await
+        self.read("listing secrets", move |c, _| objects::list(c, Kind::Secret, tenant.as_deref(), keys.as_deref()))
+            .await
     }
 
-    async fn cluster_page(&self, filter: &ClusterFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
+    async fn cluster_page(
+        &self,
+        filter: &ClusterFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Cluster, ObjectKey>> {
         let (filter, page) = (filter.clone(), page.clone());
-        self.read("listing clusters", move |c, _| pages::objects(c, Kind::Cluster, filter.tenant.as_deref(), Some(&filter.labels), &page, None)).await
+        self.read("listing clusters", move |c, _| {
+            pages::objects(c, Kind::Cluster, filter.tenant.as_deref(), Some(&filter.labels), &page, None)
+        })
+        .await
     }
 
-    async fn syncset_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
+    async fn syncset_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<SyncSet, ObjectKey>> {
         let (tenant, page) = (filter.tenant.clone(), page.clone());
-        self.read("listing syncsets", move |c, _| pages::objects(c, Kind::SyncSet, tenant.as_deref(), None, &page, None)).await
+        self.read("listing syncsets", move |c, _| {
+            pages::objects(c, Kind::SyncSet, tenant.as_deref(), None, &page, None)
+        })
+        .await
     }
 
-    async fn secret_page(&self, filter: &ObjectFilter, page: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+    async fn secret_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Secret, ObjectKey>> {
         let (tenant, page) = (filter.tenant.clone(), page.clone());
         let keys = self.inner.config.keys.clone();
-        self.read("listing secrets", move |c, _| pages::objects(c, Kind::Secret, tenant.as_deref(), None, &page, keys.as_deref())).await
+        self.read("listing secrets", move |c, _| {
+            pages::objects(c, Kind::Secret, tenant.as_deref(), None, &page, keys.as_deref())
+        })
+        .await
     }
 }
 
@@ -440,7 +496,10 @@ impl WorkQueue for SqliteStore {
 
     async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
         let (key, inventory) = (key.clone(), json("work", inventory)?);
-        self.write("recording an inventory", move |tx, now, _| queue::inventory_record(tx, now, &key, fence, &inventory)).await
+        self.write("recording an inventory", move |tx, now, _| {
+            queue::inventory_record(tx, now, &key, fence, &inventory)
+        })
+        .await
     }
 
     async fn work_release(&self, key: &WorkKey, fence: Fence) -> Result<()> {
@@ -455,7 +514,14 @@ impl WorkQueue for SqliteStore {
         self.write("retrying a key", move |tx, now, _| {
             let generation = queue::retry(tx, now, &key)?;
             let name = format!("{}/{}", key.cluster, key.syncset);
-            let e = rows::NewEvent { tenant: &key.tenant, kind: "Status", name: &name, action: "Retry", generation, actor: actor.as_deref() };
+            let e = rows::NewEvent {
+                tenant: &key.tenant,
+                kind: "Status",
+                name: &name,
+                action: "Retry",
+                generation,
+                actor: actor.as_deref(),
+            };
             rows::event_append(tx, now, e)
         })
         .await?;
@@ -511,7 +577,11 @@ impl StatusRead for SqliteStore {
         .await
     }
 
-    async fn status_page(&self, filter: &StatusFilter, page: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+    async fn status_page(
+        &self,
+        filter: &StatusFilter,
+        page: &PageRequest<WorkKey>,
+    ) -> Result<Page<KeyStatus, WorkKey>> {
         let (filter, page) = (filter.clone(), page.clone());
         self.read("reading status", move |c, now| pages::status(c, now, &filter, &page)).await
     }
@@ -522,9 +592,8 @@ impl StatusRead for SqliteStore {
 
     async fn store_ready(&self) -> Result<crate::Schema> {
         const STEP: &str = "checking readiness";
-        let found: usize = self
-            .read(STEP, |c, _| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
-            .await?;
+        let found: usize =
+            self.read(STEP, |c, _| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?)).await?;
         crate::error::schema_ready(STEP, "sqlite", found, schema::latest())
     }
 
@@ -535,7 +604,10 @@ impl StatusRead for SqliteStore {
 
     async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<ClusterConditions> {
         let tenant = tenant.to_string();
-        self.read("counting clusters by condition", move |c, now| summary::cluster_conditions(c, &tenant, now.minus(stale_after))).await
+        self.read("counting clusters by condition", move |c, now| {
+            summary::cluster_conditions(c, &tenant, now.minus(stale_after))
+        })
+        .await
     }
 }
 
@@ -552,7 +624,8 @@ impl EventLog for SqliteStore {
 
     async fn events_newest(&self, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
         let tenants = tenants.map(<[String]>::to_vec);
-        self.read("reading the newest events", move |c, _| rows::events_newest(c, tenants.as_deref(), before, limit)).await
+        self.read("reading the newest events", move |c, _| rows::events_newest(c, tenants.as_deref(), before, limit))
+            .await
     }
 
     async fn events_head(&self) -> Result<u64> {
@@ -565,7 +638,10 @@ impl EventLog for SqliteStore {
     }
 
     async fn events_trim(&self, keep: EventRetention) -> Result<EventsTrimmed> {
-        crate::event::trim_in_chunks(|| self.write("trimming events", move |tx, now, _| rows::events_trim_chunk(tx, now, &keep))).await
+        crate::event::trim_in_chunks(|| {
+            self.write("trimming events", move |tx, now, _| rows::events_trim_chunk(tx, now, &keep))
+        })
+        .await
     }
 
     async fn consumer_get(&self, name: &str) -> Result<Option<u64>> {
@@ -611,7 +687,9 @@ impl Tokens for SqliteStore {
 impl LiveState for SqliteStore {
     async fn live_record(&self, tenant: &str, cluster: &str, records: Vec<LiveRecord>) -> Result<LiveRecorded> {
         let (tenant, cluster) = (tenant.to_string(), cluster.to_string());
-        let out = self.write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records)).await?;
+        let out = self
+            .write("recording live state", move |tx, now, _| live::record(tx, now, &tenant, &cluster, &records))
+            .await?;
         if !out.requeued.is_empty() {
             self.wake();
         }
@@ -646,10 +724,18 @@ impl Rollouts for SqliteStore {
         self.read("listing rollouts", move |c, _| rollouts::rollout_list(c, tenant.as_deref(), phase)).await
     }
 
-    async fn rollout_write(&self, next: &RolloutState, enqueue: &[(String, i64)], event: Option<RolloutEvent>) -> Result<bool> {
+    async fn rollout_write(
+        &self,
+        next: &RolloutState,
+        enqueue: &[(String, i64)],
+        event: Option<RolloutEvent>,
+    ) -> Result<bool> {
         let (next, enqueue) = (next.clone(), enqueue.to_vec());
-        let written =
-            self.write("writing a rollout", move |tx, now, _| rollouts::rollout_write(tx, now, &next, &enqueue, event.as_ref())).await?;
+        let written = self
+            .write("writing a rollout", move |tx, now, _| {
+                rollouts::rollout_write(tx, now, &next, &enqueue, event.as_ref())
+            })
+            .await?;
         if written {
             self.wake();
             self.logged();
@@ -754,9 +840,14 @@ mod tests {
             let err = out.expect_err("fails");
             assert_eq!((tries, err.is_transient()), (1, false), "code {code}: {err}");
             let source = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<rusqlite::Error>());
-            assert_eq!(source.and_then(rusqlite::Error::sqlite_error).map(|e| e.extended_code), Some(code), "the cause is kept");
+            assert_eq!(
+                source.and_then(rusqlite::Error::sqlite_error).map(|e| e.extended_code),
+                Some(code),
+                "the cause is kept"
+            );
         }
-        let (tries, _) = attempts(u32::MAX, Box::new(|| StoreError::Corrupt { table: "work", message: "x".into() })).await;
+        let (tries, _) =
+            attempts(u32::MAX, Box::new(|| StoreError::Corrupt { table: "work", message: "x".into() })).await;
         assert_eq!(tries, 1, "an answer about the data");
     }
 }

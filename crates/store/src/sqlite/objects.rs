@@ -4,9 +4,9 @@ use super::queue::enqueue;
 use super::rollouts;
 use super::rows::{event_append, NewEvent};
 use crate::plan::{self, Announce, Deleted, Planned, Target};
+use crate::quota::{self, Quota, Quotas, Usage};
 use crate::sealed::{self, decode_stored, Keyring};
 use crate::stored::{canonical, corrupt, decode, json, table, WithGeneration};
-use crate::quota::{self, Quota, Quotas, Usage};
 use crate::{ApplyOutcome, OwnWrite, Result, StoreError};
 use fleetsync_model::{ApplyMode, Cluster, Document, Kind, Secret, SyncSet, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -34,7 +34,8 @@ pub(super) fn apply(
     keys: Option<&Keyring>,
 ) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let tenants: BTreeSet<&str> = docs.iter().map(|d| d.metadata().tenant()).collect();
-    let limited: Vec<(&str, Quota)> = tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
+    let limited: Vec<(&str, Quota)> =
+        tenants.into_iter().map(|t| (t, quotas.of(t))).filter(|(_, q)| !q.is_unlimited()).collect();
     let before = limited.iter().map(|(t, q)| usage(tx, t, q)).collect::<Result<Vec<_>>>()?;
     let applied = apply_as(tx, now, docs, By { own: None, actor, keys })?;
     for ((tenant, quota), before) in limited.iter().zip(&before) {
@@ -45,11 +46,17 @@ pub(super) fn apply(
 
 /// What `tenant` holds of what `quota` limits (the rest left 0).
 fn usage(tx: &Transaction<'_>, tenant: &str, quota: &Quota) -> Result<Usage> {
-    let count = |sql: &str| -> Result<u64> { Ok(tx.prepare_cached(sql)?.query_row(params![tenant], |r| r.get::<_, i64>(0))? as u64) };
+    let count = |sql: &str| -> Result<u64> {
+        Ok(tx.prepare_cached(sql)?.query_row(params![tenant], |r| r.get::<_, i64>(0))? as u64)
+    };
     Ok(Usage {
         clusters: if quota.clusters.is_some() { count("SELECT count(*) FROM clusters WHERE tenant = ?1")? } else { 0 },
         syncsets: if quota.syncsets.is_some() { count("SELECT count(*) FROM syncsets WHERE tenant = ?1")? } else { 0 },
-        keys: if quota.keys.is_some() { count("SELECT count(*) FROM work WHERE tenant = ?1 AND desired = 1")? } else { 0 },
+        keys: if quota.keys.is_some() {
+            count("SELECT count(*) FROM work WHERE tenant = ?1 AND desired = 1")?
+        } else {
+            0
+        },
         bytes: if quota.bytes.is_some() {
             count(
                 "SELECT (SELECT coalesce(sum(length(doc)), 0) FROM clusters WHERE tenant = ?1)
@@ -62,7 +69,12 @@ fn usage(tx: &Transaction<'_>, tenant: &str, quota: &Quota) -> Result<Usage> {
     })
 }
 
-fn apply_as(tx: &Transaction<'_>, now: Timestamp, docs: &[Document], by: By<'_>) -> Result<(Vec<ApplyOutcome>, Announce)> {
+fn apply_as(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    docs: &[Document],
+    by: By<'_>,
+) -> Result<(Vec<ApplyOutcome>, Announce)> {
     let mut announce = Announce::default();
     let mut outcomes = Vec::with_capacity(docs.len());
     for doc in docs {
@@ -100,7 +112,13 @@ pub(super) fn apply_own(
 
 /// The generation and event action of writing a document row whose content is `doc`,
 /// or None if unchanged.
-fn upsert_generation(tx: &Transaction<'_>, table: &str, tenant: &str, name: &str, doc: &str) -> Result<Option<(i64, &'static str)>> {
+fn upsert_generation(
+    tx: &Transaction<'_>,
+    table: &str,
+    tenant: &str,
+    name: &str,
+    doc: &str,
+) -> Result<Option<(i64, &'static str)>> {
     upsert_generation_by(tx, table, tenant, name, |old| Ok(old == doc))
 }
 
@@ -127,7 +145,10 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, by: By<'_>) 
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let Some((generation, action)) = upsert_generation(tx, "clusters", tenant, name, &doc)? else {
-        return Ok((outcome(Kind::Cluster, tenant, name, generation_of(tx, "clusters", tenant, name)?, "unchanged", 0), Announce::default()));
+        return Ok((
+            outcome(Kind::Cluster, tenant, name, generation_of(tx, "clusters", tenant, name)?, "unchanged", 0),
+            Announce::default(),
+        ));
     };
     let labels = json("clusters", &c.metadata.labels)?;
     tx.prepare_cached(
@@ -137,14 +158,22 @@ fn apply_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, by: By<'_>) 
     .execute(params![tenant, name, generation, labels, doc])?;
     event_append(tx, now, NewEvent { tenant, kind: "Cluster", name, action, generation, actor: by.actor })?;
     let enqueued = enqueue_cluster(tx, now, c, by.own)?;
-    let written = outcome(Kind::Cluster, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
+    let written = outcome(
+        Kind::Cluster,
+        tenant,
+        name,
+        generation,
+        if action == "Created" { "created" } else { "updated" },
+        enqueued,
+    );
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
 /// Enqueues a new or changed cluster's keys ([`plan::cluster_changed`]).
 fn enqueue_cluster(tx: &Transaction<'_>, now: Timestamp, c: &Cluster, own: Option<&WorkKey>) -> Result<u64> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
-    let had: HashSet<String> = query_strings(tx, "SELECT syncset FROM work WHERE tenant = ?1 AND cluster = ?2 AND desired = 1", tenant, name)?;
+    let had: HashSet<String> =
+        query_strings(tx, "SELECT syncset FROM work WHERE tenant = ?1 AND cluster = ?2 AND desired = 1", tenant, name)?;
     let plan = plan::cluster_changed(tenant, name, &c.metadata.labels, &syncset_targets(tx, tenant)?, &had, own);
     enqueue_all(tx, now, &plan)
 }
@@ -165,7 +194,10 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, by: By<'_>) ->
     let doc = canonical(s)?;
     let same = |old: &str| Ok(sealed::open(by.keys, tenant, name, old)? == doc);
     let Some((generation, action)) = upsert_generation_by(tx, "secrets", tenant, name, same)? else {
-        return Ok((outcome(Kind::Secret, tenant, name, generation_of(tx, "secrets", tenant, name)?, "unchanged", 0), Announce::default()));
+        return Ok((
+            outcome(Kind::Secret, tenant, name, generation_of(tx, "secrets", tenant, name)?, "unchanged", 0),
+            Announce::default(),
+        ));
     };
     let doc = sealed::seal(by.keys, tenant, name, doc)?;
     tx.prepare_cached(
@@ -178,7 +210,14 @@ fn apply_secret(tx: &Transaction<'_>, now: Timestamp, s: &Secret, by: By<'_>) ->
     for c in plan::secret_users(name, &list::<Cluster>(tx, Kind::Cluster, Some(tenant), None)?) {
         enqueued += enqueue_cluster(tx, now, c, by.own)?;
     }
-    let written = outcome(Kind::Secret, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
+    let written = outcome(
+        Kind::Secret,
+        tenant,
+        name,
+        generation,
+        if action == "Created" { "created" } else { "updated" },
+        enqueued,
+    );
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
@@ -186,7 +225,10 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let doc = canonical(s)?;
     let Some((generation, action)) = upsert_generation(tx, "syncsets", tenant, name, &doc)? else {
-        return Ok((outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0), Announce::default()));
+        return Ok((
+            outcome(Kind::SyncSet, tenant, name, generation_of(tx, "syncsets", tenant, name)?, "unchanged", 0),
+            Announce::default(),
+        ));
     };
     // The document this write replaces, read only when its revision is not stored (a
     // SyncSet last written before revisions were kept).
@@ -209,7 +251,8 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
     rollouts::revision_put(tx, s, generation)?;
     let (run_generation, run_mode, held_back) = rollouts::on_write(tx, now, s, generation)?;
 
-    let had: HashSet<String> = query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
+    let had: HashSet<String> =
+        query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1", tenant, name)?;
     let mut clusters = tx.prepare_cached("SELECT name, labels FROM clusters WHERE tenant = ?1 ORDER BY name")?;
     let clusters = clusters
         .query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
@@ -218,15 +261,35 @@ fn apply_syncset(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, by: By<'_>) 
             Ok((cluster, decode::<BTreeMap<String, String>>("clusters", &labels)?))
         })
         .collect::<Result<Vec<_>>>()?;
-    let target = Target { name: name.into(), generation: run_generation, mode: run_mode, held_back, targeting: s.spec.targeting() };
+    let target = Target {
+        name: name.into(),
+        generation: run_generation,
+        mode: run_mode,
+        held_back,
+        targeting: s.spec.targeting(),
+    };
     let enqueued = enqueue_all(tx, now, &plan::syncset_changed(tenant, &target, &clusters, &had, by.own))?;
     rollouts::revisions_prune(tx, tenant, name, generation)?;
-    let written = outcome(Kind::SyncSet, tenant, name, generation, if action == "Created" { "created" } else { "updated" }, enqueued);
+    let written = outcome(
+        Kind::SyncSet,
+        tenant,
+        name,
+        generation,
+        if action == "Created" { "created" } else { "updated" },
+        enqueued,
+    );
     Ok((written, Announce::objects(now, 1, enqueued)))
 }
 
 /// Deletes an object; returns what the commit announces.
-pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<Announce> {
+pub(super) fn delete(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    kind: Kind,
+    tenant: &str,
+    name: &str,
+    actor: Option<&str>,
+) -> Result<Announce> {
     let table = table(kind);
     let generation = generation_of(tx, table, tenant, name)?;
     if generation == 0 {
@@ -235,7 +298,9 @@ pub(super) fn delete(tx: &Transaction<'_>, now: Timestamp, kind: Kind, tenant: &
     tx.execute(&format!("DELETE FROM {table} WHERE tenant = ?1 AND name = ?2"), params![tenant, name])?;
     event_append(tx, now, NewEvent { tenant, kind: kind.as_str(), name, action: "Deleted", generation, actor })?;
     let keyed = match kind {
-        Kind::SyncSet => query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?,
+        Kind::SyncSet => {
+            query_strings(tx, "SELECT cluster FROM work WHERE tenant = ?1 AND syncset = ?2", tenant, name)?
+        }
         Kind::Cluster | Kind::Secret => HashSet::new(),
     };
     let enqueued = match plan::deleted(kind, tenant, name, keyed) {
@@ -262,15 +327,26 @@ pub(super) fn get<T: DeserializeOwned + WithGeneration>(
     keys: Option<&Keyring>,
 ) -> Result<Option<T>> {
     let sql = format!("SELECT doc, generation FROM {} WHERE tenant = ?1 AND name = ?2", table(kind));
-    let row: Option<(String, i64)> = c.prepare_cached(&sql)?.query_row(params![tenant, name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    let row: Option<(String, i64)> =
+        c.prepare_cached(&sql)?.query_row(params![tenant, name], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     row.map(|(doc, g)| decode_stored(kind, keys, tenant, name, &doc, g)).transpose()
 }
 
 /// The objects of a kind (of `tenant`, if given); Secrets opened with `keys`.
-pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: Kind, tenant: Option<&str>, keys: Option<&Keyring>) -> Result<Vec<T>> {
-    let sql = format!("SELECT tenant, name, doc, generation FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, name", table(kind));
+pub(super) fn list<T: DeserializeOwned + WithGeneration>(
+    c: &Connection,
+    kind: Kind,
+    tenant: Option<&str>,
+    keys: Option<&Keyring>,
+) -> Result<Vec<T>> {
+    let sql = format!(
+        "SELECT tenant, name, doc, generation FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, name",
+        table(kind)
+    );
     let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![tenant], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?)))?;
+    let rows = stmt.query_map(params![tenant], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
+    })?;
     rows.map(|row| {
         let (tenant, name, doc, g) = row?;
         decode_stored(kind, keys, &tenant, &name, &doc, g)
@@ -284,7 +360,8 @@ pub(super) fn list<T: DeserializeOwned + WithGeneration>(c: &Connection, kind: K
 pub(super) fn secrets_reseal(tx: &Transaction<'_>, keys: Option<&Keyring>) -> Result<sealed::Resealed> {
     let rows = {
         let mut stmt = tx.prepare_cached("SELECT tenant, name, doc FROM secrets ORDER BY tenant, name")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+        let rows =
+            stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()?
     };
     let mut done = sealed::Resealed::default();
@@ -292,7 +369,8 @@ pub(super) fn secrets_reseal(tx: &Transaction<'_>, keys: Option<&Keyring>) -> Re
         let what = sealed::reseal(keys, &tenant, &name, &stored)?;
         done.count(&stored, &what);
         if let sealed::Reseal::Write(doc) = what {
-            tx.prepare_cached("UPDATE secrets SET doc = ?3 WHERE tenant = ?1 AND name = ?2")?.execute(params![tenant, name, doc])?;
+            tx.prepare_cached("UPDATE secrets SET doc = ?3 WHERE tenant = ?1 AND name = ?2")?
+                .execute(params![tenant, name, doc])?;
         }
     }
     Ok(done)
@@ -309,7 +387,13 @@ fn syncset_targets(tx: &Transaction<'_>, tenant: &str) -> Result<Vec<Target>> {
          WHERE s.tenant = ?1 ORDER BY s.name",
     )?;
     let rows = stmt.query_map(params![tenant], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, bool>(4)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, bool>(4)?,
+        ))
     })?;
     rows.map(|row| {
         let (name, generation, mode, selector, held_back) = row?;

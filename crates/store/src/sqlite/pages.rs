@@ -38,7 +38,13 @@ pub(super) fn objects<T: DeserializeOwned + WithGeneration>(
         let limit = i64::try_from(scan.chunk() + 1).unwrap_or(i64::MAX);
         let raw = stmt
             .query_map(params![tenant, t, n, limit], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, String>(3)?, r.get::<_, i64>(4)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut chunk = Vec::with_capacity(raw.len());
@@ -57,7 +63,12 @@ pub(super) fn objects<T: DeserializeOwned + WithGeneration>(
 }
 
 /// A page of status; every filter is in the SQL, so one chunk is the page.
-pub(super) fn status(c: &Connection, now: Timestamp, f: &StatusFilter, req: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
+pub(super) fn status(
+    c: &Connection,
+    now: Timestamp,
+    f: &StatusFilter,
+    req: &PageRequest<WorkKey>,
+) -> Result<Page<KeyStatus, WorkKey>> {
     let mut scan = Scan::new(req, false);
     let mut statuses = rows::status_rows(c, now, f, scan.cursor(), Some(scan.chunk() + 1))?;
     let range = statuses.first().map(|s| s.key.clone()).zip(statuses.last().map(|s| s.key.clone()));

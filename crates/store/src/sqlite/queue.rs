@@ -7,7 +7,10 @@ use super::rows::{event_append, NewEvent};
 use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
 use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
-use crate::{ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy, StoreError};
+use crate::{
+    ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy,
+    StoreError,
+};
 use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -136,7 +139,13 @@ fn ids_ready(tx: &Transaction<'_>, now: Timestamp, limit: i64, shards: Option<&s
 /// Ready keys in claim order, skipping those of clusters at their limit. Looks at a
 /// bounded window of the ready index, so a claim stays cheap when one cluster has
 /// thousands of keys held back at the front.
-fn ids_ready_limited(tx: &Transaction<'_>, now: Timestamp, limit: i64, cl: &ClusterLimit, shards: Option<&str>) -> Result<Vec<i64>> {
+fn ids_ready_limited(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    limit: i64,
+    cl: &ClusterLimit,
+    shards: Option<&str>,
+) -> Result<Vec<i64>> {
     let window = ClusterLimit::window(limit);
     let mut stmt = tx.prepare_cached(
         "SELECT id, tenant, cluster FROM work WHERE phase = 'ready' AND run_at <= ?1
@@ -212,7 +221,12 @@ pub(super) fn complete(
     Ok((outcomes, announce))
 }
 
-fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &Completion) -> Result<(CompleteOutcome, Announce)> {
+fn complete_one(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    retry: &RetryPolicy,
+    c: &Completion,
+) -> Result<(CompleteOutcome, Announce)> {
     let stale = (CompleteOutcome::Stale, Announce::default());
     let Some(h) = held(tx, &c.key)? else { return Ok(stale) };
     let Some(fin) = finish(&h, c, now, retry) else { return Ok(stale) };
@@ -259,7 +273,14 @@ fn complete_one(tx: &Transaction<'_>, now: Timestamp, retry: &RetryPolicy, c: &C
         super::live::end_all_but(tx, &c.key, &kept)?;
     }
     let name = format!("{}/{}", c.key.cluster, c.key.syncset);
-    let status = NewEvent { tenant: &c.key.tenant, kind: "Status", name: &name, action: fin.event_action(), generation: h.generation, actor: None };
+    let status = NewEvent {
+        tenant: &c.key.tenant,
+        kind: "Status",
+        name: &name,
+        action: fin.event_action(),
+        generation: h.generation,
+        actor: None,
+    };
     event_append(tx, now, status)?;
     Ok((fin.outcome(), Announce::completed(&fin, now)))
 }
@@ -275,7 +296,13 @@ pub(super) fn take_back(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
     Ok(n as u64)
 }
 
-pub(super) fn inventory_record(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence, inventory: &str) -> Result<()> {
+pub(super) fn inventory_record(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    key: &WorkKey,
+    fence: Fence,
+    inventory: &str,
+) -> Result<()> {
     let n = tx
         .prepare_cached(
             "UPDATE work SET inventory = ?1, updated_at = ?2
@@ -317,13 +344,14 @@ pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
 }
 
 pub(super) fn next_ready_at(c: &Connection, shards: Option<&str>) -> Result<Option<Timestamp>> {
-    let at: Option<i64> = c.prepare_cached(
-        "SELECT MIN(t) FROM (
+    let at: Option<i64> = c
+        .prepare_cached(
+            "SELECT MIN(t) FROM (
              SELECT MIN(run_at) AS t FROM work WHERE phase = 'ready'
                  AND (?1 IS NULL OR shard IN (SELECT value FROM json_each(?1)))
              UNION ALL SELECT MIN(lease_expires_at) FROM work WHERE phase = 'running'
                  AND (?1 IS NULL OR shard IN (SELECT value FROM json_each(?1))))",
-    )?
-    .query_row(params![shards], |r| r.get(0))?;
+        )?
+        .query_row(params![shards], |r| r.get(0))?;
     Ok(at.map(Timestamp))
 }

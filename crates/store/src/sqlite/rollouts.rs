@@ -1,9 +1,9 @@
 //! Revisions ([`crate::revision`]) and rollouts ([`crate::rollout`]) in SQLite.
 
 use super::queue::enqueue;
+use super::rows::{event_append, NewEvent};
 use crate::lifecycle::Enqueue;
 use crate::revision::{self, assemble, split, RolloutWrite, KEPT_HISTORY};
-use super::rows::{event_append, NewEvent};
 use crate::rollout::{RolloutEvent, RolloutState};
 use crate::stored::{corrupt, decode, json};
 use crate::Result;
@@ -30,8 +30,17 @@ pub(super) fn revision_put(tx: &Transaction<'_>, s: &SyncSet, generation: i64) -
         )?
         .execute(params![tenant, hash, body])?;
     }
-    tx.prepare_cached("INSERT INTO revisions (tenant, syncset, generation, apply_mode, head, parts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-        .execute(params![tenant, name, generation, s.spec.resource_apply_mode.as_str(), split.head, json("revisions", &split.hashes())?])?;
+    tx.prepare_cached(
+        "INSERT INTO revisions (tenant, syncset, generation, apply_mode, head, parts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        tenant,
+        name,
+        generation,
+        s.spec.resource_apply_mode.as_str(),
+        split.head,
+        json("revisions", &split.hashes())?
+    ])?;
     Ok(())
 }
 
@@ -46,7 +55,11 @@ pub(super) fn revision_get(c: &Connection, tenant: &str, syncset: &str, generati
     let mut body = c.prepare_cached("SELECT body FROM revision_parts WHERE tenant = ?1 AND hash = ?2")?;
     let bodies = hashes
         .iter()
-        .map(|h| body.query_row(params![tenant, h], |r| r.get(0)).optional()?.ok_or_else(|| corrupt("revision_parts", format!("missing {h}"))))
+        .map(|h| {
+            body.query_row(params![tenant, h], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| corrupt("revision_parts", format!("missing {h}")))
+        })
         .collect::<Result<Vec<String>>>()?;
     assemble(&head, generation, bodies).map(Some)
 }
@@ -87,7 +100,8 @@ fn drop_revisions(tx: &Transaction<'_>, tenant: &str, syncset: &str, below: i64,
     };
     for parts in gone {
         for hash in decode::<Vec<String>>("revisions", &parts)? {
-            tx.prepare_cached("UPDATE revision_parts SET refs = refs - 1 WHERE tenant = ?1 AND hash = ?2")?.execute(params![tenant, hash])?;
+            tx.prepare_cached("UPDATE revision_parts SET refs = refs - 1 WHERE tenant = ?1 AND hash = ?2")?
+                .execute(params![tenant, hash])?;
         }
     }
     tx.prepare_cached("DELETE FROM revision_parts WHERE tenant = ?1 AND refs <= 0")?.execute(params![tenant])?;
@@ -97,12 +111,18 @@ fn drop_revisions(tx: &Transaction<'_>, tenant: &str, syncset: &str, below: i64,
 /// What a new generation of `s` does to its rollout ([`revision::on_write`]); the
 /// generation and mode keys get when they are not told otherwise, and whether clusters
 /// are held back.
-pub(super) fn on_write(tx: &Transaction<'_>, now: Timestamp, s: &SyncSet, generation: i64) -> Result<(i64, ApplyMode, bool)> {
+pub(super) fn on_write(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    s: &SyncSet,
+    generation: i64,
+) -> Result<(i64, ApplyMode, bool)> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let previous = rollout_get(tx, tenant, name)?;
     match revision::on_write(s, generation, previous.as_ref(), now) {
         RolloutWrite::None => {
-            tx.prepare_cached("DELETE FROM rollouts WHERE tenant = ?1 AND syncset = ?2")?.execute(params![tenant, name])?;
+            tx.prepare_cached("DELETE FROM rollouts WHERE tenant = ?1 AND syncset = ?2")?
+                .execute(params![tenant, name])?;
             Ok((generation, s.spec.resource_apply_mode, false))
         }
         RolloutWrite::Store(state) => {
@@ -148,7 +168,11 @@ pub(super) fn rollout_get(c: &Connection, tenant: &str, syncset: &str) -> Result
 }
 
 /// Rollouts in `phase` (every phase: `None`), of one tenant or all, by tenant and name.
-pub(super) fn rollout_list(c: &Connection, tenant: Option<&str>, phase: Option<RolloutPhase>) -> Result<Vec<RolloutState>> {
+pub(super) fn rollout_list(
+    c: &Connection,
+    tenant: Option<&str>,
+    phase: Option<RolloutPhase>,
+) -> Result<Vec<RolloutState>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM rollouts WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR phase = ?2) ORDER BY tenant, syncset"
     );
@@ -197,13 +221,19 @@ pub(super) fn rollout_write(
     // Completed only once every wanted key is told the revision: a cluster that joined
     // after the decision was read (at the stable revision) is caught up when decided again.
     let behind = "SELECT 1 FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1 AND generation <> ?3 LIMIT 1";
-    if next.phase == RolloutPhase::Completed && tx.prepare_cached(behind)?.exists(params![next.tenant, next.syncset, next.revision])? {
+    if next.phase == RolloutPhase::Completed
+        && tx.prepare_cached(behind)?.exists(params![next.tenant, next.syncset, next.revision])?
+    {
         return Ok(false);
     }
     rollout_put(tx, next)?;
     if let Some(e) = event {
         let (tenant, name, actor) = (next.tenant.as_str(), next.syncset.as_str(), e.actor.as_deref());
-        event_append(tx, now, NewEvent { tenant, kind: "Rollout", name, action: e.action, generation: next.revision, actor })?;
+        event_append(
+            tx,
+            now,
+            NewEvent { tenant, kind: "Rollout", name, action: e.action, generation: next.revision, actor },
+        )?;
     }
     let wanted = "SELECT 1 FROM work WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND desired = 1";
     for (cluster, generation) in enqueue_at {
@@ -211,7 +241,10 @@ pub(super) fn rollout_write(
             continue;
         }
         let Some(mode) = revision_mode(tx, &next.tenant, &next.syncset, *generation)? else {
-            return Err(corrupt("revisions", format!("{}/{} generation {generation} is not kept", next.tenant, next.syncset)));
+            return Err(corrupt(
+                "revisions",
+                format!("{}/{} generation {generation} is not kept", next.tenant, next.syncset),
+            ));
         };
         let key = WorkKey::new(next.tenant.as_str(), cluster.as_str(), next.syncset.as_str());
         enqueue(tx, now, &key, Enqueue::apply(*generation, mode), true)?;

@@ -1,9 +1,9 @@
 //! Reading status, queue statistics and the event log; appending events.
 
-use crate::lifecycle::status_phase;
-use crate::stored::decode;
 use crate::event::{merge_pages, scoped_horizon, tenant_cut, EventObject, TENANTS_WITH_EVENTS, TRIM_CHUNK};
+use crate::lifecycle::status_phase;
 use crate::page::phase_condition;
+use crate::stored::decode;
 use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilter, StoreError};
 use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
@@ -20,8 +20,10 @@ pub(super) struct NewEvent<'a> {
 }
 
 pub(super) fn event_append(tx: &Connection, now: Timestamp, e: NewEvent<'_>) -> Result<()> {
-    tx.prepare_cached("INSERT INTO events (at, tenant, kind, name, action, generation, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?
-        .execute(params![now.millis(), e.tenant, e.kind, e.name, e.action, e.generation, e.actor])?;
+    tx.prepare_cached(
+        "INSERT INTO events (at, tenant, kind, name, action, generation, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![now.millis(), e.tenant, e.kind, e.name, e.action, e.generation, e.actor])?;
     Ok(())
 }
 
@@ -53,7 +55,9 @@ pub(super) fn events_read_of(c: &Connection, tenants: &[String], after: u64, lim
     let (after_sql, limit_sql) = (i64::try_from(after).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
     let mut pages = Vec::with_capacity(tenants.len());
     for tenant in tenants {
-        pages.push(stmt.query_map(params![tenant, after_sql, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?);
+        pages.push(
+            stmt.query_map(params![tenant, after_sql, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?,
+        );
     }
     let horizon = tenants_horizon(c, tenants)?;
     if after < horizon {
@@ -64,7 +68,12 @@ pub(super) fn events_read_of(c: &Connection, tenants: &[String], after: u64, lim
 
 /// The newest events before `before` (none: the newest), newest first, of `tenants`
 /// (none: every tenant's).
-pub(super) fn events_newest(c: &Connection, tenants: Option<&[String]>, before: Option<u64>, limit: usize) -> Result<Vec<Event>> {
+pub(super) fn events_newest(
+    c: &Connection,
+    tenants: Option<&[String]>,
+    before: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Event>> {
     let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
     let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
     let Some(tenants) = tenants else {
@@ -79,15 +88,20 @@ pub(super) fn events_newest(c: &Connection, tenants: Option<&[String]>, before: 
     )?;
     let mut pages = Vec::with_capacity(tenants.len());
     for tenant in tenants {
-        pages.push(stmt.query_map(params![tenant, before, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?);
+        pages.push(
+            stmt.query_map(params![tenant, before, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?,
+        );
     }
     Ok(merge_pages(pages, limit, true))
 }
 
 /// The newest event's sequence number, or the horizon when a trim emptied the log.
 pub(super) fn events_head(c: &Connection) -> Result<u64> {
-    let head: i64 =
-        c.query_row("SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), (SELECT v FROM meta WHERE k = 'events_horizon'))", [], |r| r.get(0))?;
+    let head: i64 = c.query_row(
+        "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), (SELECT v FROM meta WHERE k = 'events_horizon'))",
+        [],
+        |r| r.get(0),
+    )?;
     Ok(u64::try_from(head).unwrap_or(0))
 }
 
@@ -111,10 +125,16 @@ fn tenants_horizon(c: &Connection, tenants: &[String]) -> Result<u64> {
 /// events, deletes its oldest events beyond `keep` and raises its horizon and the
 /// whole log's, at most [`TRIM_CHUNK`] events in all. Returns what it did and whether
 /// more is left to trim.
-pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &EventRetention) -> Result<(EventsTrimmed, bool)> {
+pub(super) fn events_trim_chunk(
+    tx: &Transaction<'_>,
+    now: Timestamp,
+    keep: &EventRetention,
+) -> Result<(EventsTrimmed, bool)> {
     let mut horizon = events_horizon(tx)?;
-    let tenants: Vec<String> = tx.prepare_cached(TENANTS_WITH_EVENTS)?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-    let cutoff = keep.max_age.map(|age| now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
+    let tenants: Vec<String> =
+        tx.prepare_cached(TENANTS_WITH_EVENTS)?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let cutoff =
+        keep.max_age.map(|age| now.millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
     let (mut budget, mut deleted) = (TRIM_CHUNK, 0u64);
     for tenant in &tenants {
         let seq = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> Result<Option<u64>> {
@@ -124,11 +144,16 @@ pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &Eve
         let own = tenants_horizon(tx, std::slice::from_ref(tenant))?;
         let last = seq("SELECT MAX(seq) FROM events WHERE tenant = ?1", &[tenant])?.unwrap_or(0);
         let beyond_count = match keep.max_events {
-            Some(n) => seq("SELECT seq FROM events WHERE tenant = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2", &[tenant, &i64::try_from(n).unwrap_or(i64::MAX)])?,
+            Some(n) => seq(
+                "SELECT seq FROM events WHERE tenant = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2",
+                &[tenant, &i64::try_from(n).unwrap_or(i64::MAX)],
+            )?,
             None => None,
         };
         let first_young = match cutoff {
-            Some(cutoff) => seq("SELECT seq FROM events WHERE tenant = ?1 AND at >= ?2 ORDER BY seq LIMIT 1", &[tenant, &cutoff])?,
+            Some(cutoff) => {
+                seq("SELECT seq FROM events WHERE tenant = ?1 AND at >= ?2 ORDER BY seq LIMIT 1", &[tenant, &cutoff])?
+            }
             None => None,
         };
         let cut = tenant_cut(keep, beyond_count, first_young, last);
@@ -136,10 +161,15 @@ pub(super) fn events_trim_chunk(tx: &Transaction<'_>, now: Timestamp, keep: &Eve
             continue;
         }
         // The budget-th oldest event of the tenant, if the cut goes beyond it.
-        let chunk_end = seq("SELECT seq FROM events WHERE tenant = ?1 ORDER BY seq LIMIT 1 OFFSET ?2", &[tenant, &i64::try_from(budget - 1).unwrap_or(0)])?;
+        let chunk_end = seq(
+            "SELECT seq FROM events WHERE tenant = ?1 ORDER BY seq LIMIT 1 OFFSET ?2",
+            &[tenant, &i64::try_from(budget - 1).unwrap_or(0)],
+        )?;
         let chunk_cut = chunk_end.map_or(cut, |s| cut.min(s));
         let cut_sql = i64::try_from(chunk_cut).unwrap_or(i64::MAX);
-        let n = tx.prepare_cached("DELETE FROM events WHERE tenant = ?1 AND seq <= ?2")?.execute(params![tenant, cut_sql])? as u64;
+        let n = tx
+            .prepare_cached("DELETE FROM events WHERE tenant = ?1 AND seq <= ?2")?
+            .execute(params![tenant, cut_sql])? as u64;
         tx.prepare_cached(
             "INSERT INTO events_tenant_horizon (tenant, horizon) VALUES (?1, ?2)
              ON CONFLICT (tenant) DO UPDATE SET horizon = MAX(horizon, excluded.horizon)",
@@ -224,7 +254,13 @@ pub(super) fn status_list(c: &Connection, now: Timestamp, f: &StatusFilter) -> R
 }
 
 /// The statuses `f` selects, in key order: after `after` (if given), at most `limit`.
-pub(super) fn status_rows(c: &Connection, now: Timestamp, f: &StatusFilter, after: Option<&WorkKey>, limit: Option<usize>) -> Result<Vec<KeyStatus>> {
+pub(super) fn status_rows(
+    c: &Connection,
+    now: Timestamp,
+    f: &StatusFilter,
+    after: Option<&WorkKey>,
+    limit: Option<usize>,
+) -> Result<Vec<KeyStatus>> {
     let mut stmt = c.prepare_cached(&status_sql(f, after.is_some()))?;
     let (t, cl, s) = after.map(|k| (k.tenant.as_str(), k.cluster.as_str(), k.syncset.as_str())).unwrap_or_default();
     // Negative: no limit. Every numbered parameter is bound, used by the text or not.
@@ -260,8 +296,11 @@ fn status_sql(f: &StatusFilter, after: bool) -> String {
 
 pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> {
     let by_phase = super::summary::count_by_phase(c)?;
-    let oldest: Option<i64> =
-        c.query_row("SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1", params![now.millis()], |r| r.get(0))?;
+    let oldest: Option<i64> = c.query_row(
+        "SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1",
+        params![now.millis()],
+        |r| r.get(0),
+    )?;
     // The horizon counts when a trim emptied the log.
     let last_event_seq = events_head(c)?;
     Ok(QueueStats {
@@ -299,7 +338,11 @@ mod tests {
             let f = StatusFilter { tenant: Some("t".into()), phases, ..StatusFilter::default() };
             for after in [false, true] {
                 let plan = plan(&f, after);
-                assert!(plan.contains("work_errors_by_key") && !plan.contains("TEMP B-TREE"), "{:?}, after {after}: {plan}", f.phases);
+                assert!(
+                    plan.contains("work_errors_by_key") && !plan.contains("TEMP B-TREE"),
+                    "{:?}, after {after}: {plan}",
+                    f.phases
+                );
             }
         }
         let pending = StatusFilter { phases: vec![Phase::Pending, Phase::Failed], ..StatusFilter::default() };

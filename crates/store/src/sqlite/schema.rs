@@ -286,7 +286,10 @@ fn backfill_shards(conn: &mut Connection) -> rusqlite::Result<()> {
     };
     for (tenant, cluster) in clusters {
         let shard = fleetsync_model::shard::shard_of(&tenant, &cluster);
-        tx.execute("UPDATE work SET shard = ?1 WHERE tenant = ?2 AND cluster = ?3", rusqlite::params![shard, tenant, cluster])?;
+        tx.execute(
+            "UPDATE work SET shard = ?1 WHERE tenant = ?2 AND cluster = ?3",
+            rusqlite::params![shard, tenant, cluster],
+        )?;
     }
     tx.commit()
 }

@@ -12,11 +12,20 @@ fn numbered(sql: &str) -> String {
     sql.replace('$', "?")
 }
 
-pub(super) fn status_summary(c: &Connection, tenant: &str, syncset: Option<&str>, now: Timestamp) -> Result<StatusSummary> {
+pub(super) fn status_summary(
+    c: &Connection,
+    tenant: &str,
+    syncset: Option<&str>,
+    now: Timestamp,
+) -> Result<StatusSummary> {
     let named = syncset.is_some();
     let (scope, now_at) = (numbered(&scope("", named)), if named { "?3" } else { "?2" });
-    let args: Vec<&dyn rusqlite::ToSql> = [&tenant as &dyn rusqlite::ToSql].into_iter().chain(syncset.as_ref().map(|s| s as &dyn rusqlite::ToSql)).collect();
-    let mut groups = c.prepare_cached(&format!("SELECT phase, failed, at_generation, n FROM key_counts WHERE {scope}"))?;
+    let args: Vec<&dyn rusqlite::ToSql> = [&tenant as &dyn rusqlite::ToSql]
+        .into_iter()
+        .chain(syncset.as_ref().map(|s| s as &dyn rusqlite::ToSql))
+        .collect();
+    let mut groups =
+        c.prepare_cached(&format!("SELECT phase, failed, at_generation, n FROM key_counts WHERE {scope}"))?;
     let groups = groups
         .query_map(params_from_iter(&args), |r| {
             Ok(Group {
@@ -36,7 +45,8 @@ pub(super) fn status_summary(c: &Connection, tenant: &str, syncset: Option<&str>
     let mut with_now = args.clone();
     let now_ms = now.millis();
     with_now.push(&now_ms);
-    let ready: Option<i64> = c.prepare_cached(&ready)?.query_row(params_from_iter(&with_now), |r| r.get(0)).optional()?;
+    let ready: Option<i64> =
+        c.prepare_cached(&ready)?.query_row(params_from_iter(&with_now), |r| r.get(0)).optional()?;
     let running = format!("SELECT MIN(run_at) FROM work INDEXED BY work_running WHERE phase = 'running' AND {scope}");
     let running: Option<i64> = c.prepare_cached(&running)?.query_row(params_from_iter(&args), |r| r.get(0))?;
     let oldest = ready.into_iter().chain(running).min().map(Timestamp);
@@ -61,7 +71,12 @@ pub(super) fn count_by_phase(c: &Connection) -> Result<BTreeMap<Phase, u64>> {
     let mut stmt = c.prepare_cached("SELECT phase, failed, SUM(n) FROM key_counts GROUP BY 1, 2")?;
     let groups = stmt
         .query_map([], |r| {
-            Ok(Group { db_phase: r.get(0)?, failed: r.get(1)?, at_generation: false, count: r.get::<_, i64>(2)?.max(0).unsigned_abs() })
+            Ok(Group {
+                db_phase: r.get(0)?,
+                failed: r.get(1)?,
+                at_generation: false,
+                count: r.get::<_, i64>(2)?.max(0).unsigned_abs(),
+            })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(phases(&groups))
@@ -71,8 +86,14 @@ pub(super) fn count_by_phase(c: &Connection) -> Result<BTreeMap<Phase, u64>> {
 /// seen before `cutoff`.
 pub(super) fn cluster_conditions(c: &Connection, tenant: &str, cutoff: Timestamp) -> Result<ClusterConditions> {
     let sql = cluster_conditions_sql("SELECT n, bad, done, since, seen FROM cluster_counts WHERE tenant = ?1", "?2");
-    let count = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0).unsigned_abs()) };
+    let count =
+        |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0).unsigned_abs()) };
     Ok(c.prepare_cached(&sql)?.query_row(rusqlite::params![tenant, cutoff.millis()], |r| {
-        Ok(ClusterConditions { ready: count(r, 0)?, progressing: count(r, 1)?, degraded: count(r, 2)?, stale: count(r, 3)? })
+        Ok(ClusterConditions {
+            ready: count(r, 0)?,
+            progressing: count(r, 1)?,
+            degraded: count(r, 2)?,
+            stale: count(r, 3)?,
+        })
     })?)
 }

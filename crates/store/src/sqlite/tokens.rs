@@ -50,7 +50,9 @@ pub(super) fn list(c: &Connection) -> Result<Vec<TokenRecord>> {
 }
 
 pub(super) fn revoke(tx: &Transaction<'_>, tenant: Option<&str>, name: &str) -> Result<bool> {
-    let deleted = tx.prepare_cached("DELETE FROM tokens WHERE tenant = ?1 AND name = ?2")?.execute(params![tenant_column(tenant), name])?;
+    let deleted = tx
+        .prepare_cached("DELETE FROM tokens WHERE tenant = ?1 AND name = ?2")?
+        .execute(params![tenant_column(tenant), name])?;
     Ok(deleted == 1)
 }
 
@@ -62,5 +64,11 @@ fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
 
 fn decode((name, grant, created_at, expires_at, created_by): Raw) -> Result<TokenRecord> {
     let grant = Grant::parse(&grant).map_err(|e| corrupt("tokens", e))?;
-    Ok(TokenRecord { name, grant, created_at: Timestamp(created_at), expires_at: expires_at.map(Timestamp), created_by })
+    Ok(TokenRecord {
+        name,
+        grant,
+        created_at: Timestamp(created_at),
+        expires_at: expires_at.map(Timestamp),
+        created_by,
+    })
 }

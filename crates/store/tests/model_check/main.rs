@@ -24,11 +24,11 @@
 use fleetsync_model::{ApplyMode, Kind, ManualClock, Phase, Timestamp, WorkKey};
 use fleetsync_store::conformance::{cluster, syncset};
 use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::{Objects, StatusRead, WorkQueue};
 use fleetsync_store::{
     ClaimParams, ClaimedItem, CompleteOutcome, Completion, Fence, RenewParams, RetryPolicy, RunOutcome, StatusFilter,
     StoreConfig,
 };
+use fleetsync_store::{Objects, StatusRead, WorkQueue};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;

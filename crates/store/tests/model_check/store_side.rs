@@ -94,10 +94,8 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
             }
             Op::Claim { worker, limit } => {
                 let owner = format!("w{worker}");
-                let got = store
-                    .work_claim(ClaimParams::new(owner, *limit, TTL))
-                    .await
-                    .map_err(|e| store_err(&ctx, e))?;
+                let got =
+                    store.work_claim(ClaimParams::new(owner, *limit, TTL)).await.map_err(|e| store_err(&ctx, e))?;
                 let (expired, ready) = model.claimable();
                 let n_exp = expired.len().min(*limit);
                 let n_ready = ready.len().min(*limit - n_exp);
@@ -187,9 +185,9 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                 let live: Vec<usize> = (0..held[*worker].len())
                     .filter(|&j| {
                         let it = &held[*worker][j];
-                        model
-                            .index_of(&it.key)
-                            .is_some_and(|i| model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get())
+                        model.index_of(&it.key).is_some_and(|i| {
+                            model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get()
+                        })
                     })
                     .collect();
                 let at = if *current && !live.is_empty() {
@@ -207,7 +205,8 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                     Completion { key: it.key.clone(), fence: it.fence, outcome: outcome.clone(), resources: vec![] };
                 let got = store.work_complete(vec![c]).await.map_err(|e| store_err(&ctx, e))?;
                 let i = model.index_of(&it.key).unwrap_or_default();
-                if model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get() && model.keys[i].dirty() {
+                if model.keys[i].phase == Db::Running && model.keys[i].fence == it.fence.get() && model.keys[i].dirty()
+                {
                     cov.dirty_completions += 1;
                 }
                 let want = model.complete(i, it.fence.get(), &outcome);

@@ -18,7 +18,8 @@ pub struct Scratch {
 impl Scratch {
     pub async fn new() -> Self {
         let schema = ScratchSchema::new();
-        let (admin, conn) = tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
+        let (admin, conn) =
+            tokio_postgres::connect(&test_database_url(), NoTls).await.expect("connect to the test database");
         tokio::spawn(conn);
         Scratch { schema, admin }
     }
@@ -40,7 +41,11 @@ pub async fn woken_within(rx: &mut tokio::sync::watch::Receiver<u64>, limit: Dur
     woken_since(rx, Instant::now(), limit).await
 }
 
-pub async fn woken_since(rx: &mut tokio::sync::watch::Receiver<u64>, start: Instant, limit: Duration) -> Option<Duration> {
+pub async fn woken_since(
+    rx: &mut tokio::sync::watch::Receiver<u64>,
+    start: Instant,
+    limit: Duration,
+) -> Option<Duration> {
     tokio::time::timeout(limit, rx.changed()).await.ok()?.ok()?;
     Some(start.elapsed())
 }
