@@ -180,7 +180,7 @@ pub async fn list(
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Response> {
     let visible = caller.visible();
-    if visible == Visible::Tenants(Default::default()) {
+    if visible.is_none() {
         return Err(ApiError::Forbidden(format!("{} may read no tenant's events", caller.subject)));
     }
     if !(1..=MAX_LIMIT).contains(&q.limit) {
@@ -236,7 +236,6 @@ pub async fn list(
         limit: q.limit,
         pending: Some((Arc::new(FeedPage::new(cursor, first)), 0)),
         visible,
-        tenants,
         closing,
         keepalive: state.watches.keepalive,
         caught_up: false,
@@ -312,8 +311,6 @@ struct Follow {
     pending: Option<(Arc<FeedPage>, usize)>,
     /// Whose events are sent; the others are skipped (the cursor moves past them).
     visible: Visible,
-    /// The same as a scope of store reads (none: every tenant).
-    tenants: Option<Vec<String>>,
     closing: watch::Receiver<bool>,
     keepalive: Duration,
     /// Whether the "caught up" bookmark has been sent.
@@ -388,10 +385,13 @@ impl Follow {
     /// *before* that read (every event up to there was committed then, so none of its
     /// tenants' is skipped): following the feed, it then starts where the feed is.
     async fn catch_up(&mut self) -> Result<Vec<Event>, StoreError> {
-        let Some(tenants) = &self.tenants else { return self.log.events_read(self.cursor, self.limit).await };
-        let head = self.log.events_head().await?;
-        let page = self.log.events_read_of(tenants, self.cursor, self.limit).await?;
-        if page.is_empty() {
+        let tenants = scope(&self.visible);
+        let head = match tenants {
+            Some(_) => Some(self.log.events_head().await?),
+            None => None,
+        };
+        let page = read(&*self.log, tenants.as_deref(), self.cursor, self.limit).await?;
+        if let (Some(head), true) = (head, page.is_empty()) {
             self.cursor = self.cursor.max(head);
         }
         Ok(page)

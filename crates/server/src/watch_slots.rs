@@ -8,9 +8,8 @@
 //! tenants cannot take more of either than a caller of that tenant alone. A
 //! `fleet-admin`'s watches are hub-wide: they count in all and for the identity only.
 
-use crate::access::Caller;
+use crate::access::{Caller, Visible};
 use crate::error::ApiError;
-use fleetsync_model::Grant;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,19 +48,13 @@ struct Open {
     by_tenant: HashMap<String, usize>,
 }
 
-/// The tenants a watch of `caller` counts against (none for a fleet-admin: hub-wide).
+/// The tenants a watch of `caller` counts against: those it reads (none for a
+/// fleet-admin: hub-wide).
 fn tenants_of(caller: &Caller) -> BTreeSet<String> {
-    if caller.is_fleet_admin() {
-        return BTreeSet::new();
+    match caller.visible() {
+        Visible::All => BTreeSet::new(),
+        Visible::Tenants(tenants) => tenants,
     }
-    caller
-        .grants
-        .iter()
-        .filter_map(|g| match g {
-            Grant::Tenant { tenant, .. } => Some(tenant.clone()),
-            Grant::Fleet | Grant::Agent { .. } => None,
-        })
-        .collect()
 }
 
 impl WatchSlots {
@@ -129,6 +122,7 @@ fn lock(m: &Mutex<Open>) -> MutexGuard<'_, Open> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fleetsync_model::Grant;
 
     fn caller(subject: &str, grants: &[&str]) -> Caller {
         Caller { subject: subject.into(), grants: grants.iter().map(|g| Grant::parse(g).expect("grant")).collect() }

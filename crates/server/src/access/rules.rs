@@ -57,6 +57,11 @@ impl Visible {
             Visible::Tenants(t) => t.contains(tenant),
         }
     }
+
+    /// Whether no tenant is visible (an agent's credential, or one with no grant).
+    pub fn is_none(&self) -> bool {
+        matches!(self, Visible::Tenants(t) if t.is_empty())
+    }
 }
 
 impl Caller {

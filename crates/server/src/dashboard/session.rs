@@ -16,7 +16,7 @@
 
 use super::origin::Origin;
 use super::sign_in_limits::{SignInBuckets, SignInLimits};
-use crate::access::{Access, Caller};
+use crate::access::Access;
 use crate::error::{ApiError, Result};
 use crate::tls::{ClientIdentity, OverTls};
 use crate::AppState;
@@ -27,7 +27,6 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fleetsync_api::WhoAmI;
-use fleetsync_model::Grant;
 use rand::RngCore;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -257,7 +256,8 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Resp
     // Counted before the credential is checked: a wrong one costs a try too.
     sessions.admit(client(&parts), &token)?;
     let caller = state.access.authenticator.identify_token(&token).await?;
-    if !reads_the_dashboard(&caller) {
+    // Only a caller who reads some tenant opens a session; an agent's credential does not.
+    if caller.visible().is_none() {
         return Err(ApiError::Forbidden(format!(
             "{} may not sign in to the dashboard: an agent's credential (or one with no grant) opens no session",
             caller.subject
@@ -274,12 +274,6 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Result<Resp
     response.headers_mut().insert(header::SET_COOKIE, cookie);
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
-}
-
-/// Whether `caller` holds a grant that reads something (a role in a tenant, or
-/// fleet-admin): only those open sessions; an agent's credential does not.
-fn reads_the_dashboard(caller: &Caller) -> bool {
-    caller.grants.iter().any(|g| matches!(g, Grant::Tenant { .. } | Grant::Fleet))
 }
 
 /// The address the request came from; unspecified for a request that came through no
