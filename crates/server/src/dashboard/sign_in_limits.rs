@@ -57,6 +57,15 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    /// What it holds at `now`, refilled at `rate` since it was last taken from (at most
+    /// `rate.burst`).
+    fn level(&self, rate: Rate, now: Instant) -> f64 {
+        let earned = now.saturating_duration_since(self.at).as_secs_f64() / rate.every.as_secs_f64().max(f64::EPSILON);
+        (self.tokens + earned).min(f64::from(rate.burst))
+    }
+}
+
 /// Buckets by key.
 #[derive(Debug)]
 struct Buckets<K> {
@@ -71,12 +80,7 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
 
     /// The bucket of `key` as it is at `now`.
     fn level(&self, key: &K, now: Instant) -> f64 {
-        let burst = f64::from(self.rate.burst);
-        self.by_key.get(key).map_or(burst, |b| {
-            let earned =
-                now.saturating_duration_since(b.at).as_secs_f64() / self.rate.every.as_secs_f64().max(f64::EPSILON);
-            (b.tokens + earned).min(burst)
-        })
+        self.by_key.get(key).map_or(f64::from(self.rate.burst), |b| b.level(self.rate, now))
     }
 
     /// How long until `key`'s bucket holds a sign-in; zero if it does.
@@ -99,9 +103,8 @@ impl<K: Hash + Eq + Clone> Buckets<K> {
         if self.by_key.len() < max || self.by_key.contains_key(key) {
             return true;
         }
-        let burst = f64::from(self.rate.burst);
-        let every = self.rate.every.as_secs_f64().max(f64::EPSILON);
-        self.by_key.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() / every < burst);
+        let (rate, burst) = (self.rate, f64::from(self.rate.burst));
+        self.by_key.retain(|_, b| b.level(rate, now) < burst);
         self.by_key.len() < max
     }
 }
