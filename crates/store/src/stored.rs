@@ -35,6 +35,12 @@ pub(crate) fn decode_doc<T: DeserializeOwned + WithGeneration>(
     Ok(t)
 }
 
+/// The `tenant` column of a stored token: its grant's tenant, `''` for a hub-wide
+/// (fleet-admin) token.
+pub(crate) fn token_tenant(tenant: Option<&str>) -> &str {
+    tenant.unwrap_or("")
+}
+
 pub(crate) fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt { table, message: e.to_string() }
 }

@@ -3,7 +3,7 @@
 //! hub-wide token).
 
 use super::{query, PgResult, PgStore};
-use crate::stored::corrupt;
+use crate::stored::{corrupt, token_tenant};
 use crate::{Result, Tokens};
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
@@ -56,7 +56,7 @@ impl Tokens for PgStore {
     /// run again.
     async fn token_revoke(&self, tenant: Option<&str>, name: &str) -> Result<bool> {
         self.write("revoking a token", |tx| {
-            let (tenant, name) = (tenant_column(tenant).to_string(), name.to_string());
+            let (tenant, name) = (token_tenant(tenant).to_string(), name.to_string());
             Box::pin(async move {
                 Ok(tx.execute("DELETE FROM tokens WHERE tenant = $1 AND name = $2", &[&tenant, &name]).await? == 1)
             })
@@ -65,16 +65,11 @@ impl Tokens for PgStore {
     }
 }
 
-/// The `tenant` column of a token: its grant's tenant, `''` for a hub-wide one.
-fn tenant_column(tenant: Option<&str>) -> &str {
-    tenant.unwrap_or("")
-}
-
 /// Inserts the record unless its name is taken in its tenant, by a hub-wide token, or
 /// (for a hub-wide token) by any token.
 async fn create<C: GenericClient>(c: &C, r: &TokenRecord, hash: &[u8; 32]) -> PgResult<bool> {
     let (grant, expires) = (r.grant.to_string(), r.expires_at.map(Timestamp::millis));
-    let tenant = tenant_column(r.grant.tenant());
+    let tenant = token_tenant(r.grant.tenant());
     c.batch_execute("LOCK TABLE tokens IN SHARE ROW EXCLUSIVE MODE").await?;
     let inserted = query(
         c,

@@ -145,11 +145,8 @@ impl SqliteStore {
         let locking = |cause: Cause| {
             StoreError::backend("locking the SQLite file", false, AtPath { path: lock_path.clone(), cause })
         };
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).truncate(false).write(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let lock = options.open(&lock_path).map_err(|e| locking(Box::new(e)))?;
+        let lock =
+            owner_only().create(true).truncate(false).write(true).open(&lock_path).map_err(|e| locking(Box::new(e)))?;
         lock.try_lock().map_err(|e| match e {
             std::fs::TryLockError::WouldBlock => locking(
                 format!("another fleetsync process runs work on {} (it holds this lock)", path.display()).into(),
@@ -282,15 +279,20 @@ impl SqliteStore {
     }
 }
 
+/// Options that create a file readable and writable by its owner alone (0600, whatever
+/// the umask): the store's file and its lock.
+fn owner_only() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
 /// Creates the store's file, if missing, readable and writable by its owner alone
 /// (0600, whatever the umask), before SQLite opens it: SQLite creates the `-wal` and
 /// `-shm` files with the main file's permissions. An existing file is left as it is.
 fn private_file(path: &Path) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
+    match owner_only().write(true).create_new(true).open(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),

@@ -1,17 +1,12 @@
 //! Hub-issued tokens (see [`crate::Tokens`]): records keyed by the token's SHA-256,
 //! named once per tenant (the column `tenant`: the grant's, `''` for a hub-wide token).
 
-use crate::stored::corrupt;
+use crate::stored::{corrupt, token_tenant};
 use crate::Result;
 use fleetsync_model::{Grant, Timestamp, TokenRecord};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 const COLUMNS: &str = "name, grant_, created_at, expires_at, created_by";
-
-/// The `tenant` column of a token: its grant's tenant, `''` for a hub-wide one.
-fn tenant_column(tenant: Option<&str>) -> &str {
-    tenant.unwrap_or("")
-}
 
 /// Inserts the record unless its name is taken in its tenant, by a hub-wide token, or
 /// (for a hub-wide token) by any token. One writer at a time: the check and the insert
@@ -26,7 +21,7 @@ pub(super) fn create(tx: &Transaction<'_>, record: &TokenRecord, hash: &[u8; 32]
         )?
         .execute(params![
             &hash[..],
-            tenant_column(record.grant.tenant()),
+            token_tenant(record.grant.tenant()),
             record.name,
             record.grant.to_string(),
             record.created_at.millis(),
@@ -52,7 +47,7 @@ pub(super) fn list(c: &Connection) -> Result<Vec<TokenRecord>> {
 pub(super) fn revoke(tx: &Transaction<'_>, tenant: Option<&str>, name: &str) -> Result<bool> {
     let deleted = tx
         .prepare_cached("DELETE FROM tokens WHERE tenant = ?1 AND name = ?2")?
-        .execute(params![tenant_column(tenant), name])?;
+        .execute(params![token_tenant(tenant), name])?;
     Ok(deleted == 1)
 }
 
