@@ -16,7 +16,7 @@
 #[path = "support/browser.rs"]
 mod browser;
 
-use browser::{js, js_bool, ChromeDriver};
+use browser::{js, js_bool, submit_token, wait_until, ChromeDriver};
 use fantoccini::Client;
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
@@ -111,15 +111,7 @@ async fn sign_in(browser: &Client, hub: &Hub, token: &str, shots: &Screenshots) 
     })
     .await;
     shots.take(browser, "sign-in").await;
-    let field = browser.find(fantoccini::Locator::Id("token")).await.expect("the token field");
-    field.send_keys(token).await.expect("type the token");
-    browser
-        .find(fantoccini::Locator::Css("#sign-in-form button[type=submit]"))
-        .await
-        .expect("button")
-        .click()
-        .await
-        .expect("sign in");
+    submit_token(browser, token).await;
     eventually("the fleet view after sign-in", || async {
         js_bool(browser, "return !!document.getElementById('total')").await
     })
@@ -710,24 +702,6 @@ impl Screenshots {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let png = browser.screenshot().await.expect("a screenshot");
         std::fs::write(self.dir.join(format!("{n:02}-{name}.png")), png).expect("save the screenshot");
-    }
-}
-
-/// Polls `check` until it holds or `within` passes; answers whether it held.
-async fn wait_until<F, Fut>(within: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return true;
-        }
-        if start.elapsed() > within {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

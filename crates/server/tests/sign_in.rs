@@ -10,7 +10,7 @@
 #[path = "support/browser.rs"]
 mod browser;
 
-use browser::{js, js_bool, ChromeDriver};
+use browser::{js, js_bool, submit_token, wait_until, ChromeDriver};
 use fleetsync_model::Grant;
 use fleetsync_server::access::tokens::{issue, TokenRequest};
 use fleetsync_server::{serve, AppState, QueueMetrics};
@@ -19,7 +19,7 @@ use fleetsync_store::{Store, StoreConfig};
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -181,20 +181,7 @@ async fn a_signed_in_admin_stays_signed_in_in_the_browser() {
             js_bool(&browser, "return !document.getElementById('sign-in').hidden").await
         })
         .await;
-        browser
-            .find(fantoccini::Locator::Id("token"))
-            .await
-            .expect("the token field")
-            .send_keys(&admin_a)
-            .await
-            .expect("type");
-        browser
-            .find(fantoccini::Locator::Css("#sign-in-form button[type=submit]"))
-            .await
-            .expect("button")
-            .click()
-            .await
-            .expect("click");
+        submit_token(&browser, &admin_a).await;
         eventually("signed in", || async {
             js_bool(&browser, "return !document.getElementById('session').hidden").await
         })
@@ -226,14 +213,10 @@ async fn a_signed_in_admin_stays_signed_in_in_the_browser() {
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < PATIENCE, "{what}: not within {PATIENCE:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    assert!(wait_until(PATIENCE, check).await, "{what}: not within {PATIENCE:?}");
 }

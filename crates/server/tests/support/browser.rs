@@ -5,6 +5,7 @@ use fantoccini::{Client, ClientBuilder};
 use fleetsync_testkit::tools::installed;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,4 +71,35 @@ pub async fn js(browser: &Client, script: &str) -> Value {
 /// Whether `script` returns `true` in the page.
 pub async fn js_bool(browser: &Client, script: &str) -> bool {
     js(browser, script).await.as_bool() == Some(true)
+}
+
+/// Types `token` into the dashboard's sign-in form and submits it.
+pub async fn submit_token(browser: &Client, token: &str) {
+    let field = browser.find(fantoccini::Locator::Id("token")).await.expect("the token field");
+    field.send_keys(token).await.expect("type the token");
+    browser
+        .find(fantoccini::Locator::Css("#sign-in-form button[type=submit]"))
+        .await
+        .expect("the sign-in button")
+        .click()
+        .await
+        .expect("sign in");
+}
+
+/// Polls `check` until it holds or `within` passes; answers whether it held.
+pub async fn wait_until<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if check().await {
+            return true;
+        }
+        if start.elapsed() > within {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
