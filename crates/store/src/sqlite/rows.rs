@@ -49,16 +49,9 @@ pub(super) fn events_horizon(c: &Connection) -> Result<u64> {
 /// the log's. The horizon (the highest of those tenants') is read after the pages, as
 /// in [`events_read`].
 pub(super) fn events_read_of(c: &Connection, tenants: &[String], after: u64, limit: usize) -> Result<Vec<Event>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-    )?;
-    let (after_sql, limit_sql) = (i64::try_from(after).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
-    let mut pages = Vec::with_capacity(tenants.len());
-    for tenant in tenants {
-        pages.push(
-            stmt.query_map(params![tenant, after_sql, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?,
-        );
-    }
+    let sql = "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events
+               WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+    let pages = tenant_pages(c, sql, tenants, i64::try_from(after).unwrap_or(i64::MAX), limit)?;
     let horizon = tenants_horizon(c, tenants)?;
     if after < horizon {
         return Err(StoreError::CursorExpired { cursor: after, horizon });
@@ -75,24 +68,28 @@ pub(super) fn events_newest(
     limit: usize,
 ) -> Result<Vec<Event>> {
     let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-    let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
     let Some(tenants) = tenants else {
         let mut stmt = c.prepare_cached(
             "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
         )?;
-        return Ok(stmt.query_map(params![before, limit_sql], event_row)?.collect::<rusqlite::Result<_>>()?);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        return Ok(stmt.query_map(params![before, limit], event_row)?.collect::<rusqlite::Result<_>>()?);
     };
-    let mut stmt = c.prepare_cached(
-        "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events
-         WHERE tenant = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
-    )?;
+    let sql = "SELECT seq, at, tenant, kind, name, action, generation, actor FROM events
+               WHERE tenant = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3";
+    Ok(merge_pages(tenant_pages(c, sql, tenants, before, limit)?, limit, true))
+}
+
+/// A page of each tenant's events by `sql` (bound to the tenant, `bound` and `limit`),
+/// for [`merge_pages`].
+fn tenant_pages(c: &Connection, sql: &str, tenants: &[String], bound: i64, limit: usize) -> Result<Vec<Vec<Event>>> {
+    let mut stmt = c.prepare_cached(sql)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut pages = Vec::with_capacity(tenants.len());
     for tenant in tenants {
-        pages.push(
-            stmt.query_map(params![tenant, before, limit_sql], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?,
-        );
+        pages.push(stmt.query_map(params![tenant, bound, limit], event_row)?.collect::<rusqlite::Result<Vec<_>>>()?);
     }
-    Ok(merge_pages(pages, limit, true))
+    Ok(pages)
 }
 
 /// The newest event's sequence number, or the horizon when a trim emptied the log.
