@@ -41,6 +41,8 @@ mod revision;
 pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod stored;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod write;
 
 pub use consumer::{check_consumer_name, MAX_CONSUMER_NAME};
 pub use error::{Result, Schema, StoreError};

@@ -1,10 +1,13 @@
 //! What an object change does to the work queue, the same in every backend.
 //!
-//! A backend reads what a decision needs (the changed object, the tenant's SyncSets or
-//! clusters, which keys are wanted now, the own key's row), asks this module, and turns
-//! the answer into SQL. Nothing here touches a database, so every rule is unit-tested
-//! on its own, like [`crate::lifecycle`]:
+//! The write workflows ([`crate::write`]) read what a decision needs (the changed
+//! object, the tenant's SyncSets or clusters, which keys are wanted now), ask this
+//! module, and have the backend write the answer. Nothing here touches a database, so
+//! every rule is unit-tested on its own, like [`crate::lifecycle`]:
 //!
+//! - whether a written document is unchanged, and its generation ([`upsert`]);
+//! - which revision a SyncSet's new keys run: held back by a rollout or not
+//!   ([`target`]);
 //! - which keys a new or changed Cluster or SyncSet enqueues, and which it unselects
 //!   ([`cluster_changed`], [`syncset_changed`]);
 //! - which clusters a changed Secret re-plans ([`secret_users`]);
@@ -15,8 +18,82 @@
 
 use crate::lifecycle::{Enqueue, Finish};
 use crate::stored::uses_secret;
-use fleetsync_model::{ApplyMode, Cluster, Kind, SyncSetSpec, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Cluster, Kind, RolloutPhase, SyncSetSpec, Timestamp, WorkKey};
 use std::collections::{BTreeMap, HashSet};
+
+/// What writing a document does to its row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Upsert {
+    /// The same content as stored: nothing is written, logged or enqueued, and the
+    /// document keeps its generation (an idempotent apply).
+    Unchanged { generation: i64 },
+    /// Written at `generation` (1 for a new document, the next for a changed one);
+    /// `action` names the event (`Created`, `Updated`).
+    Write { generation: i64, action: &'static str },
+}
+
+impl Upsert {
+    /// The generation the document has after the write.
+    pub(crate) fn generation(self) -> i64 {
+        match self {
+            Upsert::Unchanged { generation } | Upsert::Write { generation, .. } => generation,
+        }
+    }
+
+    /// The apply outcome's result: `unchanged`, `created` or `updated`.
+    pub(crate) fn result(self) -> &'static str {
+        match self {
+            Upsert::Unchanged { .. } => "unchanged",
+            Upsert::Write { generation: 1, .. } => "created",
+            Upsert::Write { .. } => "updated",
+        }
+    }
+}
+
+/// Decides what writing a document does. `stored`: the stored row's generation and
+/// whether its content is the same as the document's, if there is a row.
+pub(crate) fn upsert(stored: Option<(i64, bool)>) -> Upsert {
+    match stored {
+        Some((generation, true)) => Upsert::Unchanged { generation },
+        Some((generation, false)) => Upsert::Write { generation: generation + 1, action: "Updated" },
+        None => Upsert::Write { generation: 1, action: "Created" },
+    }
+}
+
+/// A SyncSet as stored, with its rollout's facts: what [`target`] decides from.
+#[derive(Debug, Clone)]
+pub(crate) struct SyncSetFacts {
+    pub(crate) name: String,
+    pub(crate) generation: i64,
+    pub(crate) mode: ApplyMode,
+    pub(crate) targeting: SyncSetSpec,
+    /// Its rollout, if it has one.
+    pub(crate) rollout: Option<RolloutFacts>,
+}
+
+/// What [`target`] needs of a SyncSet's rollout.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RolloutFacts {
+    pub(crate) phase: RolloutPhase,
+    /// The generation the rollout holds clusters at.
+    pub(crate) stable: i64,
+    /// The apply mode of that revision, if it is stored.
+    pub(crate) stable_mode: Option<ApplyMode>,
+}
+
+/// The revision a SyncSet's keys are told to run when they are not told otherwise.
+/// "Held back by a rollout": while the rollout has not completed, new and unreached
+/// clusters get its stable revision (generation and mode), and a cluster that has a
+/// key keeps the revision it is at (the rollout moves it). A rollout whose stable
+/// revision is not stored holds nothing back (there is nothing to hold clusters at).
+pub(crate) fn target(facts: SyncSetFacts) -> Target {
+    let held = facts.rollout.filter(|r| r.phase.holds_back()).and_then(|r| r.stable_mode.map(|m| (r.stable, m)));
+    let (generation, mode, held_back) = match held {
+        Some((stable, mode)) => (stable, mode, true),
+        None => (facts.generation, facts.mode, false),
+    };
+    Target { name: facts.name, generation, mode, held_back, targeting: facts.targeting }
+}
 
 /// A SyncSet as matching clusters needs it: its name, generation, mode and targeting.
 #[derive(Debug, Clone)]
@@ -209,6 +286,53 @@ mod tests {
 
     fn planned(cluster: &str, syncset: &str, enqueue: Enqueue) -> Planned {
         Planned { key: WorkKey::new("t", cluster, syncset), enqueue, dirties: true }
+    }
+
+    #[test]
+    fn a_document_keeps_its_generation_unless_its_content_changed() {
+        assert_eq!(upsert(None), Upsert::Write { generation: 1, action: "Created" });
+        assert_eq!(upsert(Some((4, false))), Upsert::Write { generation: 5, action: "Updated" });
+        assert_eq!(upsert(Some((4, true))), Upsert::Unchanged { generation: 4 });
+        let results: Vec<_> = [upsert(None), upsert(Some((4, false))), upsert(Some((4, true)))]
+            .iter()
+            .map(|u| (u.generation(), u.result()))
+            .collect();
+        assert_eq!(results, [(1, "created"), (5, "updated"), (4, "unchanged")]);
+    }
+
+    #[test]
+    fn a_rollout_that_has_not_completed_holds_new_clusters_at_its_stable_revision() {
+        let facts = |rollout| SyncSetFacts {
+            name: "s".into(),
+            generation: 5,
+            mode: ApplyMode::Sync,
+            targeting: target("s", 5, "dev").targeting,
+            rollout,
+        };
+        let decided = |rollout| {
+            let t = super::target(facts(rollout));
+            (t.generation, t.mode, t.held_back)
+        };
+        assert_eq!(decided(None), (5, ApplyMode::Sync, false), "no rollout: the SyncSet's generation");
+        let rollout = |phase, stable_mode| Some(RolloutFacts { phase, stable: 3, stable_mode });
+        assert_eq!(
+            decided(rollout(RolloutPhase::Progressing, Some(ApplyMode::Upsert))),
+            (3, ApplyMode::Upsert, true),
+            "progressing: the stable revision, in its own mode"
+        );
+        for phase in [RolloutPhase::Paused, RolloutPhase::RolledBack] {
+            assert_eq!(decided(rollout(phase, Some(ApplyMode::Upsert))), (3, ApplyMode::Upsert, true), "{phase}");
+        }
+        assert_eq!(
+            decided(rollout(RolloutPhase::Completed, Some(ApplyMode::Upsert))),
+            (5, ApplyMode::Sync, false),
+            "completed: nothing held back"
+        );
+        assert_eq!(
+            decided(rollout(RolloutPhase::Progressing, None)),
+            (5, ApplyMode::Sync, false),
+            "a stable revision that is not stored holds nothing back"
+        );
     }
 
     #[test]

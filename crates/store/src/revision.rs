@@ -5,13 +5,16 @@
 //! A revision is stored as its *head* (the SyncSet without its resources) and the
 //! content addresses of its resources, each resource once per tenant however many
 //! revisions hold it ([`split`], [`assemble`]). Writing a new generation also decides
-//! what happens to the SyncSet's rollout ([`on_write`]).
+//! what happens to the SyncSet's rollout ([`on_write`]) and which old revisions go
+//! ([`prune`]); a rollout's step is written only if it follows the stored one
+//! ([`rollout_check`]).
 
 use crate::rollout::RolloutState;
 use crate::stored::{canonical, corrupt, decode};
 use crate::Result;
 use fleetsync_model::{RolloutPhase, SyncSet, Timestamp};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 
 /// Revisions kept per SyncSet beyond those a key or the rollout still needs.
 pub(crate) const KEPT_HISTORY: i64 = 10;
@@ -103,6 +106,53 @@ pub(crate) fn on_write(s: &SyncSet, generation: i64, previous: Option<&RolloutSt
     RolloutWrite::Store(fresh(RolloutPhase::Progressing, stable))
 }
 
+/// Which of a SyncSet's revisions to delete: those below `below`, but those in `keep`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RevisionsDrop {
+    pub(crate) below: i64,
+    pub(crate) keep: Vec<i64>,
+}
+
+impl RevisionsDrop {
+    /// Every revision (a deleted SyncSet's).
+    pub(crate) fn every() -> Self {
+        RevisionsDrop { below: i64::MAX, keep: Vec::new() }
+    }
+}
+
+/// The revisions to drop after generation `latest` was written: those older than the
+/// last [`KEPT_HISTORY`], but those still `needed` (a wanted key runs it, or the rollout
+/// holds clusters at it).
+pub(crate) fn prune(latest: i64, needed: BTreeSet<i64>) -> RevisionsDrop {
+    RevisionsDrop { below: latest - KEPT_HISTORY + 1, keep: needed.into_iter().collect() }
+}
+
+/// Whether a rollout's next state may be written over the stored one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum RolloutCheck {
+    /// The rollout moved on (another process wrote first, or a newer generation
+    /// superseded it): nothing is written.
+    MovedOn,
+    /// It follows the stored state: written.
+    Write,
+    /// A move to `Completed`: written only if every wanted key is told this generation
+    /// (a cluster that joined after the decision was read, at the stable revision, is
+    /// caught up when the rollout is decided again).
+    WriteIfEveryWantedKeyAt(i64),
+}
+
+/// Decides whether `next` follows the stored rollout `current` (a compare-and-set on
+/// the same revision and the next version), and what else a write of it needs.
+pub(crate) fn rollout_check(current: Option<&RolloutState>, next: &RolloutState) -> RolloutCheck {
+    if !current.is_some_and(|c| c.revision == next.revision && c.version + 1 == next.version) {
+        return RolloutCheck::MovedOn;
+    }
+    match next.phase {
+        RolloutPhase::Completed => RolloutCheck::WriteIfEveryWantedKeyAt(next.revision),
+        _ => RolloutCheck::Write,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +177,33 @@ mod tests {
         let mut want = syncset(false, "1");
         want.metadata.generation = 3;
         assert_eq!(back, want);
+    }
+
+    #[test]
+    fn old_revisions_go_but_those_still_needed() {
+        let drop = prune(15, BTreeSet::from([2, 14]));
+        assert_eq!(drop, RevisionsDrop { below: 6, keep: vec![2, 14] }, "the last 10 stay, and what is needed");
+        assert_eq!(RevisionsDrop::every(), RevisionsDrop { below: i64::MAX, keep: vec![] });
+    }
+
+    #[test]
+    fn a_rollout_step_is_written_only_over_the_state_it_was_decided_from() {
+        let RolloutWrite::Store(stored) = on_write(&syncset(true, "2"), 2, None, Timestamp(0)) else {
+            panic!("stored")
+        };
+        let next = RolloutState { step: 1, version: stored.version + 1, ..stored.clone() };
+        assert_eq!(rollout_check(Some(&stored), &next), RolloutCheck::Write);
+        assert_eq!(rollout_check(None, &next), RolloutCheck::MovedOn, "no rollout any more");
+        let again = RolloutState { version: stored.version + 2, ..next.clone() };
+        assert_eq!(rollout_check(Some(&stored), &again), RolloutCheck::MovedOn, "another process wrote first");
+        let newer = RolloutState { revision: 3, ..stored.clone() };
+        assert_eq!(rollout_check(Some(&newer), &next), RolloutCheck::MovedOn, "a newer generation superseded it");
+        let done = RolloutState { phase: RolloutPhase::Completed, ..next };
+        assert_eq!(
+            rollout_check(Some(&stored), &done),
+            RolloutCheck::WriteIfEveryWantedKeyAt(2),
+            "completed only once every wanted key is told the revision"
+        );
     }
 
     #[test]

@@ -1,25 +1,26 @@
 //! Completions on PostgreSQL: every completion of a call in one transaction. The rows
 //! are locked in id order, found by the ids this process's claims remembered when it
 //! can (`locations.rs`); what each completion does is decided as for every backend
-//! ([`crate::lifecycle`]) and written set-based; each key's row in `due` moves with
-//! it (`due.rs`).
+//! ([`crate::write::complete`]) and written set-based; each key's row in `due` moves
+//! with it (`due.rs`).
 
 use super::due::position;
 use super::live::Ends;
 use super::locations::Locations;
 use super::queue::{attempts, key_columns};
 use super::{PgResult, Tx};
-use crate::lifecycle::{db_phase, finish, Finish, Held};
-use crate::plan::Announce;
+use crate::lifecycle::Held;
 use crate::stored::json;
+use crate::write::complete::{self, CompletedRow, RowWrite};
+use crate::write::{status_name, NewEvent};
 use crate::{CompleteOutcome, Completion, Fence, RetryPolicy};
-use fleetsync_model::{Phase, Timestamp};
+use fleetsync_model::Timestamp;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 use tokio_postgres::Row;
 
 /// Writes every completion in one transaction: locks the keys' rows (in id order, see
-/// [`lock_rows`]), decides each completion as [`finish`] says, then writes them
+/// [`lock_rows`]), decides each completion ([`complete::decide`]), then writes them
 /// set-based.
 pub(super) async fn run(
     tx: &mut Tx<'_>,
@@ -45,57 +46,30 @@ pub(super) async fn run(
             outcomes.push(CompleteOutcome::Stale);
             continue;
         };
-        let Some(fin) = finish(h, c, now, retry) else {
+        let Some(done) = complete::decide(h, c, now, retry) else {
             outcomes.push(CompleteOutcome::Stale);
             continue;
         };
         h.running = false;
         let ctid = row.ctid.clone();
-        let resources = json("work", &c.resources)?;
-        // Where the row in `due` goes: as the phase and `run_at` written below say.
-        let due_now = match &fin {
-            Finish::Delete => None,
-            Finish::Applied { phase, .. } => position(db_phase(*phase), now.millis()),
-            Finish::Restart => position(db_phase(Phase::Pending), now.millis()),
-            Finish::Requeue { run_at, .. } => position(db_phase(Phase::Pending), run_at.millis()),
-            Finish::Failed { phase, run_at, .. } => position(db_phase(*phase), run_at.millis()),
-        };
-        tx.due.record(c.key.clone(), h.id, row.shard, row.due_at, due_now);
-        match &fin {
-            Finish::Applied { phase, generation, inventory } => {
-                let inventory = Some(json("work", inventory)?);
-                updates.push(ctid, *phase, now, Some(*generation), resources, inventory, None, Some(now), false)
+        match &done.row {
+            RowWrite::Update(w) => {
+                tx.due.record(c.key.clone(), h.id, row.shard, row.due_at, position(w.db_phase(), w.run_at.millis()));
+                updates.push(ctid, w, json("work", &c.resources)?)?;
             }
-            // Requeued keys start their attempts over (a requeue is not a failure).
-            Finish::Requeue { generation, inventory, run_at } => {
-                let inventory = Some(json("work", inventory)?);
-                updates.push(
-                    ctid,
-                    Phase::Pending,
-                    *run_at,
-                    Some(*generation),
-                    resources,
-                    inventory,
-                    None,
-                    Some(now),
-                    true,
-                )
-            }
-            Finish::Restart => {
-                updates.push(ctid, Phase::Pending, now, Some(0), resources, Some("[]".into()), None, None, false)
-            }
-            Finish::Delete => deletes.push(ctid),
-            Finish::Failed { phase, run_at, error } => {
-                updates.push(ctid, *phase, *run_at, None, resources, None, Some(error.to_string()), None, false)
+            RowWrite::Delete => {
+                tx.due.record(c.key.clone(), h.id, row.shard, row.due_at, None);
+                deletes.push(ctid);
             }
         }
-        if let Some(kept) = crate::live::kept_after(&fin) {
-            ends.push(&c.key, &kept)?;
+        if let Some(kept) = &done.live_kept {
+            ends.push(&c.key, kept)?;
         }
-        tx.announce(Announce::completed(&fin, now));
-        let name = format!("{}/{}", c.key.cluster, c.key.syncset);
-        tx.event(&c.key.tenant, "Status", &name, fin.event_action(), h.generation);
-        outcomes.push(fin.outcome());
+        tx.announce(done.announce);
+        let name = status_name(&c.key);
+        let (tenant, action, generation) = (c.key.tenant.as_str(), done.event_action, h.generation);
+        tx.event(NewEvent { tenant, kind: "Status", name: &name, action, generation, actor: None });
+        outcomes.push(done.outcome);
     }
     if !updates.ctids.is_empty() {
         let u = &updates;
@@ -221,27 +195,17 @@ struct Updates {
 }
 
 impl Updates {
-    #[allow(clippy::too_many_arguments)]
-    fn push(
-        &mut self,
-        ctid: String,
-        phase: Phase,
-        run_at: Timestamp,
-        observed: Option<i64>,
-        resources: String,
-        inventory: Option<String>,
-        error: Option<String>,
-        applied_at: Option<Timestamp>,
-        reset_attempts: bool,
-    ) {
+    /// Adds the row at `ctid` and what the completion writes to it.
+    fn push(&mut self, ctid: String, w: &CompletedRow<'_>, resources: String) -> PgResult<()> {
         self.ctids.push(ctid);
-        self.phases.push(db_phase(phase));
-        self.run_ats.push(run_at.millis());
-        self.observed.push(observed);
+        self.phases.push(w.db_phase());
+        self.run_ats.push(w.run_at.millis());
+        self.observed.push(w.observed_generation);
         self.resources.push(resources);
-        self.inventories.push(inventory);
-        self.errors.push(error);
-        self.applied_at.push(applied_at.map(Timestamp::millis));
-        self.reset_attempts.push(reset_attempts);
+        self.inventories.push(w.inventory.map(|i| json("work", i)).transpose()?);
+        self.errors.push(w.last_error.map(str::to_string));
+        self.applied_at.push(w.last_applied_at.map(Timestamp::millis));
+        self.reset_attempts.push(w.reset_attempts);
+        Ok(())
     }
 }

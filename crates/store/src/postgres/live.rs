@@ -4,10 +4,10 @@
 //! processes receiving the same resend cannot both store it. Completions end the
 //! records of what their keys no longer apply ([`Ends`]).
 
-use super::{query, queue, Failure, PgResult, Tx};
+use super::{query, queue, PgResult, Tx};
 use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 use crate::stored::{corrupt, decode, json};
-use crate::{StatusFilter, StoreError};
+use crate::StatusFilter;
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{LiveState, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -85,10 +85,8 @@ pub(super) async fn record(
     // each other in a cycle.
     for syncset in drifted {
         let key = WorkKey::new(tenant.clone(), cluster.clone(), syncset);
-        match queue::retry(tx, key.clone()).await {
-            Ok(_) => out.requeued.push(key),
-            Err(Failure::Store(StoreError::NotFound { .. })) => {}
-            Err(e) => return Err(e),
+        if queue::again(tx, key.clone()).await?.is_some() {
+            out.requeued.push(key);
         }
     }
     if !u.resources.is_empty() {

@@ -63,8 +63,9 @@
 //! connection and retries it; `tx.rs` is the transaction (`Tx`: its statements,
 //! pipelining, and the events, `due` moves and wake-ups its commit carries out);
 //! `failure.rs` says why a call failed and whether a retry can help; `store.rs` is the
-//! [`Store`] implementation; `testing.rs` (the `conformance` feature) is
-//! test support.
+//! [`Store`] implementation, whose writes hand over to the workflows written once for
+//! every backend ([`crate::write`]), over the storage operations of `write.rs`;
+//! `testing.rs` (the `conformance` feature) is test support.
 //!
 //! [`DbClock`]: clock::DbClock
 //! [`Store`]: crate::Store
@@ -102,6 +103,7 @@ mod tests;
 mod tls;
 mod tokens;
 mod tx;
+mod write;
 
 pub use connect::{PgOptions, PgStore};
 

@@ -8,7 +8,7 @@ use super::due::position;
 use super::{PgResult, Tx};
 use crate::lifecycle::Enqueue;
 use crate::stored::corrupt;
-use crate::{Fence, RenewParams, StoreError};
+use crate::{Fence, RenewParams};
 use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, WorkKey};
 use std::collections::{HashMap, HashSet};
@@ -33,7 +33,7 @@ pub(super) struct Enqueues {
 impl Enqueues {
     /// Adds a key. `e` must say `desired`: apply (with generation and mode, or without
     /// them to keep the row's: [`Enqueue::keep_revision`]) or remove; a re-run as it is
-    /// goes through [`retry`]. `dirties`: see
+    /// goes through [`again`]. `dirties`: see
     /// [`Planned::dirties`](crate::plan::Planned::dirties).
     pub(super) fn push(&mut self, key: WorkKey, e: Enqueue, dirties: bool) {
         let desired = e.desired.unwrap_or(true);
@@ -196,10 +196,11 @@ pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgRe
     Ok(())
 }
 
-/// Records a running key's inventory under its lease (see
-/// [`WorkQueue::work_inventory_record`](crate::WorkQueue::work_inventory_record)). The row
-/// stays where it is in `due`: neither its phase nor its times change.
-pub(super) async fn inventory_record(tx: &mut Tx<'_>, key: WorkKey, fence: Fence, inventory: String) -> PgResult<()> {
+/// Sets a running key's inventory under its lease (see
+/// [`WorkQueue::work_inventory_record`](crate::WorkQueue::work_inventory_record)); whether
+/// the lease was held. The row stays where it is in `due`: neither its phase nor its
+/// times change.
+pub(super) async fn inventory_set(tx: &mut Tx<'_>, key: &WorkKey, fence: Fence, inventory: &str) -> PgResult<bool> {
     let n = tx
         .execute(
             "UPDATE work SET inventory = $1
@@ -207,15 +208,12 @@ pub(super) async fn inventory_record(tx: &mut Tx<'_>, key: WorkKey, fence: Fence
             &[&inventory, &key.tenant, &key.cluster, &key.syncset, &fence.get()],
         )
         .await?;
-    if n == 0 {
-        return Err(StoreError::LeaseLost { key, fence }.into());
-    }
-    Ok(())
+    Ok(n > 0)
 }
 
-/// Runs a key again as it is (an enqueue that changes nothing but the schedule).
-/// Runs a key again now; returns the generation it runs.
-pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<i64> {
+/// Runs a key again now as it is (an enqueue that changes nothing but the schedule);
+/// returns the generation it runs, or `None` for an unknown key.
+pub(super) async fn again(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<Option<i64>> {
     let now = tx.now.millis();
     let rows = tx
         .query(
@@ -232,13 +230,11 @@ pub(super) async fn retry(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<i64> {
             &[&now, &key.tenant, &key.cluster, &key.syncset],
         )
         .await?;
-    let Some(r) = rows.first() else {
-        return Err(StoreError::key_not_found(&key).into());
-    };
+    let Some(r) = rows.first() else { return Ok(None) };
     let from = position(r.try_get(2)?, r.try_get(3)?);
     tx.due.record(key, r.try_get(0)?, r.try_get(1)?, from, position(r.try_get(4)?, r.try_get(5)?));
     tx.wake_at(tx.now);
-    Ok(r.try_get(6)?)
+    Ok(Some(r.try_get(6)?))
 }
 
 /// Enqueues every key that is idle or parked (which have no row in `due`), locking

@@ -1,37 +1,35 @@
 //! Revisions ([`crate::revision`]) and rollouts ([`crate::rollout`]) on PostgreSQL: the
-//! same rows and rules as SQLite's (`sqlite/rollouts.rs`), set-based.
+//! same rows as SQLite's (`sqlite/rollouts.rs`), set-based.
 //!
 //! Revisions and rollouts are written by object writes (applying or deleting a
-//! SyncSet), which hold their tenant's advisory lock (see [`super`]), and by
-//! [`rollout_write`], which takes the same lock: so no two writers of a tenant's
-//! revisions, parts or rollouts ever wait for each other's rows, and a cluster or
-//! SyncSet applied while a rollout moves sees the rollout either before or after.
+//! SyncSet), which hold their tenant's advisory lock (see [`super`]), and by rollout
+//! writes ([`crate::write::rollout_write`]), which take the same lock: so no two
+//! writers of a tenant's revisions, parts or rollouts ever wait for each other's rows,
+//! and a cluster or SyncSet applied while a rollout moves sees the rollout either
+//! before or after.
 
-use super::queue::{enqueue, Enqueues};
 use super::{query, PgResult, Tx};
-use crate::lifecycle::Enqueue;
-use crate::revision::{self, assemble, split, RolloutWrite, KEPT_HISTORY};
-use crate::rollout::{RolloutEvent, RolloutState};
+use crate::revision::{assemble, RevisionsDrop};
+use crate::rollout::RolloutState;
 use crate::stored::{corrupt, decode, json};
+use crate::write::RevisionRow;
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{ApplyMode, RolloutPhase, SyncSet, Timestamp, WorkKey};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use fleetsync_model::{RolloutPhase, SyncSet, Timestamp};
+use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-/// Stores revision `generation` of `s` unless it is stored already: the revision row,
-/// and each of its resources once per tenant (counted once more for each time this
-/// revision holds it).
-pub(super) async fn revision_put(tx: &Tx<'_>, s: &SyncSet, generation: i64) -> PgResult<()> {
-    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
-    let split = split(s)?;
+/// Stores a revision unless it is stored already: the revision row, and each of its
+/// resources once per tenant (counted once more for each time this revision holds it).
+pub(super) async fn revision_put(tx: &Tx<'_>, row: &RevisionRow<'_>) -> PgResult<()> {
+    let (tenant, syncset, split) = (row.tenant, row.syncset, row.split);
     let parts = json("revisions", &split.hashes())?;
     let inserted = tx
         .query_opt(
             "INSERT INTO revisions (tenant, syncset, generation, apply_mode, head, parts) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (tenant, syncset, generation) DO NOTHING
              RETURNING 1",
-            &[&tenant, &name, &generation, &s.spec.resource_apply_mode.as_str(), &split.head, &parts],
+            &[&tenant, &syncset, &row.generation, &row.mode.as_str(), &split.head, &parts],
         )
         .await?;
     if inserted.is_none() || split.parts.is_empty() {
@@ -89,57 +87,13 @@ pub(super) async fn revision_get<C: GenericClient>(
     Ok(Some(assemble(head, generation, bodies)?))
 }
 
-/// The apply modes of the SyncSet's kept revisions among `generations`.
-async fn revision_modes(
-    tx: &Tx<'_>,
-    tenant: &str,
-    syncset: &str,
-    generations: &[i64],
-) -> PgResult<HashMap<i64, ApplyMode>> {
-    let rows = tx
-        .query(
-            "SELECT generation, apply_mode FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation = ANY($3)",
-            &[&tenant, &syncset, &generations],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| {
-            let mode: &str = r.try_get(1)?;
-            let mode = ApplyMode::parse(mode).ok_or_else(|| corrupt("revisions", format!("apply mode {mode:?}")))?;
-            Ok((r.try_get(0)?, mode))
-        })
-        .collect()
-}
-
-/// Drops the revisions older than the last [`KEPT_HISTORY`] that no wanted key runs and
-/// no rollout returns to; and the resources no revision holds any more.
-pub(super) async fn revisions_prune(tx: &Tx<'_>, tenant: &str, syncset: &str, latest: i64) -> PgResult<()> {
-    drop_revisions(tx, tenant, syncset, latest - KEPT_HISTORY + 1, Needed::Kept).await
-}
-
-/// Whether dropping revisions keeps those a wanted key runs or the rollout returns to.
-#[derive(PartialEq)]
-enum Needed {
-    Kept,
-    Dropped,
-}
-
-/// Drops every revision of a deleted SyncSet, and its rollout.
-pub(super) async fn syncset_deleted(tx: &Tx<'_>, tenant: &str, syncset: &str) -> PgResult<()> {
-    tx.execute("DELETE FROM rollouts WHERE tenant = $1 AND syncset = $2", &[&tenant, &syncset]).await?;
-    drop_revisions(tx, tenant, syncset, i64::MAX, Needed::Dropped).await
-}
-
-/// Drops the SyncSet's revisions older than `below` (but those still `needed`),
-/// releasing their resources.
-async fn drop_revisions(tx: &Tx<'_>, tenant: &str, syncset: &str, below: i64, needed: Needed) -> PgResult<()> {
+/// Deletes the SyncSet's revisions `drop` names, releasing their resources.
+pub(super) async fn revisions_drop(tx: &Tx<'_>, tenant: &str, syncset: &str, drop: &RevisionsDrop) -> PgResult<()> {
     let gone = tx
         .query(
-            "DELETE FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation < $3
-                 AND NOT ($4 AND (generation IN (SELECT generation FROM work WHERE tenant = $1 AND syncset = $2 AND desired)
-                                  OR generation IN (SELECT stable FROM rollouts WHERE tenant = $1 AND syncset = $2)))
+            "DELETE FROM revisions WHERE tenant = $1 AND syncset = $2 AND generation < $3 AND generation <> ALL($4)
              RETURNING parts",
-            &[&tenant, &syncset, &below, &(needed == Needed::Kept)],
+            &[&tenant, &syncset, &drop.below, &drop.keep],
         )
         .await?;
     let mut released: BTreeMap<String, i64> = BTreeMap::new();
@@ -167,29 +121,6 @@ async fn drop_revisions(tx: &Tx<'_>, tenant: &str, syncset: &str, below: i64, ne
     ])
     .await?;
     Ok(())
-}
-
-/// What a new generation of `s` does to its rollout ([`revision::on_write`]); the
-/// generation and mode keys get when they are not told otherwise, and whether clusters
-/// are held back.
-pub(super) async fn on_write(tx: &Tx<'_>, s: &SyncSet, generation: i64) -> PgResult<(i64, ApplyMode, bool)> {
-    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
-    let previous = rollout_get(tx.client(), tenant, name).await?;
-    match revision::on_write(s, generation, previous.as_ref(), tx.now) {
-        RolloutWrite::None => {
-            tx.execute("DELETE FROM rollouts WHERE tenant = $1 AND syncset = $2", &[&tenant, &name]).await?;
-            Ok((generation, s.spec.resource_apply_mode, false))
-        }
-        RolloutWrite::Store(state) => {
-            rollout_put(tx, &state).await?;
-            if !state.phase.holds_back() {
-                return Ok((generation, s.spec.resource_apply_mode, false));
-            }
-            let modes = revision_modes(tx, tenant, name, &[state.stable]).await?;
-            let mode = modes.get(&state.stable).copied().unwrap_or(s.spec.resource_apply_mode);
-            Ok((state.stable, mode, true))
-        }
-    }
 }
 
 const COLUMNS: &str = "tenant, syncset, phase, step, revision, stable, reason, step_started_at, healthy_since, promoted, version, updated_at";
@@ -275,7 +206,7 @@ impl Values {
     }
 }
 
-async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
+pub(super) async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
     let values = Values::of(s);
     let sql = format!(
         "INSERT INTO rollouts ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -286,89 +217,4 @@ async fn rollout_put(tx: &Tx<'_>, s: &RolloutState) -> PgResult<()> {
     );
     tx.execute(&sql, &values.params(s)).await?;
     Ok(())
-}
-
-/// Writes `next` if the stored rollout is still the one it was decided from (same
-/// revision, version one less), and enqueues each `(cluster, generation)` key that is
-/// wanted at that generation, in the same transaction. `false`: the rollout moved on
-/// (another process wrote first, or a newer generation superseded it); nothing written.
-///
-/// The compare-and-set is one conditional UPDATE, which PostgreSQL runs against the
-/// row's newest version (waiting for a writer holding it, then checking the condition
-/// again): of several processes writing from the same version, one updates the row and
-/// the others find no row to update. It runs under the tenant's lock, like object writes,
-/// so which keys are wanted cannot change before the enqueue. A move to `Completed`
-/// is refused while a wanted key is told another generation (a cluster that joined
-/// after the decision was read, at the stable revision): decided again, it is caught up.
-pub(super) async fn rollout_write(
-    tx: &mut Tx<'_>,
-    next: &RolloutState,
-    enqueue_at: &[(String, i64)],
-    event: Option<&RolloutEvent>,
-) -> PgResult<bool> {
-    let (tenant, syncset) = (next.tenant.as_str(), next.syncset.as_str());
-    tx.lock_tenant(tenant).await?;
-    if next.phase == RolloutPhase::Completed {
-        let behind = tx
-            .query_opt(
-                "SELECT 1 FROM work WHERE tenant = $1 AND syncset = $2 AND desired AND generation <> $3 LIMIT 1",
-                &[&tenant, &syncset, &next.revision],
-            )
-            .await?;
-        if behind.is_some() {
-            return Ok(false);
-        }
-    }
-    let values = Values::of(next);
-    let written = tx
-        .execute(
-            "UPDATE rollouts SET phase = $3, step = $4, stable = $6, reason = $7, step_started_at = $8, healthy_since = $9,
-                 promoted = $10, version = $11, updated_at = $12
-             WHERE tenant = $1 AND syncset = $2 AND revision = $5 AND version = $11::bigint - 1",
-            &values.params(next),
-        )
-        .await?;
-    if written != 1 {
-        return Ok(false);
-    }
-    if let Some(e) = event {
-        tx.actor = e.actor.clone();
-        tx.event(tenant, "Rollout", syncset, e.action, next.revision);
-    }
-    if enqueue_at.is_empty() {
-        return Ok(true);
-    }
-    // A cluster named twice runs the generation named last.
-    let mut at: BTreeMap<&str, i64> = BTreeMap::new();
-    for (cluster, generation) in enqueue_at {
-        at.insert(cluster.as_str(), *generation);
-    }
-    let clusters: Vec<&str> = at.keys().copied().collect();
-    let wanted: HashSet<String> = tx
-        .query(
-            "SELECT cluster FROM work WHERE tenant = $1 AND syncset = $2 AND desired AND cluster = ANY($3)",
-            &[&tenant, &syncset, &clusters],
-        )
-        .await?
-        .iter()
-        .map(|r| r.try_get(0))
-        .collect::<Result<_, _>>()?;
-    let at: Vec<(&str, i64)> = at.into_iter().filter(|(cluster, _)| wanted.contains(*cluster)).collect();
-    let mut generations: Vec<i64> = at.iter().map(|(_, g)| *g).collect();
-    generations.sort_unstable();
-    generations.dedup();
-    let modes = revision_modes(tx, tenant, syncset, &generations).await?;
-    let mut batch = Enqueues::default();
-    for (cluster, generation) in at {
-        let Some(mode) = modes.get(&generation) else {
-            return Err(corrupt("revisions", format!("{tenant}/{syncset} generation {generation} is not kept")).into());
-        };
-        batch.push(WorkKey::new(tenant, cluster, syncset), Enqueue::apply(generation, *mode), true);
-    }
-    if enqueue(tx, &batch).await? > 0 {
-        // Claimers in every process learn of the keys at commit (NOTIFY), as after an
-        // object write's enqueues.
-        tx.wake_at(tx.now);
-    }
-    Ok(true)
 }

@@ -63,7 +63,6 @@ impl PgStore {
             now: self.inner.clock.now(),
             schema: &self.inner.schema,
             events: Vec::new(),
-            actor: None,
             wake_at: None,
             due: due::DueMoves::default(),
         };

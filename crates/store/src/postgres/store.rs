@@ -7,6 +7,7 @@ use super::{
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, WorkQueue};
 use crate::rollout::{RolloutEvent, RolloutState};
+use crate::write::{apply, delete, queue as queued, rollout_write};
 use crate::{
     check_consumer_name, ApplyOutcome, ClaimParams, ClaimedItem, ClusterLimit, Commit, CompleteOutcome, Completion,
     Event, EventObject, EventRetention, EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member,
@@ -51,32 +52,28 @@ impl Objects for PgStore {
         quotas: &Quotas,
         commit: Commit,
     ) -> Result<Vec<ApplyOutcome>> {
-        let (docs, quotas) = (Arc::new(docs), Arc::new(quotas.clone()));
-        let actor = actor.map(str::to_string);
-        let keys = self.inner.config.keys.clone();
+        let (docs, quotas, actor) = (Arc::new(docs), Arc::new(quotas.clone()), actor.map(Arc::<str>::from));
         self.write_ending("applying documents", commit, |tx| {
-            let (docs, quotas, keys) = (docs.clone(), quotas.clone(), keys.clone());
-            tx.actor = actor.clone();
-            Box::pin(async move { objects::apply(tx, &docs, &quotas, keys.as_deref()).await })
+            let (docs, quotas, actor, keys) =
+                (docs.clone(), quotas.clone(), actor.clone(), self.inner.config.keys.clone());
+            Box::pin(async move { apply::apply_within(tx, &docs, actor.as_deref(), &quotas, keys.as_deref()).await })
         })
         .await
     }
 
     async fn objects_apply_own(&self, docs: Vec<Document>, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
         let (docs, own) = (Arc::new(docs), Arc::new(own));
-        let keys = self.inner.config.keys.clone();
         self.write("applying an own write", |tx| {
-            let (docs, own, keys) = (docs.clone(), own.clone(), keys.clone());
-            Box::pin(async move { objects::apply_own(tx, &docs, &own, keys.as_deref()).await })
+            let (docs, own, keys) = (docs.clone(), own.clone(), self.inner.config.keys.clone());
+            Box::pin(async move { apply::apply_own(tx, &docs, &own, keys.as_deref()).await })
         })
         .await
     }
 
     async fn object_delete_by(&self, kind: Kind, tenant: &str, name: &str, actor: Option<&str>) -> Result<()> {
-        let actor = actor.map(str::to_string);
         self.write("deleting an object", |tx| {
-            tx.actor = actor.clone();
-            Box::pin(objects::delete(tx, kind, tenant.to_string(), name.to_string()))
+            let (tenant, name, actor) = (tenant.to_string(), name.to_string(), actor.map(str::to_string));
+            Box::pin(async move { delete::delete(tx, kind, &tenant, &name, actor.as_deref()).await })
         })
         .await
     }
@@ -232,9 +229,10 @@ impl WorkQueue for PgStore {
     }
 
     async fn work_inventory_record(&self, key: &WorkKey, fence: Fence, inventory: &[ResourceRef]) -> Result<()> {
-        let inventory = crate::stored::json("work", inventory)?;
+        let inventory: Arc<[ResourceRef]> = inventory.into();
         self.write("recording an inventory", |tx| {
-            Box::pin(queue::inventory_record(tx, key.clone(), fence, inventory.clone()))
+            let (key, inventory) = (key.clone(), inventory.clone());
+            Box::pin(async move { queued::inventory_record(tx, &key, fence, &inventory).await })
         })
         .await
     }
@@ -246,21 +244,15 @@ impl WorkQueue for PgStore {
     }
 
     async fn work_retry_by(&self, key: &WorkKey, actor: Option<&str>) -> Result<()> {
-        let actor = actor.map(str::to_string);
         self.write("retrying a key", |tx| {
-            tx.actor = actor.clone();
-            let key = key.clone();
-            Box::pin(async move {
-                let generation = queue::retry(tx, key.clone()).await?;
-                tx.event(&key.tenant, "Status", &format!("{}/{}", key.cluster, key.syncset), "Retry", generation);
-                Ok(())
-            })
+            let (key, actor) = (key.clone(), actor.map(str::to_string));
+            Box::pin(async move { queued::retry(tx, &key, actor.as_deref()).await })
         })
         .await
     }
 
     async fn work_resync(&self) -> Result<u64> {
-        self.write("resyncing", |tx| Box::pin(queue::resync(tx))).await
+        self.write("resyncing", |tx| Box::pin(queued::resync(tx))).await
     }
 
     async fn work_next_ready_at(&self, shards: Option<&[u16]>) -> Result<Option<Timestamp>> {
@@ -477,7 +469,7 @@ impl Rollouts for PgStore {
         let (next, enqueue, event) = (Arc::new(next.clone()), Arc::new(enqueue.to_vec()), Arc::new(event));
         self.write("writing a rollout", |tx| {
             let (next, enqueue, event) = (next.clone(), enqueue.clone(), event.clone());
-            Box::pin(async move { rollouts::rollout_write(tx, &next, &enqueue, event.as_ref().as_ref()).await })
+            Box::pin(async move { rollout_write::rollout_write(tx, &next, &enqueue, event.as_ref().as_ref()).await })
         })
         .await
     }

@@ -21,8 +21,6 @@ pub(super) struct Tx<'c> {
     pub(super) now: Timestamp,
     pub(super) schema: &'c str,
     pub(super) events: Vec<NewEvent>,
-    /// Who the events of this transaction name (see [`Tx::event`]).
-    pub(super) actor: Option<String>,
     /// The earliest `run_at` of the keys this transaction made ready, if any.
     pub(super) wake_at: Option<i64>,
     /// How the keys written move in `due`, applied at commit.
@@ -72,18 +70,10 @@ impl Tx<'_> {
         &self.tx
     }
 
-    /// Appends an event to the log when the transaction commits, naming the
-    /// transaction's actor.
-    pub(super) fn event(
-        &mut self,
-        tenant: &str,
-        kind: &'static str,
-        name: &str,
-        action: &'static str,
-        generation: i64,
-    ) {
-        let actor = self.actor.clone();
-        self.events.push(NewEvent { tenant: tenant.into(), kind, name: name.into(), action, generation, actor });
+    /// Appends an event to the log when the transaction commits.
+    pub(super) fn event(&mut self, e: crate::write::NewEvent<'_>) {
+        let (tenant, name, actor) = (e.tenant.into(), e.name.into(), e.actor.map(str::to_string));
+        self.events.push(NewEvent { tenant, kind: e.kind, name, action: e.action, generation: e.generation, actor });
     }
 
     /// Takes what object writes announce ([`Announce`](crate::plan::Announce)): their

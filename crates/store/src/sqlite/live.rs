@@ -4,7 +4,7 @@
 use super::queue;
 use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
 use crate::stored::{corrupt, decode, json};
-use crate::{Result, StatusFilter, StoreError};
+use crate::{Result, StatusFilter};
 use fleetsync_model::{LiveState, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use std::collections::BTreeSet;
@@ -48,10 +48,8 @@ pub(super) fn record(
     }
     for syncset in drifted {
         let key = WorkKey::new(tenant, cluster, syncset);
-        match queue::retry(tx, now, &key) {
-            Ok(_) => out.requeued.push(key),
-            Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
+        if queue::again(tx, now, &key)?.is_some() {
+            out.requeued.push(key);
         }
     }
     Ok(out)

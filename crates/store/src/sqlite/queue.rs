@@ -3,13 +3,14 @@
 //! does).
 
 use super::ms;
-use super::rows::{event_append, NewEvent};
-use crate::lifecycle::{db_phase, finish, Enqueue, Finish, Held};
+use super::rows::event_append;
+use crate::lifecycle::{Enqueue, Held};
 use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
+use crate::write::complete::{self, RowWrite};
+use crate::write::{status_name, NewEvent};
 use crate::{
     ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy,
-    StoreError,
 };
 use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 /// change deserves a fresh set of retries, and un-parks a parked key. Unless `dirties`
 /// is false (an own write's key, see [`crate::plan::Planned::dirties`]): then the key takes
 /// the new generation but stays clean, with its attempts.
-pub(super) fn enqueue(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
+pub(super) fn enqueue(tx: &Connection, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
     let shard = shard_of(&key.tenant, &key.cluster);
     tx.prepare_cached(
         "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
@@ -184,7 +185,7 @@ pub(super) fn renew(tx: &Transaction<'_>, now: Timestamp, p: &RenewParams) -> Re
     Ok(lost)
 }
 
-fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
+fn held(tx: &Connection, key: &WorkKey) -> Result<Option<Held>> {
     Ok(tx
         .prepare_cached(
             "SELECT id, fence, phase = 'running', want_seq > claimed_seq, desired, attempts, generation
@@ -204,7 +205,8 @@ fn held(tx: &Transaction<'_>, key: &WorkKey) -> Result<Option<Held>> {
         .optional()?)
 }
 
-/// Commits completions; returns their outcomes and what the commit announces.
+/// Commits completions; returns their outcomes and what the commit announces. Each is
+/// decided by [`complete::decide`] and carried out here.
 pub(super) fn complete(
     tx: &Transaction<'_>,
     now: Timestamp,
@@ -214,75 +216,53 @@ pub(super) fn complete(
     let mut announce = Announce::default();
     let mut outcomes = Vec::with_capacity(items.len());
     for c in items {
-        let (outcome, said) = complete_one(tx, now, retry, c)?;
-        outcomes.push(outcome);
-        announce = announce.and(said);
+        let Some(h) = held(tx, &c.key)? else {
+            outcomes.push(CompleteOutcome::Stale);
+            continue;
+        };
+        let Some(done) = complete::decide(&h, c, now, retry) else {
+            outcomes.push(CompleteOutcome::Stale);
+            continue;
+        };
+        let resources = json("work", &c.resources)?;
+        match &done.row {
+            RowWrite::Update(row) => {
+                let inventory = row.inventory.map(|i| json("work", i)).transpose()?;
+                tx.prepare_cached(
+                    "UPDATE work SET phase = ?1, run_at = ?2, observed_generation = COALESCE(?3, observed_generation),
+                         resources = ?4, inventory = COALESCE(?5, inventory), last_error = ?6,
+                         last_applied_at = COALESCE(?7, last_applied_at),
+                         attempts = CASE WHEN ?8 THEN 0 ELSE attempts END,
+                         lease_owner = NULL, lease_expires_at = NULL, updated_at = ?9
+                     WHERE id = ?10",
+                )?
+                .execute(params![
+                    row.db_phase(),
+                    row.run_at.millis(),
+                    row.observed_generation,
+                    resources,
+                    inventory,
+                    row.last_error,
+                    row.last_applied_at.map(Timestamp::millis),
+                    row.reset_attempts,
+                    now.millis(),
+                    h.id
+                ])?;
+            }
+            RowWrite::Delete => {
+                tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![h.id])?;
+            }
+        }
+        if let Some(kept) = &done.live_kept {
+            super::live::end_all_but(tx, &c.key, kept)?;
+        }
+        let name = status_name(&c.key);
+        let (tenant, action, generation) = (c.key.tenant.as_str(), done.event_action, h.generation);
+        event_append(tx, now, NewEvent { tenant, kind: "Status", name: &name, action, generation, actor: None })?;
+        outcomes.push(done.outcome);
+        announce = announce.and(done.announce);
     }
     Ok((outcomes, announce))
-}
-
-fn complete_one(
-    tx: &Transaction<'_>,
-    now: Timestamp,
-    retry: &RetryPolicy,
-    c: &Completion,
-) -> Result<(CompleteOutcome, Announce)> {
-    let stale = (CompleteOutcome::Stale, Announce::default());
-    let Some(h) = held(tx, &c.key)? else { return Ok(stale) };
-    let Some(fin) = finish(&h, c, now, retry) else { return Ok(stale) };
-    let resources = json("work", &c.resources)?;
-    match &fin {
-        Finish::Applied { phase, generation, inventory } => {
-            tx.prepare_cached(
-                "UPDATE work SET phase = ?1, run_at = ?2, observed_generation = ?3, resources = ?4, inventory = ?5,
-                     last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, last_applied_at = ?2, updated_at = ?2
-                 WHERE id = ?6",
-            )?
-            .execute(params![db_phase(*phase), now.millis(), generation, resources, json("work", inventory)?, h.id])?;
-        }
-        Finish::Requeue { generation, inventory, run_at } => {
-            tx.prepare_cached(
-                "UPDATE work SET phase = 'ready', run_at = ?1, observed_generation = ?2, resources = ?3, inventory = ?4,
-                     attempts = 0, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                     last_applied_at = ?5, updated_at = ?5
-                 WHERE id = ?6",
-            )?
-            .execute(params![run_at.millis(), generation, resources, json("work", inventory)?, now.millis(), h.id])?;
-        }
-        Finish::Restart => {
-            tx.prepare_cached(
-                "UPDATE work SET phase = 'ready', run_at = ?1, observed_generation = 0, resources = ?2, inventory = '[]',
-                     last_error = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
-                 WHERE id = ?3",
-            )?
-            .execute(params![now.millis(), resources, h.id])?;
-        }
-        Finish::Delete => {
-            tx.prepare_cached("DELETE FROM work WHERE id = ?1")?.execute(params![h.id])?;
-        }
-        Finish::Failed { phase, run_at, error } => {
-            tx.prepare_cached(
-                "UPDATE work SET phase = ?1, run_at = ?2, last_error = ?3, resources = ?4,
-                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5
-                 WHERE id = ?6",
-            )?
-            .execute(params![db_phase(*phase), run_at.millis(), error, resources, now.millis(), h.id])?;
-        }
-    }
-    if let Some(kept) = crate::live::kept_after(&fin) {
-        super::live::end_all_but(tx, &c.key, &kept)?;
-    }
-    let name = format!("{}/{}", c.key.cluster, c.key.syncset);
-    let status = NewEvent {
-        tenant: &c.key.tenant,
-        kind: "Status",
-        name: &name,
-        action: fin.event_action(),
-        generation: h.generation,
-        actor: None,
-    };
-    event_append(tx, now, status)?;
-    Ok((fin.outcome(), Announce::completed(&fin, now)))
 }
 
 /// Makes every running key ready now, its lease dropped: what a process that runs work
@@ -296,23 +276,21 @@ pub(super) fn take_back(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
     Ok(n as u64)
 }
 
-pub(super) fn inventory_record(
-    tx: &Transaction<'_>,
+/// Sets a running key's inventory under its lease; whether the lease was held.
+pub(super) fn inventory_set(
+    tx: &Connection,
     now: Timestamp,
     key: &WorkKey,
     fence: Fence,
     inventory: &str,
-) -> Result<()> {
+) -> Result<bool> {
     let n = tx
         .prepare_cached(
             "UPDATE work SET inventory = ?1, updated_at = ?2
              WHERE tenant = ?3 AND cluster = ?4 AND syncset = ?5 AND fence = ?6 AND phase = 'running'",
         )?
         .execute(params![inventory, now.millis(), key.tenant, key.cluster, key.syncset, fence.get()])?;
-    if n == 0 {
-        return Err(StoreError::LeaseLost { key: key.clone(), fence });
-    }
-    Ok(())
+    Ok(n > 0)
 }
 
 pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence) -> Result<()> {
@@ -325,16 +303,15 @@ pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence
     Ok(())
 }
 
-/// Runs a key again now; returns the generation it runs.
-pub(super) fn retry(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey) -> Result<i64> {
-    let Some(h) = held(tx, key)? else {
-        return Err(StoreError::key_not_found(key));
-    };
+/// Runs a key again now as it is; the generation it runs, or `None` for an unknown key.
+pub(super) fn again(tx: &Connection, now: Timestamp, key: &WorkKey) -> Result<Option<i64>> {
+    let Some(h) = held(tx, key)? else { return Ok(None) };
     enqueue(tx, now, key, Enqueue::again(), true)?;
-    Ok(h.generation)
+    Ok(Some(h.generation))
 }
 
-pub(super) fn resync(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
+/// Makes every idle or parked key ready now; returns how many.
+pub(super) fn resync(tx: &Connection, now: Timestamp) -> Result<u64> {
     let n = tx.execute(
         "UPDATE work SET want_seq = want_seq + 1, phase = 'ready', run_at = ?1, attempts = 0, updated_at = ?1
          WHERE phase IN ('idle', 'parked')",

@@ -1,14 +1,12 @@
 //! Revisions ([`crate::revision`]) and rollouts ([`crate::rollout`]) in SQLite.
 
-use super::queue::enqueue;
-use super::rows::{event_append, NewEvent};
-use crate::lifecycle::Enqueue;
-use crate::revision::{self, assemble, split, RolloutWrite, KEPT_HISTORY};
-use crate::rollout::{RolloutEvent, RolloutState};
+use crate::revision::{assemble, RevisionsDrop};
+use crate::rollout::RolloutState;
 use crate::stored::{corrupt, decode, json};
+use crate::write::RevisionRow;
 use crate::Result;
-use fleetsync_model::{ApplyMode, RolloutPhase, SyncSet, Timestamp, WorkKey};
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use fleetsync_model::{RolloutPhase, SyncSet, Timestamp};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// Whether revision `generation` of the SyncSet is stored.
 pub(super) fn revision_kept(tx: &Connection, tenant: &str, syncset: &str, generation: i64) -> Result<bool> {
@@ -16,14 +14,13 @@ pub(super) fn revision_kept(tx: &Connection, tenant: &str, syncset: &str, genera
     Ok(tx.prepare_cached(sql)?.exists(params![tenant, syncset, generation])?)
 }
 
-/// Stores revision `generation` of `s` unless it is stored already.
-pub(super) fn revision_put(tx: &Transaction<'_>, s: &SyncSet, generation: i64) -> Result<()> {
-    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
-    if revision_kept(tx, tenant, name, generation)? {
+/// Stores a revision unless it is stored already.
+pub(super) fn revision_put(tx: &Connection, row: &RevisionRow<'_>) -> Result<()> {
+    let (tenant, syncset, generation) = (row.tenant, row.syncset, row.generation);
+    if revision_kept(tx, tenant, syncset, generation)? {
         return Ok(());
     }
-    let split = split(s)?;
-    for (hash, body) in &split.parts {
+    for (hash, body) in &row.split.parts {
         tx.prepare_cached(
             "INSERT INTO revision_parts (tenant, hash, body, refs) VALUES (?1, ?2, ?3, 1)
              ON CONFLICT (tenant, hash) DO UPDATE SET refs = refs + 1",
@@ -35,11 +32,11 @@ pub(super) fn revision_put(tx: &Transaction<'_>, s: &SyncSet, generation: i64) -
     )?
     .execute(params![
         tenant,
-        name,
+        syncset,
         generation,
-        s.spec.resource_apply_mode.as_str(),
-        split.head,
-        json("revisions", &split.hashes())?
+        row.mode.as_str(),
+        row.split.head,
+        json("revisions", &row.split.hashes())?
     ])?;
     Ok(())
 }
@@ -64,38 +61,16 @@ pub(super) fn revision_get(c: &Connection, tenant: &str, syncset: &str, generati
     assemble(&head, generation, bodies).map(Some)
 }
 
-/// The apply mode of a kept revision.
-fn revision_mode(tx: &Connection, tenant: &str, syncset: &str, generation: i64) -> Result<Option<ApplyMode>> {
-    let mode: Option<String> = tx
-        .prepare_cached("SELECT apply_mode FROM revisions WHERE tenant = ?1 AND syncset = ?2 AND generation = ?3")?
-        .query_row(params![tenant, syncset, generation], |r| r.get(0))
-        .optional()?;
-    mode.map(|m| ApplyMode::parse(&m).ok_or_else(|| corrupt("revisions", format!("apply mode {m:?}")))).transpose()
-}
-
-/// Drops the revisions older than the last [`KEPT_HISTORY`] that no wanted key runs and
-/// no rollout returns to; and the resources no revision holds any more.
-pub(super) fn revisions_prune(tx: &Transaction<'_>, tenant: &str, syncset: &str, latest: i64) -> Result<()> {
-    drop_revisions(tx, tenant, syncset, latest - KEPT_HISTORY + 1, true)
-}
-
-/// Drops every revision of a deleted SyncSet, and its rollout.
-pub(super) fn syncset_deleted(tx: &Transaction<'_>, tenant: &str, syncset: &str) -> Result<()> {
-    tx.prepare_cached("DELETE FROM rollouts WHERE tenant = ?1 AND syncset = ?2")?.execute(params![tenant, syncset])?;
-    drop_revisions(tx, tenant, syncset, i64::MAX, false)
-}
-
-/// Drops the SyncSet's revisions older than `below` (with `keep_needed`, but those a
-/// wanted key runs or the rollout returns to), releasing their resources.
-fn drop_revisions(tx: &Transaction<'_>, tenant: &str, syncset: &str, below: i64, keep_needed: bool) -> Result<()> {
+/// Deletes the SyncSet's revisions `drop` names, releasing their parts.
+pub(super) fn revisions_drop(tx: &Connection, tenant: &str, syncset: &str, drop: &RevisionsDrop) -> Result<()> {
     let gone: Vec<String> = {
         let mut stmt = tx.prepare_cached(
             "DELETE FROM revisions WHERE tenant = ?1 AND syncset = ?2 AND generation < ?3
-                 AND NOT (?4 AND (generation IN (SELECT generation FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1)
-                                  OR generation IN (SELECT stable FROM rollouts WHERE tenant = ?1 AND syncset = ?2)))
+                 AND generation NOT IN (SELECT value FROM json_each(?4))
              RETURNING parts",
         )?;
-        let rows = stmt.query_map(params![tenant, syncset, below, keep_needed], |r| r.get(0))?;
+        let rows =
+            stmt.query_map(params![tenant, syncset, drop.below, json("revisions", &drop.keep)?], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
     for parts in gone {
@@ -106,34 +81,6 @@ fn drop_revisions(tx: &Transaction<'_>, tenant: &str, syncset: &str, below: i64,
     }
     tx.prepare_cached("DELETE FROM revision_parts WHERE tenant = ?1 AND refs <= 0")?.execute(params![tenant])?;
     Ok(())
-}
-
-/// What a new generation of `s` does to its rollout ([`revision::on_write`]); the
-/// generation and mode keys get when they are not told otherwise, and whether clusters
-/// are held back.
-pub(super) fn on_write(
-    tx: &Transaction<'_>,
-    now: Timestamp,
-    s: &SyncSet,
-    generation: i64,
-) -> Result<(i64, ApplyMode, bool)> {
-    let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
-    let previous = rollout_get(tx, tenant, name)?;
-    match revision::on_write(s, generation, previous.as_ref(), now) {
-        RolloutWrite::None => {
-            tx.prepare_cached("DELETE FROM rollouts WHERE tenant = ?1 AND syncset = ?2")?
-                .execute(params![tenant, name])?;
-            Ok((generation, s.spec.resource_apply_mode, false))
-        }
-        RolloutWrite::Store(state) => {
-            rollout_put(tx, &state)?;
-            if !state.phase.holds_back() {
-                return Ok((generation, s.spec.resource_apply_mode, false));
-            }
-            let mode = revision_mode(tx, tenant, name, state.stable)?.unwrap_or(s.spec.resource_apply_mode);
-            Ok((state.stable, mode, true))
-        }
-    }
 }
 
 const COLUMNS: &str = "tenant, syncset, phase, step, revision, stable, reason, step_started_at, healthy_since, promoted, version, updated_at";
@@ -181,7 +128,7 @@ pub(super) fn rollout_list(
     rows.map(|r| with_phase(r?)).collect()
 }
 
-fn rollout_put(tx: &Transaction<'_>, s: &RolloutState) -> Result<()> {
+pub(super) fn rollout_put(tx: &Connection, s: &RolloutState) -> Result<()> {
     let sql = format!(
         "INSERT OR REPLACE INTO rollouts ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
     );
@@ -200,54 +147,4 @@ fn rollout_put(tx: &Transaction<'_>, s: &RolloutState) -> Result<()> {
         s.updated_at.millis()
     ])?;
     Ok(())
-}
-
-/// Writes `next` if the stored rollout is still the one it was decided from (same
-/// revision, version one less), and enqueues each `(cluster, generation)` key that is
-/// wanted at that generation, in the same transaction. `false`: the rollout moved on
-/// (another process wrote first, a newer generation superseded it, or a move to
-/// `Completed` found a wanted key told another generation); nothing written.
-pub(super) fn rollout_write(
-    tx: &Transaction<'_>,
-    now: Timestamp,
-    next: &RolloutState,
-    enqueue_at: &[(String, i64)],
-    event: Option<&RolloutEvent>,
-) -> Result<bool> {
-    let current = rollout_get(tx, &next.tenant, &next.syncset)?;
-    if !current.is_some_and(|c| c.revision == next.revision && c.version + 1 == next.version) {
-        return Ok(false);
-    }
-    // Completed only once every wanted key is told the revision: a cluster that joined
-    // after the decision was read (at the stable revision) is caught up when decided again.
-    let behind = "SELECT 1 FROM work WHERE tenant = ?1 AND syncset = ?2 AND desired = 1 AND generation <> ?3 LIMIT 1";
-    if next.phase == RolloutPhase::Completed
-        && tx.prepare_cached(behind)?.exists(params![next.tenant, next.syncset, next.revision])?
-    {
-        return Ok(false);
-    }
-    rollout_put(tx, next)?;
-    if let Some(e) = event {
-        let (tenant, name, actor) = (next.tenant.as_str(), next.syncset.as_str(), e.actor.as_deref());
-        event_append(
-            tx,
-            now,
-            NewEvent { tenant, kind: "Rollout", name, action: e.action, generation: next.revision, actor },
-        )?;
-    }
-    let wanted = "SELECT 1 FROM work WHERE tenant = ?1 AND cluster = ?2 AND syncset = ?3 AND desired = 1";
-    for (cluster, generation) in enqueue_at {
-        if !tx.prepare_cached(wanted)?.exists(params![next.tenant, cluster, next.syncset])? {
-            continue;
-        }
-        let Some(mode) = revision_mode(tx, &next.tenant, &next.syncset, *generation)? else {
-            return Err(corrupt(
-                "revisions",
-                format!("{}/{} generation {generation} is not kept", next.tenant, next.syncset),
-            ));
-        };
-        let key = WorkKey::new(next.tenant.as_str(), cluster.as_str(), next.syncset.as_str());
-        enqueue(tx, now, &key, Enqueue::apply(*generation, mode), true)?;
-    }
-    Ok(true)
 }

@@ -8,18 +8,8 @@ use crate::{Event, EventRetention, EventsTrimmed, QueueStats, Result, StatusFilt
 use fleetsync_model::{KeyStatus, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
-/// One entry of the log, as the writers append it (the log numbers it).
-pub(super) struct NewEvent<'a> {
-    pub tenant: &'a str,
-    pub kind: &'a str,
-    pub name: &'a str,
-    pub action: &'a str,
-    pub generation: i64,
-    /// Who made the change (see [`Event::actor`]).
-    pub actor: Option<&'a str>,
-}
-
-pub(super) fn event_append(tx: &Connection, now: Timestamp, e: NewEvent<'_>) -> Result<()> {
+/// Appends an event to the log.
+pub(super) fn event_append(tx: &Connection, now: Timestamp, e: crate::write::NewEvent<'_>) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO events (at, tenant, kind, name, action, generation, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
