@@ -7,8 +7,9 @@
 //! (`let q: Arc<dyn WorkQueue> = store;`), and every method of every role can be called
 //! on a `dyn Store` without importing the role.
 //!
-//! Every method keeps DESIGN.md's guarantees 1–6. Method names read `noun_verb` and take
-//! plain params structs, after River's driver interface.
+//! Every method keeps the guarantees of docs/concepts.md, `#guarantee-coalescing` through
+//! `#guarantee-promptness`. Method names read `noun_verb` and take plain params structs,
+//! after River's driver interface.
 
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::rollout::{RolloutEvent, RolloutState};
@@ -62,8 +63,8 @@ pub trait Objects: Send + Sync + 'static {
     }
 
     /// [`objects_apply`](Objects::objects_apply) by a reconciler that holds `own.key`
-    /// with token `own.fence` (DESIGN.md guarantee 8: a reconciler's own writes do not
-    /// re-trigger it). The write is logged and enqueues every *other* key it affects as
+    /// with token `own.fence` (docs/concepts.md, `#guarantee-events-and-states`: a
+    /// reconciler's own writes do not re-trigger it). The write is logged and enqueues every *other* key it affects as
     /// usual, but does not make `own.key` dirty, so the reconciler does not run again
     /// because of its own write. (A write that changes whether `own.key` is wanted at
     /// all — its SyncSet no longer selects the cluster — is a real change for it and

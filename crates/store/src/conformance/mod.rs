@@ -1,4 +1,5 @@
-//! The conformance suite every backend passes: DESIGN.md's guarantees 1–5 as tests,
+//! The conformance suite every backend passes: the guarantees of docs/concepts.md
+//! (`#guarantee-coalescing` to `#guarantee-retries`) as tests,
 //! plus the event log (order, retention behind a horizon, wake-ups for watchers).
 //!
 //! A backend's test module implements [`Harness`] (how to open *the same* store again,
