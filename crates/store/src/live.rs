@@ -5,7 +5,7 @@
 use crate::lifecycle::Finish;
 use fleetsync_model::{Drift, KeyStatus, LiveState, ResourceRef, Unready, WorkKey};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use fleetsync_model::LiveResource;
 
@@ -61,6 +61,48 @@ pub fn judge(old: Option<&str>, new: &str) -> LiveOutcome {
         (Ok(o), Ok(n)) if n < o => LiveOutcome::Stale,
         _ => LiveOutcome::Stored,
     }
+}
+
+/// What a batch of one cluster's reports writes, judged ([`judge`]) against the
+/// versions stored: each record in the batch's order, a later record of a resource
+/// against the earlier one the batch stored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Batch {
+    /// One outcome per record, in input order.
+    pub(crate) outcomes: Vec<LiveOutcome>,
+    /// Each resource the batch stores, by stored identity: its row is its last record
+    /// stored.
+    pub(crate) stored: BTreeMap<String, Kept>,
+    /// The SyncSets of the records stored with drift: their keys run again.
+    pub(crate) drifted: BTreeSet<String>,
+}
+
+/// A resource's row in a [`Batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// The index of its last record stored.
+    pub(crate) record: usize,
+    /// How many versions of it the batch stored (its row's count grows by as many).
+    pub(crate) versions: i64,
+}
+
+/// Judges a batch of records (`ids`: their resources' stored identities, in the same
+/// order) against `stored`, the versions stored of their resources.
+pub(crate) fn batch(records: &[LiveRecord], ids: &[String], mut stored: HashMap<String, String>) -> Batch {
+    let mut out = Batch::default();
+    for (i, (r, id)) in records.iter().zip(ids).enumerate() {
+        let outcome = judge(stored.get(id).map(String::as_str), &r.resource_version);
+        if outcome == LiveOutcome::Stored {
+            stored.insert(id.clone(), r.resource_version.clone());
+            let kept = out.stored.entry(id.clone()).or_insert(Kept { record: i, versions: 0 });
+            *kept = Kept { record: i, versions: kept.versions + 1 };
+            if r.drift.is_some() {
+                out.drifted.insert(r.syncset.clone());
+            }
+        }
+        out.outcomes.push(outcome);
+    }
+    out
 }
 
 /// The live records of a key that outlive a completion, as the stored identities of
@@ -140,6 +182,47 @@ mod tests {
         assert_eq!(judge(Some("5"), "4"), LiveOutcome::Stale);
         assert_eq!(judge(Some("5"), "12"), LiveOutcome::Stored);
         assert_eq!(judge(Some("abc"), "abd"), LiveOutcome::Stored, "opaque versions: newest report wins");
+    }
+
+    fn report(name: &str, syncset: &str, version: &str, drift: Option<&str>) -> LiveRecord {
+        LiveRecord {
+            resource: ResourceRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: None,
+                name: name.into(),
+            },
+            syncset: syncset.into(),
+            resource_version: version.into(),
+            state: LiveState::Present,
+            object: None,
+            drift: drift.map(str::to_string),
+            unready: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_stores_what_is_new_once_per_resource_and_requeues_what_drifted() {
+        let records = [
+            report("a", "s1", "5", None),            // a resend of what is stored
+            report("b", "s1", "3", Some("deleted")), // older than what is stored
+            report("c", "s2", "1", Some("data")),    // new, drifted
+            report("c", "s2", "2", None),            // newer again within the batch
+            report("c", "s2", "2", None),            // a resend within the batch
+            report("d", "s3", "7", None),            // new
+        ];
+        let ids: Vec<String> = records.iter().map(|r| resource_id(&r.resource)).collect();
+        let stored = HashMap::from([(ids[0].clone(), "5".to_string()), (ids[1].clone(), "4".to_string())]);
+        let b = batch(&records, &ids, stored);
+        use LiveOutcome::*;
+        assert_eq!(b.outcomes, [Duplicate, Stale, Stored, Stored, Duplicate, Stored]);
+        let kept = BTreeMap::from([
+            (ids[2].clone(), Kept { record: 3, versions: 2 }),
+            (ids[5].clone(), Kept { record: 5, versions: 1 }),
+        ]);
+        assert_eq!(b.stored, kept, "a resource's row is its last record stored, counted once per version");
+        assert_eq!(b.drifted, BTreeSet::from(["s2".to_string()]), "a stored record that drifted, not an older one");
+        assert_eq!(batch(&[], &[], HashMap::new()), Batch::default());
     }
 
     #[test]

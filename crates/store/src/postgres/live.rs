@@ -1,109 +1,25 @@
 //! Live state reported by agents on PostgreSQL (see [`crate::live`]). A batch is
-//! judged in Rust against the versions stored, then written with one set-based
-//! upsert; reports of one cluster are serialized by an advisory lock, so two hub
-//! processes receiving the same resend cannot both store it. Completions end the
-//! records of what their keys no longer apply ([`Ends`]).
+//! recorded by the shared workflow ([`crate::write::live`]) over `write.rs`'s
+//! operations (one set-based upsert; reports of one cluster serialized by an advisory
+//! lock, so two hub processes receiving the same resend cannot both store it).
+//! Completions end the records of what their keys no longer apply ([`Ends`]).
 
-use super::{query, queue, PgResult, Tx};
-use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
+use super::{query, PgResult, Tx};
+use crate::live::{Issue, LiveRecord, LiveRecorded, LiveResource};
 use crate::stored::{corrupt, decode, json};
 use crate::StatusFilter;
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{LiveState, Timestamp, WorkKey};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tokio_postgres::types::ToSql;
 
-/// The rows a batch writes, one per resource (the last stored record of it wins;
-/// `bump` counts every version of it the batch stored).
-#[derive(Default)]
-struct Upserts {
-    resources: Vec<String>,
-    syncsets: Vec<String>,
-    versions: Vec<String>,
-    states: Vec<&'static str>,
-    objects: Vec<Option<String>>,
-    drifts: Vec<Option<String>>,
-    unready: Vec<Option<String>>,
-    bumps: Vec<i64>,
-}
-
+/// Records a batch of reports: [`crate::write::live`]'s workflow.
 pub(super) async fn record(
     tx: &mut Tx<'_>,
     tenant: String,
     cluster: String,
     records: &[LiveRecord],
 ) -> PgResult<LiveRecorded> {
-    let lock = format!("fleetsync live {} {tenant}/{cluster}", tx.schema);
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
-    // A report is a sign of life (see `crate::summary::cluster_conditions_sql`), kept as
-    // a delta like every change of the cluster's counts (`counts.rs`).
-    tx.execute(
-        "INSERT INTO cluster_count_deltas (tenant, cluster, n, bad, done, seen) VALUES ($1, $2, 0, 0, 0, $3)",
-        &[&tenant, &cluster, &tx.now.millis()],
-    )
-    .await?;
-    let ids: Vec<String> = records.iter().map(|r| resource_id(&r.resource)).collect();
-    let rows = tx
-        .query(
-            "SELECT resource, resource_version FROM live_state WHERE tenant = $1 AND cluster = $2 AND resource = ANY($3)",
-            &[&tenant, &cluster, &ids],
-        )
-        .await?;
-    let mut current: HashMap<String, String> = HashMap::new();
-    for row in rows {
-        current.insert(row.try_get(0)?, row.try_get(1)?);
-    }
-    let mut out = LiveRecorded::default();
-    let mut last: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
-    for (i, (r, id)) in records.iter().zip(&ids).enumerate() {
-        let outcome = judge(current.get(id).map(String::as_str), &r.resource_version);
-        if outcome == LiveOutcome::Stored {
-            current.insert(id.clone(), r.resource_version.clone());
-            let entry = last.entry(id.as_str()).or_insert((i, 0));
-            *entry = (i, entry.1 + 1);
-        }
-        out.outcomes.push(outcome);
-    }
-    let mut u = Upserts::default();
-    let mut drifted = BTreeSet::new();
-    for (id, (i, bump)) in last {
-        let r = &records[i];
-        u.resources.push(id.to_string());
-        u.syncsets.push(r.syncset.clone());
-        u.versions.push(r.resource_version.clone());
-        u.states.push(r.state.as_str());
-        u.objects.push(r.object.as_ref().map(|o| json("live_state", o)).transpose()?);
-        u.drifts.push(r.drift.clone());
-        u.unready.push(r.unready.clone());
-        u.bumps.push(bump);
-        if r.drift.is_some() {
-            drifted.insert(r.syncset.clone());
-        }
-    }
-    // The keys' `work` rows are locked before any `live_state` row, as a completion
-    // locks them (`complete.rs`, which then ends live records): the two never wait for
-    // each other in a cycle.
-    for syncset in drifted {
-        let key = WorkKey::new(tenant.clone(), cluster.clone(), syncset);
-        if queue::again(tx, key.clone()).await?.is_some() {
-            out.requeued.push(key);
-        }
-    }
-    if !u.resources.is_empty() {
-        tx.execute(
-            "INSERT INTO live_state AS l (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
-             SELECT $1, $2, u.resource, u.syncset, u.rv, u.state, u.object, u.drift, u.bump, $3, u.unready
-             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[])
-                  AS u(resource, syncset, rv, state, object, drift, bump, unready)
-             ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
-                 resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
-                 drift = excluded.drift, versions = l.versions + excluded.versions, updated_at = excluded.updated_at,
-                 unready = excluded.unready",
-            &[&tenant, &cluster, &tx.now.millis(), &u.resources, &u.syncsets, &u.versions, &u.states, &u.objects, &u.drifts, &u.bumps, &u.unready],
-        )
-        .await?;
-    }
-    Ok(out)
+    crate::write::live::record(tx, &tenant, &cluster, records).await
 }
 
 /// The live records that end with a batch of completions: per key, every one whose

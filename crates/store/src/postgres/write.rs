@@ -1,6 +1,6 @@
 //! The storage operations of the write workflows ([`crate::write`]) on PostgreSQL's
 //! transaction ([`Tx`]): SQL and row mapping only. A tenant's writers serialize on its
-//! advisory lock ([`Tx::lock_tenant`]); events are appended at commit, in commit order;
+//! advisory lock ([`Tx::lock_tenant`]), a cluster's live reports on theirs; events are appended at commit, in commit order;
 //! keys made ready move in `due` and wake claimers at commit (`Tx::commit`).
 
 use super::due::position;
@@ -12,7 +12,8 @@ use crate::revision::RevisionsDrop;
 use crate::rollout::RolloutState;
 use crate::stored::{corrupt, decode, table};
 use crate::write::{
-    ClusterPlanning, ClusterRow, NewEvent, RevisionRow, SecretRow, Stored, SyncSetPlanning, SyncSetRow, WriteTx,
+    ClusterPlanning, ClusterRow, LiveRow, NewEvent, RevisionRow, SecretRow, Stored, SyncSetPlanning, SyncSetRow,
+    WriteTx,
 };
 use crate::Fence;
 use fleetsync_model::{ApplyMode, Cluster, Kind, RolloutPhase, Timestamp, WorkKey};
@@ -292,6 +293,63 @@ impl WriteTx for Tx<'_> {
 
     async fn rollout_delete(&mut self, tenant: &str, syncset: &str) -> PgResult<()> {
         self.execute("DELETE FROM rollouts WHERE tenant = $1 AND syncset = $2", &[&tenant, &syncset]).await?;
+        Ok(())
+    }
+
+    /// An advisory lock of the cluster's reports, across processes.
+    async fn live_lock(&mut self, tenant: &str, cluster: &str) -> PgResult<()> {
+        let lock = format!("fleetsync live {} {tenant}/{cluster}", self.schema);
+        self.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock]).await?;
+        Ok(())
+    }
+
+    /// Kept as a delta like every change of the cluster's counts (`counts.rs`).
+    async fn cluster_seen_set(&mut self, tenant: &str, cluster: &str) -> PgResult<()> {
+        self.execute(
+            "INSERT INTO cluster_count_deltas (tenant, cluster, n, bad, done, seen) VALUES ($1, $2, 0, 0, 0, $3)",
+            &[&tenant, &cluster, &self.now.millis()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn live_versions(
+        &mut self,
+        tenant: &str,
+        cluster: &str,
+        resources: &[String],
+    ) -> PgResult<HashMap<String, String>> {
+        let rows = self
+            .query(
+                "SELECT resource, resource_version FROM live_state WHERE tenant = $1 AND cluster = $2 AND resource = ANY($3)",
+                &[&tenant, &cluster, &resources],
+            )
+            .await?;
+        rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
+    }
+
+    /// One statement for the whole batch.
+    async fn live_put(&mut self, tenant: &str, cluster: &str, rows: &[LiveRow<'_>]) -> PgResult<()> {
+        let resources: Vec<&str> = rows.iter().map(|r| r.resource).collect();
+        let syncsets: Vec<&str> = rows.iter().map(|r| r.syncset).collect();
+        let versions: Vec<&str> = rows.iter().map(|r| r.resource_version).collect();
+        let states: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
+        let objects: Vec<Option<&str>> = rows.iter().map(|r| r.object.as_deref()).collect();
+        let drifts: Vec<Option<&str>> = rows.iter().map(|r| r.drift).collect();
+        let unready: Vec<Option<&str>> = rows.iter().map(|r| r.unready).collect();
+        let bumps: Vec<i64> = rows.iter().map(|r| r.versions).collect();
+        self.execute(
+            "INSERT INTO live_state AS l (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
+             SELECT $1, $2, u.resource, u.syncset, u.rv, u.state, u.object, u.drift, u.bump, $3, u.unready
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[])
+                  AS u(resource, syncset, rv, state, object, drift, bump, unready)
+             ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
+                 resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
+                 drift = excluded.drift, versions = l.versions + excluded.versions, updated_at = excluded.updated_at,
+                 unready = excluded.unready",
+            &[&tenant, &cluster, &self.now.millis(), &resources, &syncsets, &versions, &states, &objects, &drifts, &bumps, &unready],
+        )
+        .await?;
         Ok(())
     }
 }

@@ -1,14 +1,16 @@
-//! Live state reported by agents (see [`crate::live`]): stored once per version,
-//! drift re-enqueues the key, and drift and readiness are read back for status.
+//! Live state reported by agents (see [`crate::live`]): recorded by the shared workflow
+//! ([`crate::write::live`]), ended with completions, and drift and readiness read back
+//! for status.
 
-use super::queue;
-use crate::live::{judge, resource_id, Issue, LiveOutcome, LiveRecord, LiveRecorded, LiveResource};
+use super::write::run;
+use crate::live::{Issue, LiveRecord, LiveRecorded, LiveResource};
 use crate::stored::{corrupt, decode, json};
 use crate::{Result, StatusFilter};
 use fleetsync_model::{LiveState, Timestamp, WorkKey};
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use std::collections::BTreeSet;
+use rusqlite::{params, Connection, Transaction};
 
+/// Records a batch of reports: [`crate::write::live`]'s workflow. The store wakes
+/// claimers itself when keys were enqueued again.
 pub(super) fn record(
     tx: &Transaction<'_>,
     now: Timestamp,
@@ -16,42 +18,7 @@ pub(super) fn record(
     cluster: &str,
     records: &[LiveRecord],
 ) -> Result<LiveRecorded> {
-    let mut out = LiveRecorded::default();
-    let mut drifted = BTreeSet::new();
-    // A report is a sign of life (see `crate::summary::cluster_conditions_sql`).
-    tx.prepare_cached("UPDATE cluster_counts SET seen = MAX(IFNULL(seen, ?3), ?3) WHERE tenant = ?1 AND cluster = ?2")?
-        .execute(params![tenant, cluster, now.millis()])?;
-    for r in records {
-        let id = resource_id(&r.resource);
-        let stored: Option<String> = tx
-            .prepare_cached(
-                "SELECT resource_version FROM live_state WHERE tenant = ?1 AND cluster = ?2 AND resource = ?3",
-            )?
-            .query_row(params![tenant, cluster, id], |row| row.get(0))
-            .optional()?;
-        let outcome = judge(stored.as_deref(), &r.resource_version);
-        if outcome == LiveOutcome::Stored {
-            let object = r.object.as_ref().map(|o| json("live_state", o)).transpose()?;
-            tx.prepare_cached(
-                "INSERT INTO live_state (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?10)
-                 ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
-                     resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
-                     drift = excluded.drift, versions = versions + 1, updated_at = excluded.updated_at, unready = excluded.unready",
-            )?
-            .execute(params![tenant, cluster, id, r.syncset, r.resource_version, r.state.as_str(), object, r.drift, now.millis(), r.unready])?;
-            if r.drift.is_some() {
-                drifted.insert(r.syncset.clone());
-            }
-        }
-        out.outcomes.push(outcome);
-    }
-    for syncset in drifted {
-        let key = WorkKey::new(tenant, cluster, syncset);
-        if queue::again(tx, now, &key)?.is_some() {
-            out.requeued.push(key);
-        }
-    }
+    let (out, _announce) = run(tx, now, async |w| crate::write::live::record(w, tenant, cluster, records).await)?;
     Ok(out)
 }
 

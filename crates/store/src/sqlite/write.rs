@@ -11,7 +11,8 @@ use crate::revision::RevisionsDrop;
 use crate::rollout::RolloutState;
 use crate::stored::{corrupt, decode, json, table};
 use crate::write::{
-    ClusterPlanning, ClusterRow, NewEvent, RevisionRow, SecretRow, Stored, SyncSetPlanning, SyncSetRow, WriteTx,
+    ClusterPlanning, ClusterRow, LiveRow, NewEvent, RevisionRow, SecretRow, Stored, SyncSetPlanning, SyncSetRow,
+    WriteTx,
 };
 use crate::{Fence, Result, StoreError};
 use fleetsync_model::{ApplyMode, Cluster, Kind, RolloutPhase, Timestamp, WorkKey};
@@ -300,6 +301,62 @@ impl WriteTx for SqliteTx<'_> {
         self.tx
             .prepare_cached("DELETE FROM rollouts WHERE tenant = ?1 AND syncset = ?2")?
             .execute(params![tenant, syncset])?;
+        Ok(())
+    }
+
+    async fn live_lock(&mut self, _tenant: &str, _cluster: &str) -> Result<()> {
+        Ok(())
+    }
+
+    async fn cluster_seen_set(&mut self, tenant: &str, cluster: &str) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE cluster_counts SET seen = MAX(IFNULL(seen, ?3), ?3) WHERE tenant = ?1 AND cluster = ?2",
+            )?
+            .execute(params![tenant, cluster, self.now.millis()])?;
+        Ok(())
+    }
+
+    async fn live_versions(
+        &mut self,
+        tenant: &str,
+        cluster: &str,
+        resources: &[String],
+    ) -> Result<HashMap<String, String>> {
+        let mut stmt = self.tx.prepare_cached(
+            "SELECT resource, resource_version FROM live_state WHERE tenant = ?1 AND cluster = ?2
+                 AND resource IN (SELECT value FROM json_each(?3))",
+        )?;
+        let rows = stmt.query_map(params![tenant, cluster, json("live_state", resources)?], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    async fn live_put(&mut self, tenant: &str, cluster: &str, rows: &[LiveRow<'_>]) -> Result<()> {
+        let mut stmt = self.tx.prepare_cached(
+            "INSERT INTO live_state (tenant, cluster, resource, syncset, resource_version, state, object, drift, versions, updated_at, unready)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT (tenant, cluster, resource) DO UPDATE SET syncset = excluded.syncset,
+                 resource_version = excluded.resource_version, state = excluded.state, object = excluded.object,
+                 drift = excluded.drift, versions = versions + excluded.versions, updated_at = excluded.updated_at,
+                 unready = excluded.unready",
+        )?;
+        for r in rows {
+            stmt.execute(params![
+                tenant,
+                cluster,
+                r.resource,
+                r.syncset,
+                r.resource_version,
+                r.state.as_str(),
+                r.object,
+                r.drift,
+                r.versions,
+                self.now.millis(),
+                r.unready
+            ])?;
+        }
         Ok(())
     }
 }

@@ -12,6 +12,7 @@
 //! - [`delete`]: deleting an object;
 //! - [`rollout_write`]: a rollout's compare-and-set step;
 //! - [`queue`]: an explicit retry, a resync, recording a run's inventory;
+//! - [`live`]: recording the live state an agent reports;
 //! - [`complete`]: what a completion writes (carried out by each backend's batched SQL,
 //!   so that a completion stays one round trip where it is one).
 //!
@@ -19,7 +20,8 @@
 //! tenant's writes are serialized ([`WriteTx::tenant_lock`]: an advisory lock on
 //! PostgreSQL, nothing on SQLite, which has one writer), how events are appended
 //! ([`WriteTx::event_append`]: at commit in commit order on PostgreSQL, at once on
-//! SQLite) and how wake-ups are recorded ([`WriteTx::work_announce`]).
+//! SQLite), how wake-ups are recorded ([`WriteTx::work_announce`]) and how a cluster's
+//! reports are serialized ([`WriteTx::live_lock`], like `tenant_lock`).
 //!
 //! PostgreSQL awaits a workflow on its transaction; SQLite's operations never suspend,
 //! and its writer thread drives the same workflow to completion with [`drive`].
@@ -27,6 +29,7 @@
 pub(crate) mod apply;
 pub(crate) mod complete;
 pub(crate) mod delete;
+pub(crate) mod live;
 pub(crate) mod queue;
 pub(crate) mod rollout_write;
 
@@ -35,7 +38,7 @@ use crate::quota::{Quota, Usage};
 use crate::revision::{RevisionsDrop, Split};
 use crate::rollout::RolloutState;
 use crate::{Fence, StoreError};
-use fleetsync_model::{ApplyMode, Cluster, Kind, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Cluster, Kind, LiveState, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
@@ -153,6 +156,27 @@ pub(crate) trait WriteTx {
 
     /// Deletes the SyncSet's rollout row, if any.
     async fn rollout_delete(&mut self, tenant: &str, syncset: &str) -> Result<(), Self::Error>;
+
+    /// Serializes this transaction's recording of `tenant/cluster`'s live state with
+    /// every other writer's until commit (nothing where there is one writer).
+    async fn live_lock(&mut self, tenant: &str, cluster: &str) -> Result<(), Self::Error>;
+
+    /// Marks the cluster seen now (a report is a sign of life; see
+    /// `crate::summary::cluster_conditions_sql`).
+    async fn cluster_seen_set(&mut self, tenant: &str, cluster: &str) -> Result<(), Self::Error>;
+
+    /// The stored `resourceVersion` of each of `resources` (stored identities) the
+    /// cluster's live state holds.
+    async fn live_versions(
+        &mut self,
+        tenant: &str,
+        cluster: &str,
+        resources: &[String],
+    ) -> Result<HashMap<String, String>, Self::Error>;
+
+    /// Writes the cluster's live rows (inserted, or replaced with their version counts
+    /// grown by [`LiveRow::versions`]).
+    async fn live_put(&mut self, tenant: &str, cluster: &str, rows: &[LiveRow<'_>]) -> Result<(), Self::Error>;
 }
 
 /// One entry of the event log, as a writer appends it (the log numbers it).
@@ -213,6 +237,21 @@ pub(crate) struct RevisionRow<'a> {
     pub(crate) generation: i64,
     pub(crate) mode: ApplyMode,
     pub(crate) split: &'a Split,
+}
+
+/// A resource's live row, as a batch of reports writes it.
+pub(crate) struct LiveRow<'a> {
+    /// The resource's stored identity ([`crate::live::resource_id`]).
+    pub(crate) resource: &'a str,
+    pub(crate) syncset: &'a str,
+    pub(crate) resource_version: &'a str,
+    pub(crate) state: LiveState,
+    /// The live object, as JSON.
+    pub(crate) object: Option<String>,
+    pub(crate) drift: Option<&'a str>,
+    pub(crate) unready: Option<&'a str>,
+    /// How many versions of the resource the batch stored.
+    pub(crate) versions: i64,
 }
 
 /// What planning a changed cluster reads (see [`WriteTx::cluster_planning`]).
