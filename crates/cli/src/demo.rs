@@ -10,11 +10,11 @@ use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settl
 use anyhow::{bail, Context, Result};
 use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::sim::{SimConfig, SimFleet, Totals};
+use fleetsync_k8s_sim::hive::{hive_fleet, FleetShape};
 use fleetsync_model::Endpoint;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::Store;
-use fleetsync_testkit::{hive_fleet, FleetShape};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

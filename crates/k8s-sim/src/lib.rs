@@ -22,6 +22,7 @@ mod cluster;
 mod discovery;
 mod faults;
 mod feed;
+pub mod hive;
 mod intern;
 mod manifest;
 mod objects;

@@ -17,7 +17,7 @@ use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::{Event, RetryPolicy, StatusFilter, Store, StoreConfig};
 use fleetsync_testkit::pg::{StopMode, ThrowawayPg};
-use fleetsync_testkit::{hive_fleet, hive_syncset, syncset_name, unsettled, FleetShape};
+use fleetsync_testkit::{hive_fleet, hive_syncset, syncset_name, FleetShape};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,7 +139,7 @@ async fn settle(api: &dyn Store) -> Duration {
     let mut last: String;
     loop {
         match api.queue_stats().await {
-            Ok(s) if unsettled(&s) == 0 => return start.elapsed(),
+            Ok(s) if s.unsettled() == 0 => return start.elapsed(),
             Ok(s) => last = format!("{s:?}"),
             Err(e) => last = e.to_string(),
         }

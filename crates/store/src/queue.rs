@@ -181,3 +181,28 @@ pub struct QueueStats {
     /// The newest event's sequence number.
     pub last_event_seq: u64,
 }
+
+impl QueueStats {
+    /// Keys still to be worked on: pending, applying, or failed and waiting to retry
+    /// (not applied, not parked).
+    pub fn unsettled(&self) -> u64 {
+        [Phase::Pending, Phase::Applying, Phase::Failed]
+            .iter()
+            .map(|p| self.by_phase.get(p).copied().unwrap_or(0))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsettled_keys_are_pending_applying_or_failed() {
+        let by_phase =
+            [(Phase::Pending, 1), (Phase::Applying, 2), (Phase::Applied, 40), (Phase::Failed, 3), (Phase::Parked, 5)];
+        let stats = QueueStats { by_phase: by_phase.into(), ..QueueStats::default() };
+        assert_eq!(stats.unsettled(), 6, "applied and parked keys are settled");
+        assert_eq!(QueueStats::default().unsettled(), 0);
+    }
+}
