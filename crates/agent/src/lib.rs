@@ -33,7 +33,7 @@ use fleetsync_api::{describe, ClientBuildError, ClientError, ClientTls, ReportRe
 pub use fleetsync_kube_source::Credentials;
 use fleetsync_model::names::check_dns1123_label;
 use fleetsync_model::{LiveReport, LiveState, ResourceRef};
-use fleetsync_store::RetryPolicy;
+use fleetsync_policy::RetryPolicy;
 use hub::Hub;
 pub use metrics::AgentMetrics;
 use outbox::Outbox;

@@ -3,7 +3,7 @@
 //! [`Applier`] is the one interface the runtime calls: apply one manifest, or delete
 //! one resource, on one cluster, carrying the key's fencing token so that a target that
 //! can check it refuses a worker that lost its lease. [`ByEndpoint`] routes each cluster
-//! to the applier for its kind of endpoint. [`sim`] is the in-process simulated fleet.
+//! to the applier for its kind of endpoint.
 
 #[cfg(feature = "kube")]
 mod clients;
@@ -17,8 +17,6 @@ mod gate;
 pub mod kubeconfig;
 #[cfg(feature = "kube")]
 pub mod kubernetes;
-pub mod latency;
-pub mod sim;
 
 pub use deadline::Deadline;
 pub use error::ApplyError;

@@ -32,7 +32,7 @@ use fleetsync_model::{Endpoint, Phase};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::Objects;
 use fleetsync_store::Store;
-use fleetsync_testkit::{cluster_name, hive_fleet, unsettled, FleetShape};
+use fleetsync_testkit::{cluster_name, hive_fleet, FleetShape};
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::process::{Child, Command, Stdio};
@@ -225,8 +225,8 @@ impl Workers {
             let stats = store.queue_stats().await.context("reading queue stats")?;
             let count = |p: Phase| stats.by_phase.get(&p).copied().unwrap_or(0);
             progress.set_position(count(Phase::Applied) * resources as u64);
-            progress.set_message(format!("{} keys to go", unsettled(&stats)));
-            if unsettled(&stats) == 0 {
+            progress.set_message(format!("{} keys to go", stats.unsettled()));
+            if stats.unsettled() == 0 {
                 return Ok((true, count(Phase::Parked)));
             }
             if Instant::now() >= deadline {

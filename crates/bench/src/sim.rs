@@ -5,8 +5,7 @@
 use crate::args::SimArgs;
 use anyhow::{bail, Context, Result};
 use fleetsync::engine::check_fail_rate;
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_k8s_sim::{SimConfig, SimServer};
+use fleetsync_k8s_sim::{LatencyModel, SimConfig, SimServer};
 use std::io::Write;
 
 pub async fn run(a: SimArgs) -> Result<()> {

@@ -8,13 +8,13 @@ use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, st
 use crate::process::{cpu_time, peak_rss_bytes};
 use crate::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_settled, Report};
 use anyhow::{bail, Context, Result};
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet, Totals};
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig, Totals};
+use fleetsync_k8s_sim::hive::{hive_fleet, FleetShape};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::Endpoint;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::Store;
-use fleetsync_testkit::{hive_fleet, FleetShape};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -32,7 +32,7 @@ pub async fn run(a: DemoArgs) -> Result<bool> {
     if !(a.latency_scale.is_finite() && a.latency_scale >= 0.0) {
         bail!("--latency-scale must be a number of at least 0, got {}", a.latency_scale);
     }
-    let sim = SimFleet::new(SimConfig {
+    let sim = SimFleet::new(SimFleetConfig {
         latency: LatencyModel::hive_fleet_scaled(a.latency_scale),
         fail_rate: check_fail_rate(a.fail_rate)?,
     });

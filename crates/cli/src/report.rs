@@ -2,9 +2,9 @@
 //! quantiles, the progress bar, and waiting for the fleet to settle.
 
 use anyhow::{bail, Context, Result};
+use fleetsync_k8s_sim::hive::FleetShape;
 use fleetsync_model::Phase;
 use fleetsync_store::{QueueStats, Store};
-use fleetsync_testkit::{unsettled, FleetShape};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::time::Duration;
@@ -92,7 +92,7 @@ pub async fn wait_settled(
         if done >= expected || due || timed_out {
             let stats = store.queue_stats().await.context("reading queue stats")?;
             last_read = Some(tokio::time::Instant::now());
-            let left = unsettled(&stats);
+            let left = stats.unsettled();
             progress.set_message(format!("{left} keys to go"));
             if left == 0 || timed_out {
                 return Ok((left == 0, parked(&stats)));

@@ -6,8 +6,8 @@ use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs, ServeLimitsArgs, Ser
 use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, store_config};
 use crate::stores::{describe, open_store};
 use anyhow::{Context, Result};
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_hub::{ConnectionLimits, EventTrim, Hub, TlsConfig, WatchLimits};
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_kube_source::{Credentials, KubeSource, SourceConfig, StoreReconciler};
 use fleetsync_store::{EventRetention, Store};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let runtime_cfg = runtime_config(&a.engine)?;
     let egress = egress_policy(&a.engine)?;
     let trim = event_trim(&a.retention)?;
-    let sim = SimConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimConfig::default() };
+    let sim = SimFleetConfig { fail_rate: check_fail_rate(a.sim_fail_rate)?, ..SimFleetConfig::default() };
     let store = open_store(&a.store, store_config(&a.engine)?).await?;
     let shutdown = CancellationToken::new();
     let access = crate::access::settings(&a.access, shutdown.clone()).await?;

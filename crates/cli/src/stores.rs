@@ -9,8 +9,8 @@
 use crate::args::{MigrateArgs, PgArgs, SealArgs, StoreArgs, WorkerArgs};
 use crate::engine::{appliers, egress_policy, runtime_config, store_config};
 use anyhow::{anyhow, Context, Result};
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_hub::Hub;
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Keyring, Resealed, Store, StoreConfig};
@@ -109,7 +109,7 @@ pub async fn worker(a: WorkerArgs) -> Result<()> {
     resealed(store.secrets_reseal().await)?;
     let store: Arc<dyn Store> = Arc::new(store);
     tracing::info!(id = config.worker_id, "fleetsync worker running");
-    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(SimConfig::default()), store, egress), config);
+    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(SimFleetConfig::default()), store, egress), config);
     if let Some(listen) = &a.listen {
         let listener = tokio::net::TcpListener::bind(listen)
             .await

@@ -30,7 +30,7 @@ use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::rollout::{step_of, ClusterView};
 use fleetsync_store::{EventLog, Members, Objects, Rollouts, StatusRead};
 use fleetsync_store::{StatusFilter, StoreConfig};
-use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, unsettled, wait_settled, FleetShape};
+use fleetsync_testkit::{cluster_name, hive_fleet, syncset_name, wait_settled, FleetShape};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -72,7 +72,7 @@ async fn kill_loop() {
         let deadline = Instant::now() + Duration::from_secs(30);
         let (victim, held) = loop {
             let stats = fx.store.queue_stats().await.expect("queue stats");
-            if unsettled(&stats) < shape.keys() as u64 / 4 {
+            if stats.unsettled() < shape.keys() as u64 / 4 {
                 revision += 1;
                 fx.load(shape, &sim, revision).await;
             }
@@ -232,7 +232,7 @@ async fn clock_ahead() {
     let mut both_busy = 0;
     while revision < 4 || both_busy < 20 {
         let stats = fx.store.queue_stats().await.expect("queue stats");
-        if unsettled(&stats) < shape.keys() as u64 / 4 {
+        if stats.unsettled() < shape.keys() as u64 / 4 {
             revision += 1;
             fx.load(shape, &sim, revision).await;
         }
@@ -260,7 +260,7 @@ async fn clock_ahead() {
         if held > 0 {
             break held;
         }
-        if unsettled(&fx.store.queue_stats().await.expect("queue stats")) < shape.keys() as u64 / 4 {
+        if fx.store.queue_stats().await.expect("queue stats").unsettled() < shape.keys() as u64 / 4 {
             revision += 1;
             fx.load(shape, &sim, revision).await;
         }

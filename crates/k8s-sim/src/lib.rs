@@ -22,7 +22,10 @@ mod cluster;
 mod discovery;
 mod faults;
 mod feed;
+pub mod fleet;
+pub mod hive;
 mod intern;
+pub mod latency;
 mod manifest;
 mod objects;
 mod paths;
@@ -35,7 +38,7 @@ mod status;
 mod watching;
 
 pub use faults::Faults;
-pub use fleetsync_applier::latency::LatencyModel;
+pub use latency::LatencyModel;
 pub use record::{
     ClusterTiming, Totals, FENCE_ANNOTATION, FENCE_HEADER, GENERATION_ANNOTATION, INDEX_ANNOTATION, KEY_ANNOTATION,
     KEY_HEADER,

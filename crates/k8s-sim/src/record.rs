@@ -1,6 +1,6 @@
 //! Fencing and the record a verdict is drawn from, per key (`tenant/cluster/syncset`).
 //!
-//! Same semantics as the in-process simulator (`fleetsync_applier::sim`), so a run is
+//! Same semantics as the in-process simulator ([`fleet`](crate::fleet)), so a run is
 //! judged the same way whichever simulator it used:
 //! * a request whose fencing token is lower than the newest seen for its key is
 //!   refused (the sender lost its lease);
@@ -43,7 +43,7 @@ pub struct FenceClaim {
 
 /// The same counters as the in-process simulator's, so both simulators report one
 /// shape.
-pub use fleetsync_applier::sim::Totals;
+pub use crate::fleet::Totals;
 
 /// [`Totals`] as lock-free counters, so no request waits on a global lock.
 #[derive(Debug, Default)]

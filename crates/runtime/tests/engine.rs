@@ -1,9 +1,9 @@
 //! The engine end to end on the embedded store: a real SQLite file, the simulated
 //! fleet, real time (with scaled-down latencies).
 
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::{ApplyMode, Document, Endpoint, Kind, Phase, WorkKey};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
@@ -26,7 +26,7 @@ fn fast_retry() -> RetryPolicy {
     RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(50), max_attempts: 3, jitter: 0.2 }
 }
 
-fn hub(sim: SimConfig, retry: RetryPolicy, config: RuntimeConfig) -> Hub {
+fn hub(sim: SimFleetConfig, retry: RetryPolicy, config: RuntimeConfig) -> Hub {
     let dir = tempfile::tempdir().expect("tempdir");
     let store: Arc<dyn Store> = Arc::new(
         SqliteStore::open(dir.path().join("f.db"), StoreConfig { retry, ..StoreConfig::default() }).expect("open"),
@@ -45,8 +45,8 @@ fn config() -> RuntimeConfig {
     RuntimeConfig { max_in_flight: 256, poll_interval: Duration::from_millis(500), ..RuntimeConfig::default() }
 }
 
-fn sim(scale: f64, fail_rate: f64) -> SimConfig {
-    SimConfig { latency: LatencyModel::hive_fleet_scaled(scale), fail_rate }
+fn sim(scale: f64, fail_rate: f64) -> SimFleetConfig {
+    SimFleetConfig { latency: LatencyModel::hive_fleet_scaled(scale), fail_rate }
 }
 
 /// Every key of the fleet is Applied at its SyncSet's latest generation, and the

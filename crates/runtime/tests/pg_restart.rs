@@ -8,16 +8,16 @@
 //! runtime's. The runtime's safety poll is 30 s, so a change made after a restart is
 //! picked up within seconds only if the worker's LISTEN connection came back.
 
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::{Document, Endpoint, KeyStatus, Kind, Phase, WorkKey};
 use fleetsync_runtime::metrics::OutcomeLabel;
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::{Event, RetryPolicy, StatusFilter, Store, StoreConfig};
 use fleetsync_testkit::pg::{StopMode, ThrowawayPg};
-use fleetsync_testkit::{hive_fleet, hive_syncset, syncset_name, unsettled, FleetShape};
+use fleetsync_testkit::{hive_fleet, hive_syncset, syncset_name, FleetShape};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,7 +139,7 @@ async fn settle(api: &dyn Store) -> Duration {
     let mut last: String;
     loop {
         match api.queue_stats().await {
-            Ok(s) if unsettled(&s) == 0 => return start.elapsed(),
+            Ok(s) if s.unsettled() == 0 => return start.elapsed(),
             Ok(s) => last = format!("{s:?}"),
             Err(e) => last = e.to_string(),
         }
@@ -201,7 +201,7 @@ async fn postgres_restarts_mid_run_lose_nothing_and_the_fleet_converges() {
     let pg = tokio::task::block_in_place(ThrowawayPg::start).expect("throwaway PostgreSQL");
     let api = open(&pg.url(), 4).await;
     let worker = open(&pg.url(), 8).await;
-    let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(1.0), fail_rate: 0.0 });
+    let sim = SimFleet::new(SimFleetConfig { latency: LatencyModel::hive_fleet_scaled(1.0), fail_rate: 0.0 });
     let applier: Arc<dyn Applier> =
         Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
     let config = RuntimeConfig {

@@ -5,9 +5,9 @@
 //! Two runtimes share one SQLite store, as two processes share one PostgreSQL: each
 //! heartbeats as a member and claims by its own view of the shards.
 
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::shard::{owner_of, shard_of};
 use fleetsync_model::{Endpoint, Phase};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
@@ -69,7 +69,7 @@ async fn run(steal_after: Option<Duration>) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(dir.path().join("f.db"), StoreConfig::default()).expect("open"));
-    let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.2), fail_rate: 0.0 });
+    let sim = SimFleet::new(SimFleetConfig { latency: LatencyModel::hive_fleet_scaled(0.2), fail_rate: 0.0 });
     let applier: Arc<dyn Applier> =
         Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
     let stop = CancellationToken::new();

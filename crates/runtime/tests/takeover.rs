@@ -5,8 +5,8 @@
 //! is not held back.)
 
 use async_trait::async_trait;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::{Applier, ByEndpoint};
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_model::{
     Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary, SyncSet,
     Timestamp, TokenRecord, WorkKey,
@@ -38,8 +38,8 @@ async fn a_lease_ending_just_after_a_claim_is_taken_over_at_once() {
     // the dead worker's lease.
     let store: Arc<dyn Store> =
         Arc::new(ExpireAfterClaim { inner, clock: clock.clone(), done: AtomicBool::new(false) });
-    let sim = SimFleet::new(SimConfig {
-        latency: fleetsync_applier::latency::LatencyModel::hive_fleet_scaled(0.0),
+    let sim = SimFleet::new(SimFleetConfig {
+        latency: fleetsync_k8s_sim::LatencyModel::hive_fleet_scaled(0.0),
         fail_rate: 0.0,
     });
     let applier: Arc<dyn Applier> = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim)), ..ByEndpoint::default() });

@@ -20,9 +20,9 @@ use browser::{js, js_bool, submit_token, wait_until, ChromeDriver};
 use fantoccini::Client;
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::ByEndpoint;
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::{Document, Endpoint, Grant};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_server::access::tokens::{issue, TokenRequest};
@@ -751,7 +751,7 @@ impl Hub {
         let metrics = RuntimeMetrics::register(&mut registry);
         let queue_metrics = QueueMetrics::register(&mut registry);
         let state = AppState::new(store.clone(), Arc::new(registry), queue_metrics);
-        let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.02), fail_rate: 0.0 });
+        let sim = SimFleet::new(SimFleetConfig { latency: LatencyModel::hive_fleet_scaled(0.02), fail_rate: 0.0 });
         // The cluster at 127.0.0.1:9 is reached through the Kubernetes applier (nothing
         // listens there: it is unreachable, with the cause).
         let egress = EgressPolicy::parse(&["127.0.0.1"], &[]).expect("rule");

@@ -7,9 +7,9 @@
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::ByEndpoint;
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::Grant;
 use fleetsync_model::{Document, Endpoint};
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
@@ -72,7 +72,7 @@ async fn change_during_apply_converges_to_latest_through_the_api() {
     );
 
     // ~25 ms per apply: a key of 5 resources runs for ~130 ms.
-    let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(0.1), fail_rate: 0.0 });
+    let sim = SimFleet::new(SimFleetConfig { latency: LatencyModel::hive_fleet_scaled(0.1), fail_rate: 0.0 });
     let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
     let config = RuntimeConfig { max_in_flight: 64, ..RuntimeConfig::default() };
     let shutdown = CancellationToken::new();

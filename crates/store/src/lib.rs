@@ -4,7 +4,8 @@
 //! leases and fencing tokens, members, status, the event log and live state, one role
 //! trait each ([`roles`]); [`Store`] is their union. Backends are modules behind cargo
 //! features (`sqlite`, the default, and `postgres`) and all pass the one shared
-//! [`conformance`] suite.
+//! [`conformance`] suite. What they decide without a database — a key's life, retries,
+//! quotas, summaries, rollout steps — is `fleetsync-policy`'s.
 //!
 //! Method names read `noun_verb` and take plain params structs, after River's driver
 //! interface. Time comes from the store's clock ([`WorkQueue::clock`]): the one
@@ -19,18 +20,13 @@ pub mod live;
 pub mod page;
 pub mod progress;
 pub mod queue;
-pub mod quota;
-pub mod retry;
 pub mod roles;
-pub mod rollout;
 pub mod rollout_drive;
 pub mod sealed;
 pub mod summary;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod lifecycle;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod plan;
 #[cfg(feature = "postgres")]
@@ -43,6 +39,11 @@ pub mod sqlite;
 mod stored;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod write;
+
+pub(crate) use fleetsync_policy::lifecycle;
+/// The pure decisions the backends write the answers of, from `fleetsync-policy`, under
+/// the paths they had when they lived here.
+pub use fleetsync_policy::{quota, retry, rollout};
 
 pub use consumer::{check_consumer_name, MAX_CONSUMER_NAME};
 pub use error::{Result, Schema, StoreError};

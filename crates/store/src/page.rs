@@ -86,8 +86,8 @@ pub type StatusPage = Page<fleetsync_model::KeyStatus, WorkKey>;
 
 /// The SQL condition (on `work`'s columns, the same in every backend) of keys whose
 /// status phase is one of `phases`; `None` if `phases` is empty (no condition). The
-/// inverse of [`status_phase`](crate::lifecycle) — tested against it in the conformance
-/// suite.
+/// inverse of [`status_phase`](fleetsync_policy::lifecycle::status_phase) — tested
+/// against it in the conformance suite.
 ///
 /// A Failed or Parked key always has an error (only a failed run fails or parks a key),
 /// so a condition on those phases alone also says `last_error IS NOT NULL` as a term of

@@ -1,6 +1,6 @@
 //! The params and results of the work queue's operations.
 
-use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, ResourceResult, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Kind, Phase, ResourceRef, Timestamp, WorkKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -156,44 +156,7 @@ pub struct OwnWrite {
     pub fence: Fence,
 }
 
-/// The result of one run of a key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Completion {
-    pub key: WorkKey,
-    pub fence: Fence,
-    pub outcome: RunOutcome,
-    pub resources: Vec<ResourceResult>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunOutcome {
-    /// Every resource of `generation` applied; `inventory` is what is now on the target.
-    Applied { generation: i64, inventory: Vec<ResourceRef> },
-    /// The run stopped at an error; retried with backoff or parked.
-    Failed { error: String },
-    /// The run stopped at an error that trying again cannot fix until something
-    /// changes (the hub refused the target by its egress policy): parked at once, no
-    /// backoff. Like any parked key it runs again on a change of its Cluster or
-    /// SyncSet, a resync or an explicit retry.
-    Parked { error: String },
-    /// The key's resources were removed (or left, in Upsert mode); the key is gone.
-    Removed,
-    /// Done with `generation` for now, but run again `after` this long (a reconciler
-    /// polling something outside the store), or at once if a change arrived meanwhile.
-    /// Attempts start over: a requeue is not a failure.
-    Requeue { generation: i64, inventory: Vec<ResourceRef>, after: Duration },
-}
-
-/// The store's answer to one completion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompleteOutcome {
-    /// Written; the key is released, and is now in this phase.
-    Committed(Phase),
-    /// Written; the key's removal is done and the key is gone.
-    Removed,
-    /// Refused: the token is not the key's current one (the lease was lost).
-    Stale,
-}
+pub use fleetsync_policy::completion::{CompleteOutcome, Completion, RunOutcome};
 
 /// Which keys a status query returns; `None` matches all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -217,4 +180,29 @@ pub struct QueueStats {
     pub oldest_ready_age: Duration,
     /// The newest event's sequence number.
     pub last_event_seq: u64,
+}
+
+impl QueueStats {
+    /// Keys still to be worked on: pending, applying, or failed and waiting to retry
+    /// (not applied, not parked).
+    pub fn unsettled(&self) -> u64 {
+        [Phase::Pending, Phase::Applying, Phase::Failed]
+            .iter()
+            .map(|p| self.by_phase.get(p).copied().unwrap_or(0))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsettled_keys_are_pending_applying_or_failed() {
+        let by_phase =
+            [(Phase::Pending, 1), (Phase::Applying, 2), (Phase::Applied, 40), (Phase::Failed, 3), (Phase::Parked, 5)];
+        let stats = QueueStats { by_phase: by_phase.into(), ..QueueStats::default() };
+        assert_eq!(stats.unsettled(), 6, "applied and parked keys are settled");
+        assert_eq!(QueueStats::default().unsettled(), 0);
+    }
 }

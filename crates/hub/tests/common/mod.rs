@@ -4,10 +4,10 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
-use fleetsync_applier::latency::LatencyModel;
-use fleetsync_applier::sim::{SimConfig, SimFleet};
 use fleetsync_applier::ByEndpoint;
 use fleetsync_hub::Hub;
+use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
+use fleetsync_k8s_sim::LatencyModel;
 use fleetsync_model::{Document, Endpoint, Grant, WorkKey};
 use fleetsync_runtime::RuntimeConfig;
 use fleetsync_server::access::tokens::{issue, TokenRequest};
@@ -53,7 +53,8 @@ impl TestHub {
         let (store, _) =
             SqliteStore::open_for_work(dir.path().join("hub.db"), StoreConfig::default()).await.expect("open");
         let store: Arc<dyn Store> = Arc::new(store);
-        let sim = SimFleet::new(SimConfig { latency: LatencyModel::hive_fleet_scaled(latency_scale), fail_rate: 0.0 });
+        let sim =
+            SimFleet::new(SimFleetConfig { latency: LatencyModel::hive_fleet_scaled(latency_scale), fail_rate: 0.0 });
         let applier = Arc::new(ByEndpoint { simulator: Some(Arc::new(sim.clone())), ..ByEndpoint::default() });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));

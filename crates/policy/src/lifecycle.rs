@@ -8,45 +8,45 @@
 //! runs again afterwards, never beside the current run.
 //!
 //! The status phase users see is derived from the stored one ([`status_phase`]); what a
-//! completion does to a row is decided here ([`finish`]) and written by each backend.
+//! completion does to a row is decided here ([`finish`]) and written by each backend
+//! (`fleetsync-store`'s).
 
-use crate::{CompleteOutcome, Completion, Fence, RetryPolicy, RunOutcome};
-use fleetsync_model::{ApplyMode, Phase, ResourceRef, Timestamp};
+use crate::{CompleteOutcome, Completion, RetryPolicy, RunOutcome};
+use fleetsync_model::{ApplyMode, Fence, Phase, ResourceRef, Timestamp};
 
 /// What an enqueue asks for; `None` fields keep the row's current value.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Enqueue {
-    pub(crate) desired: Option<bool>,
-    pub(crate) generation: Option<i64>,
-    pub(crate) mode: Option<ApplyMode>,
+pub struct Enqueue {
+    pub desired: Option<bool>,
+    pub generation: Option<i64>,
+    pub mode: Option<ApplyMode>,
 }
 
 impl Enqueue {
     /// Apply this generation of the SyncSet.
-    pub(crate) fn apply(generation: i64, mode: ApplyMode) -> Self {
+    pub fn apply(generation: i64, mode: ApplyMode) -> Self {
         Self { desired: Some(true), generation: Some(generation), mode: Some(mode) }
     }
 
     /// Run again, still wanted, at the generation and mode the key has (a rollout
     /// decides when it moves).
-    pub(crate) fn keep_revision() -> Self {
+    pub fn keep_revision() -> Self {
         Self { desired: Some(true), generation: None, mode: None }
     }
 
     /// Remove what the SyncSet applied.
-    pub(crate) fn remove() -> Self {
+    pub fn remove() -> Self {
         Self { desired: Some(false), generation: None, mode: None }
     }
 
     /// Run again as it is. (PostgreSQL runs a key again with one UPDATE instead.)
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub(crate) fn again() -> Self {
+    pub fn again() -> Self {
         Self { desired: None, generation: None, mode: None }
     }
 }
 
 /// The queue state a status phase is stored as.
-pub(crate) fn db_phase(p: Phase) -> &'static str {
+pub fn db_phase(p: Phase) -> &'static str {
     match p {
         Phase::Pending | Phase::Failed => "ready",
         Phase::Applying => "running",
@@ -57,7 +57,7 @@ pub(crate) fn db_phase(p: Phase) -> &'static str {
 
 /// The status phase of a stored row. A `ready` row that has failed in this generation
 /// is `Failed` (waiting for its retry); otherwise it is `Pending`.
-pub(crate) fn status_phase(db: &str, attempts: u32, has_error: bool) -> Phase {
+pub fn status_phase(db: &str, attempts: u32, has_error: bool) -> Phase {
     match db {
         "running" => Phase::Applying,
         "parked" => Phase::Parked,
@@ -69,20 +69,20 @@ pub(crate) fn status_phase(db: &str, attempts: u32, has_error: bool) -> Phase {
 
 /// The parts of a key's row that decide what a completion does.
 #[derive(Debug, Clone)]
-pub(crate) struct Held {
+pub struct Held {
     /// The row's id (SQLite's rowid, PostgreSQL's `work.id`).
-    pub(crate) id: i64,
-    pub(crate) fence: Fence,
-    pub(crate) running: bool,
-    pub(crate) dirty: bool,
-    pub(crate) desired: bool,
-    pub(crate) attempts: u32,
-    pub(crate) generation: i64,
+    pub id: i64,
+    pub fence: Fence,
+    pub running: bool,
+    pub dirty: bool,
+    pub desired: bool,
+    pub attempts: u32,
+    pub generation: i64,
 }
 
 /// What a completion writes to its key's row. Every variant also drops the lease.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Finish<'a> {
+pub enum Finish<'a> {
     /// `phase` is `Applied`, or `Pending` if the key became dirty meanwhile. `run_at`,
     /// `last_applied_at` = now; `observed_generation`, `inventory` as given; no error.
     Applied { phase: Phase, generation: i64, inventory: &'a [ResourceRef] },
@@ -99,7 +99,7 @@ pub(crate) enum Finish<'a> {
 }
 
 impl Finish<'_> {
-    pub(crate) fn outcome(&self) -> CompleteOutcome {
+    pub fn outcome(&self) -> CompleteOutcome {
         match self {
             Finish::Applied { phase, .. } | Finish::Failed { phase, .. } => CompleteOutcome::Committed(*phase),
             Finish::Restart | Finish::Requeue { .. } => CompleteOutcome::Committed(Phase::Pending),
@@ -110,7 +110,7 @@ impl Finish<'_> {
     /// When the key is claimable again after this completion, if it is: a requeue or a
     /// retry at its `run_at`; a key that became dirty meanwhile, or restarts, now. An
     /// applied, parked or deleted key is not.
-    pub(crate) fn ready_at(&self, now: Timestamp) -> Option<Timestamp> {
+    pub fn ready_at(&self, now: Timestamp) -> Option<Timestamp> {
         match (self, self.outcome()) {
             (
                 Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. },
@@ -122,7 +122,7 @@ impl Finish<'_> {
     }
 
     /// The action of the `Status` event the completion appends.
-    pub(crate) fn event_action(&self) -> &'static str {
+    pub fn event_action(&self) -> &'static str {
         match self.outcome() {
             CompleteOutcome::Committed(p) => p.as_str(),
             _ => "Removed",
@@ -131,7 +131,7 @@ impl Finish<'_> {
 }
 
 /// Decides what completion `c` does to the row `h`; `None` if its token is stale.
-pub(crate) fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &RetryPolicy) -> Option<Finish<'a>> {
+pub fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &RetryPolicy) -> Option<Finish<'a>> {
     if !h.running || h.fence != c.fence {
         return None;
     }

@@ -4,9 +4,8 @@
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubeconfig::Credentials;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
-use fleetsync_applier::latency::LatencyModel;
 use fleetsync_applier::{Applier, ApplyContext, ApplyError, Moment};
-use fleetsync_k8s_sim::{SimConfig, SimServer};
+use fleetsync_k8s_sim::{LatencyModel, SimConfig, SimServer};
 use fleetsync_model::{Cluster, ClusterSpec, Endpoint, Fence, Manifest, ObjectMeta, ResourceRef, WorkKey};
 use serde_json::json;
 use std::sync::Arc;

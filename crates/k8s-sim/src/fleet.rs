@@ -1,4 +1,6 @@
-//! The in-process simulated fleet: an [`Applier`] whose targets live in memory.
+//! The in-process simulated fleet: an [`Applier`] whose targets live in memory (the
+//! demo's, and the tests' that need no HTTP; [`SimServer`](crate::SimServer) serves the
+//! same behaviour over the Kubernetes API).
 //!
 //! It waits the workload's latency per apply, can fail at a given rate, refuses stale
 //! fencing tokens, and records what tests and the demo need to judge a run: what
@@ -7,8 +9,8 @@
 //! against its critical path.
 
 use crate::latency::LatencyModel;
-use crate::{Applier, ApplyContext, ApplyError};
 use async_trait::async_trait;
+use fleetsync_applier::{Applier, ApplyContext, ApplyError};
 use fleetsync_model::{Cluster, Manifest, ResourceRef, WorkKey};
 use rand::Rng;
 use std::collections::hash_map::DefaultHasher;
@@ -20,13 +22,13 @@ use tokio::time::Instant;
 
 /// How the simulated fleet behaves.
 #[derive(Debug, Clone, Copy)]
-pub struct SimConfig {
+pub struct SimFleetConfig {
     pub latency: LatencyModel,
     /// Probability that one apply fails with a transient error.
     pub fail_rate: f64,
 }
 
-impl Default for SimConfig {
+impl Default for SimFleetConfig {
     fn default() -> Self {
         Self { latency: LatencyModel::hive_fleet(), fail_rate: 0.0 }
     }
@@ -35,7 +37,7 @@ impl Default for SimConfig {
 /// A simulated fleet. Clones share the same fleet.
 #[derive(Clone, Default)]
 pub struct SimFleet {
-    config: SimConfig,
+    config: SimFleetConfig,
     state: Arc<Mutex<FleetState>>,
 }
 
@@ -91,7 +93,7 @@ pub struct ClusterTiming {
 }
 
 impl SimFleet {
-    pub fn new(config: SimConfig) -> Self {
+    pub fn new(config: SimFleetConfig) -> Self {
         Self { config, state: Arc::default() }
     }
 
@@ -245,7 +247,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn records_generation_order_and_timing() {
-        let sim = SimFleet::new(SimConfig::default());
+        let sim = SimFleet::new(SimFleetConfig::default());
         sim.apply(&cluster(), &cm("a"), &ctx(1, 0)).await.expect("apply");
         sim.apply(&cluster(), &cm("b"), &ctx(1, 1)).await.expect("apply");
         let r = cm("a").resource_ref().expect("ref");
@@ -263,7 +265,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn refuses_stale_fences_and_counts_overlaps() {
-        let sim = SimFleet::new(SimConfig::default());
+        let sim = SimFleet::new(SimFleetConfig::default());
         let (a, b) = (ctx(5, 0), ctx(6, 0));
         let (c, m) = (cluster(), cm("a"));
         let (ra, rb) = tokio::join!(sim.apply(&c, &m, &a), sim.apply(&c, &m, &b));
@@ -275,7 +277,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn injects_failures() {
-        let sim = SimFleet::new(SimConfig { latency: LatencyModel::zero(), fail_rate: 1.0 });
+        let sim = SimFleet::new(SimFleetConfig { latency: LatencyModel::zero(), fail_rate: 1.0 });
         let err = sim.apply(&cluster(), &cm("a"), &ctx(1, 0)).await.expect_err("fails");
         assert!(err.is_retryable());
         assert_eq!(sim.totals().failures, 1);

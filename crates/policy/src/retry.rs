@@ -48,7 +48,7 @@ impl RetryPolicy {
 /// How a failed backend call counts for running it again, decided where the backend's
 /// error is mapped (PostgreSQL: `postgres/failure.rs`; SQLite: `sqlite/mod.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Transience {
+pub enum Transience {
     /// Another transaction was in the way (a deadlock, a serialization failure, a busy
     /// or locked file): run again after a few milliseconds.
     Contention,
@@ -65,22 +65,22 @@ pub(crate) enum Transience {
 }
 
 impl Transience {
-    /// Whether the same call may succeed if tried again (what
-    /// [`StoreError::is_transient`](crate::StoreError::is_transient) answers).
-    pub(crate) fn is_transient(self) -> bool {
+    /// Whether the same call may succeed if tried again (what the store's
+    /// `StoreError::is_transient` answers).
+    pub fn is_transient(self) -> bool {
         self != Transience::Permanent
     }
 }
 
 /// Attempts of a write, in all, while it fails in a way [`write_again`] runs again.
-pub(crate) const WRITE_ATTEMPTS: u32 = 4;
+pub const WRITE_ATTEMPTS: u32 = 4;
 
 /// The pause before a backend's runner runs a write again that failed its `attempt`th
 /// time (1-based) as `failed`, or `None` when it returns the error instead: after
 /// [`WRITE_ATTEMPTS`], and at once for what is not worth running again here.
 /// Contention waits `attempt · (2…9) ms` (`unit` in [0, 1) chooses); an outage 50 ms,
 /// then 200 ms, then 800 ms (about a second in all).
-pub(crate) fn write_again(failed: Transience, attempt: u32, unit: f64) -> Option<Duration> {
+pub fn write_again(failed: Transience, attempt: u32, unit: f64) -> Option<Duration> {
     if attempt >= WRITE_ATTEMPTS {
         return None;
     }
