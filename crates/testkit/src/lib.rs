@@ -1,5 +1,5 @@
 //! What fleetsync's tests, demo and benchmarks share: the `hive-fleet` workload
-//! (DESIGN.md, "The fleet workload"), a way to wait for a fleet to settle, and a
+//! (docs/benchmarks.md#the-workload), a way to wait for a fleet to settle, and a
 //! throwaway PostgreSQL server for tests that restart or crash the database ([`pg`]),
 //! test certificate authorities (`tls`, with the feature `tls`), a mutation fuzzer
 //! (`fuzz`, with the feature `fuzz`), and the programs tests run (`tools`, with the
@@ -29,7 +29,7 @@ pub struct FleetShape {
 }
 
 impl FleetShape {
-    /// DESIGN.md's default: 1,000 × 60 × 10 = 600,000 applies.
+    /// The workload's default (docs/benchmarks.md#the-workload): 1,000 × 60 × 10 = 600,000 applies.
     pub const HIVE: FleetShape = FleetShape { clusters: 1000, syncsets: 60, resources: 10 };
 
     pub fn keys(&self) -> usize {
