@@ -13,8 +13,8 @@
 //! Secret that enqueued the run committed before the claim returned, so such a read
 //! saw it; otherwise the run reads the Secret again, and the client is rebuilt only if
 //! the Secret's generation changed. A credential or endpoint change is thus used by the
-//! run it enqueued (DESIGN.md guarantee 10), and a busy cluster's calls within one run
-//! read nothing. Calls without a claim re-read the Secret at most every
+//! run it enqueued (docs/concepts.md#guarantee-truthful-end-state), and a busy
+//! cluster's calls within one run read nothing. Calls without a claim re-read the Secret at most every
 //! `secret_refresh`.
 //!
 //! Builds and re-reads of one cluster take turns ([`Slot::turn`]). A cluster's keys

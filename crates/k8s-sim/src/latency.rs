@@ -1,5 +1,5 @@
 //! The fleet workload's apply latency: log-normal, median 0.25 s, p99 under 0.5 s,
-//! clamped to [0.2 s, 1.6 s] (DESIGN.md, "The fleet workload").
+//! clamped to [0.2 s, 1.6 s] (docs/benchmarks.md#the-workload).
 
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal};

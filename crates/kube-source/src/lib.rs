@@ -18,8 +18,8 @@
 //! `metadata.generation`), and after each one it records the `resourceVersion` the
 //! write returned and does not act on an older state of that object until the
 //! watch delivers that version, or until [`SourceConfig::own_write_timeout`] (5 s by
-//! default) passes: see [`expect`]. This is DESIGN.md's guarantee 8 for an external
-//! source of truth.
+//! default) passes: see [`expect`]. This is the guarantee of events and states
+//! (docs/concepts.md#guarantee-events-and-states) for an external source of truth.
 
 pub mod crd;
 pub mod expect;

@@ -16,7 +16,7 @@
 //! Writes a reconciler makes through [`Context::apply_own`] carry its fencing token:
 //! they are refused once the lease is lost, reach event handlers like any change, but
 //! do not make the reconciler's own key dirty — it does not run again because of its
-//! own write (DESIGN.md guarantee 8).
+//! own write (docs/concepts.md#guarantee-events-and-states).
 //!
 //! ```no_run
 //! use fleetsync_model::Document;

@@ -1,6 +1,7 @@
 //! Model check of the SQLite work queue: random sequences of operations run against
 //! [`SqliteStore`] and against a small reference model written here, and after every
-//! step the two must agree (DESIGN.md, guarantees 1–5).
+//! step the two must agree (docs/concepts.md#guarantees, 1–5: coalescing, exclusivity,
+//! durability, take-over, retries).
 //!
 //! Setup per case: a fresh store on a [`ManualClock`] with a jitter-free retry policy
 //! (base 1 s, cap 8 s, 3 attempts); clusters `c0`, `c1` labelled `env=prod` and SyncSets
