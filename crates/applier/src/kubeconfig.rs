@@ -30,7 +30,7 @@ pub enum CredentialsError {
 
 /// Where the applier reads Secrets from: the store, in a fleetsync process.
 #[async_trait]
-pub trait Credentials: Send + Sync + 'static {
+pub trait SecretSource: Send + Sync + 'static {
     /// The Secret, if it exists; `Err` says why it could not be read
     /// ([`CredentialsError::Source`], no secret text).
     async fn secret(&self, tenant: &str, name: &str) -> Result<Option<Secret>, CredentialsError>;
@@ -38,7 +38,7 @@ pub trait Credentials: Send + Sync + 'static {
 
 /// Reads the Secret a cluster names. A missing Secret is worth retrying (it may be
 /// applied later, which also re-enqueues the cluster's keys).
-pub(crate) async fn fetch(credentials: &dyn Credentials, tenant: &str, name: &str) -> Result<Secret, ApplyError> {
+pub(crate) async fn fetch(credentials: &dyn SecretSource, tenant: &str, name: &str) -> Result<Secret, ApplyError> {
     match credentials.secret(tenant, name).await {
         Ok(Some(s)) => Ok(s),
         Ok(None) => Err(ApplyError::Unreachable(format!(

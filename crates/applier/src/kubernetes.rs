@@ -1,7 +1,7 @@
 //! The Kubernetes applier: server-side apply of any kind through kube-rs.
 //!
 //! * A cluster is reached by URL (`http` endpoints), by the kubeconfig in a fleetsync
-//!   Secret (`kubeconfig`, read through [`Credentials`]; see [`crate::kubeconfig`]), or
+//!   Secret (`kubeconfig`, read through [`SecretSource`]; see [`crate::kubeconfig`]), or
 //!   through the pod's service account (`inCluster`). `https` uses rustls.
 //! * One client per cluster, created on first use and reused, dropped after it has
 //!   been idle for `idle_after`, or when more than `max_clients` clusters have one
@@ -39,7 +39,7 @@ use crate::clients::{lock, Checked, Clients, ClusterClient, Source};
 use crate::egress::{refusal_in, EgressPolicy, PolicyResolver};
 use crate::error::{causes, shorten, MAX_ERROR};
 use crate::gate;
-use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, Credentials};
+use crate::kubeconfig::{config_from_secret, fetch, in_cluster_config, SecretSource};
 use crate::{Applier, ApplyContext, ApplyError, Moment};
 use async_trait::async_trait;
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
@@ -112,12 +112,12 @@ impl Default for KubeConfig {
 }
 
 /// Applies to clusters whose endpoint is `http` (a Kubernetes API URL), `kubeconfig`
-/// (given [`Credentials`]) or `inCluster`.
+/// (given [`SecretSource`]) or `inCluster`.
 #[derive(Clone)]
 pub struct KubeApplier {
     config: KubeConfig,
     clients: Arc<Clients>,
-    credentials: Option<Arc<dyn Credentials>>,
+    credentials: Option<Arc<dyn SecretSource>>,
     egress: Arc<EgressPolicy>,
 }
 
@@ -129,7 +129,7 @@ impl KubeApplier {
     }
 
     /// Lets the applier read the Secrets that `kubeconfig` endpoints name.
-    pub fn with_credentials(mut self, credentials: Arc<dyn Credentials>) -> Self {
+    pub fn with_credentials(mut self, credentials: Arc<dyn SecretSource>) -> Self {
         self.credentials = Some(credentials);
         self
     }
@@ -526,7 +526,7 @@ mod tests {
     struct OneSecret(fleetsync_model::Secret);
 
     #[async_trait]
-    impl Credentials for OneSecret {
+    impl SecretSource for OneSecret {
         async fn secret(
             &self,
             _: &str,
@@ -602,7 +602,7 @@ mod tests {
     }
 
     #[async_trait]
-    impl Credentials for Arc<Rotating> {
+    impl SecretSource for Arc<Rotating> {
         async fn secret(
             &self,
             _: &str,

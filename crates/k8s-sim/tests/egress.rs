@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use fleetsync_applier::egress::EgressPolicy;
-use fleetsync_applier::kubeconfig::{Credentials, CredentialsError};
+use fleetsync_applier::kubeconfig::{CredentialsError, SecretSource};
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig, MAX_MESSAGE};
 use fleetsync_applier::{Applier, ApplyContext, ApplyError};
 use fleetsync_k8s_sim::{LatencyModel, SimConfig, SimServer};
@@ -144,7 +144,7 @@ async fn the_operator_deny_list_wins_over_the_allow_list() {
 struct OneSecret(Secret);
 
 #[async_trait]
-impl Credentials for OneSecret {
+impl SecretSource for OneSecret {
     async fn secret(&self, _: &str, _: &str) -> Result<Option<Secret>, CredentialsError> {
         Ok(Some(self.0.clone()))
     }

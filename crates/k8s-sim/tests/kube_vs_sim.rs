@@ -2,7 +2,7 @@
 //! clients, real discovery, real server-side apply requests.
 
 use fleetsync_applier::egress::EgressPolicy;
-use fleetsync_applier::kubeconfig::Credentials;
+use fleetsync_applier::kubeconfig::SecretSource;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ApplyContext, ApplyError, Moment};
 use fleetsync_k8s_sim::{LatencyModel, SimConfig, SimServer};
@@ -173,7 +173,7 @@ impl OneSecret {
 }
 
 #[async_trait::async_trait]
-impl Credentials for OneSecret {
+impl SecretSource for OneSecret {
     async fn secret(
         &self,
         _: &str,

@@ -66,7 +66,7 @@ pub struct SourceEvent {
 /// broken watch does not repeat versions already delivered). Runs before the
 /// reconciler sees the state.
 #[async_trait]
-pub trait EventHandler: Send + Sync {
+pub trait SourceEventHandler: Send + Sync {
     async fn handle(&self, event: &SourceEvent);
 }
 
@@ -78,7 +78,7 @@ pub struct ReconcileError(pub String);
 /// Acts on the latest state of an object whose spec changed (never on a state
 /// older than the source's own last write to it, never because of a status write).
 #[async_trait]
-pub trait Reconciler: Send + Sync {
+pub trait CrReconciler: Send + Sync {
     /// Answers the status to write back. The source adds `observedGeneration`, and
     /// stamps each of its `conditions` (`type`, `status`, `reason`, `message`) with
     /// `observedGeneration` and `lastTransitionTime`; when the reconcile fails it

@@ -2,12 +2,12 @@
 //! (`fleetsync.io/v1`, namespaced: the namespace is the tenant) in a hub cluster.
 //!
 //! [`KubeSource`] watches them with kube-rs's `watcher`, hands every watch event to
-//! the [`EventHandler`]s (each version of each object once, in order), and gives the
-//! [`Reconciler`] the latest state of an object whose spec changed;
+//! the [`SourceEventHandler`]s (each version of each object once, in order), and gives the
+//! [`CrReconciler`] the latest state of an object whose spec changed;
 //! [`StoreReconciler`] writes it into the fleetsync store. The reconcile's outcome
 //! goes back to the object's `status` subresource, with `observedGeneration` and the
 //! conditions `Synced` and `Ready` in Kubernetes' standard shape; while the spec stays
-//! the same, [`Reconciler::refresh`] keeps that status current (keys applied since).
+//! the same, [`CrReconciler::refresh`] keeps that status current (keys applied since).
 //! The CRD definitions are generated from the types in [`crd`].
 //!
 //! The client comes from a URL without credentials ([`client_for`]) or from
@@ -27,7 +27,7 @@ pub mod handler;
 pub mod source;
 pub mod store_reconciler;
 
-pub use handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
+pub use handler::{Change, CrKind, CrReconciler, ReconcileError, SourceEvent, SourceEventHandler};
 pub use source::{
     api_resource, client_for, client_inferred, config_inferred, ConnectError, Credentials, KubeSource, ObjectKey,
     SourceConfig, READY, SYNCED,

@@ -6,7 +6,7 @@
 //! reconcile never runs beside another one of the same object.
 
 use crate::expect::{version, Tracker};
-use crate::handler::{Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
+use crate::handler::{Change, CrKind, CrReconciler, ReconcileError, SourceEvent, SourceEventHandler};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -32,7 +32,7 @@ pub struct SourceConfig {
     /// The pause after a watch error before the watch is retried.
     pub retry_after: Duration,
     /// How often the status of objects whose spec did not change is refreshed
-    /// (see [`Reconciler::refresh`]); 5 s by default.
+    /// (see [`CrReconciler::refresh`]); 5 s by default.
     pub status_interval: Duration,
 }
 
@@ -144,8 +144,8 @@ type WatchEvents = BoxStream<'static, (CrKind, Result<watcher::Event<DynamicObje
 pub struct KubeSource {
     client: Client,
     config: SourceConfig,
-    reconciler: Arc<dyn Reconciler>,
-    handlers: Vec<Arc<dyn EventHandler>>,
+    reconciler: Arc<dyn CrReconciler>,
+    handlers: Vec<Arc<dyn SourceEventHandler>>,
 }
 
 impl std::fmt::Debug for KubeSource {
@@ -160,7 +160,7 @@ pub fn api_resource(kind: CrKind) -> ApiResource {
 }
 
 impl KubeSource {
-    pub fn new(client: Client, reconciler: Arc<dyn Reconciler>) -> Self {
+    pub fn new(client: Client, reconciler: Arc<dyn CrReconciler>) -> Self {
         Self { client, config: SourceConfig::default(), reconciler, handlers: Vec::new() }
     }
 
@@ -170,7 +170,7 @@ impl KubeSource {
     }
 
     /// Adds an event handler (called in the order added).
-    pub fn handler(mut self, handler: Arc<dyn EventHandler>) -> Self {
+    pub fn handler(mut self, handler: Arc<dyn SourceEventHandler>) -> Self {
         self.handlers.push(handler);
         self
     }

@@ -6,7 +6,7 @@
 //! tenant, its name and labels are the document's, its `spec` is the document's
 //! spec; everything else (annotations, status, server fields) stays in Kubernetes.
 
-use crate::handler::{CrKind, ReconcileError, Reconciler};
+use crate::handler::{CrKind, CrReconciler, ReconcileError};
 use crate::source::{READY, SYNCED};
 use async_trait::async_trait;
 use fleetsync_model::document::{parse_value, DEFAULT_TENANT};
@@ -100,7 +100,7 @@ fn readiness(p: &SyncSetProgress) -> Value {
 }
 
 #[async_trait]
-impl<S: Store + ?Sized> Reconciler for StoreReconciler<S> {
+impl<S: Store + ?Sized> CrReconciler for StoreReconciler<S> {
     async fn reconcile(&self, kind: CrKind, object: &DynamicObject) -> Result<Value, ReconcileError> {
         let doc = document(kind, object)?;
         let (tenant, name) = (doc.metadata().namespace.clone(), doc.metadata().name.clone());

@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 /// Starts a source on `hub`; dropping the answer stops it.
 fn start(
     hub: &Hub,
-    reconciler: Arc<dyn fleetsync_kube_source::Reconciler>,
+    reconciler: Arc<dyn fleetsync_kube_source::CrReconciler>,
     seen: Arc<Seen>,
     config: SourceConfig,
 ) -> oneshot::Sender<()> {

@@ -5,7 +5,9 @@
 
 use async_trait::async_trait;
 use fleetsync_k8s_sim::{LatencyModel, SimConfig, SimServer};
-use fleetsync_kube_source::{api_resource, Change, CrKind, EventHandler, ReconcileError, Reconciler, SourceEvent};
+use fleetsync_kube_source::{
+    api_resource, Change, CrKind, CrReconciler, ReconcileError, SourceEvent, SourceEventHandler,
+};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Client, Config};
 use serde_json::{json, Value};
@@ -125,7 +127,7 @@ impl Recorder {
 }
 
 #[async_trait]
-impl Reconciler for Recorder {
+impl CrReconciler for Recorder {
     async fn reconcile(&self, _kind: CrKind, object: &DynamicObject) -> Result<Value, ReconcileError> {
         let call = Call {
             name: object.metadata.name.clone().unwrap_or_default(),
@@ -166,7 +168,7 @@ impl Seen {
 }
 
 #[async_trait]
-impl EventHandler for Seen {
+impl SourceEventHandler for Seen {
     async fn handle(&self, event: &SourceEvent) {
         let name = event.object.metadata.name.clone().unwrap_or_default();
         self.events.lock().expect("lock").push((event.change, name, version(&event.object)));
