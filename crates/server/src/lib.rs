@@ -1,7 +1,7 @@
 //! fleetsync's HTTP API: objects, status, events, health and Prometheus metrics.
 //!
 //! [`router`] builds the API over any [`Store`]; [`serve`] runs it on a listener,
-//! over http or https ([`tls`]), until a shutdown signal. Handlers are thin: they
+//! over http or https (`tls`), until a shutdown signal. Handlers are thin: they
 //! check what came from the URL, call one store method, and shape the JSON. Every failure is an [`ApiError`], so
 //! every error answer has the same JSON shape and never leaks internals.
 //!
@@ -15,43 +15,43 @@
 //! | `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry` | explicit retry |
 //! | `GET /v1/status/clusters/{cluster}/syncsets/{syncset}/events?limit=&before=` | a key's newest events |
 //! | `GET /v1/events?after=&limit=` | the event log (410 if the cursor was trimmed) |
-//! | `GET /v1/events?after=&watch=true` | the event log, then each new event: NDJSON ([`events`]) |
-//! | `POST /v1/agent/reports`, `GET /v1/agent/resources` | agents (token per cluster, [`agent`]) |
+//! | `GET /v1/events?after=&watch=true` | the event log, then each new event: NDJSON (`events`) |
+//! | `POST /v1/agent/reports`, `GET /v1/agent/resources` | agents (token per cluster, `agent`) |
 //! | `GET /v1/live?cluster=` | live state reported by agents |
-//! | `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` | hub-issued tokens ([`tokens`]) |
+//! | `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` | hub-issued tokens (`tokens`) |
 //! | `GET /v1/whoami` | the caller's subject and grants |
 //! | `GET /v1/version` | the hub's build |
 //! | `GET /livez`, `GET /readyz`, `GET /healthz`, `GET /metrics` | operations |
-//! | `GET /`, `/ui/…` | the dashboard ([`dashboard`]) |
+//! | `GET /`, `/ui/…` | the dashboard (`dashboard`) |
 //!
 //! `?tenant=` selects the tenant (default `default`) wherever objects are named. The lists
 //! of Clusters, SyncSets, Secrets, status and live state page with `?limit=&continue=`
-//! ([`paging`]).
+//! (`paging`).
 //! Every route but the probes (and `/metrics`, unless asked) needs a credential, and
 //! what each route needs is one table ([`access::routes`]), checked before any handler.
 
 pub mod access;
-pub mod agent;
+mod agent;
 mod conn;
-pub mod dashboard;
-pub mod error;
-pub mod events;
-pub mod extract;
-pub mod feed;
+mod dashboard;
+mod error;
+mod events;
+mod extract;
+mod feed;
 pub mod health;
-pub mod members;
+mod members;
 pub mod metrics;
-pub mod objects;
-pub mod paging;
+mod objects;
+mod paging;
 pub mod probes;
-pub mod rollouts;
+mod rollouts;
 pub mod serve;
-pub mod status;
+mod status;
 mod targets;
-pub mod tls;
-pub mod tokens;
+mod tls;
+mod tokens;
 mod watch_slots;
-pub mod wire;
+mod wire;
 
 pub use conn::ConnectionLimits;
 pub use error::ApiError;
@@ -176,7 +176,7 @@ async fn close_after_refused_body(
     response
 }
 
-/// Serves the API on `listener` (over https with `tls`, see [`tls`]) with the default
+/// Serves the API on `listener` (over https with `tls`, see the `tls` module) with the default
 /// [`ConnectionLimits`]; see [`serve_with`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -187,7 +187,7 @@ pub async fn serve(
     serve_with(listener, state, tls, ConnectionLimits::default(), shutdown).await
 }
 
-/// Serves the API on `listener` (over https with `tls`, see [`tls`]) within `limits`
+/// Serves the API on `listener` (over https with `tls`, see the `tls` module) within `limits`
 /// until `shutdown` completes; then ends the event watch streams and lets requests in flight finish,
 /// for at most [`SHUTDOWN_GRACE`] (a client that stopped reading a stream cannot hold
 /// the server up).

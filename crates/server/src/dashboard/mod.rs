@@ -23,8 +23,7 @@ pub mod origin;
 pub mod session;
 pub mod sign_in_limits;
 
-pub use session::{SessionLimits, Sessions};
-pub use sign_in_limits::{Rate, SignInLimits};
+pub use session::Sessions;
 
 use crate::AppState;
 use axum::routing::{get, post};
