@@ -277,7 +277,12 @@ fn events_newest_first_since_and_watch_from_now() {
     assert_eq!(events(&["--limit", "2"]).len(), all.len(), "--limit sizes the pages, not the output");
     let newest = seq(&all[0]);
 
-    std::thread::sleep(Duration::from_millis(1500));
+    // Until the backlog is more than a second old: `--since 1s` then leaves all of it out.
+    let start = Instant::now();
+    while !events(&["--since", "1s"]).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "--since 1s still shows a backlog 10 s old");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     apply_text(&hub, "team-a.yaml", TEAM_A);
     let recent = events(&["--since", "1s"]);
     assert!(!recent.is_empty() && recent.iter().all(|e| e["tenant"] == "team-a"), "{recent:?}");
@@ -296,7 +301,7 @@ fn events_newest_first_since_and_watch_from_now() {
             let _ = tx.send(serde_json::from_str::<serde_json::Value>(&line).expect("an event per line"));
         }
     });
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_for_watches(&hub, 1);
     let latest = seq(&events(&[])[0]);
     apply_text(
         &hub,
@@ -475,7 +480,7 @@ fn status_watch_prints_again_on_changes() {
     for _ in 0..3 {
         assert!(next().contains(" Applied "), "the three keys");
     }
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_watches(&hub, 1);
     apply_text(&hub, "more.yaml", "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: more}\nspec:\n  clusterNames: [us-east-1]\n  resources:\n    - {apiVersion: v1, kind: ConfigMap, metadata: {name: m, namespace: x}, data: {k: v}}\n");
     let start = Instant::now();
     let mut tables = 0;
@@ -490,4 +495,21 @@ fn status_watch_prints_again_on_changes() {
     assert!(tables >= 1, "printed again after a blank line");
     let _ = watcher.kill();
     let _ = watcher.wait();
+}
+
+/// Until the hub counts `n` open event watches (`fleetsync_watches` on its `/metrics`):
+/// a watcher started before is then following the log.
+fn wait_for_watches(hub: &Hub, n: u64) {
+    let address = hub.url.trim_start_matches("http://");
+    let start = Instant::now();
+    loop {
+        let open = http_get(address, "/metrics").and_then(|(_, body)| {
+            body.lines().find_map(|l| l.strip_prefix("fleetsync_watches ")?.trim().parse::<u64>().ok())
+        });
+        if open.is_some_and(|open| open >= n) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "{n} watches not open on the hub after 15 s: {open:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

