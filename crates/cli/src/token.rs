@@ -8,7 +8,7 @@ use crate::output::{structured, table, text_of};
 use anyhow::{anyhow, bail, Context, Result};
 use fleetsync::outln;
 use fleetsync_api::{Client, Items, TokenCreate};
-use fleetsync_model::{Grant, Role, SystemClock, TokenRecord};
+use fleetsync_model::{FieldError, Grant, Role, SystemClock, TokenRecord};
 use fleetsync_server::access::tokens::{issue, pick, TokenRequest};
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{StoreConfig, Tokens};
@@ -37,7 +37,7 @@ async fn target(a: &TokenStoreArgs) -> Result<Target> {
 
 pub async fn create(a: TokenCreateArgs) -> Result<()> {
     let role: Role = match (&a.role, a.agent) {
-        (Some(r), false) => r.parse().map_err(|e: String| anyhow!("--role: {e}"))?,
+        (Some(r), false) => r.parse().map_err(|e: FieldError| anyhow!("--role: {e}"))?,
         (None, true) => Role::Agent,
         (Some(r), true) if r == "agent" => Role::Agent,
         _ => bail!("give --role, or --agent for an agent credential (not both)"),

@@ -6,6 +6,7 @@
 //! that decides what a grant allows lives in the server (`fleetsync_server::access`);
 //! this module is only the vocabulary the store, the API and the CLI share.
 
+use crate::error::FieldError;
 use crate::names::check_dns1123_label;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -50,13 +51,12 @@ impl fmt::Display for Role {
 }
 
 impl FromStr for Role {
-    type Err = String;
+    type Err = FieldError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown role {s:?}: one of viewer, editor, admin, fleet-admin, agent"))
+        Role::ALL.into_iter().find(|r| r.as_str() == s).ok_or_else(|| {
+            FieldError::message(format!("unknown role {s:?}: one of viewer, editor, admin, fleet-admin, agent"))
+        })
     }
 }
 
@@ -74,7 +74,7 @@ pub enum Grant {
 }
 
 impl TryFrom<String> for Grant {
-    type Error = String;
+    type Error = FieldError;
 
     fn try_from(s: String) -> Result<Self, Self::Error> {
         Grant::parse(&s)
@@ -108,16 +108,18 @@ impl TenantRole {
 
 impl Grant {
     /// The grant of `role` in `tenant`; `cluster` is required for (and only for) `agent`.
-    pub fn new(tenant: &str, role: Role, cluster: Option<&str>) -> Result<Grant, String> {
-        check_dns1123_label(tenant).map_err(|r| format!("invalid tenant {tenant:?}: {r}"))?;
+    pub fn new(tenant: &str, role: Role, cluster: Option<&str>) -> Result<Grant, FieldError> {
+        check_dns1123_label(tenant).map_err(|r| FieldError::message(format!("invalid tenant {tenant:?}: {r}")))?;
         let tenant_role = |role| Ok(Grant::Tenant { tenant: tenant.to_string(), role });
         match (role, cluster) {
             (Role::Agent, Some(c)) => {
-                check_dns1123_label(c).map_err(|r| format!("invalid cluster {c:?}: {r}"))?;
+                check_dns1123_label(c).map_err(|r| FieldError::message(format!("invalid cluster {c:?}: {r}")))?;
                 Ok(Grant::Agent { tenant: tenant.to_string(), cluster: c.to_string() })
             }
-            (Role::Agent, None) => Err("an agent credential is for one cluster: name it".into()),
-            (_, Some(_)) => Err(format!("a cluster is named only for an agent credential, not for role {role}")),
+            (Role::Agent, None) => Err(FieldError::message("an agent credential is for one cluster: name it")),
+            (_, Some(_)) => Err(FieldError::message(format!(
+                "a cluster is named only for an agent credential, not for role {role}"
+            ))),
             (Role::Viewer, None) => tenant_role(TenantRole::Viewer),
             (Role::Editor, None) => tenant_role(TenantRole::Editor),
             (Role::Admin, None) => tenant_role(TenantRole::Admin),
@@ -130,17 +132,19 @@ impl Grant {
     /// (`team-a:editor`), `fleet-admin`, or `TENANT:agent:CLUSTER`. `fleet-admin` is
     /// written alone: `TENANT:fleet-admin` is refused, since where teams may name their
     /// own groups it would make a team admin of every tenant.
-    pub fn parse(text: &str) -> Result<Grant, String> {
+    pub fn parse(text: &str) -> Result<Grant, FieldError> {
         if text == Role::FleetAdmin.as_str() {
             return Ok(Grant::Fleet);
         }
         let mut parts = text.splitn(3, ':');
         let (Some(tenant), Some(role)) = (parts.next(), parts.next()) else {
-            return Err(format!("invalid grant {text:?}: write TENANT:ROLE (e.g. team-a:editor) or fleet-admin"));
+            return Err(FieldError::message(format!(
+                "invalid grant {text:?}: write TENANT:ROLE (e.g. team-a:editor) or fleet-admin"
+            )));
         };
         let role: Role = role.parse()?;
         if role == Role::FleetAdmin {
-            return Err(format!("invalid grant {text:?}: fleet-admin is every tenant's, written alone as `fleet-admin`, not for one tenant"));
+            return Err(FieldError::message(format!("invalid grant {text:?}: fleet-admin is every tenant's, written alone as `fleet-admin`, not for one tenant")));
         }
         Grant::new(tenant, role, parts.next())
     }
@@ -212,17 +216,17 @@ mod tests {
 
     #[test]
     fn bad_grants_say_why() {
-        assert!(Grant::parse("team-a").expect_err("no role").contains("TENANT:ROLE"));
-        assert!(Grant::parse("team-a:owner").expect_err("role").contains("unknown role"));
-        assert!(Grant::parse("team-a:agent").expect_err("cluster").contains("one cluster"));
-        assert!(Grant::parse("team-a:viewer:c1").expect_err("cluster").contains("only for an agent"));
-        assert!(Grant::parse("Team_A:viewer").expect_err("tenant").contains("invalid tenant"));
+        assert!(Grant::parse("team-a").expect_err("no role").message.contains("TENANT:ROLE"));
+        assert!(Grant::parse("team-a:owner").expect_err("role").message.contains("unknown role"));
+        assert!(Grant::parse("team-a:agent").expect_err("cluster").message.contains("one cluster"));
+        assert!(Grant::parse("team-a:viewer:c1").expect_err("cluster").message.contains("only for an agent"));
+        assert!(Grant::parse("Team_A:viewer").expect_err("tenant").message.contains("invalid tenant"));
         // `token create --tenant t --role fleet-admin`: the tenant is checked, then ignored.
         assert_eq!(Grant::new("t", Role::FleetAdmin, None), Ok(Grant::Fleet));
         // But a grant written `TENANT:fleet-admin` (an OIDC group, a certificate's
         // organization, the API) is not fleet-admin: refused, whatever the tenant.
         for text in ["team-a:fleet-admin", "team-a:fleet-admin:x"] {
-            assert!(Grant::parse(text).expect_err(text).contains("written alone"), "{text}");
+            assert!(Grant::parse(text).expect_err(text).message.contains("written alone"), "{text}");
             assert!(serde_json::from_str::<Grant>(&format!("\"{text}\"")).is_err(), "{text}");
         }
     }

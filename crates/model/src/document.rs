@@ -3,6 +3,7 @@
 //! and, where known, its kind and name), the field, and the rule that was broken.
 
 use crate::cluster::{Cluster, Endpoint};
+use crate::error::FieldError;
 use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
 pub use crate::parse::{parse_documents, ParseError};
@@ -136,7 +137,7 @@ impl Document {
 
     /// Checks every rule that does not need the store. Called by [`parse_documents`];
     /// call it yourself for documents built in code.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         validate_meta(self.metadata())?;
         match self {
             Document::Cluster(c) => validate_cluster(c),
@@ -184,15 +185,15 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
         // Never `typed`: serde's messages quote what they found, and this is a secret.
         Kind::Secret => crate::secret::parse_secret(value).map(Document::Secret),
     }
-    .map_err(|(field, rule)| err(&field, rule))?;
-    doc.validate().map_err(|(field, rule)| err(&field, rule))?;
+    .map_err(|e| err(&e.field, e.message))?;
+    doc.validate().map_err(|e| err(&e.field, e.message))?;
     Ok(doc)
 }
 
-fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, (String, String)> {
+fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, FieldError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        (if path == "." { String::new() } else { path }, e.into_inner().to_string())
+        FieldError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
     })
 }
 
@@ -209,70 +210,76 @@ fn describe(index: usize, v: &serde_json::Value) -> String {
     }
 }
 
-fn validate_meta(m: &ObjectMeta) -> Result<(), (String, String)> {
-    check_dns1123_label(&m.name).map_err(|r| ("metadata.name".to_string(), r.to_string()))?;
-    check_dns1123_label(&m.namespace).map_err(|r| ("metadata.namespace".to_string(), r.to_string()))?;
+fn validate_meta(m: &ObjectMeta) -> Result<(), FieldError> {
+    check_dns1123_label(&m.name).map_err(|r| FieldError::new("metadata.name", r.to_string()))?;
+    check_dns1123_label(&m.namespace).map_err(|r| FieldError::new("metadata.namespace", r.to_string()))?;
     for (k, v) in &m.labels {
-        check_label(k, v).map_err(|r| (format!("metadata.labels.{k}"), r.to_string()))?;
+        check_label(k, v).map_err(|r| FieldError::new(format!("metadata.labels.{k}"), r.to_string()))?;
     }
     Ok(())
 }
 
-fn validate_cluster(c: &Cluster) -> Result<(), (String, String)> {
+fn validate_cluster(c: &Cluster) -> Result<(), FieldError> {
     /// Longest cluster URL accepted.
     const MAX_URL_LEN: usize = 2048;
 
     /// A cluster's API URL, strictly: `http` or `https`, a host, an optional port and
     /// path, and nothing else (no user info, query or fragment, no characters a lenient
     /// parser would drop or rewrite).
-    fn check_target_url(url: &str) -> Result<(), String> {
+    fn check_target_url(url: &str) -> Result<(), FieldError> {
         // A URL with user info is never quoted: it may carry a password.
         let url_shown = if url.contains('@') { "(not shown: it has an @)" } else { url };
         if url.len() > MAX_URL_LEN {
-            return Err(format!("must be at most {MAX_URL_LEN} bytes, got {}", url.len()));
+            return Err(FieldError::message(format!("must be at most {MAX_URL_LEN} bytes, got {}", url.len())));
         }
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(format!("must be an http:// or https:// URL, got {url_shown:?}"));
+            return Err(FieldError::message(format!("must be an http:// or https:// URL, got {url_shown:?}")));
         }
         if url.chars().any(|c| c.is_whitespace() || c.is_control() || c == '\\') {
-            return Err(format!("must not contain whitespace, control characters or backslashes, got {url_shown:?}"));
+            return Err(FieldError::message(format!(
+                "must not contain whitespace, control characters or backslashes, got {url_shown:?}"
+            )));
         }
-        let parsed = url::Url::parse(url).map_err(|e| format!("is not a valid URL ({e}), got {url_shown:?}"))?;
+        let parsed = url::Url::parse(url)
+            .map_err(|e| FieldError::message(format!("is not a valid URL ({e}), got {url_shown:?}")))?;
         if parsed.host_str().is_none_or(str::is_empty) {
-            return Err(format!("must name a host, got {url_shown:?}"));
+            return Err(FieldError::message(format!("must name a host, got {url_shown:?}")));
         }
         if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err("must not carry user info (user:password@): give credentials with a kubeconfig endpoint".into());
+            return Err(FieldError::message(
+                "must not carry user info (user:password@): give credentials with a kubeconfig endpoint",
+            ));
         }
         if parsed.query().is_some() || parsed.fragment().is_some() {
-            return Err(format!("must not have a query or fragment, got {url_shown:?}"));
+            return Err(FieldError::message(format!("must not have a query or fragment, got {url_shown:?}")));
         }
         Ok(())
     }
 
     match &c.spec.endpoint {
-        Endpoint::Http { url } => check_target_url(url).map_err(|rule| ("spec.endpoint.http.url".into(), rule)),
-        Endpoint::Kubeconfig { secret_ref } => {
-            check_dns1123_label(secret_ref).map_err(|r| ("spec.endpoint.kubeconfig.secretRef".into(), r.to_string()))
-        }
+        Endpoint::Http { url } => check_target_url(url).map_err(|e| e.at("spec.endpoint.http.url")),
+        Endpoint::Kubeconfig { secret_ref } => check_dns1123_label(secret_ref)
+            .map_err(|r| FieldError::new("spec.endpoint.kubeconfig.secretRef", r.to_string())),
         _ => Ok(()),
     }
 }
 
-fn validate_syncset(s: &SyncSet) -> Result<(), (String, String)> {
+fn validate_syncset(s: &SyncSet) -> Result<(), FieldError> {
     match (&s.spec.cluster_selector, &s.spec.cluster_names) {
         (Some(_), Some(_)) => {
-            return Err(("spec".into(), "set only one of clusterSelector and clusterNames".into()));
+            return Err(FieldError::new("spec", "set only one of clusterSelector and clusterNames"));
         }
-        (None, None) => return Err(("spec".into(), "one of clusterSelector or clusterNames is required".into())),
+        (None, None) => return Err(FieldError::new("spec", "one of clusterSelector or clusterNames is required")),
         (Some(sel), None) => {
             for (k, v) in &sel.match_labels {
-                check_label(k, v).map_err(|r| (format!("spec.clusterSelector.matchLabels.{k}"), r.to_string()))?;
+                check_label(k, v)
+                    .map_err(|r| FieldError::new(format!("spec.clusterSelector.matchLabels.{k}"), r.to_string()))?;
             }
         }
         (None, Some(names)) => {
             for (i, n) in names.iter().enumerate() {
-                check_dns1123_label(n).map_err(|r| (format!("spec.clusterNames[{i}]"), r.to_string()))?;
+                check_dns1123_label(n)
+                    .map_err(|r| FieldError::new(format!("spec.clusterNames[{i}]"), r.to_string()))?;
             }
         }
     }
@@ -282,28 +289,28 @@ fn validate_syncset(s: &SyncSet) -> Result<(), (String, String)> {
     validate_resources(&s.spec.resources)
 }
 
-fn validate_resources(resources: &[Manifest]) -> Result<(), (String, String)> {
+fn validate_resources(resources: &[Manifest]) -> Result<(), FieldError> {
     let mut seen = HashSet::new();
     let mut total = 0usize;
     for (i, m) in resources.iter().enumerate() {
         let at =
             |f: &str| if f.is_empty() { format!("spec.resources[{i}]") } else { format!("spec.resources[{i}].{f}") };
-        let r = m.resource_ref().map_err(|(f, rule)| (at(&f), rule))?;
+        let r = m.identity().map_err(|e| FieldError::new(at(&e.field), e.message))?;
         let len = m.encoded_len();
         if len > MAX_RESOURCE_BYTES {
-            return Err((
+            return Err(FieldError::new(
                 at(""),
                 format!("resource {r} is {len} bytes; the limit is {MAX_RESOURCE_BYTES} bytes (1 MiB)"),
             ));
         }
         total += len;
         if !seen.insert(r.clone()) {
-            return Err((at(""), format!("resource {r} is listed twice")));
+            return Err(FieldError::new(at(""), format!("resource {r} is listed twice")));
         }
     }
     if total > MAX_SYNCSET_BYTES {
-        return Err((
-            "spec.resources".into(),
+        return Err(FieldError::new(
+            "spec.resources",
             format!("resources total {total} bytes; the limit is {MAX_SYNCSET_BYTES} bytes (8 MiB)"),
         ));
     }

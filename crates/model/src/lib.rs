@@ -15,6 +15,7 @@
 pub mod access;
 pub mod cluster;
 pub mod document;
+pub mod error;
 pub mod event;
 pub mod key;
 pub mod label_query;
@@ -38,6 +39,7 @@ pub mod time;
 pub use access::{Grant, Role, TenantRole, TokenRecord};
 pub use cluster::{Cluster, ClusterSpec, Endpoint};
 pub use document::{Document, Kind, ObjectMeta, ValidationError, API_VERSION};
+pub use error::FieldError;
 pub use event::Event;
 pub use key::{Fence, WorkKey};
 pub use label_query::{LabelQuery, LabelQueryError, LabelTerm};

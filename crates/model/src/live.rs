@@ -5,6 +5,7 @@
 //! checks and stores them, so the two cannot disagree on the shape.
 
 use crate::document::DEFAULT_TENANT;
+use crate::error::FieldError;
 use crate::manifest::{Manifest, ResourceRef};
 use crate::names::check_dns1123_label;
 use crate::time::Timestamp;
@@ -87,36 +88,40 @@ fn default_tenant() -> String {
 impl ReportBatch {
     /// Checks what serde cannot: names, sizes, and that each object is the resource
     /// it is reported as. Returns the offending field and the rule.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        check_dns1123_label(&self.tenant).map_err(|r| ("tenant".to_string(), r.to_string()))?;
-        check_dns1123_label(&self.cluster).map_err(|r| ("cluster".to_string(), r.to_string()))?;
+    pub fn validate(&self) -> Result<(), FieldError> {
+        check_dns1123_label(&self.tenant).map_err(|r| FieldError::new("tenant", r.to_string()))?;
+        check_dns1123_label(&self.cluster).map_err(|r| FieldError::new("cluster", r.to_string()))?;
         if self.reports.len() > MAX_REPORTS {
-            return Err((
-                "reports".into(),
+            return Err(FieldError::new(
+                "reports",
                 format!("{} reports; a batch holds at most {MAX_REPORTS}", self.reports.len()),
             ));
         }
         for (i, r) in self.reports.iter().enumerate() {
-            r.validate().map_err(|(field, rule)| (format!("reports[{i}].{field}"), rule))?;
+            r.validate().map_err(|e| FieldError::new(format!("reports[{i}].{}", e.field), e.message))?;
         }
         Ok(())
     }
 }
 
 impl LiveReport {
-    fn validate(&self) -> Result<(), (String, String)> {
-        self.resource.validate().map_err(|(field, rule)| (format!("resource.{field}"), rule))?;
+    fn validate(&self) -> Result<(), FieldError> {
+        self.resource.validate().map_err(|e| FieldError::new(format!("resource.{}", e.field), e.message))?;
         let rv = &self.resource_version;
         if rv.is_empty() || rv.len() > MAX_RESOURCE_VERSION {
-            return Err(("resourceVersion".into(), format!("must be 1 to {MAX_RESOURCE_VERSION} characters")));
+            return Err(FieldError::new("resourceVersion", format!("must be 1 to {MAX_RESOURCE_VERSION} characters")));
         }
         match (&self.state, &self.object) {
-            (LiveState::Present, None) => Err(("object".into(), "is required when the state is present".into())),
+            (LiveState::Present, None) => Err(FieldError::new("object", "is required when the state is present")),
             (LiveState::Present, Some(object)) => {
-                let found =
-                    Manifest(object.clone()).resource_ref().map_err(|(f, rule)| (format!("object.{f}"), rule))?;
+                let found = Manifest(object.clone())
+                    .identity()
+                    .map_err(|e| FieldError::new(format!("object.{}", e.field), e.message))?;
                 if found != self.resource {
-                    return Err(("object".into(), format!("is {found}, but the report is about {}", self.resource)));
+                    return Err(FieldError::new(
+                        "object",
+                        format!("is {found}, but the report is about {}", self.resource),
+                    ));
                 }
                 Ok(())
             }
@@ -207,15 +212,15 @@ mod tests {
         assert_eq!(batch.validate(), Ok(()));
         let mut bad = batch.clone();
         bad.reports.push(LiveReport { object: None, ..good.clone() });
-        assert_eq!(bad.validate().map_err(|e| e.0), Err("reports[1].object".to_string()));
+        assert_eq!(bad.validate().map_err(|e| e.field), Err("reports[1].object".to_string()));
         let mut other = batch.clone();
         other.reports[0].resource.name = "b".into();
-        let (field, rule) = other.validate().expect_err("mismatch");
-        assert_eq!(field, "reports[0].object");
-        assert!(rule.contains("v1/ConfigMap app/b"), "{rule}");
+        let e = other.validate().expect_err("mismatch");
+        assert_eq!(e.field, "reports[0].object");
+        assert!(e.message.contains("v1/ConfigMap app/b"), "{e}");
         let mut no_rv = batch;
         no_rv.reports[0].resource_version.clear();
-        assert_eq!(no_rv.validate().map_err(|e| e.0), Err("reports[0].resourceVersion".to_string()));
+        assert_eq!(no_rv.validate().map_err(|e| e.field), Err("reports[0].resourceVersion".to_string()));
     }
 
     #[test]
@@ -230,7 +235,11 @@ mod tests {
             |name: &str| ReportBatch { tenant: "default".into(), cluster: "c1".into(), reports: vec![deleted(name)] };
         assert_eq!(batch("a").validate(), Ok(()));
         for bad in ["x\u{0}y", "../../admin", "a?b", "A"] {
-            assert_eq!(batch(bad).validate().map_err(|e| e.0), Err("reports[0].resource.name".to_string()), "{bad:?}");
+            assert_eq!(
+                batch(bad).validate().map_err(|e| e.field),
+                Err("reports[0].resource.name".to_string()),
+                "{bad:?}"
+            );
         }
     }
 }

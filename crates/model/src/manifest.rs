@@ -2,6 +2,7 @@
 //! fleetsync except for the fields that identify it, whose names follow Kubernetes'
 //! rules ([`NameRule`]) so that they can go into a target's URLs and the store as they are.
 
+use crate::error::FieldError;
 use crate::names::{check_api_version, check_dns1123_label, check_kind, NameRule};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -48,9 +49,9 @@ impl ResourceRef {
     /// identifiers, the namespace a DNS-1123 label, the name follows the rule of its kind
     /// ([`NameRule::for_kind`]). Returns the field (`apiVersion`, `kind`, `namespace`,
     /// `name`) and the rule it broke.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        fn named(field: &'static str) -> impl Fn(crate::names::NameError) -> (String, String) {
-            move |e| (field.to_string(), e.to_string())
+    pub fn validate(&self) -> Result<(), FieldError> {
+        fn named(field: &'static str) -> impl Fn(crate::names::NameError) -> FieldError {
+            move |e| FieldError::new(field, e.to_string())
         }
         check_api_version(&self.api_version).map_err(named("apiVersion"))?;
         check_kind(&self.kind).map_err(named("kind"))?;
@@ -72,13 +73,21 @@ impl fmt::Display for ResourceRef {
 
 impl Manifest {
     /// The identity of this manifest, or the field that is missing or breaks a name
-    /// rule ([`ResourceRef::validate`]), e.g. `metadata.name`.
+    /// rule ([`ResourceRef::validate`]), e.g. `metadata.name`, and the rule.
+    ///
+    /// Still a `(field, rule)` pair while `crates/applier` (`KubeApplier::apply`)
+    /// destructures it; once that reads a [`FieldError`], this returns one.
     pub fn resource_ref(&self) -> Result<ResourceRef, (String, String)> {
-        let obj = self.0.as_object().ok_or_else(|| (String::new(), "must be a mapping".to_string()))?;
-        let text = |field: &str, v: Option<&serde_json::Value>| -> Result<String, (String, String)> {
+        self.identity().map_err(|e| (e.field, e.message))
+    }
+
+    /// [`Manifest::resource_ref`], its error a [`FieldError`].
+    pub(crate) fn identity(&self) -> Result<ResourceRef, FieldError> {
+        let obj = self.0.as_object().ok_or_else(|| FieldError::message("must be a mapping"))?;
+        let text = |field: &str, v: Option<&serde_json::Value>| -> Result<String, FieldError> {
             match v.and_then(|v| v.as_str()) {
                 Some(s) if !s.is_empty() => Ok(s.to_string()),
-                _ => Err((field.to_string(), "is required and must be a non-empty string".to_string())),
+                _ => Err(FieldError::new(field, "is required and must be a non-empty string")),
             }
         };
         let meta = obj.get("metadata");
@@ -92,9 +101,9 @@ impl Manifest {
             namespace,
             name: text("metadata.name", meta.and_then(|m| m.get("name")))?,
         };
-        r.validate().map_err(|(field, rule)| match field.as_str() {
-            "namespace" | "name" => (format!("metadata.{field}"), rule),
-            _ => (field, rule),
+        r.validate().map_err(|e| match e.field.as_str() {
+            "namespace" | "name" => FieldError::new(format!("metadata.{}", e.field), e.message),
+            _ => e,
         })?;
         Ok(r)
     }

@@ -9,6 +9,7 @@
 //! clusters, or a step not passed within `progressDeadline`, fail the rollout, which
 //! then pauses or (by default) rolls back.
 
+use crate::error::FieldError;
 use crate::names::check_label;
 use crate::selector::LabelSelector;
 use crate::time::Timestamp;
@@ -180,62 +181,68 @@ impl RolloutSpec {
     }
 
     /// Checks the rollout; the error names the field (`spec.rollout.steps[1].percent`).
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let at = |f: String| format!("spec.rollout.{f}");
         if self.steps.is_empty() || self.steps.len() > MAX_STEPS {
-            return Err((
+            return Err(FieldError::new(
                 at("steps".into()),
                 format!("between 1 and {MAX_STEPS} steps are required; got {}", self.steps.len()),
             ));
         }
-        check_budget(self.max_failures).map_err(|r| (at("maxFailures".into()), r))?;
-        check_wait(self.min_success_time, true).map_err(|r| (at("minSuccessTime".into()), r))?;
-        check_wait(self.progress_deadline, false).map_err(|r| (at("progressDeadline".into()), r))?;
+        check_budget(self.max_failures).map_err(|e| e.at(at("maxFailures".into())))?;
+        check_wait(self.min_success_time, true).map_err(|e| e.at(at("minSuccessTime".into())))?;
+        check_wait(self.progress_deadline, false).map_err(|e| e.at(at("progressDeadline".into())))?;
         for (i, s) in self.steps.iter().enumerate() {
             let f = |name: &str| at(format!("steps[{i}].{name}"));
             let chosen = [s.selector.is_some(), s.count.is_some(), s.percent.is_some()].iter().filter(|b| **b).count();
             if chosen != 1 {
-                return Err((at(format!("steps[{i}]")), "set exactly one of selector, count and percent".into()));
+                return Err(FieldError::new(
+                    at(format!("steps[{i}]")),
+                    "set exactly one of selector, count and percent",
+                ));
             }
             if let Some(sel) = &s.selector {
                 for (k, v) in &sel.match_labels {
-                    check_label(k, v).map_err(|r| (f(&format!("selector.matchLabels.{k}")), r.to_string()))?;
+                    check_label(k, v)
+                        .map_err(|r| FieldError::new(f(&format!("selector.matchLabels.{k}")), r.to_string()))?;
                 }
             }
             if s.count == Some(0) {
-                return Err((f("count"), "must be at least 1".into()));
+                return Err(FieldError::new(f("count"), "must be at least 1"));
             }
             if let Some(p) = s.percent {
                 if !(1..=100).contains(&p) {
-                    return Err((f("percent"), format!("must be between 1 and 100; got {p}")));
+                    return Err(FieldError::new(f("percent"), format!("must be between 1 and 100; got {p}")));
                 }
             }
-            check_budget(s.max_failures).map_err(|r| (f("maxFailures"), r))?;
-            check_wait(s.min_success_time, true).map_err(|r| (f("minSuccessTime"), r))?;
-            check_wait(s.progress_deadline, false).map_err(|r| (f("progressDeadline"), r))?;
+            check_budget(s.max_failures).map_err(|e| e.at(f("maxFailures")))?;
+            check_wait(s.min_success_time, true).map_err(|e| e.at(f("minSuccessTime")))?;
+            check_wait(s.progress_deadline, false).map_err(|e| e.at(f("progressDeadline")))?;
         }
         let last = self.steps.len() - 1;
         if self.steps[last].percent != Some(100) {
-            return Err((
+            return Err(FieldError::new(
                 at(format!("steps[{last}]")),
-                "the last step must be percent: 100, so a completed rollout reaches every cluster".into(),
+                "the last step must be percent: 100, so a completed rollout reaches every cluster",
             ));
         }
         Ok(())
     }
 }
 
-fn check_budget(b: Option<FailureBudget>) -> Result<(), String> {
+fn check_budget(b: Option<FailureBudget>) -> Result<(), FieldError> {
     match b {
-        Some(FailureBudget::Percent(p)) if p > 100 => Err(format!("a percentage between 0% and 100%; got {p}%")),
+        Some(FailureBudget::Percent(p)) if p > 100 => {
+            Err(FieldError::message(format!("a percentage between 0% and 100%; got {p}%")))
+        }
         _ => Ok(()),
     }
 }
 
-fn check_wait(w: Option<Wait>, zero_ok: bool) -> Result<(), String> {
+fn check_wait(w: Option<Wait>, zero_ok: bool) -> Result<(), FieldError> {
     match w {
-        Some(Wait(d)) if d > MAX_WAIT => Err("at most 168h (7 days), the limit".into()),
-        Some(Wait(d)) if d.is_zero() && !zero_ok => Err("must be longer than 0s".into()),
+        Some(Wait(d)) if d > MAX_WAIT => Err(FieldError::message("at most 168h (7 days), the limit")),
+        Some(Wait(d)) if d.is_zero() && !zero_ok => Err(FieldError::message("must be longer than 0s")),
         _ => Ok(()),
     }
 }
@@ -413,7 +420,7 @@ mod tests {
 
     #[test]
     fn bad_rollouts_are_refused_naming_the_field() {
-        let field = |yaml: &str| spec(yaml).validate().expect_err("refused").0;
+        let field = |yaml: &str| spec(yaml).validate().expect_err("refused").field;
         assert_eq!(field("steps: []"), "spec.rollout.steps");
         assert_eq!(field("steps: [{percent: 50, count: 2}, {percent: 100}]"), "spec.rollout.steps[0]");
         assert_eq!(field("steps: [{percent: 0}, {percent: 100}]"), "spec.rollout.steps[0].percent");

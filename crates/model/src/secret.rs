@@ -7,6 +7,7 @@
 //! [`SecretValue::expose`], so every place that handles the plain text is greppable.
 
 use crate::document::ObjectMeta;
+use crate::error::FieldError;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -133,7 +134,7 @@ pub fn redact_manifest(manifest: &mut serde_json::Value) {
 /// Refuses a Kubernetes Secret manifest that holds the [`REDACTED`] marker (a SyncSet
 /// read back and applied unchanged), which would otherwise be written into clusters.
 /// Returns the field (`stringData.token`) and the rule.
-pub(crate) fn refuse_redacted_manifest(manifest: &serde_json::Value) -> Result<(), (String, String)> {
+pub(crate) fn refuse_redacted_manifest(manifest: &serde_json::Value) -> Result<(), FieldError> {
     if !is_secret_manifest(manifest) {
         return Ok(());
     }
@@ -141,10 +142,10 @@ pub(crate) fn refuse_redacted_manifest(manifest: &serde_json::Value) -> Result<(
         match manifest.get(field) {
             Some(serde_json::Value::Object(values)) => {
                 if let Some((k, _)) = values.iter().find(|(_, v)| v.as_str() == Some(REDACTED)) {
-                    return Err((format!("{field}.{k}"), REDACTED_APPLIED.into()));
+                    return Err(FieldError::new(format!("{field}.{k}"), REDACTED_APPLIED));
                 }
             }
-            Some(v) if v.as_str() == Some(REDACTED) => return Err((field.into(), REDACTED_APPLIED.into())),
+            Some(v) if v.as_str() == Some(REDACTED) => return Err(FieldError::new(field, REDACTED_APPLIED)),
             _ => {}
         }
     }
@@ -199,11 +200,11 @@ pub fn yaml_message_without_values(message: &str) -> String {
 /// found (`invalid type: a string, expected a map`), never a value: the document is
 /// read through a deserializer whose error type is given only the kind of what it
 /// found, so a kubeconfig written where a map belongs cannot reach a message.
-pub(crate) fn parse_secret(value: serde_json::Value) -> Result<Secret, (String, String)> {
-    let value = serde_value::to_value(value).map_err(|_| (String::new(), "is not a document".to_string()))?;
+pub(crate) fn parse_secret(value: serde_json::Value) -> Result<Secret, FieldError> {
+    let value = serde_value::to_value(value).map_err(|_| FieldError::message("is not a document"))?;
     serde_path_to_error::deserialize(serde_value::ValueDeserializer::<ShapeError>::new(value)).map_err(|e| {
         let path = e.path().to_string();
-        (if path == "." { String::new() } else { path }, e.into_inner().0)
+        FieldError::new(if path == "." { String::new() } else { path }, e.into_inner().0)
     })
 }
 
@@ -261,24 +262,24 @@ fn type_of(found: serde::de::Unexpected) -> &'static str {
 
 /// Checks a Secret's keys (as Kubernetes does: `[-._a-zA-Z0-9]+`), that no value is
 /// the [`REDACTED`] marker (a Secret read back and applied unchanged), and the total size.
-pub(crate) fn validate_secret(s: &Secret) -> Result<(), (String, String)> {
+pub(crate) fn validate_secret(s: &Secret) -> Result<(), FieldError> {
     let mut total = 0;
     for (k, v) in &s.string_data {
         let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if k.is_empty() || k.len() > 253 || !k.chars().all(ok) {
-            return Err((
+            return Err(FieldError::new(
                 format!("stringData.{k}"),
-                "keys must be 1 to 253 characters of letters, digits, '-', '_' or '.'".into(),
+                "keys must be 1 to 253 characters of letters, digits, '-', '_' or '.'",
             ));
         }
         if v.expose() == REDACTED {
-            return Err((format!("stringData.{k}"), REDACTED_APPLIED.into()));
+            return Err(FieldError::new(format!("stringData.{k}"), REDACTED_APPLIED));
         }
         total += k.len() + v.len();
     }
     if total > MAX_SECRET_BYTES {
-        return Err((
-            "stringData".into(),
+        return Err(FieldError::new(
+            "stringData",
             format!("values total {total} bytes; the limit is {MAX_SECRET_BYTES} bytes (1 MiB)"),
         ));
     }

@@ -1,6 +1,7 @@
 //! A SyncSet: an ordered list of resources and the clusters they go to.
 
 use crate::document::ObjectMeta;
+use crate::error::FieldError;
 use crate::manifest::Manifest;
 use crate::rollout::RolloutSpec;
 use crate::selector::LabelSelector;
@@ -75,10 +76,10 @@ impl SyncSet {
     /// Refuses a Kubernetes Secret manifest holding the redaction marker, i.e. a
     /// SyncSet read from the API and applied back unchanged; names the field
     /// (`spec.resources[2].stringData.token`).
-    pub fn refuse_redacted(&self) -> Result<(), (String, String)> {
+    pub fn refuse_redacted(&self) -> Result<(), FieldError> {
         for (i, m) in self.spec.resources.iter().enumerate() {
             crate::secret::refuse_redacted_manifest(&m.0)
-                .map_err(|(field, rule)| (format!("spec.resources[{i}].{field}"), rule))?;
+                .map_err(|e| FieldError::new(format!("spec.resources[{i}].{}", e.field), e.message))?;
         }
         Ok(())
     }

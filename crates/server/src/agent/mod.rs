@@ -91,7 +91,7 @@ fn parse_batch(body: &str) -> Result<ReportBatch> {
             ApiError::InvalidField { field: if field == "." { "body".into() } else { field }, rule: inner.to_string() }
         }
     })?;
-    batch.validate().map_err(|(field, rule)| ApiError::InvalidField { field, rule })?;
+    batch.validate().map_err(|e| ApiError::InvalidField { field: e.field, rule: e.message })?;
     Ok(batch)
 }
 
