@@ -303,7 +303,7 @@ fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, Appl
 impl Applier for KubeApplier {
     async fn apply(&self, cluster: &Cluster, resource: &Manifest, ctx: &ApplyContext) -> Result<(), ApplyError> {
         let c = self.client(cluster, ctx.claimed_at).await?;
-        let r = resource.resource_ref().map_err(|(f, rule)| ApplyError::Invalid(format!("{f} {rule}")))?;
+        let r = resource.resource_ref().map_err(|e| ApplyError::Invalid(format!("{} {}", e.field, e.message)))?;
         let (ar, namespaced) = self.resolve(&c, &r).await?;
         let obj = fenced(resource, ctx)?;
         let mut params = PatchParams::apply(&self.config.field_manager);

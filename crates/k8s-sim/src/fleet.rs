@@ -218,7 +218,7 @@ fn hash(r: &ResourceRef) -> u64 {
 #[async_trait]
 impl Applier for SimFleet {
     async fn apply(&self, _cluster: &Cluster, resource: &Manifest, ctx: &ApplyContext) -> Result<(), ApplyError> {
-        let r = resource.resource_ref().map_err(|(f, rule)| ApplyError::Invalid(format!("{f} {rule}")))?;
+        let r = resource.resource_ref().map_err(|e| ApplyError::Invalid(format!("{} {}", e.field, e.message)))?;
         self.run(ctx, Effect::Put(hash(&r), ctx.generation)).await
     }
 

@@ -295,7 +295,7 @@ fn validate_resources(resources: &[Manifest]) -> Result<(), FieldError> {
     for (i, m) in resources.iter().enumerate() {
         let at =
             |f: &str| if f.is_empty() { format!("spec.resources[{i}]") } else { format!("spec.resources[{i}].{f}") };
-        let r = m.identity().map_err(|e| FieldError::new(at(&e.field), e.message))?;
+        let r = m.resource_ref().map_err(|e| FieldError::new(at(&e.field), e.message))?;
         let len = m.encoded_len();
         if len > MAX_RESOURCE_BYTES {
             return Err(FieldError::new(

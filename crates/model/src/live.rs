@@ -115,7 +115,7 @@ impl LiveReport {
             (LiveState::Present, None) => Err(FieldError::new("object", "is required when the state is present")),
             (LiveState::Present, Some(object)) => {
                 let found = Manifest(object.clone())
-                    .identity()
+                    .resource_ref()
                     .map_err(|e| FieldError::new(format!("object.{}", e.field), e.message))?;
                 if found != self.resource {
                     return Err(FieldError::new(

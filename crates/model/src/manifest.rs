@@ -74,15 +74,7 @@ impl fmt::Display for ResourceRef {
 impl Manifest {
     /// The identity of this manifest, or the field that is missing or breaks a name
     /// rule ([`ResourceRef::validate`]), e.g. `metadata.name`, and the rule.
-    ///
-    /// Still a `(field, rule)` pair while `crates/applier` (`KubeApplier::apply`)
-    /// destructures it; once that reads a [`FieldError`], this returns one.
-    pub fn resource_ref(&self) -> Result<ResourceRef, (String, String)> {
-        self.identity().map_err(|e| (e.field, e.message))
-    }
-
-    /// [`Manifest::resource_ref`], its error a [`FieldError`].
-    pub(crate) fn identity(&self) -> Result<ResourceRef, FieldError> {
+    pub fn resource_ref(&self) -> Result<ResourceRef, FieldError> {
         let obj = self.0.as_object().ok_or_else(|| FieldError::message("must be a mapping"))?;
         let text = |field: &str, v: Option<&serde_json::Value>| -> Result<String, FieldError> {
             match v.and_then(|v| v.as_str()) {
@@ -130,15 +122,15 @@ mod tests {
     #[test]
     fn missing_name_is_named() {
         let m = Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}));
-        assert_eq!(m.resource_ref().expect_err("invalid").0, "metadata.name");
+        assert_eq!(m.resource_ref().expect_err("invalid").field, "metadata.name");
         let m = Manifest(json!({"kind": "ConfigMap", "metadata": {"name": "a"}}));
-        assert_eq!(m.resource_ref().expect_err("invalid").0, "apiVersion");
+        assert_eq!(m.resource_ref().expect_err("invalid").field, "apiVersion");
     }
 
     #[test]
     fn names_follow_kubernetes_rules() {
         let m = |v: serde_json::Value| Manifest(v).resource_ref();
-        let field = |v: serde_json::Value| m(v).expect_err("invalid").0;
+        let field = |v: serde_json::Value| m(v).expect_err("invalid").field;
         assert_eq!(
             field(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x\u{0}y"}})),
             "metadata.name"
@@ -162,8 +154,8 @@ mod tests {
             "apiVersion"
         );
         assert_eq!(field(json!({"apiVersion": "v1", "kind": "Config\u{0}Map", "metadata": {"name": "a"}})), "kind");
-        let (_, rule) =
-            m(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a.b"}})).expect_err("label");
+        let rule =
+            m(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a.b"}})).expect_err("label").message;
         assert!(rule.contains("DNS-1123 label"), "{rule}");
         let system = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "system:controller:job-controller"}});
         assert_eq!(m(system).map(|r| r.name), Ok("system:controller:job-controller".to_string()));
