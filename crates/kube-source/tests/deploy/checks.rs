@@ -329,9 +329,14 @@ fn autoscaling(origin: &str, p: &Parsed, e: &Expect) {
     }
 }
 
-/// Every FLEETSYNC_ variable the pods set is one the command line reads.
+/// Every FLEETSYNC_ variable the pods set is one the command line (crates/cli/src/args/) reads.
 fn environment(origin: &str, p: &Parsed) {
-    let args = std::fs::read_to_string(deploy_dir().join("../crates/cli/src/args.rs")).expect("crates/cli/src/args.rs");
+    let dir = deploy_dir().join("../crates/cli/src/args");
+    let mut args = String::new();
+    for entry in std::fs::read_dir(&dir).expect("crates/cli/src/args") {
+        let path = entry.expect("crates/cli/src/args").path();
+        args += &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
     for d in &p.deployments {
         for var in container(d).env.iter().flatten().filter(|v| v.name.starts_with("FLEETSYNC_")) {
             assert!(
