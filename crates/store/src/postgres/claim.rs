@@ -16,6 +16,7 @@ use super::locations::Located;
 use super::queue::attempts;
 use super::{query, PgResult};
 use crate::stored::{corrupt, decode};
+use crate::write::transitions;
 use crate::{ClaimParams, ClaimedItem, ClusterLimit, Fence};
 use deadpool_postgres::GenericClient;
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
@@ -239,6 +240,8 @@ const LIMITED: &str = "ranked AS MATERIALIZED (
 /// lease, 17 allowed), and one row for the window (1–4 its last position, 12 its size)
 /// unless it was empty.
 fn claim_sql(ranked: &str) -> String {
+    let args = [("row", "w."), ("fence", "nextval('work_fence')"), ("owner", "$3"), ("expires", "$4"), ("now", "$1")];
+    let (claimable, claim) = (transitions::CLAIM.guard(&args), transitions::CLAIM.sql(&args));
     format!(
         "WITH cand AS MATERIALIZED (
                  SELECT due_at, tenant, cluster, syncset, id FROM due
@@ -250,14 +253,12 @@ fn claim_sql(ranked: &str) -> String {
              took AS MATERIALIZED (
                  SELECT w.id, w.phase = 'running' AS expired FROM work w
                  WHERE w.id = ANY(ARRAY(SELECT id FROM ranked WHERE allowed))
-                   AND ((w.phase = 'ready' AND w.run_at <= $1) OR (w.phase = 'running' AND w.lease_expires_at <= $1))
+                   AND ({claimable})
                  ORDER BY w.run_at, w.tenant COLLATE \"C\", w.cluster COLLATE \"C\", w.syncset COLLATE \"C\"
                  LIMIT $2
                  FOR UPDATE SKIP LOCKED),
              claimed AS (
-                 UPDATE work w SET phase = 'running', fence = nextval('work_fence'), lease_owner = $3,
-                     lease_expires_at = $4, claimed_seq = w.want_seq, attempts = w.attempts + 1, updated_at = $1,
-                     running_since = CASE WHEN w.attempts > 0 THEN w.running_since ELSE w.pending_since END, pending_since = NULL
+                 UPDATE work w SET {claim}
                  WHERE w.id = ANY(ARRAY(SELECT id FROM took))
                  RETURNING w.tenant, w.cluster, w.syncset, w.run_at, w.desired, w.generation, w.apply_mode, w.inventory,
                      w.attempts, w.fence, w.id, w.running_since),

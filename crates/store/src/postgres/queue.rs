@@ -8,10 +8,12 @@ use super::due::position;
 use super::{PgResult, Tx};
 use crate::lifecycle::Enqueue;
 use crate::stored::corrupt;
+use crate::write::transitions::{CHANGE, RELEASE, RESYNC};
 use crate::{Fence, RenewParams};
 use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, WorkKey};
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -67,7 +69,9 @@ const LOCK_KEYS: &str = "SELECT w.tenant, w.cluster, w.syncset, w.phase, w.run_a
 /// A key kept at its revision (NULL generation and mode) takes its row's, read in the
 /// statement's snapshot, which follows [`LOCK_KEYS`]: the rows are locked, so what it
 /// reads is what the upsert updates. (COALESCE reads the row only for those keys.)
-const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
+static UPSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO work AS w (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
                                    phase, run_at, fence, attempts, observed_generation, updated_at, shard, pending_since)
              SELECT u.tenant, u.cluster, u.syncset, u.desired,
                  COALESCE(u.mode, (SELECT k.apply_mode FROM work k WHERE (k.tenant, k.cluster, k.syncset) = (u.tenant, u.cluster, u.syncset)), 'Upsert'),
@@ -81,22 +85,17 @@ const UPSERT: &str = "INSERT INTO work AS w (tenant, cluster, syncset, desired, 
                  desired = EXCLUDED.desired,
                  apply_mode = CASE WHEN EXCLUDED.desired THEN EXCLUDED.apply_mode ELSE w.apply_mode END,
                  generation = CASE WHEN EXCLUDED.desired THEN EXCLUDED.generation ELSE w.generation END,
-                 want_seq = w.want_seq + EXCLUDED.want_seq,
-                 pending_since = CASE WHEN EXCLUDED.want_seq = 1 THEN COALESCE(w.pending_since, EXCLUDED.updated_at) ELSE w.pending_since END,
-                 attempts = CASE WHEN EXCLUDED.want_seq = 1 THEN 0 ELSE w.attempts END,
-                 run_at = CASE WHEN w.phase = 'running' THEN w.run_at ELSE EXCLUDED.run_at END,
-                 phase = CASE WHEN w.phase = 'running' THEN 'running' ELSE 'ready' END,
-                 updated_at = EXCLUDED.updated_at
-             RETURNING w.tenant, w.cluster, w.syncset, w.phase, w.run_at, w.id, w.shard";
+                 {}
+             RETURNING w.tenant, w.cluster, w.syncset, w.phase, w.run_at, w.id, w.shard",
+        CHANGE.sql(&[("row", "w."), ("now", "EXCLUDED.updated_at"), ("bump", "EXCLUDED.want_seq")])
+    )
+});
 
-/// Makes keys pending (coalesced: one row per key, a newer change replaces the pending
-/// one). A running key stays running and becomes dirty. Resets attempts (a new change
-/// deserves a fresh set of retries) and un-parks a parked key. A removal keeps the
-/// row's generation and mode; a new row for a removal starts at generation 0, Upsert.
-/// So does a key kept at its revision ([`Enqueue::keep_revision`]), which stays wanted.
-/// A key that the enqueue does not make dirty (an own write's, see
-/// [`Planned::dirties`](crate::plan::Planned::dirties)) takes the new generation but stays clean,
-/// with its attempts: its `bump` (carried in the inserted `want_seq`) is 0.
+/// Makes keys pending, as [`CHANGE`] says. A removal keeps the row's generation and
+/// mode; a new row for a removal starts at generation 0, Upsert. So does a key kept at
+/// its revision ([`Enqueue::keep_revision`]), which stays wanted. An own write's key
+/// (see [`Planned::dirties`](crate::plan::Planned::dirties)) has a `bump` of 0, carried
+/// in the inserted `want_seq`.
 ///
 /// The rows are locked and read first, in id order, for where each key's row in `due`
 /// is; the upsert then says where it goes (and waits for no row: it holds them all).
@@ -109,7 +108,7 @@ pub(super) async fn enqueue(tx: &mut Tx<'_>, e: &Enqueues) -> PgResult<u64> {
     let upsert_params: [&(dyn ToSql + Sync); 9] =
         [&e.tenants, &e.clusters, &e.syncsets, &e.desired, &e.modes, &e.generations, &now, &e.shards, &e.bumps];
     // The upsert needs nothing from the read: both go out at once, in this order.
-    let mut results = tx.pipeline(&[(LOCK_KEYS, &lock_params), (UPSERT, &upsert_params)]).await?.into_iter();
+    let mut results = tx.pipeline(&[(LOCK_KEYS, &lock_params), (UPSERT.as_str(), &upsert_params)]).await?.into_iter();
     let (before, after) = (results.next().unwrap_or_default(), results.next().unwrap_or_default());
     let mut was = HashMap::with_capacity(before.len());
     for r in &before {
@@ -173,22 +172,25 @@ pub(super) async fn renew(tx: &mut Tx<'_>, p: &RenewParams) -> PgResult<Vec<Work
     Ok(p.leases.iter().filter(|(k, f)| !renewed.contains(&(k.clone(), *f))).map(|(k, _)| k.clone()).collect())
 }
 
+static RELEASE_ONE: LazyLock<String> = LazyLock::new(|| {
+    let args = [("now", "$1"), ("fence", "$5")];
+    format!(
+        "WITH held AS MATERIALIZED (
+             SELECT id, run_at AS was FROM work
+             WHERE tenant = $2 AND cluster = $3 AND syncset = $4 AND {}
+             FOR UPDATE)
+         UPDATE work SET {}
+         WHERE id = (SELECT id FROM held)
+         RETURNING id, shard, (SELECT was FROM held)",
+        RELEASE.guard(&args),
+        RELEASE.sql(&args)
+    )
+});
+
 /// Gives a leased key back: ready now, the attempt not counted. Nothing for a stale token.
 pub(super) async fn release(tx: &mut Tx<'_>, key: WorkKey, fence: Fence) -> PgResult<()> {
     let now = tx.now.millis();
-    let rows = tx
-        .query(
-            "WITH held AS MATERIALIZED (
-                 SELECT id, run_at AS was FROM work
-                 WHERE tenant = $2 AND cluster = $3 AND syncset = $4 AND fence = $5 AND phase = 'running'
-                 FOR UPDATE)
-             UPDATE work SET phase = 'ready', run_at = $1, attempts = GREATEST(attempts - 1, 0),
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
-             WHERE id = (SELECT id FROM held)
-             RETURNING id, shard, (SELECT was FROM held)",
-            &[&now, &key.tenant, &key.cluster, &key.syncset, &fence.get()],
-        )
-        .await?;
+    let rows = tx.query(&RELEASE_ONE, &[&now, &key.tenant, &key.cluster, &key.syncset, &fence.get()]).await?;
     if let Some(r) = rows.first() {
         tx.due.record(key, r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, Some(now));
         tx.wake_at(tx.now);
@@ -211,25 +213,24 @@ pub(super) async fn inventory_set(tx: &mut Tx<'_>, key: &WorkKey, fence: Fence, 
     Ok(n > 0)
 }
 
+static AGAIN: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH held AS MATERIALIZED (
+             SELECT id, phase AS was_phase, run_at AS was_run_at FROM work
+             WHERE tenant = $2 AND cluster = $3 AND syncset = $4
+             FOR UPDATE)
+         UPDATE work SET {}
+         WHERE id = (SELECT id FROM held)
+         RETURNING id, shard, (SELECT was_phase FROM held), (SELECT was_run_at FROM held), phase, run_at, generation",
+        CHANGE.sql(&[("row", ""), ("now", "$1"), ("bump", "1")])
+    )
+});
+
 /// Runs a key again now as it is (an enqueue that changes nothing but the schedule);
 /// returns the generation it runs, or `None` for an unknown key.
 pub(super) async fn again(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<Option<i64>> {
     let now = tx.now.millis();
-    let rows = tx
-        .query(
-            "WITH held AS MATERIALIZED (
-                 SELECT id, phase AS was_phase, run_at AS was_run_at FROM work
-                 WHERE tenant = $2 AND cluster = $3 AND syncset = $4
-                 FOR UPDATE)
-             UPDATE work SET want_seq = want_seq + 1, attempts = 0, pending_since = COALESCE(pending_since, $1),
-                 run_at = CASE WHEN phase = 'running' THEN run_at ELSE $1 END,
-                 phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
-                 updated_at = $1
-             WHERE id = (SELECT id FROM held)
-             RETURNING id, shard, (SELECT was_phase FROM held), (SELECT was_run_at FROM held), phase, run_at, generation",
-            &[&now, &key.tenant, &key.cluster, &key.syncset],
-        )
-        .await?;
+    let rows = tx.query(&AGAIN, &[&now, &key.tenant, &key.cluster, &key.syncset]).await?;
     let Some(r) = rows.first() else { return Ok(None) };
     let from = position(r.try_get(2)?, r.try_get(3)?);
     tx.due.record(key, r.try_get(0)?, r.try_get(1)?, from, position(r.try_get(4)?, r.try_get(5)?));
@@ -237,19 +238,23 @@ pub(super) async fn again(tx: &mut Tx<'_>, key: WorkKey) -> PgResult<Option<i64>
     Ok(Some(r.try_get(6)?))
 }
 
+static RESYNC_ALL: LazyLock<String> = LazyLock::new(|| {
+    let args = [("now", "$1")];
+    let when = RESYNC.guard(&args);
+    format!(
+        "WITH held AS (SELECT id FROM work WHERE {when} ORDER BY id FOR UPDATE)
+         UPDATE work SET {}
+         WHERE id = ANY(ARRAY(SELECT id FROM held)) AND {when}
+         RETURNING tenant, cluster, syncset, id, shard",
+        RESYNC.sql(&args)
+    )
+});
+
 /// Enqueues every key that is idle or parked (which have no row in `due`), locking
 /// their rows in id order first.
 pub(super) async fn resync(tx: &mut Tx<'_>) -> PgResult<u64> {
     let now = tx.now.millis();
-    let rows = tx
-        .query(
-            "WITH held AS (SELECT id FROM work WHERE phase IN ('idle', 'parked') ORDER BY id FOR UPDATE)
-             UPDATE work SET want_seq = want_seq + 1, phase = 'ready', run_at = $1, attempts = 0, updated_at = $1
-             WHERE id = ANY(ARRAY(SELECT id FROM held)) AND phase IN ('idle', 'parked')
-             RETURNING tenant, cluster, syncset, id, shard",
-            &[&now],
-        )
-        .await?;
+    let rows = tx.query(&RESYNC_ALL, &[&now]).await?;
     for r in &rows {
         tx.due.record(row_key(r)?, r.try_get(3)?, r.try_get(4)?, None, Some(now));
     }

@@ -8,6 +8,7 @@ use crate::lifecycle::{Enqueue, Held};
 use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
 use crate::write::complete::{self, RowWrite};
+use crate::write::transitions::{CHANGE, CLAIM, RELEASE, RESYNC, TAKE_BACK};
 use crate::write::{status_name, NewEvent};
 use crate::{
     ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy,
@@ -16,33 +17,52 @@ use fleetsync_model::shard::shard_of;
 use fleetsync_model::{ApplyMode, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
-/// Makes a key pending (coalesced: one row per key, a newer change replaces the
-/// pending one). A running key stays running and becomes dirty. Resets attempts: a new
-/// change deserves a fresh set of retries, and un-parks a parked key. Unless `dirties`
-/// is false (an own write's key, see [`crate::plan::Planned::dirties`]): then the key takes
-/// the new generation but stays clean, with its attempts.
-pub(super) fn enqueue(tx: &Connection, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
-    let shard = shard_of(&key.tenant, &key.cluster);
-    tx.prepare_cached(
+/// A new key is ready at once; an existing one takes the change as [`CHANGE`] says.
+static ENQUEUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
         "INSERT INTO work (tenant, cluster, syncset, desired, apply_mode, generation, want_seq, claimed_seq,
                            phase, run_at, fence, attempts, observed_generation, updated_at, shard, pending_since)
          VALUES (?1, ?2, ?3, COALESCE(?4, 1), COALESCE(?5, 'Upsert'), COALESCE(?6, 0), 1, 0, 'ready', ?7, 0, 0, 0, ?7, ?8,
                  CASE WHEN ?9 = 1 THEN ?7 END)
          ON CONFLICT (tenant, cluster, syncset) DO UPDATE SET
-             pending_since = CASE WHEN ?9 = 1 THEN COALESCE(pending_since, ?7) ELSE pending_since END,
              desired = COALESCE(?4, desired),
              apply_mode = COALESCE(?5, apply_mode),
              generation = COALESCE(?6, generation),
-             want_seq = want_seq + ?9,
-             attempts = CASE WHEN ?9 = 1 THEN 0 ELSE attempts END,
-             run_at = CASE WHEN phase = 'running' THEN run_at ELSE ?7 END,
-             phase = CASE WHEN phase = 'running' THEN 'running' ELSE 'ready' END,
-             updated_at = ?7",
-    )?
-    .execute(params![key.tenant, key.cluster, key.syncset, e.desired, e.mode.map(ApplyMode::as_str), e.generation, now.millis(), shard, i64::from(dirties)])?;
+             {}",
+        CHANGE.sql(&[("row", ""), ("now", "?7"), ("bump", "?9")])
+    )
+});
+
+/// Makes a key pending, as [`CHANGE`] says; `dirties` is false for an own write's key
+/// (see [`crate::plan::Planned::dirties`]).
+pub(super) fn enqueue(tx: &Connection, now: Timestamp, key: &WorkKey, e: Enqueue, dirties: bool) -> Result<()> {
+    let shard = shard_of(&key.tenant, &key.cluster);
+    tx.prepare_cached(&ENQUEUE)?.execute(params![
+        key.tenant,
+        key.cluster,
+        key.syncset,
+        e.desired,
+        e.mode.map(ApplyMode::as_str),
+        e.generation,
+        now.millis(),
+        shard,
+        i64::from(dirties)
+    ])?;
     Ok(())
 }
+
+/// Claims the row `?5` as [`CLAIM`] says (under its guard: only a claimable row).
+static CLAIM_ONE: LazyLock<String> = LazyLock::new(|| {
+    let args = [("row", ""), ("fence", "?1"), ("owner", "?2"), ("expires", "?3"), ("now", "?4")];
+    format!(
+        "UPDATE work SET {} WHERE id = ?5 AND ({})
+         RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts, running_since",
+        CLAIM.sql(&args),
+        CLAIM.guard(&args)
+    )
+});
 
 pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Result<Vec<ClaimedItem>> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
@@ -72,13 +92,7 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     }
     let mut fence: i64 = tx.query_row("SELECT v FROM meta WHERE k = 'fence'", [], |r| r.get(0))?;
     let expires = now.millis().saturating_add(ms(p.lease_ttl));
-    let mut update = tx.prepare_cached(
-        "UPDATE work SET phase = 'running', fence = ?1, lease_owner = ?2, lease_expires_at = ?3,
-             claimed_seq = want_seq, attempts = attempts + 1, updated_at = ?4,
-             running_since = CASE WHEN attempts > 0 THEN running_since ELSE pending_since END, pending_since = NULL
-         WHERE id = ?5
-         RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts, running_since",
-    )?;
+    let mut update = tx.prepare_cached(&CLAIM_ONE)?;
     let mut cluster_gen = tx.prepare_cached("SELECT generation FROM clusters WHERE tenant = ?1 AND name = ?2")?;
     let mut items = Vec::with_capacity(ids.len());
     for (n, id) in ids.into_iter().enumerate() {
@@ -268,12 +282,9 @@ pub(super) fn complete(
 /// Makes every running key ready now, its lease dropped: what a process that runs work
 /// on the file alone does at start (see `SqliteStore::open_for_work`).
 pub(super) fn take_back(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
-    let n = tx.execute(
-        "UPDATE work SET phase = 'ready', run_at = ?1, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
-         WHERE phase = 'running'",
-        params![now.millis()],
-    )?;
-    Ok(n as u64)
+    let args = [("now", "?1")];
+    let sql = format!("UPDATE work SET {} WHERE {}", TAKE_BACK.sql(&args), TAKE_BACK.guard(&args));
+    Ok(tx.execute(&sql, params![now.millis()])? as u64)
 }
 
 /// Sets a running key's inventory under its lease; whether the lease was held.
@@ -293,13 +304,23 @@ pub(super) fn inventory_set(
     Ok(n > 0)
 }
 
+static RELEASE_ONE: LazyLock<String> = LazyLock::new(|| {
+    let args = [("now", "?1"), ("fence", "?5")];
+    format!(
+        "UPDATE work SET {} WHERE tenant = ?2 AND cluster = ?3 AND syncset = ?4 AND {}",
+        RELEASE.sql(&args),
+        RELEASE.guard(&args)
+    )
+});
+
 pub(super) fn release(tx: &Transaction<'_>, now: Timestamp, key: &WorkKey, fence: Fence) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE work SET phase = 'ready', run_at = ?1, attempts = MAX(attempts - 1, 0),
-             lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
-         WHERE tenant = ?2 AND cluster = ?3 AND syncset = ?4 AND fence = ?5 AND phase = 'running'",
-    )?
-    .execute(params![now.millis(), key.tenant, key.cluster, key.syncset, fence.get()])?;
+    tx.prepare_cached(&RELEASE_ONE)?.execute(params![
+        now.millis(),
+        key.tenant,
+        key.cluster,
+        key.syncset,
+        fence.get()
+    ])?;
     Ok(())
 }
 
@@ -312,12 +333,9 @@ pub(super) fn again(tx: &Connection, now: Timestamp, key: &WorkKey) -> Result<Op
 
 /// Makes every idle or parked key ready now; returns how many.
 pub(super) fn resync(tx: &Connection, now: Timestamp) -> Result<u64> {
-    let n = tx.execute(
-        "UPDATE work SET want_seq = want_seq + 1, phase = 'ready', run_at = ?1, attempts = 0, updated_at = ?1
-         WHERE phase IN ('idle', 'parked')",
-        params![now.millis()],
-    )?;
-    Ok(n as u64)
+    let args = [("now", "?1")];
+    let sql = format!("UPDATE work SET {} WHERE {}", RESYNC.sql(&args), RESYNC.guard(&args));
+    Ok(tx.execute(&sql, params![now.millis()])? as u64)
 }
 
 pub(super) fn next_ready_at(c: &Connection, shards: Option<&str>) -> Result<Option<Timestamp>> {

@@ -14,7 +14,9 @@
 //! - [`queue`]: an explicit retry, a resync, recording a run's inventory;
 //! - [`live`]: recording the live state an agent reports;
 //! - [`complete`]: what a completion writes (carried out by each backend's batched SQL,
-//!   so that a completion stays one round trip where it is one).
+//!   so that a completion stays one round trip where it is one);
+//! - [`transitions`]: what an enqueue, a claim, a release, a take-back and a resync do
+//!   to a key's row, as the SQL both backends build their set-based statements from.
 //!
 //! What differs by backend stays behind the trait as an operation, not a rule: how a
 //! tenant's writes are serialized ([`WriteTx::tenant_lock`]: an advisory lock on
@@ -32,6 +34,7 @@ pub(crate) mod delete;
 pub(crate) mod live;
 pub(crate) mod queue;
 pub(crate) mod rollout_write;
+pub(crate) mod transitions;
 
 use crate::plan::{Announce, Planned, SyncSetFacts};
 use crate::quota::{Quota, Usage};
