@@ -18,6 +18,10 @@ pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 /// What clients see instead of the detail of a 500.
 const INTERNAL_MESSAGE: &str = "internal error: see the server log";
 
+/// How long a client waits before it tries again while the store is out of reach (a
+/// lost connection, a restart, a primary failing over to its standby).
+const STORE_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The submitted documents did not parse or validate.
@@ -88,6 +92,7 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Store(e) if e.is_transient() => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. })
             | ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -107,6 +112,12 @@ impl ApiError {
     /// The JSON body: the message, plus where a document broke a rule or where the
     /// event log now starts.
     pub(crate) fn body(&self) -> ErrorBody {
+        if matches!(self, ApiError::Store(e) if e.is_transient()) {
+            return ErrorBody::message(format!(
+                "the store is out of reach (a lost connection, a restart or a failover): try again in {} s",
+                retry_after_secs(STORE_RETRY_AFTER)
+            ));
+        }
         if self.status().is_server_error() {
             return ErrorBody::message(INTERNAL_MESSAGE);
         }
@@ -157,8 +168,13 @@ impl IntoResponse for ApiError {
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let ApiError::RateLimited { retry_after, .. } = &self {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(*retry_after)));
+        let retry_after = match &self {
+            ApiError::RateLimited { retry_after, .. } => Some(*retry_after),
+            ApiError::Store(e) if e.is_transient() => Some(STORE_RETRY_AFTER),
+            _ => None,
+        };
+        if let Some(after) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(after)));
         }
         response
     }
@@ -176,6 +192,16 @@ mod tests {
         assert_eq!(e.body(), ErrorBody::message(INTERNAL_MESSAGE));
         let e = ApiError::Store(StoreError::Corrupt { table: "work", message: "x".into() });
         assert_eq!(e.body().error, INTERNAL_MESSAGE);
+    }
+
+    #[test]
+    fn a_store_out_of_reach_is_503_with_retry_after_and_no_detail() {
+        let e = ApiError::from(StoreError::backend("reading", true, "connection to 10.0.0.7 refused"));
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = e.body().error;
+        assert!(body.contains("out of reach") && !body.contains("10.0.0.7"), "{body}");
+        let response = e.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     }
 
     #[test]

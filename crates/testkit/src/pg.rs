@@ -95,26 +95,7 @@ const PG_CTL_WAIT_SECS: &str = "60";
 impl ThrowawayPg {
     /// Creates and starts a new server; fails with the server log if it cannot.
     pub fn start() -> Result<ThrowawayPg, ThrowawayError> {
-        sweep_abandoned();
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let bin = bin_dir();
-        let as_postgres = running_as_root();
-        let name = format!("{DIR_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let dir = std::env::temp_dir().join(name);
-        std::fs::create_dir(&dir).map_err(|source| ThrowawayError::Dir {
-            step: "creating",
-            path: dir.clone(),
-            source,
-        })?;
-        let mut pg = ThrowawayPg { dir, bin, port: 0, as_postgres };
-        if as_postgres {
-            let (uid, gid) = (id_of("-u")?, id_of("-g")?);
-            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid)).map_err(|source| ThrowawayError::Dir {
-                step: "chown",
-                path: pg.dir.clone(),
-                source,
-            })?;
-        }
+        let pg = ThrowawayPg::create()?;
         let data = pg.data();
         pg.run(
             "initdb",
@@ -130,13 +111,81 @@ impl ThrowawayPg {
                 "--no-instructions",
             ],
         )?;
-        // The port is free when we look; another process may take it before the server
-        // binds it, so try a few.
+        pg.start_on_a_free_port()
+    }
+
+    /// Creates and starts a hot standby of `primary`: a base backup of it, streaming its
+    /// WAL as the client `name` (the name `synchronous_standby_names` lists). The
+    /// primary's `initdb` trusts replication connections from 127.0.0.1.
+    pub fn standby_of(primary: &ThrowawayPg, name: &str) -> Result<ThrowawayPg, ThrowawayError> {
+        let pg = ThrowawayPg::create()?;
+        let (data, port) = (pg.data(), primary.port.to_string());
+        let from = ["-h", "127.0.0.1", "-p", &port, "-U", "postgres"];
+        pg.run("pg_basebackup", &[&["-D", &data, "-X", "stream", "-R", "--no-sync"][..], &from[..]].concat())?;
+        let conninfo = format!("host=127.0.0.1 port={port} user=postgres application_name={name}");
+        let conf = pg.dir.join("data/postgresql.auto.conf");
+        let mut text = std::fs::read_to_string(&conf).map_err(|source| ThrowawayError::Dir {
+            step: "reading",
+            path: conf.clone(),
+            source,
+        })?;
+        text.push_str(&format!("primary_conninfo = '{conninfo}'\n"));
+        std::fs::write(&conf, text).map_err(|source| ThrowawayError::Dir { step: "writing", path: conf, source })?;
+        pg.start_on_a_free_port()
+    }
+
+    /// Sets a server setting (`ALTER SYSTEM`) and reloads the configuration.
+    pub fn set(&self, setting: &str, value: &str) -> Result<(), ThrowawayError> {
+        self.psql(&format!("ALTER SYSTEM SET {setting} = '{value}'"))?;
+        self.psql("SELECT pg_reload_conf()").map(drop)
+    }
+
+    /// Runs one SQL statement with `psql` as `postgres`; its rows, unaligned.
+    pub fn psql(&self, sql: &str) -> Result<String, ThrowawayError> {
+        let port = self.port.to_string();
+        let args = ["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-d", "postgres", "-XAtqc", sql];
+        self.run("psql", &args)
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`), once it accepts writes.
+    pub fn promote(&self) -> Result<(), ThrowawayError> {
+        self.pg_ctl(&["promote"])
+    }
+
+    /// A new directory for a server, owned by the user that runs it.
+    fn create() -> Result<ThrowawayPg, ThrowawayError> {
+        sweep_abandoned();
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let bin = bin_dir();
+        let as_postgres = running_as_root();
+        let name = format!("{DIR_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir(&dir).map_err(|source| ThrowawayError::Dir {
+            step: "creating",
+            path: dir.clone(),
+            source,
+        })?;
+        let pg = ThrowawayPg { dir, bin, port: 0, as_postgres };
+        if as_postgres {
+            let (uid, gid) = (id_of("-u")?, id_of("-g")?);
+            std::os::unix::fs::chown(&pg.dir, Some(uid), Some(gid)).map_err(|source| ThrowawayError::Dir {
+                step: "chown",
+                path: pg.dir.clone(),
+                source,
+            })?;
+        }
+        Ok(pg)
+    }
+
+    /// Starts the server in this directory on a free port of 127.0.0.1. The port is
+    /// free when we look; another process may take it before the server binds it, so
+    /// this tries a few.
+    fn start_on_a_free_port(mut self) -> Result<ThrowawayPg, ThrowawayError> {
         let mut tries = 1;
         loop {
-            pg.port = free_port()?;
-            match pg.pg_ctl(&["start"]) {
-                Ok(()) => return Ok(pg),
+            self.port = free_port()?;
+            match self.pg_ctl(&["start"]) {
+                Ok(()) => return Ok(self),
                 Err(e) if tries == 5 => return Err(e),
                 Err(_) => tries += 1,
             }
@@ -190,11 +239,12 @@ impl ThrowawayPg {
         let options = format!("-c listen_addresses=127.0.0.1 -p {} -k {}", self.port, self.dir.display());
         let mut args = vec!["-D", &data, "-l", &log, "-w", "-t", PG_CTL_WAIT_SECS, "-o", &options];
         args.extend_from_slice(action);
-        self.run("pg_ctl", &args).map_err(|e| ThrowawayError::Server { cause: Box::new(e), log: self.log() })
+        self.run("pg_ctl", &args).map(drop).map_err(|e| ThrowawayError::Server { cause: Box::new(e), log: self.log() })
     }
 
-    /// Runs one of the PostgreSQL binaries (as `postgres` if we are root).
-    fn run(&self, program: &str, args: &[&str]) -> Result<(), ThrowawayError> {
+    /// Runs one of the PostgreSQL binaries (as `postgres` if we are root); what it
+    /// printed.
+    fn run(&self, program: &str, args: &[&str]) -> Result<String, ThrowawayError> {
         let exe = self.bin.join(program);
         let mut cmd = if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -210,7 +260,7 @@ impl ThrowawayPg {
             .output()
             .map_err(|source| ThrowawayError::Spawn { program: exe, source })?;
         if out.status.success() {
-            Ok(())
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
             Err(ThrowawayError::Failed {
                 command: format!("{program} {}", args.join(" ")),

@@ -1,4 +1,5 @@
-//! A store that always fails: the API answers 500/503 and hides the detail.
+//! A store that always fails: the API answers 503 with `Retry-After` while the store is
+//! out of reach (a transient failure) and 500 for any other failure, hiding the detail.
 
 use crate::harness::over;
 use async_trait::async_trait;
@@ -13,14 +14,17 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
-struct Broken;
+/// A store whose every call fails, transiently (out of reach) or not.
+struct Broken<const TRANSIENT: bool>;
 
-fn fail<T>() -> Result<T> {
-    Err(StoreError::backend("testing", true, "SECRET detail of /var/lib/db"))
+impl<const TRANSIENT: bool> Broken<TRANSIENT> {
+    fn fail<T>() -> Result<T> {
+        Err(StoreError::backend("testing", TRANSIENT, "SECRET detail of /var/lib/db"))
+    }
 }
 
 #[async_trait]
-impl Objects for Broken {
+impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
     async fn objects_apply_within(
         &self,
         _: Vec<Document>,
@@ -28,86 +32,86 @@ impl Objects for Broken {
         _: &Quotas,
         _: Commit,
     ) -> Result<Vec<ApplyOutcome>> {
-        fail()
+        Self::fail()
     }
 
     async fn objects_apply_own(&self, _: Vec<Document>, _: OwnWrite) -> Result<Vec<ApplyOutcome>> {
-        fail()
+        Self::fail()
     }
 
     async fn object_delete_by(&self, _: Kind, _: &str, _: &str, _: Option<&str>) -> Result<()> {
-        fail()
+        Self::fail()
     }
 
     async fn cluster_get(&self, _: &str, _: &str) -> Result<Option<Cluster>> {
-        fail()
+        Self::fail()
     }
 
     async fn cluster_list(&self, _: Option<&str>) -> Result<Vec<Cluster>> {
-        fail()
+        Self::fail()
     }
 
     async fn syncset_get(&self, _: &str, _: &str) -> Result<Option<SyncSet>> {
-        fail()
+        Self::fail()
     }
 
     async fn syncset_list(&self, _: Option<&str>) -> Result<Vec<SyncSet>> {
-        fail()
+        Self::fail()
     }
 
     async fn secret_get(&self, _: &str, _: &str) -> Result<Option<Secret>> {
-        fail()
+        Self::fail()
     }
 
     async fn secret_list(&self, _: Option<&str>) -> Result<Vec<Secret>> {
-        fail()
+        Self::fail()
     }
 
     async fn cluster_page(&self, _: &ClusterFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
-        fail()
+        Self::fail()
     }
 
     async fn syncset_page(&self, _: &ObjectFilter, _: &PageRequest<ObjectKey>) -> Result<Page<SyncSet, ObjectKey>> {
-        fail()
+        Self::fail()
     }
 
     async fn secret_page(&self, _: &ObjectFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
-        fail()
+        Self::fail()
     }
 }
 
 #[async_trait]
-impl WorkQueue for Broken {
+impl<const TRANSIENT: bool> WorkQueue for Broken<TRANSIENT> {
     async fn work_claim(&self, _: ClaimParams) -> Result<Vec<ClaimedItem>> {
-        fail()
+        Self::fail()
     }
 
     async fn lease_renew(&self, _: RenewParams) -> Result<Vec<WorkKey>> {
-        fail()
+        Self::fail()
     }
 
     async fn work_complete(&self, _: Vec<Completion>) -> Result<Vec<CompleteOutcome>> {
-        fail()
+        Self::fail()
     }
 
     async fn work_inventory_record(&self, _: &WorkKey, _: Fence, _: &[ResourceRef]) -> Result<()> {
-        fail()
+        Self::fail()
     }
 
     async fn work_release(&self, _: &WorkKey, _: Fence) -> Result<()> {
-        fail()
+        Self::fail()
     }
 
     async fn work_retry_by(&self, _: &WorkKey, _: Option<&str>) -> Result<()> {
-        fail()
+        Self::fail()
     }
 
     async fn work_resync(&self) -> Result<u64> {
-        fail()
+        Self::fail()
     }
 
     async fn work_next_ready_at(&self, _: Option<&[u16]>) -> Result<Option<Timestamp>> {
-        fail()
+        Self::fail()
     }
 
     fn clock(&self) -> Arc<dyn fleetsync_model::Clock> {
@@ -120,83 +124,83 @@ impl WorkQueue for Broken {
 }
 
 #[async_trait]
-impl Members for Broken {
+impl<const TRANSIENT: bool> Members for Broken<TRANSIENT> {
     async fn member_heartbeat(&self, _: MemberBeat) -> Result<Vec<Member>> {
-        fail()
+        Self::fail()
     }
 
     async fn member_leave(&self, _: &str) -> Result<()> {
-        fail()
+        Self::fail()
     }
 
     async fn member_list(&self) -> Result<Vec<Member>> {
-        fail()
+        Self::fail()
     }
 }
 
 #[async_trait]
-impl StatusRead for Broken {
+impl<const TRANSIENT: bool> StatusRead for Broken<TRANSIENT> {
     async fn status_get(&self, _: &WorkKey) -> Result<Option<KeyStatus>> {
-        fail()
+        Self::fail()
     }
 
     async fn status_list(&self, _: &StatusFilter) -> Result<Vec<KeyStatus>> {
-        fail()
+        Self::fail()
     }
 
     async fn status_page(&self, _: &StatusFilter, _: &PageRequest<WorkKey>) -> Result<Page<KeyStatus, WorkKey>> {
-        fail()
+        Self::fail()
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {
-        fail()
+        Self::fail()
     }
 
     async fn store_ready(&self) -> Result<fleetsync_store::Schema> {
-        fail()
+        Self::fail()
     }
 
     async fn status_summary(&self, _: &str, _: Option<&str>) -> Result<StatusSummary> {
-        fail()
+        Self::fail()
     }
 
     async fn cluster_conditions(&self, _: &str, _: std::time::Duration) -> Result<fleetsync_model::ClusterConditions> {
-        fail()
+        Self::fail()
     }
 }
 
 #[async_trait]
-impl EventLog for Broken {
+impl<const TRANSIENT: bool> EventLog for Broken<TRANSIENT> {
     async fn consumer_get(&self, _: &str) -> Result<Option<u64>> {
-        fail()
+        Self::fail()
     }
 
     async fn consumer_ack(&self, _: &str, _: u64) -> Result<u64> {
-        fail()
+        Self::fail()
     }
 
     async fn events_read(&self, _: u64, _: usize) -> Result<Vec<Event>> {
-        fail()
+        Self::fail()
     }
 
     async fn events_read_of(&self, _: &[String], _: u64, _: usize) -> Result<Vec<Event>> {
-        fail()
+        Self::fail()
     }
 
     async fn events_newest(&self, _: Option<&[String]>, _: Option<u64>, _: usize) -> Result<Vec<Event>> {
-        fail()
+        Self::fail()
     }
 
     async fn events_head(&self) -> Result<u64> {
-        fail()
+        Self::fail()
     }
 
     async fn events_of(&self, _: &EventObject, _: Option<u64>, _: usize) -> Result<Vec<Event>> {
-        fail()
+        Self::fail()
     }
 
     async fn events_trim(&self, _: EventRetention) -> Result<EventsTrimmed> {
-        fail()
+        Self::fail()
     }
 
     fn events_subscribe(&self) -> watch::Receiver<u64> {
@@ -207,9 +211,9 @@ impl EventLog for Broken {
 /// Every token is a fleet-admin's, so that requests get past authentication to the
 /// store calls that fail.
 #[async_trait]
-impl Tokens for Broken {
+impl<const TRANSIENT: bool> Tokens for Broken<TRANSIENT> {
     async fn token_create(&self, _: &TokenRecord, _: &[u8; 32]) -> Result<bool> {
-        fail()
+        Self::fail()
     }
 
     async fn token_find(&self, _: &[u8; 32]) -> Result<Option<TokenRecord>> {
@@ -224,37 +228,37 @@ impl Tokens for Broken {
     }
 
     async fn token_list(&self) -> Result<Vec<TokenRecord>> {
-        fail()
+        Self::fail()
     }
 
     async fn token_revoke(&self, _: Option<&str>, _: &str) -> Result<bool> {
-        fail()
+        Self::fail()
     }
 }
 
 #[async_trait]
-impl LiveState for Broken {
+impl<const TRANSIENT: bool> LiveState for Broken<TRANSIENT> {
     async fn live_record(&self, _: &str, _: &str, _: Vec<LiveRecord>) -> Result<LiveRecorded> {
-        fail()
+        Self::fail()
     }
 
     async fn live_list(&self, _: &str, _: &str) -> Result<Vec<LiveResource>> {
-        fail()
+        Self::fail()
     }
 
     async fn live_page(&self, _: &LiveFilter, _: &PageRequest<String>) -> Result<Page<LiveResource, String>> {
-        fail()
+        Self::fail()
     }
 }
 
 #[async_trait]
-impl Rollouts for Broken {
+impl<const TRANSIENT: bool> Rollouts for Broken<TRANSIENT> {
     async fn revision_get(&self, _: &str, _: &str, _: i64) -> Result<Option<SyncSet>> {
-        fail()
+        Self::fail()
     }
 
     async fn rollout_get(&self, _: &str, _: &str) -> Result<Option<rollout::RolloutState>> {
-        fail()
+        Self::fail()
     }
 
     async fn rollout_list(
@@ -262,7 +266,7 @@ impl Rollouts for Broken {
         _: Option<&str>,
         _: Option<fleetsync_model::RolloutPhase>,
     ) -> Result<Vec<rollout::RolloutState>> {
-        fail()
+        Self::fail()
     }
 
     async fn rollout_write(
@@ -271,40 +275,53 @@ impl Rollouts for Broken {
         _: &[(String, i64)],
         _: Option<rollout::RolloutEvent>,
     ) -> Result<bool> {
-        fail()
+        Self::fail()
     }
 }
 
 #[tokio::test]
 async fn store_failures_are_hidden() {
-    let router = over(Arc::new(Broken));
-    let cases = [
-        ("GET", "/healthz", StatusCode::SERVICE_UNAVAILABLE),
-        ("GET", "/metrics", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/clusters", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/syncsets/x", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/status", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/status?limit=5", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/clusters?limit=5&labelSelector=a%3Db", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/events", StatusCode::INTERNAL_SERVER_ERROR),
-        ("GET", "/v1/events?watch=true", StatusCode::INTERNAL_SERVER_ERROR),
-        ("POST", "/v1/apply", StatusCode::INTERNAL_SERVER_ERROR),
+    let permanent = over(Arc::new(Broken::<false>));
+    let out_of_reach = over(Arc::new(Broken::<true>));
+    let routes = [
+        ("GET", "/metrics"),
+        ("GET", "/v1/clusters"),
+        ("GET", "/v1/syncsets/x"),
+        ("GET", "/v1/status"),
+        ("GET", "/v1/status?limit=5"),
+        ("GET", "/v1/clusters?limit=5&labelSelector=a%3Db"),
+        ("GET", "/v1/events"),
+        ("GET", "/v1/events?watch=true"),
+        ("POST", "/v1/apply"),
     ];
-    for (method, uri, want) in cases {
-        let body = if method == "POST" { Body::from(crate::harness::FLEET) } else { Body::empty() };
-        let req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("authorization", "Bearer fst_any")
-            .header("content-type", "application/yaml");
-        let req = req.body(body).expect("request");
-        let resp = router.clone().oneshot(req).await.expect("infallible");
-        assert_eq!(resp.status(), want, "{uri}");
-        let text = String::from_utf8_lossy(&to_bytes(resp.into_body(), usize::MAX).await.expect("body")).into_owned();
-        assert!(!text.contains("SECRET"), "{uri} leaked: {text}");
-        let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-        if want == StatusCode::INTERNAL_SERVER_ERROR {
-            assert_eq!(json["error"], "internal error: see the server log", "{uri}");
+    let health = [("GET", "/healthz")];
+    for (router, transient) in [(permanent, false), (out_of_reach, true)] {
+        for (method, uri) in routes.iter().chain(&health) {
+            let want = if transient || *uri == "/healthz" {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            let body = if *method == "POST" { Body::from(crate::harness::FLEET) } else { Body::empty() };
+            let req = Request::builder()
+                .method(*method)
+                .uri(*uri)
+                .header("authorization", "Bearer fst_any")
+                .header("content-type", "application/yaml");
+            let req = req.body(body).expect("request");
+            let resp = router.clone().oneshot(req).await.expect("infallible");
+            assert_eq!(resp.status(), want, "{uri}, transient: {transient}");
+            let retry_after = resp.headers().get("retry-after").cloned();
+            let text =
+                String::from_utf8_lossy(&to_bytes(resp.into_body(), usize::MAX).await.expect("body")).into_owned();
+            assert!(!text.contains("SECRET"), "{uri} leaked: {text}");
+            let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            if want == StatusCode::INTERNAL_SERVER_ERROR {
+                assert_eq!(json["error"], "internal error: see the server log", "{uri}");
+            } else if *uri != "/healthz" {
+                assert_eq!(retry_after.as_ref().map(|v| v.as_bytes()), Some(&b"1"[..]), "{uri}: {text}");
+                assert!(json["error"].as_str().is_some_and(|e| e.contains("out of reach")), "{uri}: {text}");
+            }
         }
     }
 }
