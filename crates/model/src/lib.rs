@@ -47,7 +47,7 @@ pub use limits::{Limit, Limits};
 pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
 pub use member::Member;
-pub use parse::{parse_documents, parse_documents_with, ParseBudget, ParseError};
+pub use parse::{parse_documents, parse_documents_with, parse_manifests_with, ParseBudget, ParseError};
 pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
 pub use secret::{Secret, SecretValue};

@@ -4,6 +4,7 @@
 
 use crate::document::{parse_value, Document, Kind, ValidationError};
 use crate::limits::{Limit, Limits, DEFAULT_PARSE_TIME};
+use crate::manifest::Manifest;
 use crate::scan::{self, Scan, Stop};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -91,29 +92,10 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, ParseError> {
 /// refused, as are numbers that are not finite (`.nan`, `.inf`). The first error is
 /// returned.
 pub fn parse_documents_with(text: &str, budget: &ParseBudget) -> Result<Vec<Document>, ParseError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let limits = &budget.limits;
-    if text.len() > limits.max_body_bytes {
-        return Err(ParseError::Limit { index: 0, limit: Limit::BodyBytes(limits.max_body_bytes) });
-    }
-    let start = Instant::now();
-    let deadline = budget.deadline.map_or(start + budget.time_limit, |d| d.min(start + budget.time_limit));
-    let time_limit = deadline.saturating_duration_since(start);
-    let scan = Scan::new(deadline, budget.cancel.clone());
-    if let Some(stop) = scan.must_stop() {
-        return Err(stopped(stop, 0, time_limit));
-    }
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(limits.budget(text.len()));
-    options.with_snippet = false;
-    // YAML 1.2: only `true` and `false` are booleans (`yes`, `on` stay text).
-    options.strict_booleans = true;
-    let (values, scan) = scan.run(|| serde_saphyr::from_multiple_with_options::<scan::Document>(text, options));
-    let values = values.map_err(|e| scan_error(&e, &scan, limits, text.len(), time_limit))?;
-
+    let values = scan_values(text, budget)?;
     let mut docs = Vec::with_capacity(values.len());
     let mut seen: HashMap<(Kind, String, String), usize> = HashMap::new();
-    for (i, scan::Document(value)) in values.into_iter().enumerate() {
+    for (i, value) in values.into_iter().enumerate() {
         let index = i + 1;
         let doc = parse_value(index, value)?;
         let (kind, meta) = (doc.kind(), doc.metadata());
@@ -134,6 +116,52 @@ pub fn parse_documents_with(text: &str, budget: &ParseBudget) -> Result<Vec<Docu
         return Err(ParseError::Empty);
     }
     Ok(docs)
+}
+
+/// Parses the Kubernetes manifests of a YAML (or JSON) text — what a file of a source
+/// holds — within `budget`, as [`parse_documents_with`] scans a body: each document
+/// must be a mapping whose identity ([`Manifest::resource_ref`]) is valid. Empty
+/// documents are skipped; a text of none gives none.
+pub fn parse_manifests_with(text: &str, budget: &ParseBudget) -> Result<Vec<Manifest>, ParseError> {
+    let values = scan_values(text, budget)?;
+    let mut manifests = Vec::with_capacity(values.len());
+    for (i, value) in values.into_iter().enumerate() {
+        let document = format!("document {}", i + 1);
+        if !value.is_object() {
+            let rule = "a manifest must be a mapping".to_string();
+            return Err(ValidationError { document, field: String::new(), rule }.into());
+        }
+        let manifest = Manifest(value);
+        if let Err(e) = manifest.resource_ref() {
+            return Err(ValidationError { document, field: e.field, rule: e.message }.into());
+        }
+        manifests.push(manifest);
+    }
+    Ok(manifests)
+}
+
+/// Scans every document of a text within `budget`, empty ones skipped.
+fn scan_values(text: &str, budget: &ParseBudget) -> Result<Vec<serde_json::Value>, ParseError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let limits = &budget.limits;
+    if text.len() > limits.max_body_bytes {
+        return Err(ParseError::Limit { index: 0, limit: Limit::BodyBytes(limits.max_body_bytes) });
+    }
+    let start = Instant::now();
+    let deadline = budget.deadline.map_or(start + budget.time_limit, |d| d.min(start + budget.time_limit));
+    let time_limit = deadline.saturating_duration_since(start);
+    let scan = Scan::new(deadline, budget.cancel.clone());
+    if let Some(stop) = scan.must_stop() {
+        return Err(stopped(stop, 0, time_limit));
+    }
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(limits.budget(text.len()));
+    options.with_snippet = false;
+    // YAML 1.2: only `true` and `false` are booleans (`yes`, `on` stay text).
+    options.strict_booleans = true;
+    let (values, scan) = scan.run(|| serde_saphyr::from_multiple_with_options::<scan::Document>(text, options));
+    let values = values.map_err(|e| scan_error(&e, &scan, limits, text.len(), time_limit))?;
+    Ok(values.into_iter().map(|scan::Document(value)| value).collect())
 }
 
 fn stopped(stop: Stop, index: usize, time_limit: Duration) -> ParseError {

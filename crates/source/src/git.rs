@@ -1,0 +1,362 @@
+//! A Git repository's ref, fetched into an [`Artifact`] only when its revision moved.
+//!
+//! [`GitSource::fetch`] asks the remote what it advertises for the ref (`ls-refs`,
+//! narrowed to the ref's prefix), resolves the ref to a commit, and stops there if that
+//! commit is the revision the caller already holds: a poll of an unchanged source
+//! downloads no pack. Otherwise it fetches that one commit, shallow (depth 1), into a
+//! bare repository in a temporary directory, reads the commit's tree within the
+//! [`Limits`], and deletes the directory. The download is watched while it arrives and
+//! stopped once it passes [`Limits::max_download_bytes`].
+//!
+//! What a tree may hold: regular files (kept unless an `ignore` pattern matches),
+//! directories, and submodules (skipped: their content is another repository's). A
+//! symlink is refused, naming its path, since it could point out of the source; an
+//! `ignore` pattern that matches it lets the rest through.
+
+use crate::artifact::Artifact;
+use crate::limits::{Limit, Limits, Tally};
+use gix::remote::Direction;
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Which revision of a repository a source follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitRef {
+    /// The branch's head.
+    Branch(String),
+    /// The commit a tag names (an annotated tag peeled).
+    Tag(String),
+    /// The highest tag that is a version (`1.2.3` or `v1.2.3`) in this range
+    /// (`>=1.2, <2`, as Cargo writes ranges).
+    Semver(String),
+    /// One commit, by its full id.
+    Commit(String),
+}
+
+/// A repository and the ref of it to follow.
+#[derive(Debug, Clone)]
+pub struct GitSource {
+    /// `https://…`, `ssh://…` or `file://…`.
+    pub url: String,
+    pub reference: GitRef,
+    /// Paths to leave out, in .gitignore's syntax (`*.md`, `/docs/`, `!keep.yaml`).
+    pub ignore: Vec<String>,
+}
+
+/// What a fetch found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetch {
+    /// The ref is at the revision already held; nothing was downloaded.
+    Unchanged { revision: String },
+    /// A new revision, read whole.
+    Fetched(Artifact),
+}
+
+/// Why a fetch failed. URLs in it are shown without user information.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("invalid source URL {url}: {reason}")]
+    Url { url: String, reason: String },
+    #[error("invalid ref {reference}: {reason}")]
+    Ref { reference: String, reason: String },
+    #[error("invalid ignore pattern {pattern:?}: {reason}")]
+    Ignore { pattern: String, reason: String },
+    /// The remote could not be reached or answered something else than Git.
+    #[error("{step} {url}: {message}")]
+    Remote { step: &'static str, url: String, message: String },
+    /// The remote advertises nothing the ref names.
+    #[error("{url} has no {reference}")]
+    NotFound { url: String, reference: String },
+    /// The source broke one of the [`Limits`]; nothing of it was kept.
+    #[error("{url}: {}{limit}", path.as_ref().map(|p| format!("{p}: ")).unwrap_or_default())]
+    Limit { url: String, limit: Limit, path: Option<String> },
+    #[error("{url}: {path} is a symlink: a source may hold regular files only (leave it out with `ignore`)")]
+    Symlink { url: String, path: String },
+    /// Reading what was fetched failed (the temporary repository, an object).
+    #[error("reading {url} ({step}): {message}")]
+    Local { step: &'static str, url: String, message: String },
+}
+
+impl std::fmt::Display for GitRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GitRef::Branch(b) => write!(f, "branch {b:?}"),
+            GitRef::Tag(t) => write!(f, "tag {t:?}"),
+            GitRef::Semver(r) => write!(f, "tag in the range {r:?}"),
+            GitRef::Commit(c) => write!(f, "commit {c}"),
+        }
+    }
+}
+
+/// How often the download is looked at.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+impl GitSource {
+    /// Resolves the ref and, unless it is at `known`, fetches it (see the module docs).
+    pub fn fetch(&self, known: Option<&str>, limits: &Limits) -> Result<Fetch, GitError> {
+        let ignore = self.ignore_matcher()?;
+        let dir = tempfile::tempdir().map_err(|e| self.local("creating a temporary directory", e))?;
+        let repo = gix::init_bare(dir.path()).map_err(|e| self.local("creating a repository", e))?;
+        let (wanted, revision) = self.resolve(&repo)?;
+        if known == Some(revision.as_str()) {
+            return Ok(Fetch::Unchanged { revision });
+        }
+        let commit = self.download(&repo, &wanted, dir.path(), limits)?;
+        let files = self.read_tree(&repo, commit, &ignore, limits)?;
+        Ok(Fetch::Fetched(Artifact { revision: commit.to_string(), files }))
+    }
+
+    fn ignore_matcher(&self) -> Result<ignore::gitignore::Gitignore, GitError> {
+        let mut builder = ignore::gitignore::GitignoreBuilder::new("/");
+        for pattern in &self.ignore {
+            builder
+                .add_line(None, pattern)
+                .map_err(|e| GitError::Ignore { pattern: pattern.clone(), reason: e.to_string() })?;
+        }
+        builder.build().map_err(|e| GitError::Ignore { pattern: self.ignore.join(", "), reason: e.to_string() })
+    }
+
+    /// The refspec source to fetch and the commit it is at, from what the remote
+    /// advertises (for a commit, the commit itself: remotes need not advertise it).
+    fn resolve(&self, repo: &gix::Repository) -> Result<(String, String), GitError> {
+        let prefix = match &self.reference {
+            GitRef::Commit(id) => {
+                let parsed = gix::ObjectId::from_hex(id.as_bytes()).map_err(|e| GitError::Ref {
+                    reference: self.reference.to_string(),
+                    reason: format!("not a full commit id: {e}"),
+                })?;
+                return Ok((parsed.to_string(), parsed.to_string()));
+            }
+            GitRef::Branch(b) => format!("refs/heads/{b}"),
+            GitRef::Tag(t) => format!("refs/tags/{t}"),
+            GitRef::Semver(_) => "refs/tags/*".to_string(),
+        };
+        let advertised = self.list(repo, &prefix)?;
+        let found = match &self.reference {
+            GitRef::Semver(range) => best_version(range, &advertised)
+                .map_err(|reason| GitError::Ref { reference: self.reference.to_string(), reason })?,
+            _ => advertised.get(&prefix).map(|id| (prefix.clone(), id.clone())),
+        };
+        found.ok_or_else(|| GitError::NotFound { url: redact(&self.url), reference: self.reference.to_string() })
+    }
+
+    /// Ref name → commit id (annotated tags peeled), of the refs `spec` matches.
+    fn list(&self, repo: &gix::Repository, spec: &str) -> Result<BTreeMap<String, String>, GitError> {
+        let remote = self.remote(repo, spec)?;
+        let connection = remote.connect(Direction::Fetch).map_err(|e| self.remote_error("connecting to", e))?;
+        let (map, _) = connection
+            .ref_map(gix::progress::Discard, Default::default())
+            .map_err(|e| self.remote_error("listing the refs of", e))?;
+        let mut refs = BTreeMap::new();
+        for r in &map.remote_refs {
+            let (name, target, peeled) = r.unpack();
+            if let Some(id) = peeled.or(target) {
+                refs.insert(name.to_string(), id.to_string());
+            }
+        }
+        Ok(refs)
+    }
+
+    fn remote<'r>(&self, repo: &'r gix::Repository, spec: &str) -> Result<gix::Remote<'r>, GitError> {
+        let shown = redact(&self.url);
+        let url = gix::url::parse(self.url.as_str().into())
+            .map_err(|e| GitError::Url { url: shown.clone(), reason: scrub(&e.to_string(), &self.url) })?;
+        let refspec =
+            if spec.ends_with('*') { format!("+{spec}:refs/listed/*") } else { format!("+{spec}:refs/fetched") };
+        repo.remote_at(url)
+            .map(|r| r.with_fetch_tags(gix::remote::fetch::Tags::None))
+            .map_err(|e| GitError::Url { url: shown.clone(), reason: scrub(&e.to_string(), &self.url) })?
+            .with_refspecs([refspec.as_str()], Direction::Fetch)
+            .map_err(|e| GitError::Ref { reference: self.reference.to_string(), reason: e.to_string() })
+    }
+
+    /// Fetches `wanted` (a ref name or a commit id), one commit deep; the commit.
+    fn download(
+        &self,
+        repo: &gix::Repository,
+        wanted: &str,
+        dir: &Path,
+        limits: &Limits,
+    ) -> Result<gix::ObjectId, GitError> {
+        let remote = self.remote(repo, wanted)?;
+        let connection = remote.connect(Direction::Fetch).map_err(|e| self.remote_error("connecting to", e))?;
+        let depth = NonZeroU32::MIN;
+        let prepare = connection
+            .prepare_fetch(gix::progress::Discard, Default::default())
+            .map_err(|e| self.remote_error("listing the refs of", e))?
+            .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth));
+        let (stop, done, over) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
+        let outcome = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    if size_of_dir(dir) > limits.max_download_bytes {
+                        over.store(true, Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    std::thread::sleep(WATCH_EVERY);
+                }
+            });
+            // The error is large; only its text is kept.
+            let outcome = prepare.receive(gix::progress::Discard, &stop).map(drop).map_err(|e| chain(&e));
+            done.store(true, Ordering::Relaxed);
+            outcome
+        });
+        // Also what arrived between the last look and the end.
+        if over.load(Ordering::Relaxed) || size_of_dir(dir) > limits.max_download_bytes {
+            return Err(GitError::Limit {
+                url: redact(&self.url),
+                limit: Limit::DownloadBytes(limits.max_download_bytes),
+                path: None,
+            });
+        }
+        outcome.map_err(|message| GitError::Remote {
+            step: "fetching from",
+            url: redact(&self.url),
+            message: scrub(&message, &self.url),
+        })?;
+        let fetched = repo
+            .find_reference("refs/fetched")
+            .map_err(|e| self.local("finding what was fetched", e))?
+            .peel_to_id()
+            .map_err(|e| self.local("peeling what was fetched", e))?;
+        Ok(fetched.detach())
+    }
+}
+
+impl GitSource {
+    /// The files of `commit`'s tree, within `limits`.
+    fn read_tree(
+        &self,
+        repo: &gix::Repository,
+        commit: gix::ObjectId,
+        ignore: &ignore::gitignore::Gitignore,
+        limits: &Limits,
+    ) -> Result<BTreeMap<String, Vec<u8>>, GitError> {
+        let shown = redact(&self.url);
+        let tree = repo
+            .find_commit(commit)
+            .map_err(|e| self.local("reading the commit", e))?
+            .tree()
+            .map_err(|e| self.local("reading the commit's tree", e))?;
+        let mut recorder = gix::traverse::tree::Recorder::default();
+        tree.traverse().breadthfirst(&mut recorder).map_err(|e| self.local("walking the tree", e))?;
+        let limit = |limit, path: &str| GitError::Limit { url: shown.clone(), limit, path: Some(path.to_string()) };
+        let mut tally = Tally::new(*limits);
+        let mut files = BTreeMap::new();
+        for entry in recorder.records {
+            let path = entry.filepath.to_string();
+            if entry.mode.is_tree() || entry.mode.is_commit() {
+                continue;
+            }
+            if ignore.matched_path_or_any_parents(&path, false).is_ignore() {
+                continue;
+            }
+            if entry.mode.is_link() {
+                return Err(GitError::Symlink { url: shown.clone(), path });
+            }
+            let header = repo.find_header(entry.oid).map_err(|e| self.local("reading an object's header", e))?;
+            tally.add(&path, header.size()).map_err(|l| limit(l, &path))?;
+            let blob = repo.find_object(entry.oid).map_err(|e| self.local("reading a file", e))?;
+            files.insert(path, blob.detach().data);
+        }
+        Ok(files)
+    }
+}
+
+/// The highest tag in `range` among `refs` (`refs/tags/NAME` → commit).
+fn best_version(range: &str, refs: &BTreeMap<String, String>) -> Result<Option<(String, String)>, String> {
+    let req = semver::VersionReq::parse(range).map_err(|e| format!("not a version range: {e}"))?;
+    let best = refs
+        .iter()
+        .filter_map(|(name, id)| {
+            let tag = name.strip_prefix("refs/tags/")?;
+            let version = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()?;
+            req.matches(&version).then_some((version, name, id))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0));
+    Ok(best.map(|(_, name, id)| (name.clone(), id.clone())))
+}
+
+/// Bytes of the files under `dir`.
+fn size_of_dir(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => size_of_dir(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// `url` without its user information (`https://token@host/…` → `https://host/…`).
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+/// `message` without the user information of `url` (`user:password@`), wherever it
+/// shows.
+fn scrub(message: &str, url: &str) -> String {
+    let Some((_, rest)) = url.split_once("://") else { return message.to_string() };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => message.replace(&authority[..=at], ""),
+        None => message.to_string(),
+    }
+}
+
+impl GitSource {
+    fn remote_error(&self, step: &'static str, e: impl std::error::Error) -> GitError {
+        GitError::Remote { step, url: redact(&self.url), message: scrub(&chain(&e), &self.url) }
+    }
+
+    fn local(&self, step: &'static str, e: impl std::error::Error) -> GitError {
+        GitError::Local { step, url: redact(&self.url), message: scrub(&chain(&e), &self.url) }
+    }
+}
+
+/// An error and its causes, `: `-separated.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_information_never_shows() {
+        assert_eq!(redact("https://x-token:s3cret@git.example/org/repo.git"), "https://git.example/org/repo.git");
+        assert_eq!(redact("ssh://git@host:22/repo"), "ssh://host:22/repo");
+        assert_eq!(redact("file:///srv/repo"), "file:///srv/repo");
+        assert_eq!(redact("https://host/a@b"), "https://host/a@b");
+    }
+
+    #[test]
+    fn the_highest_version_in_the_range_wins_with_or_without_a_v() {
+        let refs: BTreeMap<String, String> = [("v1.2.0", "a"), ("1.10.0", "b"), ("v2.0.0", "c"), ("latest", "d")]
+            .into_iter()
+            .map(|(t, id)| (format!("refs/tags/{t}"), id.to_string()))
+            .collect();
+        assert_eq!(best_version(">=1.2, <2", &refs), Ok(Some(("refs/tags/1.10.0".into(), "b".into()))));
+        assert_eq!(best_version(">=3", &refs), Ok(None));
+        assert!(best_version("not a range", &refs).is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! Git sources against real Git servers: `git http-backend` over smart HTTP on a
+//! loopback port (see `server.rs`), and `file://`. Repositories are made with the
+//! `git` command. What a fetch got is checked against what was committed; how often
+//! it downloaded, against the server's own log of requests.
+
+mod repo;
+mod server;
+
+use fleetsync_model::ParseBudget;
+use fleetsync_source::{Fetch, GitError, GitRef, GitSource, Limit, Limits};
+use repo::Repo;
+use server::GitServer;
+
+const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME, namespace: apps}\ndata: {v: VALUE}\n";
+
+fn cm(name: &str, value: &str) -> Vec<u8> {
+    CM.replace("NAME", name).replace("VALUE", value).into_bytes()
+}
+
+fn source(url: &str, reference: GitRef) -> GitSource {
+    GitSource { url: url.to_string(), reference, ignore: Vec::new() }
+}
+
+fn fetched(f: Fetch) -> fleetsync_source::Artifact {
+    match f {
+        Fetch::Fetched(a) => a,
+        Fetch::Unchanged { revision } => panic!("unchanged at {revision}, expected a fetch"),
+    }
+}
+
+fn branch(b: &str) -> GitRef {
+    GitRef::Branch(b.to_string())
+}
+
+#[test]
+fn a_branch_over_smart_http_is_downloaded_once_per_revision() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "fleet");
+    let first = repo.commit(&[("apps/a.yaml", &cm("a", "1")), ("apps/b.yaml", &cm("b", "1"))], "first");
+    let server = GitServer::start(root.path().to_path_buf());
+    let src = source(&format!("{}/fleet", server.url), branch("main"));
+    let limits = Limits::default();
+
+    let artifact = fetched(src.fetch(None, &limits).expect("fetch"));
+    assert_eq!(artifact.revision, first);
+    assert_eq!(artifact.files["apps/a.yaml"], cm("a", "1"));
+    assert_eq!(server.fetches(), 1, "{:?}", server.asked());
+
+    // Polling an unchanged branch lists the refs and downloads nothing.
+    let again = src.fetch(Some(&first), &limits).expect("poll");
+    assert_eq!(again, Fetch::Unchanged { revision: first.clone() });
+    assert_eq!(server.fetches(), 1, "{:?}", server.asked());
+
+    // A push: the next poll downloads the new revision, once.
+    let second = repo.commit(&[("apps/b.yaml", &cm("b", "2"))], "second");
+    let artifact = fetched(src.fetch(Some(&first), &limits).expect("fetch the push"));
+    assert_eq!(artifact.revision, second);
+    assert_eq!(artifact.files["apps/b.yaml"], cm("b", "2"));
+    assert_eq!(artifact.files["apps/a.yaml"], cm("a", "1"));
+    assert_eq!(server.fetches(), 2, "{:?}", server.asked());
+    let names: Vec<String> = artifact
+        .manifests("apps", &ParseBudget::default())
+        .expect("manifests")
+        .iter()
+        .map(|m| format!("{}={}", m.0["metadata"]["name"], m.0["data"]["v"]))
+        .collect();
+    assert_eq!(names, ["\"a\"=1", "\"b\"=2"]);
+}
+
+#[test]
+fn tags_version_ranges_and_commits_resolve_to_what_was_committed() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "tags");
+    let v1 = repo.commit(&[("app.yaml", &cm("app", "1"))], "v1");
+    repo.git(&["tag", "-a", "v1.0.0", "-m", "one"]);
+    let v12 = repo.commit(&[("app.yaml", &cm("app", "12"))], "v1.2");
+    repo.git(&["tag", "v1.2.0"]);
+    let v2 = repo.commit(&[("app.yaml", &cm("app", "2"))], "v2");
+    repo.git(&["tag", "v2.0.0"]);
+    let limits = Limits::default();
+    let url = repo.file_url();
+
+    let at = |reference: GitRef| fetched(source(&url, reference).fetch(None, &limits).expect("fetch"));
+    let annotated = at(GitRef::Tag("v1.0.0".into()));
+    assert_eq!((annotated.revision.as_str(), &annotated.files["app.yaml"]), (v1.as_str(), &cm("app", "1")));
+    assert_eq!(at(GitRef::Semver(">=1.1, <2".into())).revision, v12);
+    assert_eq!(at(GitRef::Semver(">=1".into())).revision, v2);
+    let old = at(GitRef::Commit(v1.clone()));
+    assert_eq!((old.revision.as_str(), &old.files["app.yaml"]), (v1.as_str(), &cm("app", "1")));
+
+    let missing = source(&url, branch("nope")).fetch(None, &limits).expect_err("no such branch");
+    assert!(matches!(missing, GitError::NotFound { .. }), "{missing}");
+    assert!(missing.to_string().ends_with("has no branch \"nope\""), "{missing}");
+    let none = source(&url, GitRef::Semver(">=3".into())).fetch(None, &limits).expect_err("no such version");
+    assert!(matches!(none, GitError::NotFound { .. }), "{none}");
+}
+
+#[test]
+fn ignore_patterns_leave_files_out_and_submodule_free_trees_come_whole() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "ignore");
+    repo.commit(
+        &[
+            ("apps/a.yaml", &cm("a", "1")),
+            ("apps/README.md", b"# notes"),
+            ("docs/guide.yaml", &cm("g", "1")),
+            ("apps/keep.md", b"kept"),
+        ],
+        "files",
+    );
+    let mut src = source(&repo.file_url(), branch("main"));
+    src.ignore = vec!["*.md".into(), "/docs/".into(), "!keep.md".into()];
+    let artifact = fetched(src.fetch(None, &Limits::default()).expect("fetch"));
+    let paths: Vec<&str> = artifact.files.keys().map(String::as_str).collect();
+    assert_eq!(paths, ["apps/a.yaml", "apps/keep.md"]);
+}
+
+/// What a fetch over a limit gives.
+fn refused(src: &GitSource, limits: Limits) -> GitError {
+    src.fetch(None, &limits).expect_err("over a limit")
+}
+
+#[test]
+fn a_repository_of_100k_files_is_refused_at_the_file_limit() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "many");
+    repo.commit(&[("README", b"many files")], "start");
+    repo.commit_many(100_000, |i| format!("d{:03}/f{i}.yaml", i % 1000));
+    let err = refused(&source(&repo.file_url(), branch("main")), Limits::default());
+    assert!(matches!(err, GitError::Limit { limit: Limit::Files(10_000), .. }), "{err}");
+    assert!(err.to_string().contains("more than 10000 files (the limit)"), "{err}");
+}
+
+#[test]
+fn a_large_file_too_many_bytes_a_deep_path_and_a_large_download_are_each_refused_by_name() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let small =
+        Limits { max_download_bytes: 1 << 20, max_files: 100, max_bytes: 3000, max_file_bytes: 2000, max_depth: 3 };
+
+    let big = Repo::new(root.path(), "big");
+    big.commit(&[("a.yaml", &[b'x'; 2001])], "big");
+    let err = refused(&source(&big.file_url(), branch("main")), small);
+    assert!(
+        matches!(err, GitError::Limit { limit: Limit::FileBytes(2000), ref path, .. } if path.as_deref() == Some("a.yaml")),
+        "{err}"
+    );
+
+    let bytes = Repo::new(root.path(), "bytes");
+    bytes.commit(&[("a.yaml", &[b'x'; 1600]), ("b.yaml", &[b'y'; 1600])], "bytes");
+    let err = refused(&source(&bytes.file_url(), branch("main")), small);
+    assert!(matches!(err, GitError::Limit { limit: Limit::Bytes(3000), .. }), "{err}");
+
+    let deep = Repo::new(root.path(), "deep");
+    deep.commit(&[("a/b/c/d/e.yaml", &cm("e", "1"))], "deep");
+    let err = refused(&source(&deep.file_url(), branch("main")), small);
+    assert!(matches!(err, GitError::Limit { limit: Limit::Depth(3), .. }), "{err}");
+    assert!(err.to_string().contains("a/b/c/d/e.yaml: a path more than 3 directories deep (the limit)"), "{err}");
+
+    // 4 MiB that do not compress: the pack alone is over the download limit.
+    let noise = Repo::new(root.path(), "noise");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let random: Vec<u8> = (0..4 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    noise.commit(&[("blob.bin", &random)], "noise");
+    let err = refused(
+        &source(&noise.file_url(), branch("main")),
+        Limits { max_file_bytes: 8 << 20, max_bytes: 8 << 20, ..small },
+    );
+    assert!(matches!(err, GitError::Limit { limit: Limit::DownloadBytes(_), .. }), "{err}");
+}
+
+#[test]
+fn a_symlink_is_refused_by_its_path_unless_ignored() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "links");
+    repo.commit(&[("apps/a.yaml", &cm("a", "1"))], "files");
+    std::os::unix::fs::symlink("/etc/passwd", repo.dir.join("apps/evil.yaml")).expect("a symlink");
+    repo.commit(&[], "a symlink out of the source");
+    let mut src = source(&repo.file_url(), branch("main"));
+    let err = refused(&src, Limits::default());
+    assert!(matches!(err, GitError::Symlink { ref path, .. } if path == "apps/evil.yaml"), "{err}");
+    src.ignore = vec!["evil.yaml".into()];
+    let artifact = fetched(src.fetch(None, &Limits::default()).expect("fetch"));
+    assert_eq!(artifact.files.keys().collect::<Vec<_>>(), ["apps/a.yaml"]);
+}
+
+#[test]
+fn credentials_in_a_url_never_show_in_an_error() {
+    let src = source("http://fleet-bot:s3cr3t-t0ken@127.0.0.1:9/org/fleet.git", branch("main"));
+    let err = src.fetch(None, &Limits::default()).expect_err("nothing listens on port 9");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("s3cr3t") && !shown.contains("fleet-bot"), "{shown}");
+    assert!(shown.contains("http://127.0.0.1:9/org/fleet.git"), "{shown}");
+}
