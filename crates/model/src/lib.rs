@@ -4,6 +4,8 @@
 //!   validation that names the document, the field and the rule that failed.
 //! * [`parse`] and [`limits`]: reading a body of YAML or JSON documents within one
 //!   policy of depth, size and time, so that whatever is accepted can be stored and read back.
+//! * [`artifact`]: the files of one revision of a source, by content digest, and the
+//!   manifests under a path of them.
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
@@ -13,6 +15,7 @@
 //! * [`time`]: timestamps and the injected clock that makes time testable.
 
 pub mod access;
+pub mod artifact;
 pub mod cluster;
 pub mod document;
 pub mod error;
@@ -37,6 +40,7 @@ pub mod syncset;
 pub mod time;
 
 pub use access::{Grant, Role, TenantRole, TokenRecord};
+pub use artifact::{Artifact, ArtifactError};
 pub use cluster::{Cluster, ClusterSpec, Endpoint};
 pub use document::{Document, Kind, ObjectMeta, ValidationError, API_VERSION};
 pub use error::FieldError;

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_model::{
-    Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary, SyncSet,
-    Timestamp, TokenRecord, WorkKey,
+    Artifact, Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary,
+    SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
@@ -282,6 +282,17 @@ impl EventLog for ExpireAfterClaim {
 
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.inner.events_subscribe()
+    }
+}
+
+#[async_trait]
+impl Artifacts for ExpireAfterClaim {
+    async fn artifact_put(&self, tenant: &str, source: &str, artifact: &Artifact) -> Result<ArtifactStored> {
+        self.inner.artifact_put(tenant, source, artifact).await
+    }
+
+    async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {
+        self.inner.artifact_get(tenant, source, revision).await
     }
 }
 

@@ -13,8 +13,8 @@
 //! symlink is refused, naming its path, since it could point out of the source; an
 //! `ignore` pattern that matches it lets the rest through.
 
-use crate::artifact::Artifact;
 use crate::limits::{Limit, Limits, Tally};
+use fleetsync_model::Artifact;
 use gix::remote::Direction;
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;

@@ -5,8 +5,9 @@
 //! * [`git`]: a Git repository's ref (a branch, a tag, a version range over tags, or a
 //!   commit) resolved against what the remote advertises, and fetched (one commit,
 //!   shallow) only when its revision is not the one already held.
-//! * [`artifact`]: the files of a revision, each with its content digest (what the
-//!   store keeps once however many revisions hold it), and the manifests under a path.
+//! * [`Artifact`] (the model's): the files of a revision, each with its content digest
+//!   (what the store keeps once however many revisions hold it), and the manifests
+//!   under a path.
 //! * [`limits`]: how much a source may download, hold and nest; a source over a limit
 //!   is refused with an error naming the limit, and nothing of it is kept.
 //!
@@ -14,10 +15,9 @@
 //! `tokio::task::spawn_blocking`. No error carries a credential: URLs are shown without
 //! their user information.
 
-pub mod artifact;
 pub mod git;
 pub mod limits;
 
-pub use artifact::{Artifact, ArtifactError};
+pub use fleetsync_model::artifact::{Artifact, ArtifactError};
 pub use git::{Fetch, GitError, GitRef, GitSource};
 pub use limits::{Limit, Limits};

@@ -58,8 +58,9 @@ pub use queue::{
 };
 pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
-pub use roles::{EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Store, Tokens, WorkQueue};
+pub use roles::{Artifacts, EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Store, Tokens, WorkQueue};
 pub use sealed::{KeyFileError, Keyring, Resealed, SealError};
+pub use write::artifact::ArtifactStored;
 
 use fleetsync_model::Clock;
 use std::sync::Arc;

@@ -14,14 +14,14 @@
 use crate::page::{ClusterFilter, LiveFilter, ObjectFilter, ObjectKey, Page, PageRequest};
 use crate::rollout::{RolloutEvent, RolloutState};
 use crate::{
-    ApplyOutcome, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject, EventRetention,
-    EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite, QueueStats, Quotas,
-    RenewParams, Result, StatusFilter,
+    ApplyOutcome, ArtifactStored, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject,
+    EventRetention, EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite,
+    QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret, StatusSummary,
-    SyncSet, Timestamp, TokenRecord, WorkKey,
+    Artifact, Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret,
+    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -348,7 +348,22 @@ pub trait Rollouts: Send + Sync + 'static {
     ) -> Result<bool>;
 }
 
-/// Every role: what a backend implements and what a hub that serves them all holds.
-pub trait Store: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts {}
+/// Artifacts of sources: the files of each revision a source was fetched at, each
+/// content kept once per tenant however many revisions and files hold it.
+#[async_trait]
+pub trait Artifacts: Send + Sync + 'static {
+    /// Stores `artifact` as revision `artifact.revision` of `source` (its kind and name,
+    /// e.g. `GitRepository/fleet`) in `tenant`, all or nothing; says what was new. A
+    /// revision stored before is left as it is.
+    async fn artifact_put(&self, tenant: &str, source: &str, artifact: &Artifact) -> Result<ArtifactStored>;
+    /// The files of `source`'s `revision`, if stored.
+    async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>>;
+}
 
-impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts> Store for T {}
+/// Every role: what a backend implements and what a hub that serves them all holds.
+pub trait Store:
+    Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts + Artifacts
+{
+}
+
+impl<T: Objects + WorkQueue + Members + StatusRead + EventLog + LiveState + Tokens + Rollouts + Artifacts> Store for T {}

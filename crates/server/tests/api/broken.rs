@@ -252,6 +252,17 @@ impl<const TRANSIENT: bool> LiveState for Broken<TRANSIENT> {
 }
 
 #[async_trait]
+impl<const TRANSIENT: bool> Artifacts for Broken<TRANSIENT> {
+    async fn artifact_put(&self, _: &str, _: &str, _: &fleetsync_model::Artifact) -> Result<ArtifactStored> {
+        Self::fail()
+    }
+
+    async fn artifact_get(&self, _: &str, _: &str, _: &str) -> Result<Option<fleetsync_model::Artifact>> {
+        Self::fail()
+    }
+}
+
+#[async_trait]
 impl<const TRANSIENT: bool> Rollouts for Broken<TRANSIENT> {
     async fn revision_get(&self, _: &str, _: &str, _: i64) -> Result<Option<SyncSet>> {
         Self::fail()

@@ -9,8 +9,8 @@
 //!
 //! The checks are grouped by the role they exercise: the work queue (`queue.rs`), the
 //! objects (`objects.rs`) and their dry runs (`dry_run.rs`), the event log and its
-//! consumers (`events.rs`), members (`members.rs`), live state (`live.rs`) and
-//! explicit retries (`retries.rs`). The harness, the macro and the helpers they share
+//! consumers (`events.rs`), members (`members.rs`), live state (`live.rs`),
+//! explicit retries (`retries.rs`) and artifacts of sources (`artifacts.rs`). The harness, the macro and the helpers they share
 //! are here.
 
 use crate::{
@@ -52,7 +52,8 @@ macro_rules! conformance_tests {
             summaries_equal_a_full_count, stale_clusters_are_those_without_a_sign_of_life, change_times_follow_the_oldest_unclaimed_change,
             dry_run_answers_as_the_apply_and_writes_nothing, a_rollout_moves_one_step_at_a_time_on_the_stores_clock,
             rollout_controls_pause_resume_promote_and_abort, revisions_kept_are_those_still_needed_and_the_last_ten,
-            live_records_end_with_what_the_key_stops_applying, retries_are_logged_naming_who_asked);
+            live_records_end_with_what_the_key_stops_applying, retries_are_logged_naming_who_asked,
+            artifacts_keep_each_content_once);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -63,6 +64,7 @@ macro_rules! conformance_tests {
     )*};
 }
 
+mod artifacts;
 mod dry_run;
 mod events;
 mod live;
@@ -76,6 +78,7 @@ mod rollouts;
 mod summary;
 mod tokens;
 
+pub use artifacts::artifacts_keep_each_content_once;
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
 pub use events::{
     an_objects_events_newest_first, consumer_cursors_only_move_forward, consumer_names_are_checked,

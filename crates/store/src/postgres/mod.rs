@@ -73,6 +73,7 @@
 //! [`StoreConfig::clock`]: crate::StoreConfig::clock
 //! [`StoreError::Refused`]: crate::StoreError::Refused
 
+mod artifacts;
 mod claim;
 pub mod clock;
 mod complete;

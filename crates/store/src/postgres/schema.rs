@@ -428,6 +428,20 @@ const MIGRATIONS: &[(&str, &str)] = &[
     INSERT INTO events_tenant_horizon (tenant, horizon) SELECT '*', horizon FROM events_horizon;
     "#,
     ),
+    (
+        "artifacts of sources",
+        r#"
+    -- Each content once per tenant, and each revision as the list of its files' paths
+    -- and content digests.
+    CREATE TABLE contents (
+        tenant text NOT NULL, digest text NOT NULL, content bytea NOT NULL,
+        PRIMARY KEY (tenant, digest));
+    CREATE TABLE artifacts (
+        tenant text NOT NULL, source text NOT NULL, revision text NOT NULL, files text NOT NULL,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (tenant, source, revision));
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -352,6 +352,27 @@ impl WriteTx for Tx<'_> {
         .await?;
         Ok(())
     }
+
+    async fn content_put(&mut self, tenant: &str, digest: &str, content: &[u8]) -> PgResult<bool> {
+        let n = self
+            .execute(
+                "INSERT INTO contents (tenant, digest, content) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&tenant, &digest, &content],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn artifact_insert(&mut self, tenant: &str, source: &str, revision: &str, files: &str) -> PgResult<bool> {
+        let n = self
+            .execute(
+                "INSERT INTO artifacts (tenant, source, revision, files, created_at) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT DO NOTHING",
+                &[&tenant, &source, &revision, &files, &self.now.millis()],
+            )
+            .await?;
+        Ok(n > 0)
+    }
 }
 
 /// An apply mode read from `table`.

@@ -15,6 +15,7 @@
 //! thread over the storage operations of `write.rs`; the other files are the SQL of
 //! what they are named after.
 
+mod artifacts;
 mod consumers;
 mod live;
 mod members;

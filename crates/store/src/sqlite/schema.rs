@@ -255,6 +255,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE events_tenant_horizon (tenant TEXT PRIMARY KEY, horizon INTEGER NOT NULL) WITHOUT ROWID;
     INSERT INTO events_tenant_horizon (tenant, horizon) SELECT '*', v FROM meta WHERE k = 'events_horizon';
     "#,
+    // 18: artifacts of sources: each content once per tenant, and each revision as the
+    // list of its files' paths and content digests.
+    r#"
+    CREATE TABLE contents (
+        tenant TEXT NOT NULL, digest TEXT NOT NULL, content BLOB NOT NULL,
+        PRIMARY KEY (tenant, digest)) WITHOUT ROWID;
+    CREATE TABLE artifacts (
+        tenant TEXT NOT NULL, source TEXT NOT NULL, revision TEXT NOT NULL, files TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, source, revision)) WITHOUT ROWID;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

@@ -359,6 +359,27 @@ impl WriteTx for SqliteTx<'_> {
         }
         Ok(())
     }
+
+    async fn content_put(&mut self, tenant: &str, digest: &str, content: &[u8]) -> Result<bool> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO contents (tenant, digest, content) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![tenant, digest, content])?;
+        Ok(n > 0)
+    }
+
+    async fn artifact_insert(&mut self, tenant: &str, source: &str, revision: &str, files: &str) -> Result<bool> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO artifacts (tenant, source, revision, files, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![tenant, source, revision, files, self.now.millis()])?;
+        Ok(n > 0)
+    }
 }
 
 /// An apply mode read from `table`.

@@ -15,6 +15,7 @@
 //! - [`live`]: recording the live state an agent reports;
 //! - [`complete`]: what a completion writes (carried out by each backend's batched SQL,
 //!   so that a completion stays one round trip where it is one);
+//! - [`artifact`]: a source's artifact, each content once per tenant;
 //! - [`transitions`]: what an enqueue, a claim, a release, a take-back and a resync do
 //!   to a key's row, as the SQL both backends build their set-based statements from.
 //!
@@ -29,6 +30,7 @@
 //! and its writer thread drives the same workflow to completion with [`drive`].
 
 pub(crate) mod apply;
+pub(crate) mod artifact;
 pub(crate) mod complete;
 pub(crate) mod delete;
 pub(crate) mod live;
@@ -180,6 +182,20 @@ pub(crate) trait WriteTx {
     /// Writes the cluster's live rows (inserted, or replaced with their version counts
     /// grown by [`LiveRow::versions`]).
     async fn live_put(&mut self, tenant: &str, cluster: &str, rows: &[LiveRow<'_>]) -> Result<(), Self::Error>;
+
+    /// Keeps `content` as the tenant's content `digest`, unless it is kept already;
+    /// whether it was new.
+    async fn content_put(&mut self, tenant: &str, digest: &str, content: &[u8]) -> Result<bool, Self::Error>;
+
+    /// Records `source`'s `revision` as the list of its files (JSON `[[path, digest]]`),
+    /// unless recorded already; whether it was new.
+    async fn artifact_insert(
+        &mut self,
+        tenant: &str,
+        source: &str,
+        revision: &str,
+        files: &str,
+    ) -> Result<bool, Self::Error>;
 }
 
 /// One entry of the event log, as a writer appends it (the log numbers it).

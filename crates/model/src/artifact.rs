@@ -1,10 +1,12 @@
-//! The files of one revision of a source, and the manifests a SyncSet reads from them.
+//! The files of one revision of a source (a Git commit's tree, an OCI artifact's
+//! layer), and the manifests a SyncSet reads from them.
 //!
 //! Files are kept by path (relative to the source's root, `/`-separated) in name
 //! order. Each file's [`digest`] names its content: a store keeps a content once, so a
 //! new revision that changes one file adds that file, not the whole tree again.
 
-use fleetsync_model::{parse_manifests_with, Manifest, ParseBudget, ParseError};
+use crate::manifest::Manifest;
+use crate::parse::{parse_manifests_with, ParseBudget, ParseError};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
