@@ -8,6 +8,8 @@
 //! * [`Artifact`] (the model's): the files of a revision, each with its content digest
 //!   (what the store keeps once however many revisions hold it), and the manifests
 //!   under a path.
+//! * [`webhook`]: whether a push notification comes from the source's host (GitHub's
+//!   and the generic HMAC-SHA256 signature, GitLab's token).
 //! * [`limits`]: how much a source may download, hold and nest; a source over a limit
 //!   is refused with an error naming the limit, and nothing of it is kept.
 //!
@@ -17,6 +19,7 @@
 
 pub mod git;
 pub mod limits;
+pub mod webhook;
 
 pub use fleetsync_model::artifact::{Artifact, ArtifactError};
 pub use git::{Fetch, GitError, GitRef, GitSource};
