@@ -94,26 +94,7 @@ pub fn shorten(text: &str, max: usize) -> String {
     format!("{}…{}", &text[..head], &text[tail..])
 }
 
-/// The texts of `e` and its causes (`source()`), from the outermost to the innermost,
-/// joined by `: `. A text another one already says (a wrapper that repeats its cause,
-/// or a cause its wrapper printed) appears once; control characters become spaces.
-pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut kept: Vec<String> = Vec::new();
-    let mut next = Some(e);
-    while let Some(err) = next {
-        let text: String = err.to_string().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let text = text.trim().to_string();
-        next = err.source();
-        if text.is_empty() || kept.iter().any(|k| k.contains(&text)) {
-            continue;
-        }
-        // A cause that repeats what was kept before it (`outer: inner` then `inner`
-        // is handled above; `inner` kept, then a cause that says more) replaces it.
-        kept.retain(|k| !text.contains(k.as_str()));
-        kept.push(text);
-    }
-    kept.join(": ")
-}
+pub use fleetsync_model::error::causes;
 
 #[cfg(test)]
 mod tests {

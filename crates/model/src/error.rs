@@ -1,6 +1,6 @@
 //! The error of a rule a value broke: the field it is about (a path such as
 //! `spec.rollout.steps[1].percent`, or none when the value is a whole) and what the
-//! rule is.
+//! rule is; and an error with its causes as one line ([`causes`]).
 
 use std::fmt;
 
@@ -39,6 +39,27 @@ impl fmt::Display for FieldError {
         }
         f.write_str(&self.message)
     }
+}
+
+/// The texts of `e` and its causes (`source()`), from the outermost to the innermost,
+/// joined by `: `. A text another one already says (a wrapper that repeats its cause,
+/// or a cause its wrapper printed) appears once; control characters become spaces.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut kept: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let text: String = err.to_string().chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let text = text.trim().to_string();
+        next = err.source();
+        if text.is_empty() || kept.iter().any(|k| k.contains(&text)) {
+            continue;
+        }
+        // A cause that repeats what was kept before it (`outer: inner` then `inner`
+        // is handled above; `inner` kept, then a cause that says more) replaces it.
+        kept.retain(|k| !text.contains(k.as_str()));
+        kept.push(text);
+    }
+    kept.join(": ")
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! `ignore` pattern that matches it lets the rest through.
 
 use crate::limits::{Limit, Limits, Tally};
+use fleetsync_model::error::causes;
 use fleetsync_model::Artifact;
 use gix::remote::Direction;
 use std::collections::BTreeMap;
@@ -201,7 +202,7 @@ impl GitSource {
                 }
             });
             // The error is large; only its text is kept.
-            let outcome = prepare.receive(gix::progress::Discard, &stop).map(drop).map_err(|e| chain(&e));
+            let outcome = prepare.receive(gix::progress::Discard, &stop).map(drop).map_err(|e| causes(&e));
             done.store(true, Ordering::Relaxed);
             outcome
         });
@@ -316,25 +317,13 @@ fn scrub(message: &str, url: &str) -> String {
 }
 
 impl GitSource {
-    fn remote_error(&self, step: &'static str, e: impl std::error::Error) -> GitError {
-        GitError::Remote { step, url: redact(&self.url), message: scrub(&chain(&e), &self.url) }
+    fn remote_error(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
+        GitError::Remote { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
     }
 
-    fn local(&self, step: &'static str, e: impl std::error::Error) -> GitError {
-        GitError::Local { step, url: redact(&self.url), message: scrub(&chain(&e), &self.url) }
+    fn local(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
+        GitError::Local { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
     }
-}
-
-/// An error and its causes, `: `-separated.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -34,7 +34,6 @@ use fleetsync_model::access::Grant;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
-use std::error::Error as _;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -215,7 +214,7 @@ impl Oidc {
                     result = oidc.refresh() => result,
                 };
                 if let Err(e) = result {
-                    tracing::warn!(jwks = %oidc.inner.config.jwks, error = %chain(&e), "cannot refresh the OIDC keys; keeping the ones loaded");
+                    tracing::warn!(jwks = %oidc.inner.config.jwks, error = %fleetsync_model::error::causes(&e), "cannot refresh the OIDC keys; keeping the ones loaded");
                 }
             }
         })
@@ -244,7 +243,7 @@ impl Oidc {
             return verified;
         }
         if let Err(e) = self.refresh().await {
-            tracing::warn!(jwks = %self.inner.config.jwks, error = %chain(&e), "cannot refresh the OIDC keys; keeping the ones loaded");
+            tracing::warn!(jwks = %self.inner.config.jwks, error = %fleetsync_model::error::causes(&e), "cannot refresh the OIDC keys; keeping the ones loaded");
             return verified;
         }
         self.verify_now(token)
@@ -383,16 +382,4 @@ fn grants_in(value: Option<&Value>, claim: &str) -> Result<Vec<Grant>, OidcError
         return Err(OidcError::NoGrants { claim: claim.to_string() });
     }
     Ok(grants)
-}
-
-/// An error and its causes, for the log.
-fn chain(e: &OidcError) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
