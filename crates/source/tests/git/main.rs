@@ -5,6 +5,7 @@
 
 mod repo;
 mod server;
+mod stored;
 
 use fleetsync_model::ParseBudget;
 use fleetsync_source::{Fetch, GitError, GitRef, GitSource, Limit, Limits};
