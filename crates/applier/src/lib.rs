@@ -8,7 +8,7 @@
 #[cfg(feature = "kube")]
 mod clients;
 pub mod deadline;
-#[cfg(feature = "kube")]
+#[cfg(feature = "egress")]
 pub mod egress;
 pub mod error;
 #[cfg(feature = "kube")]

@@ -14,13 +14,16 @@
 //! `ignore` pattern that matches it lets the rest through.
 
 use crate::limits::{Limit, Limits, Tally};
+use fleetsync_applier::egress::{EgressError, EgressPolicy};
 use fleetsync_model::error::causes;
 use fleetsync_model::Artifact;
 use gix::remote::Direction;
 use std::collections::BTreeMap;
+use std::net::ToSocketAddrs;
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which revision of a repository a source follows.
@@ -47,6 +50,15 @@ pub struct GitSource {
     pub ignore: Vec<String>,
 }
 
+/// Where a fetch may reach: hosts as the hub's egress policy allows (the name, and
+/// every address it resolves to, checked before the fetch), and `file://` URLs (the
+/// hub's own disk) only when `local_files` is set, which is for tests and local use.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    pub egress: Arc<EgressPolicy>,
+    pub local_files: bool,
+}
+
 /// What a fetch found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetch {
@@ -61,6 +73,13 @@ pub enum Fetch {
 pub enum GitError {
     #[error("invalid source URL {url}: {reason}")]
     Url { url: String, reason: String },
+    /// The egress policy refuses the URL's host or an address it resolves to.
+    #[error("{url}: {source}")]
+    Egress {
+        url: String,
+        #[source]
+        source: EgressError,
+    },
     #[error("invalid ref {reference}: {reason}")]
     Ref { reference: String, reason: String },
     #[error("invalid ignore pattern {pattern:?}: {reason}")]
@@ -96,8 +115,10 @@ impl std::fmt::Display for GitRef {
 const WATCH_EVERY: Duration = Duration::from_millis(20);
 
 impl GitSource {
-    /// Resolves the ref and, unless it is at `known`, fetches it (see the module docs).
-    pub fn fetch(&self, known: Option<&str>, limits: &Limits) -> Result<Fetch, GitError> {
+    /// Resolves the ref and, unless it is at `known`, fetches it (see the module docs),
+    /// if `reach` allows the URL.
+    pub fn fetch(&self, known: Option<&str>, reach: &Reach, limits: &Limits) -> Result<Fetch, GitError> {
+        self.check_reach(reach)?;
         let ignore = self.ignore_matcher()?;
         let dir = tempfile::tempdir().map_err(|e| self.local("creating a temporary directory", e))?;
         let repo = gix::init_bare(dir.path()).map_err(|e| self.local("creating a repository", e))?;
@@ -108,6 +129,33 @@ impl GitSource {
         let commit = self.download(&repo, &wanted, dir.path(), limits)?;
         let files = self.read_tree(&repo, commit, &ignore, limits)?;
         Ok(Fetch::Fetched(Artifact { revision: commit.to_string(), files }))
+    }
+
+    /// Refuses a URL `reach` does not allow: `file://` unless local files are, another
+    /// scheme than http(s), ssh and git, and a host (or an address of it) the egress
+    /// policy denies. The transport resolves the name again when it connects; a name
+    /// re-pointed in between is not seen here.
+    fn check_reach(&self, reach: &Reach) -> Result<(), GitError> {
+        use gix::url::Scheme;
+        let shown = redact(&self.url);
+        let url = gix::url::parse(self.url.as_str().into())
+            .map_err(|e| GitError::Url { url: shown.clone(), reason: scrub(&e.to_string(), &self.url) })?;
+        let bad = |reason: &str| GitError::Url { url: shown.clone(), reason: reason.to_string() };
+        match url.scheme {
+            Scheme::File if reach.local_files => return Ok(()),
+            Scheme::File => return Err(bad("file:// reads the hub's own disk, which sources may not")),
+            Scheme::Http | Scheme::Https | Scheme::Ssh | Scheme::Git => {}
+            Scheme::Ext(_) => return Err(bad("the scheme is not one of https, http, ssh and git")),
+        }
+        let host = url.host().ok_or_else(|| bad("no host"))?;
+        let egress = |source| GitError::Egress { url: shown.clone(), source };
+        reach.egress.check_host(host).map_err(egress)?;
+        let port = url.port_or_default().unwrap_or(443);
+        let addrs: Vec<_> = (host.trim_start_matches('[').trim_end_matches(']'), port)
+            .to_socket_addrs()
+            .map_err(|e| GitError::Remote { step: "resolving", url: shown.clone(), message: e.to_string() })?
+            .collect();
+        reach.egress.check_resolved(host, &addrs).map_err(egress)
     }
 
     fn ignore_matcher(&self) -> Result<ignore::gitignore::Gitignore, GitError> {

@@ -7,10 +7,12 @@ mod repo;
 mod server;
 mod stored;
 
+use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_model::ParseBudget;
-use fleetsync_source::{Fetch, GitError, GitRef, GitSource, Limit, Limits};
+use fleetsync_source::{Fetch, GitError, GitRef, GitSource, Limit, Limits, Reach};
 use repo::Repo;
 use server::GitServer;
+use std::sync::Arc;
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME, namespace: apps}\ndata: {v: VALUE}\n";
 
@@ -29,6 +31,12 @@ fn fetched(f: Fetch) -> fleetsync_source::Artifact {
     }
 }
 
+/// What the tests reach: the loopback servers they start, and `file://`.
+fn reach() -> Reach {
+    let loopback = "127.0.0.0/8".parse().expect("a rule");
+    Reach { egress: Arc::new(EgressPolicy::default().allowing(loopback)), local_files: true }
+}
+
 fn branch(b: &str) -> GitRef {
     GitRef::Branch(b.to_string())
 }
@@ -42,19 +50,19 @@ fn a_branch_over_smart_http_is_downloaded_once_per_revision() {
     let src = source(&format!("{}/fleet", server.url), branch("main"));
     let limits = Limits::default();
 
-    let artifact = fetched(src.fetch(None, &limits).expect("fetch"));
+    let artifact = fetched(src.fetch(None, &reach(), &limits).expect("fetch"));
     assert_eq!(artifact.revision, first);
     assert_eq!(artifact.files["apps/a.yaml"], cm("a", "1"));
     assert_eq!(server.fetches(), 1, "{:?}", server.asked());
 
     // Polling an unchanged branch lists the refs and downloads nothing.
-    let again = src.fetch(Some(&first), &limits).expect("poll");
+    let again = src.fetch(Some(&first), &reach(), &limits).expect("poll");
     assert_eq!(again, Fetch::Unchanged { revision: first.clone() });
     assert_eq!(server.fetches(), 1, "{:?}", server.asked());
 
     // A push: the next poll downloads the new revision, once.
     let second = repo.commit(&[("apps/b.yaml", &cm("b", "2"))], "second");
-    let artifact = fetched(src.fetch(Some(&first), &limits).expect("fetch the push"));
+    let artifact = fetched(src.fetch(Some(&first), &reach(), &limits).expect("fetch the push"));
     assert_eq!(artifact.revision, second);
     assert_eq!(artifact.files["apps/b.yaml"], cm("b", "2"));
     assert_eq!(artifact.files["apps/a.yaml"], cm("a", "1"));
@@ -81,7 +89,7 @@ fn tags_version_ranges_and_commits_resolve_to_what_was_committed() {
     let limits = Limits::default();
     let url = repo.file_url();
 
-    let at = |reference: GitRef| fetched(source(&url, reference).fetch(None, &limits).expect("fetch"));
+    let at = |reference: GitRef| fetched(source(&url, reference).fetch(None, &reach(), &limits).expect("fetch"));
     let annotated = at(GitRef::Tag("v1.0.0".into()));
     assert_eq!((annotated.revision.as_str(), &annotated.files["app.yaml"]), (v1.as_str(), &cm("app", "1")));
     assert_eq!(at(GitRef::Semver(">=1.1, <2".into())).revision, v12);
@@ -89,10 +97,10 @@ fn tags_version_ranges_and_commits_resolve_to_what_was_committed() {
     let old = at(GitRef::Commit(v1.clone()));
     assert_eq!((old.revision.as_str(), &old.files["app.yaml"]), (v1.as_str(), &cm("app", "1")));
 
-    let missing = source(&url, branch("nope")).fetch(None, &limits).expect_err("no such branch");
+    let missing = source(&url, branch("nope")).fetch(None, &reach(), &limits).expect_err("no such branch");
     assert!(matches!(missing, GitError::NotFound { .. }), "{missing}");
     assert!(missing.to_string().ends_with("has no branch \"nope\""), "{missing}");
-    let none = source(&url, GitRef::Semver(">=3".into())).fetch(None, &limits).expect_err("no such version");
+    let none = source(&url, GitRef::Semver(">=3".into())).fetch(None, &reach(), &limits).expect_err("no such version");
     assert!(matches!(none, GitError::NotFound { .. }), "{none}");
 }
 
@@ -111,14 +119,14 @@ fn ignore_patterns_leave_files_out_and_submodule_free_trees_come_whole() {
     );
     let mut src = source(&repo.file_url(), branch("main"));
     src.ignore = vec!["*.md".into(), "/docs/".into(), "!keep.md".into()];
-    let artifact = fetched(src.fetch(None, &Limits::default()).expect("fetch"));
+    let artifact = fetched(src.fetch(None, &reach(), &Limits::default()).expect("fetch"));
     let paths: Vec<&str> = artifact.files.keys().map(String::as_str).collect();
     assert_eq!(paths, ["apps/a.yaml", "apps/keep.md"]);
 }
 
 /// What a fetch over a limit gives.
 fn refused(src: &GitSource, limits: Limits) -> GitError {
-    src.fetch(None, &limits).expect_err("over a limit")
+    src.fetch(None, &reach(), &limits).expect_err("over a limit")
 }
 
 #[test]
@@ -187,15 +195,36 @@ fn a_symlink_is_refused_by_its_path_unless_ignored() {
     let err = refused(&src, Limits::default());
     assert!(matches!(err, GitError::Symlink { ref path, .. } if path == "apps/evil.yaml"), "{err}");
     src.ignore = vec!["evil.yaml".into()];
-    let artifact = fetched(src.fetch(None, &Limits::default()).expect("fetch"));
+    let artifact = fetched(src.fetch(None, &reach(), &Limits::default()).expect("fetch"));
     assert_eq!(artifact.files.keys().collect::<Vec<_>>(), ["apps/a.yaml"]);
 }
 
 #[test]
 fn credentials_in_a_url_never_show_in_an_error() {
     let src = source("http://fleet-bot:s3cr3t-t0ken@127.0.0.1:9/org/fleet.git", branch("main"));
-    let err = src.fetch(None, &Limits::default()).expect_err("nothing listens on port 9");
+    let err = src.fetch(None, &reach(), &Limits::default()).expect_err("nothing listens on port 9");
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains("s3cr3t") && !shown.contains("fleet-bot"), "{shown}");
     assert!(shown.contains("http://127.0.0.1:9/org/fleet.git"), "{shown}");
+}
+
+#[test]
+fn the_egress_policy_and_the_hubs_own_disk_are_out_of_reach_by_default() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "fleet");
+    repo.commit(&[("a.yaml", &cm("a", "1"))], "first");
+    let server = GitServer::start(root.path().to_path_buf());
+    let hub = Reach::default();
+    let refused =
+        |url: &str| source(url, branch("main")).fetch(None, &hub, &Limits::default()).expect_err(url).to_string();
+
+    let loopback = refused(&format!("{}/fleet", server.url));
+    assert!(loopback.contains("egress to 127.0.0.1 is denied (loopback"), "{loopback}");
+    let by_name = refused(&format!("{}/fleet", server.url.replace("127.0.0.1", "localhost")));
+    assert!(by_name.contains("egress to localhost") && by_name.contains("is denied"), "{by_name}");
+    let metadata = refused("http://169.254.169.254/latest/meta-data");
+    assert!(metadata.contains("cloud metadata"), "{metadata}");
+    let disk = refused(&repo.file_url());
+    assert!(disk.contains("file:// reads the hub's own disk"), "{disk}");
+    assert_eq!(server.asked(), Vec::new(), "nothing reached the server");
 }

@@ -4,7 +4,7 @@
 
 use crate::repo::Repo;
 use crate::server::GitServer;
-use crate::{cm, fetched, source};
+use crate::{cm, fetched, reach, source};
 use fleetsync_source::{GitRef, Limits};
 use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
 use fleetsync_store::postgres::PgStore;
@@ -24,7 +24,7 @@ async fn a_commit_adds_what_it_changed(store: &dyn Artifacts) {
     let src = source(&format!("{}/fleet", server.url), GitRef::Branch("main".into()));
     let fetch = |known: Option<String>| {
         let src = src.clone();
-        std::thread::spawn(move || src.fetch(known.as_deref(), &Limits::default())).join().expect("the fetch")
+        std::thread::spawn(move || src.fetch(known.as_deref(), &reach(), &Limits::default())).join().expect("the fetch")
     };
 
     let first = fetched(fetch(None).expect("fetch"));
