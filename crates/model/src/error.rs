@@ -30,6 +30,12 @@ impl FieldError {
     pub fn at(self, field: impl Into<String>) -> Self {
         Self { field: field.into(), ..self }
     }
+
+    /// The same rule, its field a child of `parent` (`ref` and `commit`: `ref.commit`).
+    pub fn under(self, parent: &str) -> Self {
+        let field = if self.field.is_empty() { parent.to_string() } else { format!("{parent}.{}", self.field) };
+        Self { field, ..self }
+    }
 }
 
 impl fmt::Display for FieldError {

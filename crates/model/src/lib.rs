@@ -6,6 +6,7 @@
 //!   policy of depth, size and time, so that whatever is accepted can be stored and read back.
 //! * [`artifact`]: the files of one revision of a source, by content digest, and the
 //!   manifests under a path of them.
+//! * [`source`]: a Git repository as a source of desired state (its spec and rules).
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
@@ -35,6 +36,7 @@ mod scan;
 pub mod secret;
 pub mod selector;
 pub mod shard;
+pub mod source;
 pub mod status;
 pub mod syncset;
 pub mod time;
@@ -56,6 +58,7 @@ pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
+pub use source::{GitReference, GitRepositorySpec, LocalRef};
 pub use status::{
     ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome,
     ResourceResult, StatusSummary, Unready,

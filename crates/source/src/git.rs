@@ -16,7 +16,7 @@
 use crate::limits::{Limit, Limits, Tally};
 use fleetsync_applier::egress::{EgressError, EgressPolicy};
 use fleetsync_model::error::causes;
-use fleetsync_model::Artifact;
+use fleetsync_model::{Artifact, GitRepositorySpec};
 use gix::remote::Direction;
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
@@ -108,6 +108,21 @@ impl std::fmt::Display for GitRef {
             GitRef::Semver(r) => write!(f, "tag in the range {r:?}"),
             GitRef::Commit(c) => write!(f, "commit {c}"),
         }
+    }
+}
+
+impl GitSource {
+    /// The source a `GitRepository`'s spec (valid, see [`GitRepositorySpec::validate`])
+    /// names.
+    pub fn from_spec(spec: &GitRepositorySpec) -> GitSource {
+        let r = &spec.reference;
+        let reference = match (&r.branch, &r.tag, &r.semver, &r.commit) {
+            (_, Some(tag), _, _) => GitRef::Tag(tag.clone()),
+            (_, _, Some(range), _) => GitRef::Semver(range.clone()),
+            (_, _, _, Some(commit)) => GitRef::Commit(commit.clone()),
+            (branch, ..) => GitRef::Branch(branch.clone().unwrap_or_else(|| "main".into())),
+        };
+        GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns() }
     }
 }
 
@@ -377,6 +392,17 @@ impl GitSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spec_names_its_ref_and_ignore_patterns() {
+        let spec: GitRepositorySpec = serde_saphyr::from_str(
+            "url: https://host/fleet.git\nref: {semver: '>=1, <2'}\nignore: \"*.md\\n# note\\n/docs/\"",
+        )
+        .expect("a spec");
+        let src = GitSource::from_spec(&spec);
+        assert_eq!(src.reference, GitRef::Semver(">=1, <2".into()));
+        assert_eq!(src.ignore, ["*.md", "/docs/"]);
+    }
 
     #[test]
     fn user_information_never_shows() {

@@ -1,0 +1,197 @@
+//! A Git repository as a source of desired state: the spec a `GitRepository` object
+//! carries, in Flux's words (`url`, `ref`, `interval`, `secretRef`, `ignore`), and its
+//! rules.
+
+use crate::error::FieldError;
+use crate::rollout::Wait;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Where the manifests live and how often to look.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitRepositorySpec {
+    /// `https://host/org/repo.git`, `ssh://git@host/org/repo.git` or `git@host:org/repo.git`
+    /// (`http://` too, for servers inside the network). No credentials in it: they
+    /// belong in the Secret `secretRef` names.
+    pub url: String,
+    /// What to follow: exactly one of `branch`, `tag`, `semver` and `commit`.
+    #[serde(rename = "ref")]
+    pub reference: GitReference,
+    /// How often to look for a new revision when no push notification says so; from
+    /// 10s to 24h.
+    #[serde(default = "default_interval")]
+    pub interval: Wait,
+    /// The Secret with the credentials to read the repository (token, username and
+    /// password, or an SSH key and known hosts), in the object's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalRef>,
+    /// Paths to leave out, one .gitignore pattern a line (`*.md`, `/docs/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore: Option<String>,
+}
+
+/// Which revision of the repository to follow.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GitReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The highest tag that is a version in this range (`>=1.2.0, <2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver: Option<String>,
+    /// A full commit id (40 or 64 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+/// An object of the same namespace, by name.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalRef {
+    pub name: String,
+}
+
+const MIN_INTERVAL: Duration = Duration::from_secs(10);
+const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// The longest URL, ref and ignore line; and the most ignore lines.
+const MAX_URL: usize = 2048;
+const MAX_REF: usize = 255;
+const MAX_IGNORE_LINES: usize = 1000;
+const MAX_IGNORE_LINE: usize = 1024;
+
+fn default_interval() -> Wait {
+    Wait(Duration::from_secs(300))
+}
+
+impl GitRepositorySpec {
+    /// Checks every rule; the first broken one, with its field.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        check_url(&self.url).map_err(|e| e.at("url"))?;
+        self.reference.validate().map_err(|e| e.under("ref"))?;
+        let Wait(every) = self.interval;
+        if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&every) {
+            return Err(FieldError::new("interval", "from 10s to 24h"));
+        }
+        if let Some(r) = &self.secret_ref {
+            if r.name.is_empty() {
+                return Err(FieldError::new("secretRef.name", "is required"));
+            }
+        }
+        if let Some(ignore) = &self.ignore {
+            let lines = ignore.lines().count();
+            if lines > MAX_IGNORE_LINES {
+                return Err(FieldError::new("ignore", format!("more than {MAX_IGNORE_LINES} lines (the limit)")));
+            }
+            if ignore.lines().any(|l| l.len() > MAX_IGNORE_LINE) {
+                return Err(FieldError::new(
+                    "ignore",
+                    format!("a line longer than {MAX_IGNORE_LINE} bytes (the limit)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The ignore patterns, one a line, blank lines and `#` comments left out.
+    pub fn ignore_patterns(&self) -> Vec<String> {
+        let lines = self.ignore.as_deref().unwrap_or_default().lines().map(str::trim);
+        lines.filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+    }
+}
+
+impl GitReference {
+    fn validate(&self) -> Result<(), FieldError> {
+        let set: Vec<(&str, &String)> =
+            [("branch", &self.branch), ("tag", &self.tag), ("semver", &self.semver), ("commit", &self.commit)]
+                .into_iter()
+                .filter_map(|(name, v)| v.as_ref().map(|v| (name, v)))
+                .collect();
+        let [(name, value)] = set[..] else {
+            return Err(FieldError::message("exactly one of branch, tag, semver and commit"));
+        };
+        if value.is_empty() || value.len() > MAX_REF || value.chars().any(|c| c.is_control()) {
+            return Err(FieldError::new(name, format!("1 to {MAX_REF} characters, none a control character")));
+        }
+        if name == "commit" && !(matches!(value.len(), 40 | 64) && value.chars().all(|c| c.is_ascii_hexdigit())) {
+            return Err(FieldError::new(name, "a full commit id: 40 or 64 hex digits"));
+        }
+        Ok(())
+    }
+}
+
+/// A URL a source may name: https, http, ssh or scp-like (`git@host:path`), with a host
+/// and without a password (credentials go in the Secret `secretRef` names).
+fn check_url(url: &str) -> Result<(), FieldError> {
+    if url.len() > MAX_URL || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(FieldError::message(format!("at most {MAX_URL} characters, no spaces or control characters")));
+    }
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        // `git@host:org/repo.git`: ssh, as git reads it.
+        None if url.split_once(':').is_some_and(|(h, _)| !h.is_empty() && !h.contains('/')) => ("ssh", url),
+        None => return Err(FieldError::message("a URL such as https://host/org/repo.git")),
+    };
+    if !matches!(scheme, "https" | "http" | "ssh") {
+        return Err(FieldError::message(format!("the scheme {scheme:?} is not one of https, http and ssh")));
+    }
+    let authority = rest.split(['/', ':']).next().unwrap_or_default();
+    let userinfo = rest.split('/').next().unwrap_or_default().rsplit_once('@').map(|(u, _)| u);
+    if userinfo.is_some_and(|u| u.contains(':')) || (scheme != "ssh" && userinfo.is_some()) {
+        return Err(FieldError::message("credentials in the URL: put them in the Secret secretRef names"));
+    }
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    if host.is_empty() {
+        return Err(FieldError::message("no host"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> Result<GitRepositorySpec, String> {
+        let spec: GitRepositorySpec = serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+
+    #[test]
+    fn a_spec_as_flux_writes_it_is_taken_with_its_defaults() {
+        let s = spec(
+            "url: https://git.example/org/fleet.git\nref: {branch: main}\nignore: |\n  # docs\n  *.md\n\n  /docs/\n",
+        )
+        .expect("valid");
+        assert_eq!(s.interval, Wait(Duration::from_secs(300)));
+        assert_eq!(s.ignore_patterns(), ["*.md", "/docs/"]);
+        for url in ["ssh://git@git.example/org/fleet.git", "git@git.example:org/fleet.git", "http://10.0.0.5/fleet"] {
+            spec(&format!("url: {url}\nref: {{tag: v1.0.0}}\ninterval: 1m")).expect(url);
+        }
+    }
+
+    #[test]
+    fn each_broken_rule_names_its_field() {
+        let broken = [
+            ("url: ftp://host/x\nref: {branch: main}", "url: the scheme \"ftp\" is not one of https, http and ssh"),
+            ("url: file:///etc\nref: {branch: main}", "url: the scheme \"file\""),
+            ("url: https://bot:s3cret@host/x\nref: {branch: main}", "url: credentials in the URL"),
+            ("url: https://token@host/x\nref: {branch: main}", "url: credentials in the URL"),
+            ("url: https://host/x\nref: {}", "ref: exactly one of branch, tag, semver and commit"),
+            ("url: https://host/x\nref: {branch: main, tag: v1}", "ref: exactly one"),
+            ("url: https://host/x\nref: {commit: abc}", "ref.commit: a full commit id"),
+            ("url: https://host/x\nref: {branch: main}\ninterval: 1s", "interval: from 10s to 24h"),
+            ("url: https://host/x\nref: {branch: main}\nsecretRef: {name: ''}", "secretRef.name: is required"),
+        ];
+        for (yaml, want) in broken {
+            let err = spec(yaml).expect_err(yaml);
+            assert!(err.starts_with(want), "{yaml}: {err}");
+        }
+        assert!(spec("url: https://host/x\nref: {branch: main}\nbogus: 1").is_err(), "unknown fields are refused");
+    }
+}
