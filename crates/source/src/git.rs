@@ -48,6 +48,24 @@ pub struct GitSource {
     pub reference: GitRef,
     /// Paths to leave out, in .gitignore's syntax (`*.md`, `/docs/`, `!keep.yaml`).
     pub ignore: Vec<String>,
+    /// Credentials for an http(s) remote; without them none are sent (the hub never
+    /// asks a terminal or a credential helper).
+    pub auth: Option<Basic>,
+}
+
+/// A username and password for an http(s) remote. A token is a password, with the
+/// username the host expects (`x-access-token` on GitHub, `oauth2` on GitLab, any on
+/// many others). Never printed: `Debug` shows the username alone.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Basic {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Basic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Basic").field("username", &self.username).field("password", &"(redacted)").finish()
+    }
 }
 
 /// Where a fetch may reach: hosts as the hub's egress policy allows (the name, and
@@ -122,7 +140,7 @@ impl GitSource {
             (_, _, _, Some(commit)) => GitRef::Commit(commit.clone()),
             (branch, ..) => GitRef::Branch(branch.clone().unwrap_or_else(|| "main".into())),
         };
-        GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns() }
+        GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns(), auth: None }
     }
 }
 
@@ -211,6 +229,7 @@ impl GitSource {
     fn list(&self, repo: &gix::Repository, spec: &str) -> Result<BTreeMap<String, String>, GitError> {
         let remote = self.remote(repo, spec)?;
         let connection = remote.connect(Direction::Fetch).map_err(|e| self.remote_error("connecting to", e))?;
+        let connection = self.authenticated(connection);
         let (map, _) = connection
             .ref_map(gix::progress::Discard, Default::default())
             .map_err(|e| self.remote_error("listing the refs of", e))?;
@@ -222,6 +241,28 @@ impl GitSource {
             }
         }
         Ok(refs)
+    }
+
+    /// `connection`, answering a request for credentials with [`GitSource::auth`], or
+    /// with none.
+    fn authenticated<'a, 'r, T: gix::protocol::transport::client::blocking_io::Transport>(
+        &self,
+        connection: gix::remote::Connection<'a, 'r, T>,
+    ) -> gix::remote::Connection<'a, 'r, T> {
+        let auth = self.auth.clone();
+        connection.with_credentials(move |action| match action {
+            gix::credentials::helper::Action::Get(context) => {
+                Ok(auth.clone().map(|a| gix::credentials::protocol::Outcome {
+                    identity: gix::sec::identity::Account {
+                        username: a.username,
+                        password: a.password,
+                        oauth_refresh_token: None,
+                    },
+                    next: context.into(),
+                }))
+            }
+            _ => Ok(None),
+        })
     }
 
     fn remote<'r>(&self, repo: &'r gix::Repository, spec: &str) -> Result<gix::Remote<'r>, GitError> {
@@ -247,6 +288,7 @@ impl GitSource {
     ) -> Result<gix::ObjectId, GitError> {
         let remote = self.remote(repo, wanted)?;
         let connection = remote.connect(Direction::Fetch).map_err(|e| self.remote_error("connecting to", e))?;
+        let connection = self.authenticated(connection);
         let depth = NonZeroU32::MIN;
         let prepare = connection
             .prepare_fetch(gix::progress::Discard, Default::default())

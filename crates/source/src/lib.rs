@@ -22,5 +22,5 @@ pub mod limits;
 pub mod webhook;
 
 pub use fleetsync_model::artifact::{Artifact, ArtifactError};
-pub use git::{Fetch, GitError, GitRef, GitSource, Reach};
+pub use git::{Basic, Fetch, GitError, GitRef, GitSource, Reach};
 pub use limits::{Limit, Limits};

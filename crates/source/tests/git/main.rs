@@ -9,7 +9,7 @@ mod stored;
 
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_model::ParseBudget;
-use fleetsync_source::{Fetch, GitError, GitRef, GitSource, Limit, Limits, Reach};
+use fleetsync_source::{Basic, Fetch, GitError, GitRef, GitSource, Limit, Limits, Reach};
 use repo::Repo;
 use server::GitServer;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ fn cm(name: &str, value: &str) -> Vec<u8> {
 }
 
 fn source(url: &str, reference: GitRef) -> GitSource {
-    GitSource { url: url.to_string(), reference, ignore: Vec::new() }
+    GitSource { url: url.to_string(), reference, ignore: Vec::new(), auth: None }
 }
 
 fn fetched(f: Fetch) -> fleetsync_source::Artifact {
@@ -227,4 +227,25 @@ fn the_egress_policy_and_the_hubs_own_disk_are_out_of_reach_by_default() {
     let disk = refused(&repo.file_url());
     assert!(disk.contains("file:// reads the hub's own disk"), "{disk}");
     assert_eq!(server.asked(), Vec::new(), "nothing reached the server");
+}
+
+/// Credentials go over https only: over plain http the transport refuses to send them,
+/// so a private repository on an http URL is refused whatever the credentials.
+#[test]
+fn credentials_are_never_sent_in_clear_text_nor_shown() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "private");
+    repo.commit(&[("a.yaml", &cm("a", "1"))], "first");
+    let server = GitServer::start_private(root.path().to_path_buf(), "fleet-bot", "s3cr3t-t0ken");
+    let url = format!("{}/private", server.url);
+    let with = |auth: Option<Basic>| GitSource { auth, ..source(&url, branch("main")) };
+
+    let anonymous = with(None).fetch(None, &reach(), &Limits::default()).expect_err("no credentials");
+    assert!(matches!(anonymous, GitError::Remote { .. }), "{anonymous}");
+    let right = with(Some(Basic { username: "fleet-bot".into(), password: "s3cr3t-t0ken".into() }));
+    assert!(!format!("{right:?}").contains("s3cr3t"), "{right:?}");
+    let err = right.fetch(None, &reach(), &Limits::default()).expect_err("credentials over http");
+    let shown = format!("{err} {err:?}");
+    assert!(shown.contains("clear text") && !shown.contains("s3cr3t"), "{shown}");
+    assert_eq!(server.fetches(), 0, "{:?}", server.asked());
 }

@@ -32,13 +32,26 @@ pub struct GitServer {
 struct Host {
     root: PathBuf,
     log: Arc<Mutex<Vec<Asked>>>,
+    /// `Basic …`, the only Authorization this server takes, if it takes one.
+    auth: Option<String>,
 }
 
 impl GitServer {
-    /// Serves the repositories under `root`.
+    /// Serves the repositories under `root` to anyone.
     pub fn start(root: PathBuf) -> GitServer {
+        GitServer::serve(root, None)
+    }
+
+    /// Serves them to `user` with `password` (HTTP Basic) only; `401` to anyone else.
+    pub fn start_private(root: PathBuf, user: &str, password: &str) -> GitServer {
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        GitServer::serve(root, Some(format!("Basic {token}")))
+    }
+
+    fn serve(root: PathBuf, auth: Option<String>) -> GitServer {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let host = Host { root, log: log.clone() };
+        let host = Host { root, log: log.clone(), auth };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -96,6 +109,14 @@ async fn cgi(State(host): State<Host>, request: Request) -> Response {
         (m, p) => Asked::Other(format!("{m} {p}")),
     };
     host.log.lock().unwrap_or_else(PoisonError::into_inner).push(asked);
+    if let Some(want) = &host.auth {
+        if parts.headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(want.as_str()) {
+            let mut refused = Response::new(Body::empty());
+            *refused.status_mut() = StatusCode::UNAUTHORIZED;
+            refused.headers_mut().insert("www-authenticate", HeaderValue::from_static("Basic realm=\"git\""));
+            return refused;
+        }
+    }
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let (content_type, encoding, protocol) =
         (header("content-type"), header("content-encoding"), header("git-protocol"));
