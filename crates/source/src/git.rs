@@ -245,6 +245,7 @@ impl GitSource {
 
     /// `connection`, answering a request for credentials with [`GitSource::auth`], or
     /// with none.
+    #[allow(clippy::result_large_err)] // the helper's result type is gix's
     fn authenticated<'a, 'r, T: gix::protocol::transport::client::blocking_io::Transport>(
         &self,
         connection: gix::remote::Connection<'a, 'r, T>,
