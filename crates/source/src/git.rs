@@ -16,7 +16,7 @@
 use crate::limits::{Limit, Limits, Tally};
 use fleetsync_applier::egress::{EgressError, EgressPolicy};
 use fleetsync_model::error::causes;
-use fleetsync_model::{Artifact, GitRepositorySpec};
+use fleetsync_model::{Artifact, GitRepositorySpec, Secret, SecretValue};
 use gix::remote::Direction;
 use std::collections::BTreeMap;
 use std::net::ToSocketAddrs;
@@ -53,18 +53,30 @@ pub struct GitSource {
     pub auth: Option<Basic>,
 }
 
-/// A username and password for an http(s) remote. A token is a password, with the
+/// A username and password for an https remote. A token is a password, with the
 /// username the host expects (`x-access-token` on GitHub, `oauth2` on GitLab, any on
-/// many others). Never printed: `Debug` shows the username alone.
-#[derive(Clone, PartialEq, Eq)]
+/// many others). The password never prints ([`SecretValue`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Basic {
     pub username: String,
-    pub password: String,
+    pub password: SecretValue,
 }
 
-impl std::fmt::Debug for Basic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Basic").field("username", &self.username).field("password", &"(redacted)").finish()
+impl Basic {
+    /// The credentials a source's Secret holds: `password` (or a token), and `username`
+    /// (`git` if it has none). An error names the Secret and the key, never a value.
+    pub fn from_secret(secret: &Secret) -> Result<Basic, GitError> {
+        let name = &secret.metadata.name;
+        let password = secret.get("password").filter(|p| !p.is_empty()).ok_or_else(|| GitError::Credentials {
+            secret: name.clone(),
+            reason: "it has no `password` (a password or a token)".into(),
+        })?;
+        let username = secret.get("username").map_or("git", |u| u.expose()).to_string();
+        if username.is_empty() || username.contains(':') {
+            let reason = "its `username` is empty or holds `:`".to_string();
+            return Err(GitError::Credentials { secret: name.clone(), reason });
+        }
+        Ok(Basic { username, password: password.clone() })
     }
 }
 
@@ -98,6 +110,9 @@ pub enum GitError {
         #[source]
         source: EgressError,
     },
+    /// The Secret a source names does not hold usable credentials.
+    #[error("the Secret {secret} cannot be used to read the source: {reason}")]
+    Credentials { secret: String, reason: String },
     #[error("invalid ref {reference}: {reason}")]
     Ref { reference: String, reason: String },
     #[error("invalid ignore pattern {pattern:?}: {reason}")]
@@ -256,7 +271,7 @@ impl GitSource {
                 Ok(auth.clone().map(|a| gix::credentials::protocol::Outcome {
                     identity: gix::sec::identity::Account {
                         username: a.username,
-                        password: a.password,
+                        password: a.password.expose().to_string(),
                         oauth_refresh_token: None,
                     },
                     next: context.into(),
@@ -445,6 +460,30 @@ mod tests {
         let src = GitSource::from_spec(&spec);
         assert_eq!(src.reference, GitRef::Semver(">=1, <2".into()));
         assert_eq!(src.ignore, ["*.md", "/docs/"]);
+    }
+
+    #[test]
+    fn credentials_come_from_a_secrets_password_and_username_and_errors_name_keys_only() {
+        let secret = |pairs: &[(&str, &str)]| {
+            let mut s =
+                Secret { metadata: fleetsync_model::ObjectMeta::new("git-creds"), string_data: Default::default() };
+            for (k, v) in pairs {
+                s.string_data.insert(k.to_string(), SecretValue::new(*v));
+            }
+            s
+        };
+        let token = Basic::from_secret(&secret(&[("password", "ghp_t0ken")])).expect("a token");
+        assert_eq!((token.username.as_str(), token.password.expose()), ("git", "ghp_t0ken"));
+        let basic = Basic::from_secret(&secret(&[("username", "bot"), ("password", "pw")])).expect("basic");
+        assert_eq!(basic.username, "bot");
+        assert!(!format!("{basic:?}").contains("pw\""), "{basic:?}");
+        let none = Basic::from_secret(&secret(&[("username", "bot")])).expect_err("no password").to_string();
+        assert_eq!(
+            none,
+            "the Secret git-creds cannot be used to read the source: it has no `password` (a password or a token)"
+        );
+        let colon = Basic::from_secret(&secret(&[("username", "a:b"), ("password", "s3cret")])).expect_err("a colon");
+        assert!(!colon.to_string().contains("s3cret"), "{colon}");
     }
 
     #[test]

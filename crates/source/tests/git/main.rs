@@ -242,7 +242,8 @@ fn credentials_are_never_sent_in_clear_text_nor_shown() {
 
     let anonymous = with(None).fetch(None, &reach(), &Limits::default()).expect_err("no credentials");
     assert!(matches!(anonymous, GitError::Remote { .. }), "{anonymous}");
-    let right = with(Some(Basic { username: "fleet-bot".into(), password: "s3cr3t-t0ken".into() }));
+    let right =
+        with(Some(Basic { username: "fleet-bot".into(), password: fleetsync_model::SecretValue::new("s3cr3t-t0ken") }));
     assert!(!format!("{right:?}").contains("s3cr3t"), "{right:?}");
     let err = right.fetch(None, &reach(), &Limits::default()).expect_err("credentials over http");
     let shown = format!("{err} {err:?}");
