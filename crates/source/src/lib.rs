@@ -8,6 +8,8 @@
 //! * [`Artifact`] (the model's): the files of a revision, each with its content digest
 //!   (what the store keeps once however many revisions hold it), and the manifests
 //!   under a path.
+//! * [`tarball`]: an artifact from a gzipped tarball (an OCI layer), read as a
+//!   stream within the limits (gzip bombs, links, paths out of it refused).
 //! * [`webhook`]: whether a push notification comes from the source's host (GitHub's
 //!   and the generic HMAC-SHA256 signature, GitLab's token).
 //! * [`limits`]: how much a source may download, hold and nest; a source over a limit
@@ -19,6 +21,7 @@
 
 pub mod git;
 pub mod limits;
+pub mod tarball;
 pub mod webhook;
 
 pub use fleetsync_model::artifact::{Artifact, ArtifactError};
