@@ -8,7 +8,7 @@ use crate::lifecycle::{Enqueue, Held};
 use crate::plan::Announce;
 use crate::stored::{corrupt, decode, json};
 use crate::write::complete::{self, RowWrite};
-use crate::write::transitions::{CHANGE, CLAIM, RELEASE, RESYNC, TAKE_BACK};
+use crate::write::transitions::{fill, CHANGE, CLAIM, DUE, EXPIRED, RELEASE, RESYNC, TAKE_BACK};
 use crate::write::{status_name, NewEvent};
 use crate::{
     ClaimParams, ClaimedItem, ClusterLimit, CompleteOutcome, Completion, Fence, RenewParams, Result, RetryPolicy,
@@ -53,30 +53,44 @@ pub(super) fn enqueue(tx: &Connection, now: Timestamp, key: &WorkKey, e: Enqueue
     Ok(())
 }
 
-/// Claims the row `?5` as [`CLAIM`] says (under its guard: only a claimable row).
+/// Claims the row `?5` as [`CLAIM`] says; the row was chosen by [`EXPIRED_IDS`] or
+/// [`DUE_IDS`] in the same transaction.
 static CLAIM_ONE: LazyLock<String> = LazyLock::new(|| {
     let args = [("row", ""), ("fence", "?1"), ("owner", "?2"), ("expires", "?3"), ("now", "?4")];
     format!(
-        "UPDATE work SET {} WHERE id = ?5 AND ({})
+        "UPDATE work SET {} WHERE id = ?5
          RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts, running_since",
-        CLAIM.sql(&args),
-        CLAIM.guard(&args)
+        CLAIM.sql(&args)
     )
 });
+
+/// The keys whose leases ran out ([`EXPIRED`]), the longest expired first.
+static EXPIRED_IDS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT id FROM work WHERE {}
+             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
+         ORDER BY lease_expires_at LIMIT ?2",
+        fill(EXPIRED, &[("row", ""), ("now", "?1")])
+    )
+});
+
+/// The ready keys whose time has come ([`DUE`]), in claim order; with `columns`.
+fn due_ids(columns: &str) -> String {
+    format!(
+        "SELECT {columns} FROM work WHERE {}
+             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
+         ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
+        fill(DUE, &[("row", ""), ("now", "?1")])
+    )
+}
+static DUE_IDS: LazyLock<String> = LazyLock::new(|| due_ids("id"));
+static DUE_IDS_BY_CLUSTER: LazyLock<String> = LazyLock::new(|| due_ids("id, tenant, cluster"));
 
 pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Result<Vec<ClaimedItem>> {
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     // Expired leases first: their keys have waited longest (take-over).
     let shards = shards_json(p.shards.as_deref());
-    let mut ids = ids(
-        tx,
-        "SELECT id FROM work WHERE phase = 'running' AND lease_expires_at <= ?1
-             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
-         ORDER BY lease_expires_at LIMIT ?2",
-        now,
-        limit,
-        shards.as_deref(),
-    )?;
+    let mut ids = ids(tx, &EXPIRED_IDS, now, limit, shards.as_deref())?;
     let expired = ids.len();
     let left = limit - i64::try_from(ids.len()).unwrap_or(0);
     if left > 0 {
@@ -140,15 +154,7 @@ pub(super) fn shards_json(shards: Option<&[u16]>) -> Option<String> {
 }
 
 fn ids_ready(tx: &Transaction<'_>, now: Timestamp, limit: i64, shards: Option<&str>) -> Result<Vec<i64>> {
-    ids(
-        tx,
-        "SELECT id FROM work WHERE phase = 'ready' AND run_at <= ?1
-             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
-         ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
-        now,
-        limit,
-        shards,
-    )
+    ids(tx, &DUE_IDS, now, limit, shards)
 }
 
 /// Ready keys in claim order, skipping those of clusters at their limit. Looks at a
@@ -162,11 +168,7 @@ fn ids_ready_limited(
     shards: Option<&str>,
 ) -> Result<Vec<i64>> {
     let window = ClusterLimit::window(limit);
-    let mut stmt = tx.prepare_cached(
-        "SELECT id, tenant, cluster FROM work WHERE phase = 'ready' AND run_at <= ?1
-             AND (?3 IS NULL OR shard IN (SELECT value FROM json_each(?3)))
-         ORDER BY run_at, tenant, cluster, syncset LIMIT ?2",
-    )?;
+    let mut stmt = tx.prepare_cached(&DUE_IDS_BY_CLUSTER)?;
     let mut rows = stmt.query(params![now.millis(), window, shards])?;
     let mut room: HashMap<(String, String), u32> = HashMap::new();
     let mut ids = Vec::new();

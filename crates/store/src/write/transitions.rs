@@ -33,7 +33,8 @@ impl Transition {
     }
 }
 
-fn fill(text: &str, args: &[(&str, &str)]) -> String {
+/// `text` (a rule's SQL) with its placeholders filled by `args`.
+pub(crate) fn fill(text: &str, args: &[(&str, &str)]) -> String {
     let mut out = text.to_string();
     for (name, value) in args {
         out = out.replace(&format!("{{{name}}}"), value);
@@ -59,6 +60,25 @@ pub(crate) const CHANGE: Transition = Transition {
     when: "TRUE",
 };
 
+// Written once as macros, so that [`DUE`], [`EXPIRED`] and the guard of [`CLAIM`] are
+// one text each, put together at compile time.
+macro_rules! due {
+    () => {
+        "{row}phase = 'ready' AND {row}run_at <= {now}"
+    };
+}
+macro_rules! expired {
+    () => {
+        "{row}phase = 'running' AND {row}lease_expires_at <= {now}"
+    };
+}
+
+/// A claim may take a ready key whose time has come.
+pub(crate) const DUE: &str = due!();
+/// A claim may take a running key whose lease ran out (its worker is gone or late):
+/// a take-over.
+pub(crate) const EXPIRED: &str = expired!();
+
 /// A claim: the key runs under a new lease with fence `{fence}`, held by `{owner}` until
 /// `{expires}`; the run answers every change made so far (`claimed_seq`), and counts
 /// as an attempt. A first attempt starts the run's latency at the change that made it
@@ -68,8 +88,7 @@ pub(crate) const CLAIM: Transition = Transition {
           claimed_seq = {row}want_seq, attempts = {row}attempts + 1, updated_at = {now},
           running_since = CASE WHEN {row}attempts > 0 THEN {row}running_since ELSE {row}pending_since END,
           pending_since = NULL",
-    when:
-        "({row}phase = 'ready' AND {row}run_at <= {now}) OR ({row}phase = 'running' AND {row}lease_expires_at <= {now})",
+    when: concat!("(", due!(), ") OR (", expired!(), ")"),
 };
 
 /// A worker gives a leased key back (it shuts down, or will not run it): ready now, the
