@@ -141,7 +141,7 @@ fn check_url(url: &str) -> Result<(), FieldError> {
         return Err(FieldError::message(format!("the scheme {scheme:?} is not one of https, http and ssh")));
     }
     let authority = rest.split(['/', ':']).next().unwrap_or_default();
-    let userinfo = rest.split('/').next().unwrap_or_default().rsplit_once('@').map(|(u, _)| u);
+    let userinfo = userinfo(url);
     if userinfo.is_some_and(|u| u.contains(':')) || (scheme != "ssh" && userinfo.is_some()) {
         return Err(FieldError::message("credentials in the URL: put them in the Secret secretRef names"));
     }
@@ -150,6 +150,13 @@ fn check_url(url: &str) -> Result<(), FieldError> {
         return Err(FieldError::message("no host"));
     }
     Ok(())
+}
+
+/// The user information of a URL, before the `@` of its host (`user:password` of
+/// `https://user:password@host/…`, `git` of `git@host:org/repo.git`), if it has some.
+pub fn userinfo(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest[..rest.find('/').unwrap_or(rest.len())].rsplit_once('@').map(|(user, _)| user)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 use crate::limits::{Limit, Limits, Tally};
 use fleetsync_applier::egress::{EgressError, EgressPolicy};
 use fleetsync_model::error::causes;
+use fleetsync_model::source::userinfo;
 use fleetsync_model::{Artifact, GitRepositorySpec, Secret, SecretValue};
 use gix::remote::Direction;
 use std::collections::BTreeMap;
@@ -144,6 +145,9 @@ impl std::fmt::Display for GitRef {
     }
 }
 
+/// How often the download is looked at.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
 impl GitSource {
     /// The source a `GitRepository`'s spec (valid, see [`GitRepositorySpec::validate`])
     /// names.
@@ -157,24 +161,21 @@ impl GitSource {
         };
         GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns(), auth: None }
     }
-}
 
-/// How often the download is looked at.
-const WATCH_EVERY: Duration = Duration::from_millis(20);
-
-impl GitSource {
     /// Resolves the ref and, unless it is at `known`, fetches it (see the module docs),
     /// if `reach` allows the URL.
     pub fn fetch(&self, known: Option<&str>, reach: &Reach, limits: &Limits) -> Result<Fetch, GitError> {
-        self.check_reach(reach)?;
+        let url = gix::url::parse(self.url.as_str().into())
+            .map_err(|e| GitError::Url { url: redact(&self.url), reason: scrub(&e.to_string(), &self.url) })?;
+        self.check_reach(&url, reach)?;
         let ignore = self.ignore_matcher()?;
         let dir = tempfile::tempdir().map_err(|e| self.local("creating a temporary directory", e))?;
         let repo = gix::init_bare(dir.path()).map_err(|e| self.local("creating a repository", e))?;
-        let (wanted, revision) = self.resolve(&repo)?;
+        let (wanted, revision) = self.resolve(&repo, &url)?;
         if known == Some(revision.as_str()) {
             return Ok(Fetch::Unchanged { revision });
         }
-        let commit = self.download(&repo, &wanted, dir.path(), limits)?;
+        let commit = self.download(&repo, &url, &wanted, dir.path(), limits)?;
         let files = self.read_tree(&repo, commit, &ignore, limits)?;
         Ok(Fetch::Fetched(Artifact { revision: commit.to_string(), files }))
     }
@@ -183,11 +184,9 @@ impl GitSource {
     /// scheme than http(s), ssh and git, and a host (or an address of it) the egress
     /// policy denies. The transport resolves the name again when it connects; a name
     /// re-pointed in between is not seen here.
-    fn check_reach(&self, reach: &Reach) -> Result<(), GitError> {
+    fn check_reach(&self, url: &gix::Url, reach: &Reach) -> Result<(), GitError> {
         use gix::url::Scheme;
         let shown = redact(&self.url);
-        let url = gix::url::parse(self.url.as_str().into())
-            .map_err(|e| GitError::Url { url: shown.clone(), reason: scrub(&e.to_string(), &self.url) })?;
         let bad = |reason: &str| GitError::Url { url: shown.clone(), reason: reason.to_string() };
         match url.scheme {
             Scheme::File if reach.local_files => return Ok(()),
@@ -218,7 +217,7 @@ impl GitSource {
 
     /// The refspec source to fetch and the commit it is at, from what the remote
     /// advertises (for a commit, the commit itself: remotes need not advertise it).
-    fn resolve(&self, repo: &gix::Repository) -> Result<(String, String), GitError> {
+    fn resolve(&self, repo: &gix::Repository, url: &gix::Url) -> Result<(String, String), GitError> {
         let prefix = match &self.reference {
             GitRef::Commit(id) => {
                 let parsed = gix::ObjectId::from_hex(id.as_bytes()).map_err(|e| GitError::Ref {
@@ -231,7 +230,7 @@ impl GitSource {
             GitRef::Tag(t) => format!("refs/tags/{t}"),
             GitRef::Semver(_) => "refs/tags/*".to_string(),
         };
-        let advertised = self.list(repo, &prefix)?;
+        let advertised = self.list(repo, url, &prefix)?;
         let found = match &self.reference {
             GitRef::Semver(range) => best_version(range, &advertised)
                 .map_err(|reason| GitError::Ref { reference: self.reference.to_string(), reason })?,
@@ -241,8 +240,8 @@ impl GitSource {
     }
 
     /// Ref name → commit id (annotated tags peeled), of the refs `spec` matches.
-    fn list(&self, repo: &gix::Repository, spec: &str) -> Result<BTreeMap<String, String>, GitError> {
-        let remote = self.remote(repo, spec)?;
+    fn list(&self, repo: &gix::Repository, url: &gix::Url, spec: &str) -> Result<BTreeMap<String, String>, GitError> {
+        let remote = self.remote(repo, url, spec)?;
         let connection = remote.connect(Direction::Fetch).map_err(|e| self.remote_error("connecting to", e))?;
         let connection = self.authenticated(connection);
         let (map, _) = connection
@@ -281,15 +280,12 @@ impl GitSource {
         })
     }
 
-    fn remote<'r>(&self, repo: &'r gix::Repository, spec: &str) -> Result<gix::Remote<'r>, GitError> {
-        let shown = redact(&self.url);
-        let url = gix::url::parse(self.url.as_str().into())
-            .map_err(|e| GitError::Url { url: shown.clone(), reason: scrub(&e.to_string(), &self.url) })?;
+    fn remote<'r>(&self, repo: &'r gix::Repository, url: &gix::Url, spec: &str) -> Result<gix::Remote<'r>, GitError> {
         let refspec =
             if spec.ends_with('*') { format!("+{spec}:refs/listed/*") } else { format!("+{spec}:refs/fetched") };
-        repo.remote_at(url)
+        repo.remote_at(url.clone())
             .map(|r| r.with_fetch_tags(gix::remote::fetch::Tags::None))
-            .map_err(|e| GitError::Url { url: shown.clone(), reason: scrub(&e.to_string(), &self.url) })?
+            .map_err(|e| GitError::Url { url: redact(&self.url), reason: scrub(&e.to_string(), &self.url) })?
             .with_refspecs([refspec.as_str()], Direction::Fetch)
             .map_err(|e| GitError::Ref { reference: self.reference.to_string(), reason: e.to_string() })
     }
@@ -298,11 +294,12 @@ impl GitSource {
     fn download(
         &self,
         repo: &gix::Repository,
+        url: &gix::Url,
         wanted: &str,
         dir: &Path,
         limits: &Limits,
     ) -> Result<gix::ObjectId, GitError> {
-        let remote = self.remote(repo, wanted)?;
+        let remote = self.remote(repo, url, wanted)?;
         let connection = remote.connect(Direction::Fetch).map_err(|e| self.remote_error("connecting to", e))?;
         let connection = self.authenticated(connection);
         let depth = NonZeroU32::MIN;
@@ -347,9 +344,7 @@ impl GitSource {
             .map_err(|e| self.local("peeling what was fetched", e))?;
         Ok(fetched.detach())
     }
-}
 
-impl GitSource {
     /// The files of `commit`'s tree, within `limits`.
     fn read_tree(
         &self,
@@ -387,6 +382,14 @@ impl GitSource {
         }
         Ok(files)
     }
+
+    fn remote_error(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
+        GitError::Remote { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
+    }
+
+    fn local(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
+        GitError::Local { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
+    }
 }
 
 /// The highest tag in `range` among `refs` (`refs/tags/NAME` → commit).
@@ -418,33 +421,18 @@ fn size_of_dir(dir: &Path) -> u64 {
 
 /// `url` without its user information (`https://token@host/…` → `https://host/…`).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
-    }
+    user_part(url).map_or_else(|| url.to_string(), |part| url.replacen(&part, "", 1))
 }
 
-/// `message` without the user information of `url` (`user:password@`), wherever it
-/// shows.
+/// `message` without the user information of `url`, wherever it shows.
 fn scrub(message: &str, url: &str) -> String {
-    let Some((_, rest)) = url.split_once("://") else { return message.to_string() };
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    match authority.rfind('@') {
-        Some(at) => message.replace(&authority[..=at], ""),
-        None => message.to_string(),
-    }
+    user_part(url).map_or_else(|| message.to_string(), |part| message.replace(&part, ""))
 }
 
-impl GitSource {
-    fn remote_error(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
-        GitError::Remote { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
-    }
-
-    fn local(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
-        GitError::Local { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
-    }
+/// The `user:password@` of a `scheme://` URL (an scp-like `git@host:…` names a user
+/// only).
+fn user_part(url: &str) -> Option<String> {
+    url.contains("://").then(|| userinfo(url)).flatten().map(|user| format!("{user}@"))
 }
 
 #[cfg(test)]
