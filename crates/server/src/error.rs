@@ -92,7 +92,7 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Store(e) if e.is_transient() => StatusCode::SERVICE_UNAVAILABLE,
+            _ if self.store_out_of_reach() => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. })
             | ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -109,10 +109,16 @@ impl ApiError {
         }
     }
 
+    /// Whether the store failed in a way that passes (a lost connection, a restart, a
+    /// failover): answered `503` with `Retry-After`.
+    fn store_out_of_reach(&self) -> bool {
+        matches!(self, ApiError::Store(e) if e.is_transient())
+    }
+
     /// The JSON body: the message, plus where a document broke a rule or where the
     /// event log now starts.
     pub(crate) fn body(&self) -> ErrorBody {
-        if matches!(self, ApiError::Store(e) if e.is_transient()) {
+        if self.store_out_of_reach() {
             return ErrorBody::message(format!(
                 "the store is out of reach (a lost connection, a restart or a failover): try again in {} s",
                 retry_after_secs(STORE_RETRY_AFTER)
@@ -170,7 +176,7 @@ impl IntoResponse for ApiError {
         }
         let retry_after = match &self {
             ApiError::RateLimited { retry_after, .. } => Some(*retry_after),
-            ApiError::Store(e) if e.is_transient() => Some(STORE_RETRY_AFTER),
+            _ if self.store_out_of_reach() => Some(STORE_RETRY_AFTER),
             _ => None,
         };
         if let Some(after) = retry_after {
