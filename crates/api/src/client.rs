@@ -232,6 +232,13 @@ impl Client {
         Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
     }
 
+    /// `POST /v1/gitrepositories/{name}/reconcile`: fetches the source now.
+    pub async fn fetch_now(&self, tenant: &str, name: &str) -> Result<WorkKey> {
+        let path = format!("/v1/gitrepositories/{name}/reconcile");
+        let req = self.http.post(self.url(&path)).query(&[("tenant", tenant)]);
+        Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
+    }
+
     /// `GET /v1/rollouts`: every rollout of the tenant (per-step counts for those not
     /// completed).
     pub async fn rollouts(&self, tenant: &str) -> Result<Vec<RolloutStatus>> {
@@ -401,6 +408,7 @@ pub(crate) fn plural(kind: Kind) -> &'static str {
         Kind::Cluster => "clusters",
         Kind::SyncSet => "syncsets",
         Kind::Secret => "secrets",
+        Kind::GitRepository => "gitrepositories",
     }
 }
 

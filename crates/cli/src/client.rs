@@ -131,6 +131,7 @@ pub async fn get(a: GetArgs) -> Result<()> {
         Resource::Clusters => Some(Kind::Cluster),
         Resource::Syncsets => Some(Kind::SyncSet),
         Resource::Secrets => Some(Kind::Secret),
+        Resource::GitRepositories => Some(Kind::GitRepository),
         Resource::Status | Resource::Members | Resource::Events => None,
     };
     if a.output == Format::Name && object_kind.is_none() {

@@ -9,6 +9,7 @@ use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_k8s_sim::fleet::SimFleet;
 use fleetsync_runtime::secrets::StoreSecrets;
 use fleetsync_runtime::{default_worker_id, RuntimeConfig};
+use fleetsync_source::{Limits, Reach, SourceReconciler};
 use fleetsync_store::{RetryPolicy, Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +82,13 @@ pub fn check_fail_rate(rate: f64) -> Result<f64> {
 /// The egress policy of `--egress-allow` and `--egress-deny`.
 pub fn egress_policy(a: &EngineArgs) -> Result<EgressPolicy> {
     Ok(EgressPolicy::parse(&a.egress_allow, &a.egress_deny)?)
+}
+
+/// How the workers fetch GitRepositories: held to the same `egress` policy as cluster
+/// endpoints, `file://` URLs only with `--allow-local-sources`.
+pub fn sources(a: &EngineArgs, egress: EgressPolicy) -> SourceReconciler {
+    let reach = Reach { egress: Arc::new(egress), local_files: a.allow_local_sources };
+    SourceReconciler { reach, limits: Limits::default() }
 }
 
 /// The appliers this build has: the simulated fleet for `simulator` endpoints and the

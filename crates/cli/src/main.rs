@@ -59,6 +59,7 @@ fn main() -> ExitCode {
             Command::Describe(a) => describe::describe(a).await.map(|()| true),
             Command::Wait(a) => wait::wait(a).await.map(|()| true),
             Command::Retry(a) => retry::retry(a).await.map(|()| true),
+            Command::Reconcile(a) => retry::reconcile(a).await.map(|()| true),
             Command::Rollout(c) => rollout::run(c).await.map(|()| true),
             Command::Token(TokenCommand::Create(a)) => token::create(a).await.map(|()| true),
             Command::Token(TokenCommand::List(a)) => token::list(a).await.map(|()| true),

@@ -73,7 +73,7 @@ pub fn structured_list<T: serde::Serialize>(format: Format, items: &[T]) -> Resu
 
 /// What `-o name` says where there are no objects to name.
 pub const NAME_LISTS_OBJECTS_ONLY: &str =
-    "-o name lists Clusters, SyncSets and Secrets only (`get clusters|syncsets|secrets`)";
+    "-o name lists objects only (`get clusters|syncsets|secrets|gitrepositories`)";
 
 /// Prints objects as `kind/name`, one per line (`-o name`), as `apply` names them.
 pub fn names(kind: fleetsync_model::Kind, objects: &[Value]) -> std::io::Result<()> {

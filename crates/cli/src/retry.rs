@@ -1,7 +1,7 @@
 //! `retry CLUSTER SYNCSET`: runs a key again now, resetting its backoff (also a parked
-//! key).
+//! key); `reconcile source NAME`: the same for a source's fetch.
 
-use crate::args::RetryArgs;
+use crate::args::{ReconcileArgs, ReconcileKind, RetryArgs};
 use crate::client::explain;
 use crate::context::connect;
 use anyhow::Result;
@@ -12,5 +12,17 @@ pub async fn retry(a: RetryArgs) -> Result<()> {
     let tenant = conn.tenant_or(&a.at.tenant);
     let key = conn.client.retry(&tenant, &a.cluster, &a.syncset).await.map_err(explain)?;
     outln!("{}/{} queued to run again (tenant {})", key.cluster, key.syncset, key.tenant)?;
+    Ok(())
+}
+
+pub async fn reconcile(a: ReconcileArgs) -> Result<()> {
+    let conn = connect(&a.at.conn)?;
+    let tenant = conn.tenant_or(&a.at.tenant);
+    match a.kind {
+        ReconcileKind::Source => {
+            conn.client.fetch_now(&tenant, &a.name).await.map_err(explain)?;
+            outln!("gitrepository/{} queued to fetch now (tenant {tenant})", a.name)?;
+        }
+    }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! SIGINT or SIGTERM.
 
 use crate::args::{KubeSourceArgs, RetentionArgs, ServeArgs, ServeLimitsArgs, ServeTlsArgs};
-use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, store_config};
+use crate::engine::{appliers, check_fail_rate, egress_policy, runtime_config, sources, store_config};
 use crate::stores::{describe, open_store};
 use anyhow::{Context, Result};
 use fleetsync_hub::{ConnectionLimits, EventTrim, Hub, TlsConfig, WatchLimits};
@@ -35,7 +35,9 @@ pub async fn run(a: ServeArgs) -> Result<()> {
     let url = format!("{scheme}://{}", listener.local_addr()?);
     tracing::info!(%url, store = %describe(&a.store), "fleetsync hub serving {scheme}");
 
+    let sources = sources(&a.engine, egress.clone());
     let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(sim), store, egress), runtime_cfg)
+        .sources(sources)
         .api(listener)
         .event_trim(trim);
     hub = hub.connection_limits(connections).watch_limits(watches);

@@ -109,7 +109,9 @@ pub async fn worker(a: WorkerArgs) -> Result<()> {
     resealed(store.secrets_reseal().await)?;
     let store: Arc<dyn Store> = Arc::new(store);
     tracing::info!(id = config.worker_id, "fleetsync worker running");
-    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(SimFleetConfig::default()), store, egress), config);
+    let sources = crate::engine::sources(&a.engine, egress.clone());
+    let mut hub = Hub::new(store.clone(), appliers(SimFleet::new(SimFleetConfig::default()), store, egress), config)
+        .sources(sources);
     if let Some(listen) = &a.listen {
         let listener = tokio::net::TcpListener::bind(listen)
             .await

@@ -70,7 +70,12 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                 let mode = s["spec"].get("resourceApplyMode").map_or("Upsert".into(), text);
                 let p = details.progress.get(i).and_then(Option::as_ref);
                 let mut cells = name_gen(s);
-                cells.extend([mode, resources.len().to_string()]);
+                // Resources read from a source: where, and at which revision.
+                let count = match s["spec"].get("sourceRef") {
+                    Some(r) => format!("{}@{}", text(&r["name"]), short(&s["status"]["sourceRevision"])),
+                    None => resources.len().to_string(),
+                };
+                cells.extend([mode, count]);
                 cells.extend(match p {
                     Some(p) => [p.clusters.to_string(), format!("{}/{}", p.applied, p.clusters), p.reason.to_string()],
                     None => ["-".into(), "-".into(), "-".into()],
@@ -98,6 +103,20 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             };
             print(cols, headers, rows.collect())
         }
+        Resource::GitRepositories => {
+            let rows = items.iter().map(|g| {
+                let reference = g["spec"]["ref"].as_object().and_then(|r| r.iter().next());
+                let mut cells = name_gen(g);
+                cells.extend([
+                    text(&g["spec"]["url"]),
+                    reference.map_or("-".into(), |(k, v)| format!("{k}:{}", text(v))),
+                    text(&g["status"]["revision"]),
+                    text(&g["status"]["fetchedAt"]),
+                ]);
+                row(g, cells)
+            });
+            print(cols, &["NAME", "GENERATION", "URL", "REF", "REVISION", "FETCHED"], rows.collect())
+        }
         _ => {
             let rows = items.iter().map(|s| {
                 let keys = s["stringData"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>().join(","));
@@ -108,6 +127,11 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             print(cols, &["NAME", "GENERATION", "KEYS"], rows.collect())
         }
     }
+}
+
+/// A revision as people read it: a commit id's first 12 digits, `-` while there is none.
+fn short(revision: &Value) -> String {
+    text(revision).chars().take(12).collect()
 }
 
 /// Which clusters a SyncSet spec targets: its names, its selector, or both.

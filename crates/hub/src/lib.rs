@@ -5,7 +5,7 @@
 //! what this process also serves: the HTTP API on a listener ([`Hub::api`], over https
 //! with [`Hub::api_tls`]), the event
 //! log's trimming ([`Hub::event_trim`], see [`trim`]), the Kubernetes source
-//! ([`Hub::kube_source`]), the probes and metrics of a process without the API
+//! ([`Hub::kube_source`]), how the workers fetch GitRepositories ([`Hub::sources`]), the probes and metrics of a process without the API
 //! ([`Hub::probes`]) and a metrics registry of your own ([`Hub::registry`]).
 //! [`Hub::run`] runs it all until its shutdown token is cancelled, then drains — the
 //! API lets requests in flight finish, the workers let runs in flight finish within
@@ -21,11 +21,12 @@ pub use trim::{EventTrim, TrimError};
 
 use fleetsync_applier::Applier;
 use fleetsync_kube_source::KubeSource;
-use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics};
+use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics, SyncSetReconciler};
 use fleetsync_server::access::{Access, AccessSettings};
 use fleetsync_server::metrics::process::ProcessCollector;
 use fleetsync_server::probes::{serve_probes, ReadyCheck};
 use fleetsync_server::{AppState, QueueMetrics, ServerTls};
+use fleetsync_source::{SourceReconciler, WithSources};
 use fleetsync_store::{Quotas, Store};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -49,6 +50,7 @@ pub struct Hub {
     watches: WatchLimits,
     trim: Option<EventTrim>,
     source: Option<KubeSource>,
+    sources: SourceReconciler,
     registry: Registry,
 }
 
@@ -99,6 +101,7 @@ impl Hub {
             watches: WatchLimits::default(),
             trim: None,
             source: None,
+            sources: SourceReconciler::default(),
             registry: Registry::default(),
         }
     }
@@ -174,6 +177,14 @@ impl Hub {
         self
     }
 
+    /// How the workers fetch GitRepositories (the egress policy their URLs meet, and
+    /// the limits of what they hold). Default: [`SourceReconciler::default`], which
+    /// holds them to the default egress policy and limits.
+    pub fn sources(mut self, sources: SourceReconciler) -> Hub {
+        self.sources = sources;
+        self
+    }
+
     /// The registry `/metrics` serves; the hub adds the runtime's and the queue's
     /// metrics to it. Default: an empty one.
     pub fn registry(mut self, registry: Registry) -> Hub {
@@ -202,7 +213,9 @@ impl Hub {
             tokio::spawn(serve_probes(listener, registry.clone(), ready, stop.clone().cancelled_owned()))
         });
 
-        let runtime = Runtime::new(self.store.clone(), self.applier, self.config, runtime_metrics);
+        let syncsets = SyncSetReconciler::new(self.applier, runtime_metrics.clone());
+        let reconciler = Arc::new(WithSources { sources: self.sources, rest: syncsets });
+        let runtime = Runtime::with_reconciler(self.store.clone(), reconciler, self.config, runtime_metrics);
         let workers = tokio::spawn(runtime.run(stop.clone()));
         let source = self.source.map(|source| tokio::spawn(source.run(stop.clone().cancelled_owned())));
         let trim = self.trim.filter(EventTrim::bounded);

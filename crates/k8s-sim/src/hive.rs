@@ -66,13 +66,14 @@ pub fn hive_syncset(i: usize, resources: usize, revision: &str) -> Document {
         })
         .collect();
     let spec = SyncSetSpec {
+        source_ref: None,
         cluster_selector: Some(LabelSelector { match_labels: [("fleet".to_string(), "hive".to_string())].into() }),
         cluster_names: None,
         resource_apply_mode: ApplyMode::Upsert,
         resources,
         rollout: None,
     };
-    Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec })
+    Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec, status: None })
 }
 
 #[cfg(test)]

@@ -72,6 +72,15 @@ impl Artifact {
     }
 }
 
+/// Whether `path` may name a directory of an artifact (see [`Artifact::manifests`]).
+pub fn check_path(path: &str) -> Result<(), ArtifactError> {
+    const MAX_PATH: usize = 1024;
+    if path.len() > MAX_PATH {
+        return Err(ArtifactError::Path { path: String::new(), rule: "is longer than 1024 bytes (the limit)" });
+    }
+    normalize(path).map(drop)
+}
+
 /// `path` as a prefix of file paths: relative, `/`-separated, no `..`, no trailing `/`.
 fn normalize(path: &str) -> Result<String, ArtifactError> {
     let bad = |rule| ArtifactError::Path { path: path.to_string(), rule };

@@ -1,5 +1,6 @@
 //! Validating documents. A file holds several YAML documents separated by `---`
-//! ([parsed](crate::parse) within [limits](crate::limits)); each is a Cluster, a SyncSet or a Secret. Every error names the document (its position
+//! ([parsed](crate::parse) within [limits](crate::limits)); each is a Cluster, a SyncSet, a Secret or a
+//! GitRepository. Every error names the document (its position
 //! and, where known, its kind and name), the field, and the rule that was broken.
 
 use crate::cluster::{Cluster, Endpoint};
@@ -8,6 +9,7 @@ use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
 pub use crate::parse::{parse_documents, ParseError};
 use crate::secret::{validate_secret, Secret};
+use crate::source::GitRepository;
 use crate::syncset::SyncSet;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -61,6 +63,7 @@ pub enum Kind {
     Cluster,
     SyncSet,
     Secret,
+    GitRepository,
 }
 
 impl Kind {
@@ -69,6 +72,7 @@ impl Kind {
             Kind::Cluster => "Cluster",
             Kind::SyncSet => "SyncSet",
             Kind::Secret => "Secret",
+            Kind::GitRepository => "GitRepository",
         }
     }
 
@@ -78,6 +82,7 @@ impl Kind {
             "cluster" | "clusters" => Some(Kind::Cluster),
             "syncset" | "syncsets" => Some(Kind::SyncSet),
             "secret" | "secrets" => Some(Kind::Secret),
+            "gitrepository" | "gitrepositories" => Some(Kind::GitRepository),
             _ => None,
         }
     }
@@ -95,6 +100,7 @@ pub enum Document {
     Cluster(Cluster),
     SyncSet(SyncSet),
     Secret(Secret),
+    GitRepository(GitRepository),
 }
 
 impl Document {
@@ -103,6 +109,7 @@ impl Document {
             Document::Cluster(_) => Kind::Cluster,
             Document::SyncSet(_) => Kind::SyncSet,
             Document::Secret(_) => Kind::Secret,
+            Document::GitRepository(_) => Kind::GitRepository,
         }
     }
 
@@ -111,6 +118,16 @@ impl Document {
             Document::Cluster(c) => &c.metadata,
             Document::SyncSet(s) => &s.metadata,
             Document::Secret(s) => &s.metadata,
+            Document::GitRepository(g) => &g.metadata,
+        }
+    }
+
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Document::Cluster(c) => &mut c.metadata,
+            Document::SyncSet(s) => &mut s.metadata,
+            Document::Secret(s) => &mut s.metadata,
+            Document::GitRepository(g) => &mut g.metadata,
         }
     }
 
@@ -123,6 +140,7 @@ impl Document {
             Document::Cluster(c) => serde_json::to_value(c),
             Document::SyncSet(s) => serde_json::to_value(s.redacted()),
             Document::Secret(s) => serde_json::to_value(s.redacted()),
+            Document::GitRepository(g) => serde_json::to_value(g),
         };
         let mut v = body.unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {
@@ -143,6 +161,7 @@ impl Document {
             Document::Cluster(c) => validate_cluster(c),
             Document::SyncSet(s) => validate_syncset(s).and_then(|()| s.refuse_redacted()),
             Document::Secret(s) => validate_secret(s),
+            Document::GitRepository(g) => g.spec.validate().map_err(|e| e.under("spec")),
         }
     }
 }
@@ -158,6 +177,9 @@ pub struct ValidationError {
     /// What the rule is.
     pub rule: String,
 }
+
+/// The kinds a document may have, for messages.
+const KINDS: &str = "Cluster, SyncSet, Secret or GitRepository";
 
 /// Parses and validates one document given as a JSON value; `index` is its 1-based
 /// position in its file, for messages.
@@ -175,15 +197,19 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
             "Cluster" => Kind::Cluster,
             "SyncSet" => Kind::SyncSet,
             "Secret" => Kind::Secret,
-            other => return Err(err("kind", format!("unknown kind {other:?}: expected Cluster, SyncSet or Secret"))),
+            "GitRepository" => Kind::GitRepository,
+            other => {
+                return Err(err("kind", format!("unknown kind {other:?}: expected {KINDS}")));
+            }
         },
-        _ => return Err(err("kind", "is required: Cluster, SyncSet or Secret".into())),
+        _ => return Err(err("kind", format!("is required: {KINDS}"))),
     };
     let doc = match kind {
         Kind::Cluster => typed(value).map(Document::Cluster),
         Kind::SyncSet => typed(value).map(Document::SyncSet),
         // Never `typed`: serde's messages quote what they found, and this is a secret.
         Kind::Secret => crate::secret::parse_secret(value).map(Document::Secret),
+        Kind::GitRepository => typed(value).map(Document::GitRepository),
     }
     .map_err(|e| err(&e.field, e.message))?;
     doc.validate().map_err(|e| err(&e.field, e.message))?;
@@ -286,7 +312,20 @@ fn validate_syncset(s: &SyncSet) -> Result<(), FieldError> {
     if let Some(rollout) = &s.spec.rollout {
         rollout.validate()?;
     }
+    if let Some(source) = &s.spec.source_ref {
+        if !s.spec.resources.is_empty() {
+            return Err(FieldError::new("spec", "set only one of resources and sourceRef"));
+        }
+        check_dns1123_label(&source.name).map_err(|r| FieldError::new("spec.sourceRef.name", r.to_string()))?;
+        crate::artifact::check_path(&source.path).map_err(|e| FieldError::new("spec.sourceRef.path", e.to_string()))?;
+    }
     validate_resources(&s.spec.resources)
+}
+
+/// Checks the resources a SyncSet's source holds at a revision, read into `s`: the
+/// same rules as resources given inline, the fields named as `spec.resources[N]`.
+pub fn validate_sourced(s: &SyncSet) -> Result<(), FieldError> {
+    validate_resources(&s.spec.resources).and_then(|()| s.refuse_redacted())
 }
 
 fn validate_resources(resources: &[Manifest]) -> Result<(), FieldError> {

@@ -12,9 +12,40 @@ pub struct WorkKey {
     pub syncset: String,
 }
 
+/// What the `syncset` of a source's key starts with.
+const SOURCE: &str = "source:";
+
 impl WorkKey {
     pub fn new(tenant: impl Into<String>, cluster: impl Into<String>, syncset: impl Into<String>) -> Self {
         Self { tenant: tenant.into(), cluster: cluster.into(), syncset: syncset.into() }
+    }
+
+    /// The key of fetching the `GitRepository` `name`: `source:<name>` as both its
+    /// cluster and its SyncSet. No Cluster or SyncSet name holds a `:`, so no planning,
+    /// selector or view of theirs ever takes it for theirs, and shards spread sources
+    /// by name.
+    pub fn source(tenant: impl Into<String>, name: &str) -> Self {
+        let id = format!("{SOURCE}{name}");
+        Self { tenant: tenant.into(), cluster: id.clone(), syncset: id }
+    }
+
+    /// The source this key fetches, if it is a [source's key](Self::source).
+    pub fn source_name(&self) -> Option<&str> {
+        self.syncset.strip_prefix(SOURCE).filter(|_| self.cluster == self.syncset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sources_key_is_told_apart_from_every_syncsets() {
+        let key = WorkKey::source("t", "fleet");
+        assert_eq!(key.source_name(), Some("fleet"));
+        assert_eq!(WorkKey::new("t", "c1", "fleet").source_name(), None);
+        // A SyncSet key whose names could not be a Cluster's and a SyncSet's at once.
+        assert_eq!(WorkKey::new("t", "c1", "source:fleet").source_name(), None);
     }
 }
 

@@ -58,10 +58,10 @@ pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
-pub use source::{GitReference, GitRepositorySpec, LocalRef};
+pub use source::{GitReference, GitRepository, GitRepositorySpec, LocalRef, SourceStatus};
 pub use status::{
     ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome,
     ResourceResult, StatusSummary, Unready,
 };
-pub use syncset::{ApplyMode, SyncSet, SyncSetSpec};
+pub use syncset::{ApplyMode, SourceKind, SourceRef, SyncSet, SyncSetSpec, SyncSetStatus};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

@@ -1,11 +1,38 @@
-//! A Git repository as a source of desired state: the spec a `GitRepository` object
-//! carries, in Flux's words (`url`, `ref`, `interval`, `secretRef`, `ignore`), and its
+//! A Git repository as a source of desired state: the `GitRepository` document and its
+//! spec, in Flux's words (`url`, `ref`, `interval`, `secretRef`, `ignore`), and its
 //! rules.
 
+use crate::document::ObjectMeta;
 use crate::error::FieldError;
 use crate::rollout::Wait;
+use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// A `GitRepository` document: a repository's ref, fetched at each new revision into
+/// an artifact that SyncSets read their resources from (`spec.sourceRef`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitRepository {
+    pub metadata: ObjectMeta,
+    pub spec: GitRepositorySpec,
+    /// Set by the store when read (what is given on input is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<SourceStatus>,
+}
+
+/// What the store holds of a source.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SourceStatus {
+    /// The revision (commit id) of the artifact its SyncSets read; absent until the
+    /// first fetch succeeds. A fetch that fails keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// When that revision was stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<Timestamp>,
+}
 
 /// Where the manifests live and how often to look.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -13,7 +40,8 @@ use std::time::Duration;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GitRepositorySpec {
     /// `https://host/org/repo.git`, `ssh://git@host/org/repo.git` or `git@host:org/repo.git`
-    /// (`http://` too, for servers inside the network). No credentials in it: they
+    /// (`http://` too, for servers inside the network; `file://` only on a hub started
+    /// to allow local sources, for tests and local use). No credentials in it: they
     /// belong in the Secret `secretRef` names.
     pub url: String,
     /// What to follow: exactly one of `branch`, `tag`, `semver` and `commit`.
@@ -126,7 +154,8 @@ impl GitReference {
 }
 
 /// A URL a source may name: https, http, ssh or scp-like (`git@host:path`), with a host
-/// and without a password (credentials go in the Secret `secretRef` names).
+/// and without a password (credentials go in the Secret `secretRef` names); or a
+/// `file://` path, which only a hub that allows local sources fetches.
 fn check_url(url: &str) -> Result<(), FieldError> {
     if url.len() > MAX_URL || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err(FieldError::message(format!("at most {MAX_URL} characters, no spaces or control characters")));
@@ -137,8 +166,14 @@ fn check_url(url: &str) -> Result<(), FieldError> {
         None if url.split_once(':').is_some_and(|(h, _)| !h.is_empty() && !h.contains('/')) => ("ssh", url),
         None => return Err(FieldError::message("a URL such as https://host/org/repo.git")),
     };
+    if scheme == "file" {
+        return match rest.strip_prefix('/') {
+            Some(_) => Ok(()),
+            None => Err(FieldError::message("a file:// URL names an absolute path: file:///srv/fleet.git")),
+        };
+    }
     if !matches!(scheme, "https" | "http" | "ssh") {
-        return Err(FieldError::message(format!("the scheme {scheme:?} is not one of https, http and ssh")));
+        return Err(FieldError::message(format!("the scheme {scheme:?} is not one of https, http, ssh and file")));
     }
     let authority = rest.split(['/', ':']).next().unwrap_or_default();
     let userinfo = userinfo(url);
@@ -177,7 +212,12 @@ mod tests {
         .expect("valid");
         assert_eq!(s.interval, Wait(Duration::from_secs(300)));
         assert_eq!(s.ignore_patterns(), ["*.md", "/docs/"]);
-        for url in ["ssh://git@git.example/org/fleet.git", "git@git.example:org/fleet.git", "http://10.0.0.5/fleet"] {
+        for url in [
+            "ssh://git@git.example/org/fleet.git",
+            "git@git.example:org/fleet.git",
+            "http://10.0.0.5/fleet",
+            "file:///srv/fleet.git",
+        ] {
             spec(&format!("url: {url}\nref: {{tag: v1.0.0}}\ninterval: 1m")).expect(url);
         }
     }
@@ -185,8 +225,11 @@ mod tests {
     #[test]
     fn each_broken_rule_names_its_field() {
         let broken = [
-            ("url: ftp://host/x\nref: {branch: main}", "url: the scheme \"ftp\" is not one of https, http and ssh"),
-            ("url: file:///etc\nref: {branch: main}", "url: the scheme \"file\""),
+            (
+                "url: ftp://host/x\nref: {branch: main}",
+                "url: the scheme \"ftp\" is not one of https, http, ssh and file",
+            ),
+            ("url: file://etc\nref: {branch: main}", "url: a file:// URL names an absolute path"),
             ("url: https://bot:s3cret@host/x\nref: {branch: main}", "url: credentials in the URL"),
             ("url: https://token@host/x\nref: {branch: main}", "url: credentials in the URL"),
             ("url: https://host/x\nref: {}", "ref: exactly one of branch, tag, semver and commit"),

@@ -1,4 +1,6 @@
-//! A SyncSet: an ordered list of resources and the clusters they go to.
+//! A SyncSet: an ordered list of resources and the clusters they go to. The resources
+//! are given inline (`spec.resources`) or read from a source (`spec.sourceRef`: the
+//! manifests under a path of a `GitRepository`'s artifact).
 
 use crate::document::ObjectMeta;
 use crate::error::FieldError;
@@ -13,6 +15,41 @@ use serde::{Deserialize, Serialize};
 pub struct SyncSet {
     pub metadata: ObjectMeta,
     pub spec: SyncSetSpec,
+    /// Set by the store (what is given on input is replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<SyncSetStatus>,
+}
+
+/// What the store says of a SyncSet's resources.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SyncSetStatus {
+    /// The revision of the source (a commit id) this generation's resources were read
+    /// at; absent while the source has fetched none yet (the SyncSet then runs nowhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_revision: Option<String>,
+}
+
+/// The source a SyncSet's resources are read from, and where in it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SourceRef {
+    /// The kind of source: `GitRepository`.
+    pub kind: SourceKind,
+    /// The source, in the SyncSet's namespace.
+    pub name: String,
+    /// The directory whose `.yaml`, `.yml` and `.json` files (and those below it) hold
+    /// the resources, relative to the source's root; the root if left out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+/// The kinds of source a SyncSet can read from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SourceKind {
+    GitRepository,
 }
 
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -27,9 +64,15 @@ pub struct SyncSetSpec {
     pub cluster_names: Option<Vec<String>>,
     #[serde(default)]
     pub resource_apply_mode: ApplyMode,
-    /// Applied in this order; a run stops at the first failure.
+    /// Applied in this order; a run stops at the first failure. Left out when
+    /// `sourceRef` names where they are.
     #[serde(default)]
     pub resources: Vec<Manifest>,
+    /// Read the resources from a source instead: the manifests under `path` (files in
+    /// name order, documents in file order), each new revision of the source a new
+    /// generation of the SyncSet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<SourceRef>,
     /// Stage each new generation through steps instead of applying it everywhere at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSpec>,
@@ -64,6 +107,12 @@ impl ApplyMode {
 }
 
 impl SyncSet {
+    /// Whether its resources come from a source that has fetched nothing yet: stored,
+    /// but applied nowhere until the source has a revision.
+    pub fn waits_for_source(&self) -> bool {
+        self.spec.source_ref.is_some() && self.status.as_ref().and_then(|s| s.source_revision.as_ref()).is_none()
+    }
+
     /// The same SyncSet with the values of its Kubernetes Secret manifests replaced by
     /// [`REDACTED`](crate::secret::REDACTED), keys kept: what may be shown. The applier,
     /// the agents' drift and the store use the SyncSet itself.
@@ -102,6 +151,7 @@ impl SyncSetSpec {
             cluster_names: self.cluster_names.clone(),
             resource_apply_mode: self.resource_apply_mode,
             resources: Vec::new(),
+            source_ref: None,
             rollout: None,
         }
     }
@@ -164,6 +214,23 @@ spec:
             "{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: \"system:controller:x\"}}",
         );
         assert!(parse_documents(&rbac).is_ok(), "RBAC names may hold ':'");
+    }
+
+    #[test]
+    fn a_source_ref_stands_for_the_resources_and_is_checked() {
+        let sourced = "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {name: web}\nspec:\n  clusterNames: [c1]\n  sourceRef: {kind: GitRepository, name: fleet, path: apps/web}\n";
+        let docs = parse_documents(sourced).expect("valid");
+        let Document::SyncSet(set) = &docs[0] else { panic!("a SyncSet") };
+        assert!(set.waits_for_source(), "no revision yet");
+        let both = sourced
+            .replace("  sourceRef:", "  resources: [{apiVersion: v1, kind: A, metadata: {name: x}}]\n  sourceRef:");
+        assert_eq!(invalid(&both).rule, "set only one of resources and sourceRef");
+        let out = invalid(&sourced.replace("apps/web", "../secrets"));
+        assert_eq!(out.field, "spec.sourceRef.path");
+        assert!(out.rule.contains("`..`"), "{out:?}");
+        let kind = invalid(&sourced.replace("kind: GitRepository", "kind: Bucket"));
+        assert_eq!(kind.field, "spec.sourceRef.kind", "{kind:?}");
+        assert_eq!(invalid(&sourced.replace("name: fleet", "name: Fleet")).field, "spec.sourceRef.name");
     }
 
     #[test]

@@ -37,6 +37,7 @@ fn as_json(doc: &Document) -> serde_json::Value {
         Document::Cluster(c) => serde_json::to_value(c),
         Document::SyncSet(s) => serde_json::to_value(s),
         Document::Secret(s) => serde_json::to_value(s),
+        Document::GitRepository(g) => serde_json::to_value(g),
     }
     .expect("a document encodes");
     let mut v = serde_json::json!({"apiVersion": API_VERSION, "kind": doc.kind().as_str()});
@@ -50,12 +51,14 @@ fn assert_stored_form_reads_back(doc: &Document, input: &str) {
         Document::Cluster(c) => serde_json::to_string(c),
         Document::SyncSet(s) => serde_json::to_string(s),
         Document::Secret(s) => serde_json::to_string(s),
+        Document::GitRepository(g) => serde_json::to_string(g),
     }
     .expect("a document encodes");
     let back = match doc.kind() {
         Kind::Cluster => serde_json::from_str(&stored).map(Document::Cluster),
         Kind::SyncSet => serde_json::from_str(&stored).map(Document::SyncSet),
         Kind::Secret => serde_json::from_str(&stored).map(Document::Secret),
+        Kind::GitRepository => serde_json::from_str(&stored).map(Document::GitRepository),
     };
     match back {
         Ok(back) => assert_eq!(&back, doc, "stored form differs for input {input:?}"),

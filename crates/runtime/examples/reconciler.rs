@@ -79,13 +79,14 @@ fn syncset(version: &str) -> Document {
         "data": {"version": version},
     });
     let spec = SyncSetSpec {
+        source_ref: None,
         cluster_selector: Some(LabelSelector { match_labels: [("env".to_string(), "prod".to_string())].into() }),
         cluster_names: None,
         resource_apply_mode: Default::default(),
         resources: vec![Manifest(manifest)],
         rollout: None,
     };
-    Document::SyncSet(SyncSet { metadata: ObjectMeta::new("web"), spec })
+    Document::SyncSet(SyncSet { metadata: ObjectMeta::new("web"), spec, status: None })
 }
 
 #[tokio::main]

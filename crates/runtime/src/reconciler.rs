@@ -238,7 +238,9 @@ impl Context {
     pub async fn revision(&self) -> Result<Option<Arc<SyncSet>>, ReconcileError> {
         let Some(latest) = self.syncset().await? else { return Ok(None) };
         let k = &self.item.key;
-        if latest.metadata.generation == self.item.generation {
+        // A SyncSet whose resources come from a source is stored without them: its
+        // revision holds them.
+        if latest.metadata.generation == self.item.generation && latest.spec.source_ref.is_none() {
             return Ok(Some(latest));
         }
         match self.cache.revision(&*self.store, &k.tenant, &k.syncset, self.item.generation).await? {

@@ -29,11 +29,7 @@ const RETRY: RetryPolicy =
 
 /// `doc` in `tenant`.
 fn in_tenant(mut doc: Document, tenant: &str) -> Document {
-    match &mut doc {
-        Document::Cluster(c) => c.metadata.namespace = tenant.into(),
-        Document::SyncSet(s) => s.metadata.namespace = tenant.into(),
-        Document::Secret(s) => s.metadata.namespace = tenant.into(),
-    }
+    doc.metadata_mut().namespace = tenant.into();
     doc
 }
 

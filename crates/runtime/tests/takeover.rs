@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_model::{
-    Artifact, Cluster, Document, Endpoint, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret, StatusSummary,
-    SyncSet, Timestamp, TokenRecord, WorkKey,
+    Artifact, Cluster, Document, Endpoint, GitRepository, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret,
+    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
@@ -123,6 +123,14 @@ impl Objects for ExpireAfterClaim {
         self.inner.secret_list(tenant).await
     }
 
+    async fn git_repository_get(&self, tenant: &str, name: &str) -> Result<Option<GitRepository>> {
+        self.inner.git_repository_get(tenant, name).await
+    }
+
+    async fn git_repository_list(&self, tenant: Option<&str>) -> Result<Vec<GitRepository>> {
+        self.inner.git_repository_list(tenant).await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -145,6 +153,14 @@ impl Objects for ExpireAfterClaim {
         page: &PageRequest<ObjectKey>,
     ) -> Result<Page<Secret, ObjectKey>> {
         self.inner.secret_page(filter, page).await
+    }
+
+    async fn git_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<GitRepository, ObjectKey>> {
+        self.inner.git_repository_page(filter, page).await
     }
 }
 
@@ -293,6 +309,16 @@ impl Artifacts for ExpireAfterClaim {
 
     async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {
         self.inner.artifact_get(tenant, source, revision).await
+    }
+
+    async fn source_fetched(
+        &self,
+        tenant: &str,
+        name: &str,
+        artifact: &Artifact,
+        own: OwnWrite,
+    ) -> Result<SourceFetched> {
+        self.inner.source_fetched(tenant, name, artifact, own).await
     }
 }
 

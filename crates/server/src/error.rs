@@ -98,7 +98,9 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimedOut { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::InvalidField { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::InvalidField { .. } | ApiError::Store(StoreError::SourceInvalid { .. }) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::Store(StoreError::QuotaExceeded(_)) => StatusCode::FORBIDDEN,
             ApiError::CursorExpired { .. } | ApiError::Store(StoreError::CursorExpired { .. }) => StatusCode::GONE,

@@ -69,7 +69,7 @@ use axum::http::{Method, Uri};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use fleetsync_store::{Quotas, Store};
-use objects::{Clusters, Secrets, SyncSets};
+use objects::{Clusters, GitRepositories, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::sync::Arc;
@@ -128,6 +128,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/syncsets/{name}", get(objects::get::<SyncSets>).delete(objects::delete::<SyncSets>))
         .route("/v1/secrets", get(objects::list::<Secrets>))
         .route("/v1/secrets/{name}", get(objects::get::<Secrets>).delete(objects::delete::<Secrets>))
+        .route("/v1/gitrepositories", get(objects::list::<GitRepositories>))
+        .route(
+            "/v1/gitrepositories/{name}",
+            get(objects::get::<GitRepositories>).delete(objects::delete::<GitRepositories>),
+        )
+        .route("/v1/gitrepositories/{name}/reconcile", post(status::fetch_now))
         .route("/v1/members", get(members::list))
         .route("/v1/status", get(status::list))
         .route("/v1/status/summary", get(status::summary))

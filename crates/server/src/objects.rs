@@ -59,6 +59,15 @@ impl ObjectKind for Secrets {
     const PATH_NAME: &'static str = "Secret name in the path";
 }
 
+/// `/v1/gitrepositories`.
+#[derive(Debug)]
+pub enum GitRepositories {}
+
+impl ObjectKind for GitRepositories {
+    const KIND: Kind = Kind::GitRepository;
+    const PATH_NAME: &'static str = "GitRepository name in the path";
+}
+
 /// `POST /v1/apply?dryRun=All`: `dryRun` is the only query parameter. Each document
 /// names its own tenant (`metadata.namespace`), so a `?tenant=` would only mislead.
 #[derive(Debug, Deserialize)]
@@ -126,7 +135,7 @@ impl Drop for CancelOnDrop {
 pub fn write_right(kind: Kind) -> Right {
     match kind {
         Kind::Secret => Right::Admin,
-        Kind::Cluster | Kind::SyncSet => Right::Edit,
+        Kind::Cluster | Kind::SyncSet | Kind::GitRepository => Right::Edit,
     }
 }
 
@@ -198,6 +207,9 @@ pub async fn list<K: ObjectKind>(
                 Kind::Cluster => all_clusters(store, &clusters).await?.into_iter().map(Document::Cluster).collect(),
                 Kind::SyncSet => store.syncset_list(Some(tenant)).await?.into_iter().map(Document::SyncSet).collect(),
                 Kind::Secret => store.secret_list(Some(tenant)).await?.into_iter().map(Document::Secret).collect(),
+                Kind::GitRepository => {
+                    store.git_repository_list(Some(tenant)).await?.into_iter().map(Document::GitRepository).collect()
+                }
             };
             Items::all(docs.iter().map(Document::to_value).collect())
         }
@@ -211,6 +223,9 @@ pub async fn list<K: ObjectKind>(
             Kind::Secret => {
                 paging::items(store.secret_page(&objects, &page).await?, &scope, |s| Document::Secret(s).to_value())
             }
+            Kind::GitRepository => paging::items(store.git_repository_page(&objects, &page).await?, &scope, |g| {
+                Document::GitRepository(g).to_value()
+            }),
         },
     };
     Ok(Json(items))
@@ -262,5 +277,6 @@ pub async fn fetch(store: &dyn Objects, kind: Kind, tenant: &str, name: &str) ->
         Kind::Cluster => store.cluster_get(tenant, name).await?.map(Document::Cluster),
         Kind::SyncSet => store.syncset_get(tenant, name).await?.map(Document::SyncSet),
         Kind::Secret => store.secret_get(tenant, name).await?.map(Document::Secret),
+        Kind::GitRepository => store.git_repository_get(tenant, name).await?.map(Document::GitRepository),
     })
 }

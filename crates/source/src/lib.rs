@@ -12,6 +12,8 @@
 //!   stream within the limits (gzip bombs, links, paths out of it refused).
 //! * [`webhook`]: whether a push notification comes from the source's host (GitHub's
 //!   and the generic HMAC-SHA256 signature, GitLab's token).
+//! * [`reconciler`]: a source's fetch as a key of the work queue, and the new
+//!   revision stored for every process and taken up by the SyncSets that read it.
 //! * [`limits`]: how much a source may download, hold and nest; a source over a limit
 //!   is refused with an error naming the limit, and nothing of it is kept.
 //!
@@ -21,9 +23,11 @@
 
 pub mod git;
 pub mod limits;
+pub mod reconciler;
 pub mod tarball;
 pub mod webhook;
 
 pub use fleetsync_model::artifact::{Artifact, ArtifactError};
 pub use git::{Basic, Fetch, GitError, GitRef, GitSource, Reach};
 pub use limits::{Limit, Limits};
+pub use reconciler::{SourceReconciler, WithSources};

@@ -46,6 +46,10 @@ pub enum StoreError {
     /// whose writer no longer holds the key with this token: nothing was written.
     #[error("write refused: the lease on {key} with token {fence} is no longer held")]
     LeaseLost { key: WorkKey, fence: Fence },
+    /// A SyncSet's resources, read from its source, break a rule (see
+    /// [`fleetsync_model::document::validate_sourced`]): nothing was written.
+    #[error("SyncSet {tenant}/{name}: the manifests its source holds at revision {revision}: {rule}")]
+    SourceInvalid { tenant: String, name: String, revision: String, rule: String },
     /// The write would have exceeded a tenant's quota: nothing was written.
     #[error(transparent)]
     QuotaExceeded(#[from] crate::quota::QuotaExceeded),

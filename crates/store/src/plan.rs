@@ -196,6 +196,13 @@ pub(crate) fn secret_users<'a>(name: &'a str, clusters: &'a [Cluster]) -> impl I
     clusters.iter().filter(move |c| uses_secret(c, name))
 }
 
+/// A new or changed source: its key fetches (again) at the source's `generation`; an
+/// own write (the fetch's) leaves it clean.
+pub(crate) fn source_changed(tenant: &str, name: &str, generation: i64, own: Option<&WorkKey>) -> Planned {
+    let key = WorkKey::source(tenant, name);
+    Planned { dirties: own != Some(&key), key, enqueue: Enqueue::apply(generation, ApplyMode::Upsert) }
+}
+
 /// What deleting an object does to the work queue.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Deleted {
@@ -203,6 +210,9 @@ pub(crate) enum Deleted {
     ClusterKeysDropped,
     /// The SyncSet's keys are enqueued for removal, so Sync mode deletes what it applied.
     Removals(Vec<Planned>),
+    /// A source's key is enqueued for removal (no more fetches); the SyncSets that
+    /// read it keep the revision they hold.
+    SourceRemoved(Planned),
     /// Nothing: clusters that use the Secret fail to connect until it is back (and retry
     /// with backoff).
     Nothing,
@@ -223,6 +233,11 @@ pub(crate) fn deleted(kind: Kind, tenant: &str, name: &str, keyed: impl IntoIter
                 })
                 .collect(),
         ),
+        Kind::GitRepository => Deleted::SourceRemoved(Planned {
+            key: WorkKey::source(tenant, name),
+            enqueue: Enqueue::remove(),
+            dirties: true,
+        }),
         Kind::Secret => Deleted::Nothing,
     }
 }
@@ -271,6 +286,7 @@ mod tests {
 
     fn target(name: &str, generation: i64, env: &str) -> Target {
         let targeting = SyncSetSpec {
+            source_ref: None,
             cluster_selector: Some(LabelSelector { match_labels: labels(&[("env", env)]) }),
             cluster_names: None,
             resource_apply_mode: ApplyMode::Sync,
@@ -374,6 +390,19 @@ mod tests {
         );
         assert_eq!(deleted(Kind::Cluster, "t", "a", Vec::new()), Deleted::ClusterKeysDropped);
         assert_eq!(deleted(Kind::Secret, "t", "kc", Vec::new()), Deleted::Nothing);
+        let source = Planned { key: WorkKey::source("t", "fleet"), enqueue: Enqueue::remove(), dirties: true };
+        assert_eq!(deleted(Kind::GitRepository, "t", "fleet", Vec::new()), Deleted::SourceRemoved(source));
+    }
+
+    #[test]
+    fn a_changed_source_fetches_unless_its_own_fetch_changed_it() {
+        let key = WorkKey::source("t", "fleet");
+        let planned = source_changed("t", "fleet", 3, None);
+        assert_eq!(
+            (&planned.key, planned.enqueue, planned.dirties),
+            (&key, Enqueue::apply(3, ApplyMode::Upsert), true)
+        );
+        assert!(!source_changed("t", "fleet", 3, Some(&key)).dirties);
     }
 
     #[test]

@@ -16,12 +16,12 @@ use crate::rollout::{RolloutEvent, RolloutState};
 use crate::{
     ApplyOutcome, ArtifactStored, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject,
     EventRetention, EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite,
-    QueueStats, Quotas, RenewParams, Result, StatusFilter,
+    QueueStats, Quotas, RenewParams, Result, SourceFetched, StatusFilter,
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Artifact, Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret,
-    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
+    Artifact, Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, ResourceRef, RolloutPhase,
+    Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +90,10 @@ pub trait Objects: Send + Sync + 'static {
     async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<Secret>>;
     /// Every Secret (of one tenant), values included: show [`Secret::redacted`].
     async fn secret_list(&self, tenant: Option<&str>) -> Result<Vec<Secret>>;
+    /// A GitRepository, with its status (the revision its SyncSets read).
+    async fn git_repository_get(&self, tenant: &str, name: &str) -> Result<Option<GitRepository>>;
+    /// Every GitRepository (of one tenant).
+    async fn git_repository_list(&self, tenant: Option<&str>) -> Result<Vec<GitRepository>>;
 
     /// One page of Clusters in `(tenant, name)` order, those whose labels the filter
     /// selects (see [`crate::page`]: a page may end early, after the rows it examined).
@@ -111,6 +115,12 @@ pub trait Objects: Send + Sync + 'static {
         filter: &ObjectFilter,
         page: &PageRequest<ObjectKey>,
     ) -> Result<Page<Secret, ObjectKey>>;
+    /// One page of GitRepositories in `(tenant, name)` order.
+    async fn git_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<GitRepository, ObjectKey>>;
 }
 
 /// The coalescing keyed work queue: claims with leases and fencing tokens, renewals,
@@ -358,6 +368,21 @@ pub trait Artifacts: Send + Sync + 'static {
     async fn artifact_put(&self, tenant: &str, source: &str, artifact: &Artifact) -> Result<ArtifactStored>;
     /// The files of `source`'s `revision`, if stored.
     async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>>;
+
+    /// A fetch of the GitRepository `tenant/name` by the holder of its key (`own`):
+    /// stores `artifact` as its revision (its status says so from then on), and
+    /// applies again every SyncSet that reads it, each taking the revision as a new
+    /// generation (staged by its rollout like any change), all in one transaction.
+    /// Refused with nothing written if the source is gone (`NotFound`), a SyncSet's
+    /// manifests at the revision break a rule (`SourceInvalid`: the source keeps its
+    /// last good revision), or the lease is lost (`LeaseLost`).
+    async fn source_fetched(
+        &self,
+        tenant: &str,
+        name: &str,
+        artifact: &Artifact,
+        own: OwnWrite,
+    ) -> Result<SourceFetched>;
 }
 
 /// Every role: what a backend implements and what a hub that serves them all holds.

@@ -94,6 +94,9 @@ pub enum Resource {
     /// Secrets, values never shown.
     #[value(alias = "secret")]
     Secrets,
+    /// GitRepositories: where SyncSets read their resources, and the revision stored.
+    #[value(name = "gitrepositories", aliases = ["gitrepository", "sources", "source"])]
+    GitRepositories,
     Status,
     #[value(alias = "event")]
     Events,
@@ -243,6 +246,22 @@ pub struct RolloutArgs {
     pub syncset: String,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+/// What `reconcile` runs now.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReconcileKind {
+    /// A GitRepository: fetched at once, not at its next interval.
+    #[value(aliases = ["gitrepository", "git"])]
+    Source,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    pub kind: ReconcileKind,
+    pub name: String,
     #[command(flatten)]
     pub at: TenantArgs,
 }

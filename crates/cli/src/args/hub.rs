@@ -199,6 +199,10 @@ pub struct EngineArgs {
     /// A host name or CIDR cluster endpoints may never reach (wins over --egress-allow).
     #[arg(long, env = "FLEETSYNC_EGRESS_DENY", value_delimiter = ',', value_name = "HOST|CIDR")]
     pub egress_deny: Vec<String>,
+    /// Let GitRepositories name `file://` URLs, which read this machine's disk: for
+    /// tests and local use, never on a shared hub.
+    #[arg(long, env = "FLEETSYNC_ALLOW_LOCAL_SOURCES")]
+    pub allow_local_sources: bool,
 }
 
 impl EngineArgs {
@@ -225,6 +229,7 @@ impl EngineArgs {
         .flat_map(|(flag, value)| [flag.to_string(), value])
         .chain(self.egress_allow.iter().flat_map(|v| ["--egress-allow".to_string(), v.clone()]))
         .chain(self.egress_deny.iter().flat_map(|v| ["--egress-deny".to_string(), v.clone()]))
+        .chain(self.allow_local_sources.then(|| "--allow-local-sources".to_string()))
         .collect()
     }
 }

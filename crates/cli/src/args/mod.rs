@@ -58,6 +58,8 @@ pub enum Command {
     Wait(WaitArgs),
     /// Run a SyncSet on a cluster again now (also a parked one).
     Retry(RetryArgs),
+    /// Fetch a source now (`reconcile source NAME`), rather than at its next interval.
+    Reconcile(ReconcileArgs),
     /// Show or steer a SyncSet's staged rollout (`spec.rollout`).
     #[command(subcommand)]
     Rollout(RolloutCommand),

@@ -97,6 +97,18 @@ impl TestHub {
         done
     }
 
+    /// Applies YAML documents through the API.
+    pub async fn apply(&self, yaml: &str) {
+        let req = self.post("/v1/apply").header("content-type", "application/yaml");
+        let resp = req.body(yaml.to_string()).send().await.expect("reach the hub");
+        assert!(resp.status().is_success(), "{}", resp.text().await.unwrap_or_default());
+    }
+
+    /// `POST path` with the admin token.
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(format!("{}{path}", self.url)).bearer_auth(&self.token)
+    }
+
     /// `GET path` with the admin token.
     pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
         self.http.get(format!("{}{path}", self.url)).bearer_auth(&self.token)

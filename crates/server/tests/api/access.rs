@@ -9,7 +9,8 @@ use fleetsync_server::access::RULES;
 use fleetsync_store::{StatusFilter, Store};
 use std::time::Duration;
 
-/// Tenant `a` holds cluster c1, SyncSet s1 (on c1) and Secret sec1; tenant `b` holds c2.
+/// Tenant `a` holds cluster c1, SyncSet s1 (on c1), Secret sec1 and GitRepository g1;
+/// tenant `b` holds c2.
 pub(crate) const FLEET: &str = r#"
 apiVersion: fleetsync.io/v1
 kind: Cluster
@@ -29,6 +30,11 @@ apiVersion: fleetsync.io/v1
 kind: Secret
 metadata: {name: sec1, namespace: a}
 stringData: {token: s3cr3t}
+---
+apiVersion: fleetsync.io/v1
+kind: GitRepository
+metadata: {name: g1, namespace: a}
+spec: {url: "https://git.example/fleet.git", ref: {branch: main}}
 ---
 apiVersion: fleetsync.io/v1
 kind: Cluster
@@ -110,6 +116,7 @@ fn request(method: &str, path: &str) -> (String, String) {
             let p = p.replace("/v1/clusters/{name}", "/v1/clusters/c1").replace("/v1/syncsets/{name}", "/v1/syncsets/s1");
             let p = p.replace("/v1/secrets/{name}", "/v1/secrets/sec1").replace("/v1/status/clusters/{name}", "/v1/status/clusters/c1");
             let p = p.replace("/v1/status/syncsets/{name}", "/v1/status/syncsets/s1");
+            let p = p.replace("/v1/gitrepositories/{name}", "/v1/gitrepositories/g1");
             let tenant = if matches!(p.as_str(), "/v1/events" | "/v1/members" | "/v1/tokens" | "/v1/whoami" | "/v1/version") { "" } else { "?tenant=a" };
             (format!("{p}{tenant}"), "")
         }
@@ -144,7 +151,11 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             | "/v1/live",
         )
         | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),
-        ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}") => row(403, 200, 200, 403, 200, 403),
+        ("GET", "/v1/gitrepositories" | "/v1/gitrepositories/{name}") => row(200, 200, 200, 403, 200, 403),
+        ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}" | "/v1/gitrepositories/{name}") => {
+            row(403, 200, 200, 403, 200, 403)
+        }
+        ("POST", "/v1/gitrepositories/{name}/reconcile") => row(403, 202, 202, 403, 202, 403),
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
         ("GET", "/v1/rollouts" | "/v1/rollouts/{name}") => row(200, 200, 200, 403, 200, 403),
         // Allowed callers reach the handler, which refuses to pause a completed rollout.
@@ -165,7 +176,7 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
 /// Everything a request could change, as text.
 async fn snapshot(store: &dyn Store) -> String {
     let mut out = String::new();
-    for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret] {
+    for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret, Kind::GitRepository] {
         let names: Vec<String> = match kind {
             Kind::Cluster => {
                 store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{c:?}")).collect()
@@ -175,6 +186,9 @@ async fn snapshot(store: &dyn Store) -> String {
             }
             Kind::Secret => {
                 store.secret_list(None).await.expect("list").into_iter().map(|s| s.metadata.name.clone()).collect()
+            }
+            Kind::GitRepository => {
+                store.git_repository_list(None).await.expect("list").into_iter().map(|g| format!("{g:?}")).collect()
             }
         };
         out.push_str(&format!("{names:?}\n"));

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
 use fleetsync_model::{
-    Cluster, Document, Grant, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord,
-    WorkKey,
+    Cluster, Document, GitRepository, Grant, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp,
+    TokenRecord, WorkKey,
 };
 use fleetsync_store::*;
 use std::sync::Arc;
@@ -67,6 +67,14 @@ impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
         Self::fail()
     }
 
+    async fn git_repository_get(&self, _: &str, _: &str) -> Result<Option<GitRepository>> {
+        Self::fail()
+    }
+
+    async fn git_repository_list(&self, _: Option<&str>) -> Result<Vec<GitRepository>> {
+        Self::fail()
+    }
+
     async fn cluster_page(&self, _: &ClusterFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
         Self::fail()
     }
@@ -76,6 +84,14 @@ impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
     }
 
     async fn secret_page(&self, _: &ObjectFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Secret, ObjectKey>> {
+        Self::fail()
+    }
+
+    async fn git_repository_page(
+        &self,
+        _: &ObjectFilter,
+        _: &PageRequest<ObjectKey>,
+    ) -> Result<Page<GitRepository, ObjectKey>> {
         Self::fail()
     }
 }
@@ -258,6 +274,16 @@ impl<const TRANSIENT: bool> Artifacts for Broken<TRANSIENT> {
     }
 
     async fn artifact_get(&self, _: &str, _: &str, _: &str) -> Result<Option<fleetsync_model::Artifact>> {
+        Self::fail()
+    }
+
+    async fn source_fetched(
+        &self,
+        _: &str,
+        _: &str,
+        _: &fleetsync_model::Artifact,
+        _: OwnWrite,
+    ) -> Result<fleetsync_store::SourceFetched> {
         Self::fail()
     }
 }

@@ -442,6 +442,17 @@ const MIGRATIONS: &[(&str, &str)] = &[
         PRIMARY KEY (tenant, source, revision));
     "#,
     ),
+    (
+        "GitRepositories, and the source each SyncSet reads",
+        r#"
+    -- A GitRepository's status (the revision its SyncSets read) is in its document.
+    CREATE TABLE git_repositories (
+        tenant text NOT NULL, name text NOT NULL, generation bigint NOT NULL, doc text NOT NULL,
+        PRIMARY KEY (tenant, name));
+    ALTER TABLE syncsets ADD COLUMN source text;
+    CREATE INDEX syncsets_source ON syncsets (tenant, source) WHERE source IS NOT NULL;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

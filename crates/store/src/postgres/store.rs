@@ -15,8 +15,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret, StatusSummary,
-    SyncSet, Timestamp, WorkKey,
+    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret,
+    StatusSummary, SyncSet, Timestamp, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +122,20 @@ impl Objects for PgStore {
         .await
     }
 
+    async fn git_repository_get(&self, tenant: &str, name: &str) -> Result<Option<GitRepository>> {
+        self.read("reading a source", |c, _| {
+            Box::pin(objects::get(c, Kind::GitRepository, tenant.to_string(), name.to_string(), None))
+        })
+        .await
+    }
+
+    async fn git_repository_list(&self, tenant: Option<&str>) -> Result<Vec<GitRepository>> {
+        self.read("listing sources", |c, _| {
+            Box::pin(objects::list(c, Kind::GitRepository, tenant.map(str::to_string), None))
+        })
+        .await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -158,6 +172,18 @@ impl Objects for PgStore {
             Box::pin(
                 async move { pages::objects(c, Kind::Secret, f.tenant.as_deref(), None, &p, keys.as_deref()).await },
             )
+        })
+        .await
+    }
+
+    async fn git_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<GitRepository, ObjectKey>> {
+        self.read("listing sources", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::objects(c, Kind::GitRepository, f.tenant.as_deref(), None, &p, None).await })
         })
         .await
     }

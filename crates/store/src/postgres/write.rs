@@ -12,11 +12,10 @@ use crate::revision::RevisionsDrop;
 use crate::rollout::RolloutState;
 use crate::stored::{corrupt, decode, table};
 use crate::write::{
-    ClusterPlanning, ClusterRow, LiveRow, NewEvent, RevisionRow, SecretRow, Stored, SyncSetPlanning, SyncSetRow,
-    WriteTx,
+    ClusterPlanning, ClusterRow, DocRow, LiveRow, NewEvent, RevisionRow, Stored, SyncSetPlanning, SyncSetRow, WriteTx,
 };
 use crate::Fence;
-use fleetsync_model::{ApplyMode, Cluster, Kind, RolloutPhase, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Artifact, Cluster, Kind, RolloutPhase, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use tokio_postgres::types::ToSql;
 
@@ -59,23 +58,34 @@ impl WriteTx for Tx<'_> {
 
     async fn syncset_put(&mut self, s: SyncSetRow<'_>) -> PgResult<()> {
         self.execute(
-            "INSERT INTO syncsets (tenant, name, generation, apply_mode, selector, doc) VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO syncsets (tenant, name, generation, apply_mode, selector, doc, source)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (tenant, name) DO UPDATE SET generation = EXCLUDED.generation, apply_mode = EXCLUDED.apply_mode,
-                 selector = EXCLUDED.selector, doc = EXCLUDED.doc",
-            &[&s.tenant, &s.name, &s.generation, &s.mode.as_str(), &s.selector, &s.doc],
+                 selector = EXCLUDED.selector, doc = EXCLUDED.doc, source = EXCLUDED.source",
+            &[&s.tenant, &s.name, &s.generation, &s.mode.as_str(), &s.selector, &s.doc, &s.source],
         )
         .await?;
         Ok(())
     }
 
-    async fn secret_put(&mut self, s: SecretRow<'_>) -> PgResult<()> {
-        self.execute(
-            "INSERT INTO secrets (tenant, name, generation, doc) VALUES ($1, $2, $3, $4)
+    async fn doc_put(&mut self, kind: Kind, s: DocRow<'_>) -> PgResult<()> {
+        let sql = format!(
+            "INSERT INTO {} (tenant, name, generation, doc) VALUES ($1, $2, $3, $4)
              ON CONFLICT (tenant, name) DO UPDATE SET generation = EXCLUDED.generation, doc = EXCLUDED.doc",
-            &[&s.tenant, &s.name, &s.generation, &s.doc],
-        )
-        .await?;
+            table(kind)
+        );
+        self.execute(&sql, &[&s.tenant, &s.name, &s.generation, &s.doc]).await?;
         Ok(())
+    }
+
+    async fn syncsets_reading(&mut self, tenant: &str, source: &str) -> PgResult<Vec<Stored>> {
+        let rows = self
+            .query(
+                "SELECT generation, doc FROM syncsets WHERE tenant = $1 AND source = $2 ORDER BY name",
+                &[&tenant, &source],
+            )
+            .await?;
+        rows.iter().map(|r| Ok(Stored { generation: r.try_get(0)?, doc: r.try_get(1)? })).collect()
     }
 
     async fn object_delete(&mut self, kind: Kind, tenant: &str, name: &str) -> PgResult<Option<i64>> {
@@ -361,6 +371,10 @@ impl WriteTx for Tx<'_> {
             )
             .await?;
         Ok(n > 0)
+    }
+
+    async fn artifact_get(&mut self, tenant: &str, source: &str, revision: &str) -> PgResult<Option<Artifact>> {
+        super::artifacts::get(self.client(), tenant, source, revision).await
     }
 
     async fn artifact_insert(&mut self, tenant: &str, source: &str, revision: &str, files: &str) -> PgResult<bool> {

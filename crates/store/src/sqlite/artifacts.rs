@@ -5,7 +5,8 @@ use super::write::run;
 use super::SqliteStore;
 use crate::stored::decode;
 use crate::write::artifact::{self, ArtifactStored};
-use crate::{Artifacts, Result};
+use crate::write::source;
+use crate::{Artifacts, OwnWrite, Result, SourceFetched};
 use async_trait::async_trait;
 use fleetsync_model::Artifact;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -23,13 +24,30 @@ impl Artifacts for SqliteStore {
         Ok(stored)
     }
 
+    async fn source_fetched(
+        &self,
+        tenant: &str,
+        name: &str,
+        artifact: &Artifact,
+        own: OwnWrite,
+    ) -> Result<SourceFetched> {
+        let (tenant, name, artifact) = (tenant.to_string(), name.to_string(), artifact.clone());
+        let (fetched, announce) = self
+            .write("storing a fetched revision", move |tx, now, _| {
+                run(tx, now, async |w| source::fetched(w, &tenant, &name, &artifact, &own).await)
+            })
+            .await?;
+        self.announce(announce);
+        Ok(fetched)
+    }
+
     async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {
         let (tenant, source, revision) = (tenant.to_string(), source.to_string(), revision.to_string());
         self.read("reading an artifact", move |c, _| get(c, &tenant, &source, &revision)).await
     }
 }
 
-fn get(c: &Connection, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {
+pub(super) fn get(c: &Connection, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {
     let files: Option<String> = c
         .prepare_cached("SELECT files FROM artifacts WHERE tenant = ?1 AND source = ?2 AND revision = ?3")?
         .query_row(params![tenant, source, revision], |r| r.get(0))

@@ -266,6 +266,15 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL,
         PRIMARY KEY (tenant, source, revision)) WITHOUT ROWID;
     "#,
+    // 19: GitRepositories (their status in their document), and the source each
+    // SyncSet reads its resources from.
+    r#"
+    CREATE TABLE git_repositories (
+        tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL, doc TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    ALTER TABLE syncsets ADD COLUMN source TEXT;
+    CREATE INDEX syncsets_source ON syncsets (tenant, source) WHERE source IS NOT NULL;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

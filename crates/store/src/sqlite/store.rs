@@ -15,8 +15,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret, StatusSummary,
-    SyncSet, Timestamp, TokenRecord, WorkKey,
+    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret,
+    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,6 +99,16 @@ impl Objects for SqliteStore {
             .await
     }
 
+    async fn git_repository_get(&self, tenant: &str, name: &str) -> Result<Option<GitRepository>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.read("reading a source", move |c, _| objects::get(c, Kind::GitRepository, &tenant, &name, None)).await
+    }
+
+    async fn git_repository_list(&self, tenant: Option<&str>) -> Result<Vec<GitRepository>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing sources", move |c, _| objects::list(c, Kind::GitRepository, tenant.as_deref(), None)).await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -132,6 +142,18 @@ impl Objects for SqliteStore {
         let keys = self.inner.config.keys.clone();
         self.read("listing secrets", move |c, _| {
             pages::objects(c, Kind::Secret, tenant.as_deref(), None, &page, keys.as_deref())
+        })
+        .await
+    }
+
+    async fn git_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<GitRepository, ObjectKey>> {
+        let (tenant, page) = (filter.tenant.clone(), page.clone());
+        self.read("listing sources", move |c, _| {
+            pages::objects(c, Kind::GitRepository, tenant.as_deref(), None, &page, None)
         })
         .await
     }

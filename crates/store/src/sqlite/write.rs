@@ -11,11 +11,10 @@ use crate::revision::RevisionsDrop;
 use crate::rollout::RolloutState;
 use crate::stored::{corrupt, decode, json, table};
 use crate::write::{
-    ClusterPlanning, ClusterRow, LiveRow, NewEvent, RevisionRow, SecretRow, Stored, SyncSetPlanning, SyncSetRow,
-    WriteTx,
+    ClusterPlanning, ClusterRow, DocRow, LiveRow, NewEvent, RevisionRow, Stored, SyncSetPlanning, SyncSetRow, WriteTx,
 };
 use crate::{Fence, Result, StoreError};
-use fleetsync_model::{ApplyMode, Cluster, Kind, RolloutPhase, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Artifact, Cluster, Kind, RolloutPhase, Timestamp, WorkKey};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -87,22 +86,31 @@ impl WriteTx for SqliteTx<'_> {
     async fn syncset_put(&mut self, s: SyncSetRow<'_>) -> Result<()> {
         self.tx
             .prepare_cached(
-                "INSERT INTO syncsets (tenant, name, generation, apply_mode, selector, doc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO syncsets (tenant, name, generation, apply_mode, selector, doc, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, apply_mode = excluded.apply_mode,
-                     selector = excluded.selector, doc = excluded.doc",
+                     selector = excluded.selector, doc = excluded.doc, source = excluded.source",
             )?
-            .execute(params![s.tenant, s.name, s.generation, s.mode.as_str(), s.selector, s.doc])?;
+            .execute(params![s.tenant, s.name, s.generation, s.mode.as_str(), s.selector, s.doc, s.source])?;
         Ok(())
     }
 
-    async fn secret_put(&mut self, s: SecretRow<'_>) -> Result<()> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO secrets (tenant, name, generation, doc) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, doc = excluded.doc",
-            )?
-            .execute(params![s.tenant, s.name, s.generation, s.doc])?;
+    async fn doc_put(&mut self, kind: Kind, s: DocRow<'_>) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO {} (tenant, name, generation, doc) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (tenant, name) DO UPDATE SET generation = excluded.generation, doc = excluded.doc",
+            table(kind)
+        );
+        self.tx.prepare_cached(&sql)?.execute(params![s.tenant, s.name, s.generation, s.doc])?;
         Ok(())
+    }
+
+    async fn syncsets_reading(&mut self, tenant: &str, source: &str) -> Result<Vec<Stored>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT generation, doc FROM syncsets WHERE tenant = ?1 AND source = ?2 ORDER BY name")?;
+        let rows = stmt.query_map(params![tenant, source], |r| Ok(Stored { generation: r.get(0)?, doc: r.get(1)? }))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     async fn object_delete(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<i64>> {
@@ -368,6 +376,10 @@ impl WriteTx for SqliteTx<'_> {
             )?
             .execute(params![tenant, digest, content])?;
         Ok(n > 0)
+    }
+
+    async fn artifact_get(&mut self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {
+        super::artifacts::get(self.tx, tenant, source, revision)
     }
 
     async fn artifact_insert(&mut self, tenant: &str, source: &str, revision: &str, files: &str) -> Result<bool> {

@@ -6,12 +6,12 @@
 //! changed; a changed one is written, logged, and plans the keys it affects (a SyncSet
 //! first stores its revision and decides its rollout, [`revision::on_write`]).
 
-use super::{ClusterRow, NewEvent, SecretRow, SyncSetRow, WriteTx};
+use super::{ClusterRow, DocRow, NewEvent, SyncSetRow, WriteTx};
 use crate::plan::{self, Announce, RolloutFacts, SyncSetFacts, Upsert};
 use crate::quota::{self, Quota, Quotas};
 use crate::revision::{self, RolloutWrite};
 use crate::sealed::{self, Keyring};
-use crate::stored::{canonical, decode_doc, json};
+use crate::stored::{canonical, decode_doc, json, source_id};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
 use fleetsync_model::{Cluster, Document, Kind, Secret, SyncSet, WorkKey};
 use std::collections::BTreeSet;
@@ -20,10 +20,10 @@ use std::collections::BTreeSet;
 /// ([`plan::Planned::dirties`]); `actor`, who the events name; `keys`, what Secrets are
 /// sealed with ([`sealed`]).
 #[derive(Clone, Copy)]
-struct By<'a> {
-    own: Option<&'a WorkKey>,
-    actor: Option<&'a str>,
-    keys: Option<&'a Keyring>,
+pub(super) struct By<'a> {
+    pub(super) own: Option<&'a WorkKey>,
+    pub(super) actor: Option<&'a str>,
+    pub(super) keys: Option<&'a Keyring>,
 }
 
 /// Applies documents by `actor` within `quotas`, Secrets sealed with `keys`. Their
@@ -92,6 +92,7 @@ async fn apply_docs<T: WriteTx>(tx: &mut T, docs: &[Document], by: By<'_>) -> Re
             Document::Cluster(c) => apply_cluster(tx, c, by).await?,
             Document::SyncSet(s) => apply_syncset(tx, s, by).await?,
             Document::Secret(s) => apply_secret(tx, s, by).await?,
+            Document::GitRepository(g) => super::source::apply(tx, g, by).await?,
         };
         if let Upsert::Write { .. } = upsert {
             tx.work_announce(Announce::objects(tx.now(), 1, enqueued));
@@ -103,7 +104,7 @@ async fn apply_docs<T: WriteTx>(tx: &mut T, docs: &[Document], by: By<'_>) -> Re
 }
 
 /// Appends the event of a written document.
-async fn logged<T: WriteTx>(
+pub(super) async fn logged<T: WriteTx>(
     tx: &mut T,
     kind: Kind,
     tenant: &str,
@@ -154,7 +155,7 @@ async fn apply_secret<T: WriteTx>(tx: &mut T, s: &Secret, by: By<'_>) -> Result<
     let upsert = plan::upsert(stored);
     let Upsert::Write { generation, .. } = upsert else { return Ok((upsert, 0)) };
     let doc = sealed::seal(by.keys, tenant, name, doc).map_err(StoreError::from)?;
-    tx.secret_put(SecretRow { tenant, name, generation, doc: &doc }).await?;
+    tx.doc_put(Kind::Secret, DocRow { tenant, name, generation, doc: &doc }).await?;
     logged(tx, Kind::Secret, tenant, name, upsert, by).await?;
     let clusters = tx.cluster_list(tenant).await?;
     let mut enqueued = 0;
@@ -164,25 +165,41 @@ async fn apply_secret<T: WriteTx>(tx: &mut T, s: &Secret, by: By<'_>) -> Result<
     Ok((upsert, enqueued))
 }
 
-/// A SyncSet: a new or changed one stores its revision (and the one it replaces, if a
-/// SyncSet last written before revisions were kept lacks it), decides its rollout,
-/// plans its keys ([`plan::syncset_changed`]) and prunes its old revisions.
-async fn apply_syncset<T: WriteTx>(tx: &mut T, s: &SyncSet, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
+/// A SyncSet, its resources read from its source if it names one
+/// ([`super::source::resolve`]): a new or changed one stores its revision (and the one
+/// it replaces, if a SyncSet last written before revisions were kept lacks it),
+/// decides its rollout, plans its keys ([`plan::syncset_changed`]) and prunes its old
+/// revisions. One that waits for its source is stored, and runs nowhere yet.
+pub(super) async fn apply_syncset<T: WriteTx>(tx: &mut T, s: &SyncSet, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
-    let doc = canonical(s)?;
+    let s = &super::source::resolve(tx, s).await?;
+    let doc = match &s.spec.source_ref {
+        // What the user wrote, and the source's revision: the resources are the revision's.
+        Some(_) => {
+            let mut head = s.clone();
+            head.spec.resources.clear();
+            canonical(&head)?
+        }
+        None => canonical(s)?,
+    };
     let stored = tx.object_stored(Kind::SyncSet, tenant, name).await?;
     let upsert = plan::upsert(stored.as_ref().map(|st| (st.generation, st.doc == doc)));
     let Upsert::Write { generation, .. } = upsert else { return Ok((upsert, 0)) };
     let previous = match stored {
         Some(st) if !tx.revision_kept(tenant, name, st.generation).await? => {
-            Some(decode_doc::<SyncSet>("syncsets", &st.doc, st.generation)?)
+            Some(decode_doc::<SyncSet>("syncsets", &st.doc, st.generation)?).filter(|p| p.spec.source_ref.is_none())
         }
         _ => None,
     };
     let mode = s.spec.resource_apply_mode;
     let selector = json("syncsets", &s.spec.targeting())?;
-    tx.syncset_put(SyncSetRow { tenant, name, generation, mode, selector: &selector, doc: &doc }).await?;
+    let source = s.spec.source_ref.as_ref().map(|r| source_id(r.kind, &r.name));
+    let row = SyncSetRow { tenant, name, generation, mode, selector: &selector, doc: &doc, source: source.as_deref() };
+    tx.syncset_put(row).await?;
     logged(tx, Kind::SyncSet, tenant, name, upsert, by).await?;
+    if s.waits_for_source() {
+        return Ok((upsert, 0));
+    }
     if let Some(previous) = &previous {
         revision_put(tx, previous, generation - 1).await?;
     }

@@ -19,6 +19,15 @@ pub struct ArtifactStored {
     pub new_revision: bool,
 }
 
+/// What a fetch stored (see [`crate::Artifacts::source_fetched`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFetched {
+    pub artifact: ArtifactStored,
+    /// Each SyncSet that reads the source, applied again: `updated` where the
+    /// revision changed its resources or status.
+    pub syncsets: Vec<crate::ApplyOutcome>,
+}
+
 /// Stores `artifact` as `source`'s revision (see [`crate::Artifacts::artifact_put`]).
 pub(crate) async fn put<T: WriteTx>(
     tx: &mut T,

@@ -24,7 +24,7 @@ pub(crate) async fn delete<T: WriteTx>(
     tx.event_append(NewEvent { tenant, kind: kind.as_str(), name, action: "Deleted", generation, actor }).await?;
     let keyed = match kind {
         Kind::SyncSet => tx.work_clusters_of(tenant, name).await?,
-        Kind::Cluster | Kind::Secret => Vec::new(),
+        Kind::Cluster | Kind::Secret | Kind::GitRepository => Vec::new(),
     };
     let enqueued = match plan::deleted(kind, tenant, name, keyed) {
         Deleted::ClusterKeysDropped => {
@@ -36,6 +36,7 @@ pub(crate) async fn delete<T: WriteTx>(
             tx.revisions_drop(tenant, name, &RevisionsDrop::every()).await?;
             tx.work_enqueue(&plan).await?
         }
+        Deleted::SourceRemoved(planned) => tx.work_enqueue(&[planned]).await?,
         Deleted::Nothing => 0,
     };
     tx.work_announce(Announce::objects(tx.now(), 1, enqueued));

@@ -16,6 +16,8 @@
 //! - [`complete`]: what a completion writes (carried out by each backend's batched SQL,
 //!   so that a completion stays one round trip where it is one);
 //! - [`artifact`]: a source's artifact, each content once per tenant;
+//! - [`source`]: a GitRepository written, a SyncSet's resources read from its source,
+//!   and a fetched revision stored and taken up by the SyncSets that read it;
 //! - [`transitions`]: what an enqueue, a claim, a release, a take-back and a resync do
 //!   to a key's row, as the SQL both backends build their set-based statements from.
 //!
@@ -36,6 +38,7 @@ pub(crate) mod delete;
 pub(crate) mod live;
 pub(crate) mod queue;
 pub(crate) mod rollout_write;
+pub(crate) mod source;
 pub(crate) mod transitions;
 
 use crate::plan::{Announce, Planned, SyncSetFacts};
@@ -43,7 +46,7 @@ use crate::quota::{Quota, Usage};
 use crate::revision::{RevisionsDrop, Split};
 use crate::rollout::RolloutState;
 use crate::{Fence, StoreError};
-use fleetsync_model::{ApplyMode, Cluster, Kind, LiveState, Timestamp, WorkKey};
+use fleetsync_model::{ApplyMode, Artifact, Cluster, Kind, LiveState, Timestamp, WorkKey};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
@@ -79,8 +82,13 @@ pub(crate) trait WriteTx {
     /// Writes a SyncSet's row (inserted or replaced).
     async fn syncset_put(&mut self, row: SyncSetRow<'_>) -> Result<(), Self::Error>;
 
-    /// Writes a Secret's row (inserted or replaced), its document as given (sealed).
-    async fn secret_put(&mut self, row: SecretRow<'_>) -> Result<(), Self::Error>;
+    /// Writes the row of a Secret (its document as given: sealed) or a GitRepository,
+    /// inserted or replaced: the kinds stored as their document alone.
+    async fn doc_put(&mut self, kind: Kind, row: DocRow<'_>) -> Result<(), Self::Error>;
+
+    /// The stored SyncSets of `tenant` that read their resources from `source`
+    /// ([`source_id`](crate::stored::source_id)), in name order.
+    async fn syncsets_reading(&mut self, tenant: &str, source: &str) -> Result<Vec<Stored>, Self::Error>;
 
     /// Deletes an object's row; its generation, or `None` if there was none.
     async fn object_delete(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<i64>, Self::Error>;
@@ -187,6 +195,14 @@ pub(crate) trait WriteTx {
     /// whether it was new.
     async fn content_put(&mut self, tenant: &str, digest: &str, content: &[u8]) -> Result<bool, Self::Error>;
 
+    /// `source`'s `revision`, if it is stored.
+    async fn artifact_get(
+        &mut self,
+        tenant: &str,
+        source: &str,
+        revision: &str,
+    ) -> Result<Option<Artifact>, Self::Error>;
+
     /// Records `source`'s `revision` as the list of its files (JSON `[[path, digest]]`),
     /// unless recorded already; whether it was new.
     async fn artifact_insert(
@@ -239,10 +255,13 @@ pub(crate) struct SyncSetRow<'a> {
     pub(crate) mode: ApplyMode,
     pub(crate) selector: &'a str,
     pub(crate) doc: &'a str,
+    /// The source it reads its resources from ([`source_id`](crate::stored::source_id)), if any.
+    pub(crate) source: Option<&'a str>,
 }
 
-/// A Secret's row: `doc` as stored (sealed, given keys).
-pub(crate) struct SecretRow<'a> {
+/// The row of a kind stored as its document alone: `doc` as stored (a Secret's sealed,
+/// given keys).
+pub(crate) struct DocRow<'a> {
     pub(crate) tenant: &'a str,
     pub(crate) name: &'a str,
     pub(crate) generation: i64,

@@ -1,0 +1,160 @@
+//! A SyncSet whose resources live in a Git repository, judged from what the simulated
+//! clusters hold: the hub fetches the repository's branch as a key of its queue, each
+//! new commit becomes a new generation of the SyncSet that the clusters then hold (one
+//! fetched when asked, one found by polling at the interval), and a commit whose
+//! manifests are broken is refused while the clusters keep the last good one.
+
+mod common;
+
+use common::TestHub;
+use fleetsync_model::{ResourceRef, WorkKey};
+use fleetsync_runtime::RuntimeConfig;
+use fleetsync_source::{Reach, SourceReconciler};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CLUSTERS: usize = 3;
+
+/// A repository with a work tree, committed to with the `git` command.
+struct Repo(PathBuf);
+
+impl Repo {
+    fn new(dir: &Path) -> Repo {
+        let repo = Repo(dir.to_path_buf());
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=fleet", "-c", "user.email=fleet@example.invalid", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(&self.0)
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Writes `files` and commits everything; the commit's id.
+    fn commit(&self, files: &[(&str, &str)]) -> String {
+        for (path, content) in files {
+            let path = self.0.join(path);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("directories");
+            std::fs::write(path, content).expect("write");
+        }
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", "change"]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+}
+
+fn config_map(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: apps}}\ndata: {{v: \"{value}\"}}\n")
+}
+
+fn cm(name: &str) -> ResourceRef {
+    ResourceRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("apps".into()),
+        name: name.into(),
+    }
+}
+
+/// Whether every cluster holds each of `resources` at `generation`, as the target
+/// recorded its writes.
+fn held(hub: &TestHub, resources: &[ResourceRef], generation: i64) -> bool {
+    (0..CLUSTERS).all(|c| {
+        let key = WorkKey::new("default", format!("c{c}"), "web");
+        resources.iter().all(|r| hub.sim.generation_of(&key, r) == Some(generation))
+    })
+}
+
+async fn wait_held(hub: &TestHub, resources: &[ResourceRef], generation: i64, within: Duration) {
+    let start = Instant::now();
+    while !held(hub, resources, generation) {
+        let status: Value = hub.get("/v1/status?tenant=default").send().await.expect("hub").json().await.expect("json");
+        assert!(start.elapsed() < within, "the clusters never held generation {generation}: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn object(hub: &TestHub, path: &str) -> Value {
+    hub.get(&format!("{path}?tenant=default")).send().await.expect("hub").json().await.expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(dir.path());
+    let first = repo.commit(&[
+        ("apps/a.yaml", &config_map("a", "1")),
+        ("apps/b.yaml", &format!("{}---\n{}", config_map("b1", "1"), config_map("b2", "1"))),
+        ("README.md", "not a manifest"),
+        ("other/c.yaml", &config_map("elsewhere", "1")),
+    ]);
+    let sources = SourceReconciler { reach: Reach { local_files: true, ..Reach::default() }, ..Default::default() };
+    let hub = TestHub::start_with(RuntimeConfig::default(), 0.0, |hub| hub.sources(sources)).await;
+    let mut fleet = String::new();
+    for c in 0..CLUSTERS {
+        fleet.push_str(&format!(
+            "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{c}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"
+        ));
+    }
+    // The SyncSet comes first: it waits for the source applied with it.
+    fleet.push_str(&format!(
+        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"file://{}\", ref: {{branch: main}}, interval: 10s}}\n",
+        dir.path().display()
+    ));
+    hub.apply(&fleet).await;
+
+    // The first commit: the manifests under apps/, in file order.
+    wait_held(&hub, &[cm("a"), cm("b1"), cm("b2")], 2, Duration::from_secs(30)).await;
+    let key = WorkKey::new("default", "c0", "web");
+    assert_eq!(hub.sim.resource_count(&key), 3, "nothing from outside apps/");
+    let source = object(&hub, "/v1/gitrepositories/fleet").await;
+    assert_eq!(source["status"]["revision"], first, "{source}");
+    let set = object(&hub, "/v1/syncsets/web").await;
+    assert_eq!((&set["status"]["sourceRevision"], &set["metadata"]["generation"]), (&first.as_str().into(), &2.into()));
+
+    // A commit fetched at once when asked (as a push notification does).
+    let second = repo.commit(&[("apps/a.yaml", &config_map("a", "2")), ("apps/d.yaml", &config_map("d", "2"))]);
+    let asked = hub.post("/v1/gitrepositories/fleet/reconcile?tenant=default").send().await.expect("hub");
+    assert_eq!(asked.status(), reqwest::StatusCode::ACCEPTED);
+    wait_held(&hub, &[cm("a"), cm("b1"), cm("b2"), cm("d")], 3, Duration::from_secs(30)).await;
+    assert_eq!(object(&hub, "/v1/syncsets/web").await["status"]["sourceRevision"], second);
+
+    // A commit found by polling at the interval.
+    let third = repo.commit(&[("apps/e.yaml", &config_map("e", "3"))]);
+    wait_held(&hub, &[cm("a"), cm("e")], 4, Duration::from_secs(40)).await;
+    assert_eq!(object(&hub, "/v1/gitrepositories/fleet").await["status"]["revision"], third);
+
+    // A commit whose manifests do not parse: refused, the clusters keep the third, and
+    // the source's key says why.
+    repo.commit(&[("apps/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n")]);
+    hub.post("/v1/gitrepositories/fleet/reconcile?tenant=default").send().await.expect("hub");
+    let source_key = WorkKey::source("default", "fleet");
+    let start = Instant::now();
+    let error = loop {
+        let status = object(&hub, "/v1/status").await;
+        let row = status["items"].as_array().and_then(|items| {
+            items.iter().find(|k| k["cluster"] == source_key.cluster.as_str() && k["lastError"].is_string())
+        });
+        if let Some(row) = row {
+            break row["lastError"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the broken commit was never refused: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(error.contains("apps/broken.yaml"), "{error}");
+    assert_eq!(object(&hub, "/v1/gitrepositories/fleet").await["status"]["revision"], third);
+    let at: Vec<_> = (0..CLUSTERS)
+        .map(|c| hub.sim.generation_of(&WorkKey::new("default", format!("c{c}"), "web"), &cm("e")))
+        .collect();
+    assert_eq!(at, [Some(4); CLUSTERS], "{}", object(&hub, "/v1/status").await);
+    assert_eq!(object(&hub, "/v1/syncsets/web").await["metadata"]["generation"], 4);
+    hub.stop().await;
+}

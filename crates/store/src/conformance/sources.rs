@@ -1,0 +1,80 @@
+//! Sources: a SyncSet that reads its resources from a GitRepository takes each revision
+//! the source's key stores as a new generation, and nothing else.
+
+use super::*;
+use fleetsync_model::{Artifact, GitReference, GitRepository, GitRepositorySpec, SourceKind, SourceRef};
+
+fn repository(name: &str) -> Document {
+    let reference = GitReference { branch: Some("main".into()), ..GitReference::default() };
+    let spec: GitRepositorySpec = serde_json::from_value(serde_json::json!({
+        "url": "https://git.example/fleet.git", "ref": reference,
+    }))
+    .expect("a spec");
+    Document::GitRepository(GitRepository { metadata: ObjectMeta::new(name), spec, status: None })
+}
+
+/// SyncSet `name` (selecting `env=prod`) reading `apps/` of GitRepository `fleet`.
+fn sourced(name: &str) -> Document {
+    let Document::SyncSet(mut s) = syncset(name, 0, "") else { unreachable!("a SyncSet") };
+    s.spec.source_ref = Some(SourceRef { kind: SourceKind::GitRepository, name: "fleet".into(), path: "apps".into() });
+    Document::SyncSet(s)
+}
+
+fn artifact(revision: &str, files: &[(&str, &str)]) -> Artifact {
+    Artifact {
+        revision: revision.into(),
+        files: files.iter().map(|(p, c)| (p.to_string(), c.as_bytes().to_vec())).collect(),
+    }
+}
+
+const A: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: apps}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: apps}\n";
+
+/// Applied before its source holds a revision, a SyncSet is stored and runs nowhere;
+/// the source's key stores a revision, and the SyncSet takes it as a new generation
+/// (the manifests under its path, in order; its status names the revision), its keys
+/// enqueued at it. A revision whose manifests break a rule, or stored with a lost
+/// lease, is refused whole: the source keeps its revision and nothing of it is stored.
+/// Applied again as written, the SyncSet and the source are unchanged.
+pub async fn sources_feed_syncsets_one_revision_at_a_time(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let docs = vec![cluster("c1", &[("env", "prod")]), sourced("web"), repository("fleet")];
+    s.objects_apply(docs.clone()).await.expect("apply");
+    let web = s.syncset_get("default", "web").await.expect("get").expect("stored");
+    assert!(web.waits_for_source() && web.metadata.generation == 1, "{web:?}");
+    let items = claim(s.as_ref(), "w", 10).await;
+    let keys: Vec<&WorkKey> = items.iter().map(|i| &i.key).collect();
+    assert_eq!(keys, [&WorkKey::source("default", "fleet")], "only the source's key runs");
+    let own = OwnWrite { key: items[0].key.clone(), fence: items[0].fence };
+
+    let first = artifact("c1", &[("apps/a.yaml", A), ("other/x.yaml", "not: read")]);
+    let fetched = s.source_fetched("default", "fleet", &first, own.clone()).await.expect("fetched");
+    let outcomes: Vec<_> = fetched.syncsets.iter().map(|o| (o.name.as_str(), o.generation, o.result)).collect();
+    assert_eq!(outcomes, [("web", 2, "updated")]);
+    let web = s.syncset_get("default", "web").await.expect("get").expect("stored");
+    assert_eq!(web.status.and_then(|st| st.source_revision).as_deref(), Some("c1"));
+    let applied = s.revision_get("default", "web", 2).await.expect("revision").expect("kept");
+    let names: Vec<_> = applied.spec.resources.iter().map(|m| m.0["metadata"]["name"].clone()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let web_key = s.status_get(&key("c1", "web")).await.expect("status").expect("enqueued");
+    assert_eq!(web_key.generation, 2);
+    let repo = s.git_repository_get("default", "fleet").await.expect("get").expect("stored");
+    assert_eq!(repo.status.and_then(|st| st.revision).as_deref(), Some("c1"));
+
+    let broken = artifact("c2", &[("apps/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n")]);
+    let e = s.source_fetched("default", "fleet", &broken, own.clone()).await.expect_err("refused");
+    assert!(matches!(&e, StoreError::SourceInvalid { revision, .. } if revision == "c2"), "{e}");
+    assert!(e.to_string().contains("apps/a.yaml"), "{e}");
+    let stale = OwnWrite { fence: crate::Fence::new(own.fence.get() + 1), ..own.clone() };
+    let e =
+        s.source_fetched("default", "fleet", &artifact("c3", &[("apps/a.yaml", A)]), stale).await.expect_err("stale");
+    assert!(matches!(e, StoreError::LeaseLost { .. }), "{e}");
+    for revision in ["c2", "c3"] {
+        assert_eq!(s.artifact_get("default", "GitRepository/fleet", revision).await.expect("get"), None, "{revision}");
+    }
+    let repo = s.git_repository_get("default", "fleet").await.expect("get").expect("stored");
+    assert_eq!(repo.status.and_then(|st| st.revision).as_deref(), Some("c1"), "the last good revision");
+
+    let again = s.objects_apply(docs).await.expect("apply again");
+    let results: Vec<_> = again.iter().map(|o| (o.name.as_str(), o.generation, o.result)).collect();
+    assert_eq!(results, [("c1", 1, "unchanged"), ("web", 2, "unchanged"), ("fleet", 1, "unchanged")]);
+}
