@@ -1,7 +1,7 @@
 //! A SyncSet whose resources live in a Git repository, judged from what the simulated
 //! clusters hold: the hub fetches the repository's branch as a key of its queue, each
 //! new commit becomes a new generation of the SyncSet that the clusters then hold (one
-//! fetched when asked, one found by polling at the interval), and a commit whose
+//! fetched on a push notification, one found by polling at the interval), and a commit whose
 //! manifests are broken is refused while the clusters keep the last good one.
 
 mod common;
@@ -16,6 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CLUSTERS: usize = 3;
+const HOOK_TOKEN: &str = "hook-token-1";
 
 /// A repository with a work tree, committed to with the `git` command.
 struct Repo(PathBuf);
@@ -106,7 +107,7 @@ async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held
     }
     // The SyncSet comes first: it waits for the source applied with it.
     fleet.push_str(&format!(
-        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"file://{}\", ref: {{branch: main}}, interval: 10s}}\n",
+        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"file://{}\", ref: {{branch: main}}, interval: 10s, webhookSecretRef: {{name: hook}}}}\n---\napiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: hook}}\nstringData: {{token: {HOOK_TOKEN}}}\n",
         dir.path().display()
     ));
     hub.apply(&fleet).await;
@@ -120,10 +121,11 @@ async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held
     let set = object(&hub, "/v1/syncsets/web").await;
     assert_eq!((&set["status"]["sourceRevision"], &set["metadata"]["generation"]), (&first.as_str().into(), &2.into()));
 
-    // A commit fetched at once when asked (as a push notification does).
+    // A commit fetched at once on a push notification (GitLab's form: the token itself).
     let second = repo.commit(&[("apps/a.yaml", &config_map("a", "2")), ("apps/d.yaml", &config_map("d", "2"))]);
-    let asked = hub.post("/v1/gitrepositories/fleet/reconcile?tenant=default").send().await.expect("hub");
-    assert_eq!(asked.status(), reqwest::StatusCode::ACCEPTED);
+    let hook = hub.http.post(format!("{}/v1/sources/default/fleet/hook", hub.url)).header("x-gitlab-token", HOOK_TOKEN);
+    let pushed = hook.body(r#"{"object_kind": "push"}"#).send().await.expect("hub");
+    assert_eq!(pushed.status(), reqwest::StatusCode::ACCEPTED);
     wait_held(&hub, &[cm("a"), cm("b1"), cm("b2"), cm("d")], 3, Duration::from_secs(30)).await;
     assert_eq!(object(&hub, "/v1/syncsets/web").await["status"]["sourceRevision"], second);
 

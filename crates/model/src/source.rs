@@ -4,6 +4,7 @@
 
 use crate::document::ObjectMeta;
 use crate::error::FieldError;
+use crate::names::check_dns1123_label;
 use crate::rollout::Wait;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,12 @@ pub struct GitRepositorySpec {
     /// password, or an SSH key and known hosts), in the object's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalRef>,
+    /// The Secret whose `token` push notifications are signed with (GitHub's and the
+    /// generic `sha256=` HMAC) or carry (GitLab's token), in the object's namespace:
+    /// without it, `POST /v1/sources/{namespace}/{name}/hook` refuses every
+    /// notification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_ref: Option<LocalRef>,
     /// Paths to leave out, one .gitignore pattern a line (`*.md`, `/docs/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignore: Option<String>,
@@ -106,9 +113,9 @@ impl GitRepositorySpec {
         if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&every) {
             return Err(FieldError::new("interval", "from 10s to 24h"));
         }
-        if let Some(r) = &self.secret_ref {
-            if r.name.is_empty() {
-                return Err(FieldError::new("secretRef.name", "is required"));
+        for (field, r) in [("secretRef.name", &self.secret_ref), ("webhookSecretRef.name", &self.webhook_secret_ref)] {
+            if let Some(r) = r {
+                check_dns1123_label(&r.name).map_err(|rule| FieldError::new(field, rule.to_string()))?;
             }
         }
         if let Some(ignore) = &self.ignore {
@@ -236,7 +243,8 @@ mod tests {
             ("url: https://host/x\nref: {branch: main, tag: v1}", "ref: exactly one"),
             ("url: https://host/x\nref: {commit: abc}", "ref.commit: a full commit id"),
             ("url: https://host/x\nref: {branch: main}\ninterval: 1s", "interval: from 10s to 24h"),
-            ("url: https://host/x\nref: {branch: main}\nsecretRef: {name: ''}", "secretRef.name: is required"),
+            ("url: https://host/x\nref: {branch: main}\nsecretRef: {name: ''}", "secretRef.name: "),
+            ("url: https://host/x\nref: {branch: main}\nwebhookSecretRef: {name: A}", "webhookSecretRef.name: "),
         ];
         for (yaml, want) in broken {
             let err = spec(yaml).expect_err(yaml);

@@ -39,6 +39,7 @@ mod events;
 mod extract;
 mod feed;
 pub mod health;
+pub mod hook;
 mod members;
 pub mod metrics;
 mod objects;
@@ -134,6 +135,7 @@ pub fn router(state: AppState) -> Router {
             get(objects::get::<GitRepositories>).delete(objects::delete::<GitRepositories>),
         )
         .route("/v1/gitrepositories/{name}/reconcile", post(status::fetch_now))
+        .route("/v1/sources/{tenant}/{name}/hook", post(hook::hook))
         .route("/v1/members", get(members::list))
         .route("/v1/status", get(status::list))
         .route("/v1/status/summary", get(status::summary))

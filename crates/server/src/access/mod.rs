@@ -103,7 +103,7 @@ async fn admit(access: &Access, req: &mut Request) -> Result<(), ApiError> {
     let path = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
     let need = path.as_deref().and_then(|p| routes::need(req.method(), p));
     match need {
-        Some(Need::Public) => return Ok(()),
+        Some(Need::Public | Need::Signed) => return Ok(()),
         Some(Need::Metrics) if !access.metrics_require_auth => return Ok(()),
         _ => {}
     }
@@ -131,7 +131,7 @@ async fn admit(access: &Access, req: &mut Request) -> Result<(), ApiError> {
 
 fn authorize(caller: &Caller, need: Need, req: &Request) -> Result<(), ApiError> {
     match need {
-        Need::Public | Need::Checked => Ok(()),
+        Need::Public | Need::Signed | Need::Checked => Ok(()),
         Need::Metrics if caller.visible().is_none() => {
             Err(ApiError::Forbidden(format!("{} may not read metrics", caller.subject)))
         }

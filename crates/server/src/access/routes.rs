@@ -19,6 +19,9 @@ pub enum Need {
     Checked,
     /// `fleet-admin`.
     Fleet,
+    /// No bearer credential: the request is signed with a secret the handler checks
+    /// (a source's push notifications, see [`crate::hook`]).
+    Signed,
 }
 
 /// One route and its need.
@@ -60,6 +63,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/gitrepositories/{name}", Need::InTenant(Right::Read)),
     rule(Method::DELETE, "/v1/gitrepositories/{name}", Need::InTenant(Right::Edit)),
     rule(Method::POST, "/v1/gitrepositories/{name}/reconcile", Need::InTenant(Right::Edit)),
+    rule(Method::POST, "/v1/sources/{tenant}/{name}/hook", Need::Signed),
     rule(Method::GET, "/v1/members", Need::Fleet),
     rule(Method::GET, "/v1/status", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/summary", Need::InTenant(Right::Read)),

@@ -111,6 +111,7 @@ fn request(method: &str, path: &str) -> (String, String) {
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => ("/v1/status/clusters/c1/syncsets/s1/retry?tenant=a".into(), ""),
         ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => ("/v1/status/clusters/c1/syncsets/s1/events?tenant=a".into(), ""),
         ("GET", "/v1/rollouts/{name}") => ("/v1/rollouts/s1?tenant=a".into(), ""),
+        ("POST", "/v1/sources/{tenant}/{name}/hook") => ("/v1/sources/a/g1/hook".into(), "{}"),
         ("POST", "/v1/rollouts/{name}/{control}") => ("/v1/rollouts/s1/pause?tenant=a".into(), ""),
         (_, p) if p.starts_with("/v1/") => {
             let p = p.replace("/v1/clusters/{name}", "/v1/clusters/c1").replace("/v1/syncsets/{name}", "/v1/syncsets/s1");
@@ -156,6 +157,8 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             row(403, 200, 200, 403, 200, 403)
         }
         ("POST", "/v1/gitrepositories/{name}/reconcile") => row(403, 202, 202, 403, 202, 403),
+        // Signed with the source's webhook secret, or refused whoever calls.
+        ("POST", "/v1/sources/{tenant}/{name}/hook") => [401; 9],
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
         ("GET", "/v1/rollouts" | "/v1/rollouts/{name}") => row(200, 200, 200, 403, 200, 403),
         // Allowed callers reach the handler, which refuses to pause a completed rollout.

@@ -191,7 +191,11 @@ impl Api {
         if let Some(c) = content_type {
             req = req.header("content-type", c);
         }
-        let req = req.body(body.into()).expect("request");
+        self.send(req.body(body.into()).expect("request")).await
+    }
+
+    /// Sends a request as it is built.
+    pub async fn send(&self, req: Request<Body>) -> Answer {
         let resp = self.router.clone().oneshot(req).await.expect("infallible");
         let status = resp.status();
         let content_type =

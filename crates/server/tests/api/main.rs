@@ -9,6 +9,7 @@ mod events;
 mod fanout;
 mod fuzz;
 mod harness;
+mod hook;
 mod manifests;
 mod objects;
 mod ops;
