@@ -41,6 +41,8 @@ pub async fn sources_feed_syncsets_one_revision_at_a_time(h: &dyn Harness) {
     s.objects_apply(docs.clone()).await.expect("apply");
     let web = s.syncset_get("default", "web").await.expect("get").expect("stored");
     assert!(web.waits_for_source() && web.metadata.generation == 1, "{web:?}");
+    // A cluster that comes while the SyncSet waits gets no key of it either.
+    s.objects_apply(vec![cluster("c2", &[("env", "prod")])]).await.expect("a later cluster");
     let items = claim(s.as_ref(), "w", 10).await;
     let keys: Vec<&WorkKey> = items.iter().map(|i| &i.key).collect();
     assert_eq!(keys, [&WorkKey::source("default", "fleet")], "only the source's key runs");
@@ -55,8 +57,10 @@ pub async fn sources_feed_syncsets_one_revision_at_a_time(h: &dyn Harness) {
     let applied = s.revision_get("default", "web", 2).await.expect("revision").expect("kept");
     let names: Vec<_> = applied.spec.resources.iter().map(|m| m.0["metadata"]["name"].clone()).collect();
     assert_eq!(names, ["a", "b"]);
-    let web_key = s.status_get(&key("c1", "web")).await.expect("status").expect("enqueued");
-    assert_eq!(web_key.generation, 2);
+    for c in ["c1", "c2"] {
+        let web_key = s.status_get(&key(c, "web")).await.expect("status").expect("enqueued");
+        assert_eq!(web_key.generation, 2);
+    }
     let repo = s.git_repository_get("default", "fleet").await.expect("get").expect("stored");
     assert_eq!(repo.status.and_then(|st| st.revision).as_deref(), Some("c1"));
 

@@ -192,7 +192,13 @@ pub(super) async fn apply_syncset<T: WriteTx>(tx: &mut T, s: &SyncSet, by: By<'_
         _ => None,
     };
     let mode = s.spec.resource_apply_mode;
-    let selector = json("syncsets", &s.spec.targeting())?;
+    let mut targeting = s.spec.targeting();
+    if s.waits_for_source() {
+        // Selects no cluster until it has resources: a cluster written meanwhile gets
+        // no key of it.
+        (targeting.cluster_selector, targeting.cluster_names) = (None, Some(Vec::new()));
+    }
+    let selector = json("syncsets", &targeting)?;
     let source = s.spec.source_ref.as_ref().map(|r| source_id(r.kind, &r.name));
     let row = SyncSetRow { tenant, name, generation, mode, selector: &selector, doc: &doc, source: source.as_deref() };
     tx.syncset_put(row).await?;
