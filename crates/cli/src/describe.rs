@@ -1,5 +1,5 @@
-//! `describe cluster|syncset NAME`: one object for people, as kubectl describes one:
-//! its metadata and spec in short, how its keys stand, the first failures, and its
+//! `describe cluster|syncset|source NAME`: one object for people, as kubectl describes
+//! one: its metadata and spec in short, how its keys stand, the first failures, and its
 //! recent events.
 
 use crate::args::DescribeArgs;
@@ -8,9 +8,9 @@ use crate::context::connect;
 use crate::output::{table, text, text_of};
 use anyhow::Result;
 use fleetsync::outln;
-use fleetsync_api::{Client, Event, PageParams};
+use fleetsync_api::{Client, Event, PageParams, StatusFilter};
 use fleetsync_model::status::{Reach, Reachability};
-use fleetsync_model::{Kind, StatusSummary, SyncSetProgress};
+use fleetsync_model::{Kind, StatusSummary, SyncSetProgress, WorkKey};
 use serde_json::Value;
 
 /// Recent events shown, and how many of the newest events are searched for them.
@@ -20,7 +20,11 @@ const EVENTS_SEARCHED: usize = 2_000;
 pub async fn describe(a: DescribeArgs) -> Result<()> {
     let conn = connect(&a.at.conn)?;
     let (hub, tenant) = (&conn.client, conn.tenant_or(&a.at.tenant));
-    let kind = if a.kind.starts_with("cluster") { Kind::Cluster } else { Kind::SyncSet };
+    let kind = match a.kind.as_str() {
+        k if k.starts_with("cluster") => Kind::Cluster,
+        k if k.starts_with("syncset") => Kind::SyncSet,
+        _ => Kind::GitRepository,
+    };
     let object = hub.get(kind, &tenant, &a.name).await.map_err(explain)?;
     let meta = &object["metadata"];
     field("Name", &text(&meta["name"]))?;
@@ -32,6 +36,7 @@ pub async fn describe(a: DescribeArgs) -> Result<()> {
     field("Labels", labels.as_deref().filter(|l| !l.is_empty()).unwrap_or("<none>"))?;
     match kind {
         Kind::Cluster => cluster(hub, &tenant, &a.name, &object).await?,
+        Kind::GitRepository => source(hub, &tenant, &a.name, &object).await?,
         _ => syncset(hub, &tenant, &a.name, &object).await?,
     }
     events(hub, kind, &tenant, &a.name).await
@@ -70,6 +75,49 @@ async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
         })
         .collect();
     Ok(table(&["  SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "LAST ERROR"], &rows)?)
+}
+
+/// A GitRepository: what it follows, the revision stored, how its fetch stands, and
+/// the SyncSets that read it.
+async fn source(hub: &Client, tenant: &str, name: &str, object: &Value) -> Result<()> {
+    let spec = &object["spec"];
+    field("URL", &text(&spec["url"]))?;
+    let reference = spec["ref"].as_object().and_then(|r| r.iter().next());
+    field("Ref", &reference.map_or("-".into(), |(k, v)| format!("{k} {}", text(v))))?;
+    field("Interval", &text(&spec["interval"]))?;
+    field("Revision", &text(&object["status"]["revision"]))?;
+    field("Fetched", &text(&object["status"]["fetchedAt"]))?;
+    let key = WorkKey::source(tenant, name);
+    let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(key.cluster), ..StatusFilter::default() };
+    match hub.status(&filter).await.map_err(explain)?.first() {
+        Some(k) => {
+            field("Fetch", &format!("{} (attempts {})", k.phase.as_str(), k.attempts))?;
+            field("Next", &k.next_attempt_at.as_ref().map_or("-".into(), text_of))?;
+            field("Last error", k.last_error.as_deref().unwrap_or("-"))?;
+        }
+        None => field("Fetch", "-")?,
+    }
+    outln!("SyncSets:")?;
+    let reading: Vec<Vec<String>> = hub
+        .list(Kind::SyncSet, tenant)
+        .await
+        .map_err(explain)?
+        .iter()
+        .filter(|s| s["spec"]["sourceRef"]["name"] == name)
+        .map(|s| {
+            let path = s["spec"]["sourceRef"].get("path").map_or(".".into(), text);
+            vec![
+                format!("  {}", text(&s["metadata"]["name"])),
+                text(&s["metadata"]["generation"]),
+                path,
+                text(&s["status"]["sourceRevision"]),
+            ]
+        })
+        .collect();
+    if reading.is_empty() {
+        return Ok(outln!("  <none>")?);
+    }
+    Ok(table(&["  NAME", "GENERATION", "PATH", "REVISION"], &reading)?)
 }
 
 /// A cluster's reachability in words: `True`, `False since T: cause`, or `Unknown` while
@@ -146,9 +194,14 @@ fn summary(s: &StatusSummary) -> Result<()> {
 /// from the newest events of the log.
 async fn events(hub: &Client, kind: Kind, tenant: &str, name: &str) -> Result<()> {
     let recent = hub.events_newest(None, EVENTS_SEARCHED).await.map_err(explain)?;
+    let fetch = WorkKey::source(tenant, name).syncset;
     let key_of = |e: &Event| {
         let (cluster, syncset) = e.name.split_once('/')?;
-        Some(if kind == Kind::Cluster { cluster } else { syncset } == name)
+        Some(match kind {
+            Kind::Cluster => cluster == name,
+            Kind::GitRepository => syncset == fetch,
+            _ => syncset == name,
+        })
     };
     let mine: Vec<&Event> = recent
         .iter()

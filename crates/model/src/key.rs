@@ -31,8 +31,14 @@ impl WorkKey {
 
     /// The source this key fetches, if it is a [source's key](Self::source).
     pub fn source_name(&self) -> Option<&str> {
-        self.syncset.strip_prefix(SOURCE).filter(|_| self.cluster == self.syncset)
+        source_part(&self.syncset).filter(|_| self.cluster == self.syncset)
     }
+}
+
+/// The source a key's cluster or SyncSet part names, if it is a source's
+/// (`source:NAME`, see [`WorkKey::source`]).
+pub fn source_part(part: &str) -> Option<&str> {
+    part.strip_prefix(SOURCE)
 }
 
 #[cfg(test)]

@@ -198,8 +198,8 @@ pub struct TenantArgs {
 
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
-    /// `cluster` or `syncset`.
-    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets"])]
+    /// `cluster`, `syncset` or `source` (a GitRepository).
+    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets", "source", "sources", "gitrepository", "gitrepositories"])]
     pub kind: String,
     pub name: String,
     #[command(flatten)]
