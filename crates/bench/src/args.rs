@@ -30,6 +30,9 @@ pub enum BenchCommand {
     /// What a page of the event log costs a tenant with no events while another tenant
     /// has many.
     EventsPage(EventsPageArgs),
+    /// Desired state from Git: push → first apply and push → fleet converged, with the
+    /// revisions and bytes stored per push.
+    Sources(SourcesArgs),
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks; also
     /// `fleetsync sim`).
     Sim(SimArgs),
@@ -60,6 +63,30 @@ pub enum Baseline {
     /// Today's controllers: a fixed pool of workers, each applying a whole cluster's
     /// SyncSets one resource after another.
     Hive,
+}
+
+#[derive(Debug, Args)]
+pub struct SourcesArgs {
+    #[arg(long, default_value_t = 1000)]
+    pub clusters: usize,
+    /// SyncSets, each reading its own directory of the repository.
+    #[arg(long, default_value_t = 20)]
+    pub syncsets: usize,
+    /// Manifests in the repository, spread evenly over the SyncSets' directories.
+    #[arg(long, default_value_t = 200)]
+    pub manifests: usize,
+    /// Commits pushed, one after another, each changing one file.
+    #[arg(long, default_value_t = 10)]
+    pub pushes: usize,
+    /// Multiply the simulated clusters' apply latencies by this.
+    #[arg(long, default_value_t = 0.0)]
+    pub latency_scale: f64,
+    /// Give up on a push (or the first revision) not converged by then.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

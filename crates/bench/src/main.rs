@@ -10,6 +10,7 @@ mod fleetsync_exe;
 mod hive_fleet;
 mod processes;
 mod sim;
+mod sources;
 
 use args::{BenchCommand, Cli};
 use clap::Parser;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
             BenchCommand::Drain(a) => drain::run(a).await,
             BenchCommand::EventsPage(a) => events_page::run(a).await,
             BenchCommand::Sim(a) => sim::run(a).await.map(|()| true),
+            BenchCommand::Sources(a) => sources::run(a).await,
         }
     })
 }
