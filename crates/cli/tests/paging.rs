@@ -84,5 +84,5 @@ fn output_name_prints_kind_slash_name_per_line() {
     assert_eq!(stdout(&out), "syncset/base\n", "{}", stderr(&out));
     let out = hub.cli(&["get", "status", "-o", "name"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("-o name lists Clusters, SyncSets and Secrets only"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-o name lists objects only"), "{}", stderr(&out));
 }
