@@ -17,8 +17,8 @@
 //! * [`limits`]: how much a source may download, hold and nest; a source over a limit
 //!   is refused with an error naming the limit, and nothing of it is kept.
 //!
-//! Every call here blocks (network and disk); an async caller runs it with
-//! `tokio::task::spawn_blocking`. No error carries a credential: URLs are shown without
+//! Every call of [`git`] and [`tarball`] blocks (network and disk); an async caller
+//! runs it with `tokio::task::spawn_blocking`, as the [`reconciler`] does. No error carries a credential: URLs are shown without
 //! their user information.
 
 pub mod git;

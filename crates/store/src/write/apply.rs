@@ -84,7 +84,11 @@ async fn lock_tenants<'d, T: WriteTx>(tx: &mut T, docs: &'d [Document]) -> Resul
     Ok(tenants)
 }
 
-async fn apply_docs<T: WriteTx>(tx: &mut T, docs: &[Document], by: By<'_>) -> Result<Vec<ApplyOutcome>, T::Error> {
+pub(super) async fn apply_docs<T: WriteTx>(
+    tx: &mut T,
+    docs: &[Document],
+    by: By<'_>,
+) -> Result<Vec<ApplyOutcome>, T::Error> {
     let mut outcomes = Vec::with_capacity(docs.len());
     for doc in docs {
         let (kind, tenant, name) = (doc.kind(), doc.metadata().tenant(), doc.metadata().name.as_str());
@@ -170,7 +174,7 @@ async fn apply_secret<T: WriteTx>(tx: &mut T, s: &Secret, by: By<'_>) -> Result<
 /// it replaces, if a SyncSet last written before revisions were kept lacks it),
 /// decides its rollout, plans its keys ([`plan::syncset_changed`]) and prunes its old
 /// revisions. One that waits for its source is stored, and runs nowhere yet.
-pub(super) async fn apply_syncset<T: WriteTx>(tx: &mut T, s: &SyncSet, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
+async fn apply_syncset<T: WriteTx>(tx: &mut T, s: &SyncSet, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
     let s = &super::source::resolve(tx, s).await?;
     let doc = match &s.spec.source_ref {

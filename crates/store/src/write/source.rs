@@ -7,13 +7,13 @@
 //! its stored document: a fetch changes it without a new generation, and a write of the
 //! spec keeps it.
 
-use super::apply::{apply_syncset, logged, By};
+use super::apply::{apply_docs, logged, By};
 use super::{artifact, DocRow, WriteTx};
 use crate::plan::{self, Upsert};
 use crate::stored::{canonical, decode, decode_doc, source_id};
-use crate::{ApplyOutcome, OwnWrite, SourceFetched, StoreError};
+use crate::{OwnWrite, SourceFetched, StoreError};
 use fleetsync_model::document::validate_sourced;
-use fleetsync_model::{Artifact, GitRepository, Kind, ParseBudget, SourceStatus, SyncSet, SyncSetStatus};
+use fleetsync_model::{Artifact, Document, GitRepository, Kind, ParseBudget, SourceStatus, SyncSet, SyncSetStatus};
 
 const TABLE: &str = "git_repositories";
 
@@ -88,22 +88,11 @@ pub(crate) async fn fetched<T: WriteTx>(
     tx.doc_put(Kind::GitRepository, DocRow { tenant, name, generation: stored.generation, doc: &doc }).await?;
 
     let by = By { own: Some(&own.key), actor: None, keys: None };
-    let mut syncsets = Vec::new();
+    let mut readers = Vec::new();
     for st in tx.syncsets_reading(tenant, &id).await? {
-        let s: SyncSet = decode_doc("syncsets", &st.doc, st.generation)?;
-        let (upsert, enqueued) = apply_syncset(tx, &s, by).await?;
-        if let Upsert::Write { .. } = upsert {
-            tx.work_announce(crate::plan::Announce::objects(tx.now(), 1, enqueued));
-        }
-        syncsets.push(ApplyOutcome {
-            kind: Kind::SyncSet,
-            tenant: tenant.into(),
-            name: s.metadata.name.clone(),
-            generation: upsert.generation(),
-            result: upsert.result(),
-            enqueued,
-        });
+        readers.push(Document::SyncSet(decode_doc("syncsets", &st.doc, st.generation)?));
     }
+    let syncsets = apply_docs(tx, &readers, by).await?;
     if !tx.work_lease_held(&own.key, own.fence).await? {
         return Err(StoreError::LeaseLost { key: own.key.clone(), fence: own.fence }.into());
     }
