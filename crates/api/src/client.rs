@@ -409,6 +409,7 @@ pub(crate) fn plural(kind: Kind) -> &'static str {
         Kind::SyncSet => "syncsets",
         Kind::Secret => "secrets",
         Kind::GitRepository => "gitrepositories",
+        Kind::OCIRepository => "ocirepositories",
     }
 }
 

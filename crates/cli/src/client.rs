@@ -11,8 +11,9 @@ use crate::{details, events};
 use crate::{status, tenants};
 use anyhow::{anyhow, bail, Result};
 use fleetsync::outln;
-use fleetsync_api::{all_pages, describe, ClientError, PageParams};
+use fleetsync_api::{all_pages, describe, Client, ClientError, PageParams};
 use fleetsync_model::Kind;
+use serde_json::Value;
 
 /// What to tell the user about a failed call: for an unreachable hub, where to point
 /// the client; for an expired event cursor, what to do.
@@ -127,13 +128,16 @@ fn check_flags(a: &GetArgs) -> Result<()> {
 
 pub async fn get(a: GetArgs) -> Result<()> {
     check_flags(&a)?;
-    let object_kind = match a.resource {
-        Resource::Clusters => Some(Kind::Cluster),
-        Resource::Syncsets => Some(Kind::SyncSet),
-        Resource::Secrets => Some(Kind::Secret),
-        Resource::GitRepositories => Some(Kind::GitRepository),
-        Resource::Status | Resource::Members | Resource::Events => None,
+    let object_kinds: &[Kind] = match a.resource {
+        Resource::Clusters => &[Kind::Cluster],
+        Resource::Syncsets => &[Kind::SyncSet],
+        Resource::Secrets => &[Kind::Secret],
+        Resource::Sources => &[Kind::GitRepository, Kind::OCIRepository],
+        Resource::GitRepositories => &[Kind::GitRepository],
+        Resource::OciRepositories => &[Kind::OCIRepository],
+        Resource::Status | Resource::Members | Resource::Events => &[],
     };
+    let object_kind = object_kinds.first().copied();
     if a.output == Format::Name && object_kind.is_none() {
         bail!(NAME_LISTS_OBJECTS_ONLY);
     }
@@ -150,26 +154,26 @@ pub async fn get(a: GetArgs) -> Result<()> {
     let (t, format) = (tenants.first().map_or("", String::as_str), a.output);
     let cols = Columns { wide: format == Format::Wide, tenant: a.all_tenants };
     match (a.resource, object_kind, &a.name) {
-        (_, Some(kind), Some(n)) => {
-            let object = hub.get(kind, t, n).await.map_err(explain)?;
+        (_, Some(_), Some(n)) => {
+            let object = get_one(hub, object_kinds, t, n).await?;
             if format == Format::Name {
-                names(kind, std::slice::from_ref(&object))?;
+                names(std::slice::from_ref(&object))?;
             } else if !structured(format, &object)? {
                 let details = details::read(hub, a.resource, std::slice::from_ref(&object), cols.wide).await?;
                 tables::objects(a.resource, std::slice::from_ref(&object), cols, &details)?;
             }
             Ok(())
         }
-        (_, Some(kind), None) => {
+        (_, Some(_), None) => {
             let selector = a.selector.as_deref();
             let mut items = Vec::new();
-            for t in &tenants {
+            for (t, &kind) in tenants.iter().flat_map(|t| object_kinds.iter().map(move |k| (t, k))) {
                 items.extend(
                     all_pages(|token| hub.list_page(kind, t, selector, page(a.limit, token))).await.map_err(explain)?,
                 );
             }
             if format == Format::Name {
-                return Ok(names(kind, &items)?);
+                return Ok(names(&items)?);
             }
             let details = match format {
                 Format::Table | Format::Wide => details::read(hub, a.resource, &items, cols.wide).await?,
@@ -181,6 +185,18 @@ pub async fn get(a: GetArgs) -> Result<()> {
         (Resource::Status, _, _) => status::print(hub, &tenants, &a, cols).await,
         _ => print_list(format, &hub.members().await.map_err(explain)?, tables::members),
     }
+}
+
+/// The object `name` of the first of `kinds` that has one (sources of both kinds share
+/// one name space); not found names the first kind.
+pub(crate) async fn get_one(hub: &Client, kinds: &[Kind], tenant: &str, name: &str) -> Result<Value> {
+    for (i, &kind) in kinds.iter().enumerate() {
+        match hub.get(kind, tenant, name).await {
+            Err(e) if e.status().is_some_and(|s| s.as_u16() == 404) && i + 1 < kinds.len() => continue,
+            found => return found.map_err(explain),
+        }
+    }
+    unreachable!("called with at least one kind")
 }
 
 /// The page of `limit` items after the one whose token is `token`.

@@ -3,7 +3,7 @@
 //! recent events.
 
 use crate::args::DescribeArgs;
-use crate::client::explain;
+use crate::client::{explain, get_one};
 use crate::context::connect;
 use crate::output::{table, text, text_of};
 use anyhow::Result;
@@ -20,12 +20,15 @@ const EVENTS_SEARCHED: usize = 2_000;
 pub async fn describe(a: DescribeArgs) -> Result<()> {
     let conn = connect(&a.at.conn)?;
     let (hub, tenant) = (&conn.client, conn.tenant_or(&a.at.tenant));
-    let kind = match a.kind.as_str() {
-        k if k.starts_with("cluster") => Kind::Cluster,
-        k if k.starts_with("syncset") => Kind::SyncSet,
-        _ => Kind::GitRepository,
+    let kinds: &[Kind] = match a.kind.as_str() {
+        k if k.starts_with("cluster") => &[Kind::Cluster],
+        k if k.starts_with("syncset") => &[Kind::SyncSet],
+        k if k.starts_with("gitrepositor") => &[Kind::GitRepository],
+        k if k.starts_with("ocirepositor") => &[Kind::OCIRepository],
+        _ => &[Kind::GitRepository, Kind::OCIRepository],
     };
-    let object = hub.get(kind, &tenant, &a.name).await.map_err(explain)?;
+    let object = get_one(hub, kinds, &tenant, &a.name).await?;
+    let kind = Kind::parse(&text(&object["kind"])).unwrap_or(kinds[0]);
     let meta = &object["metadata"];
     field("Name", &text(&meta["name"]))?;
     field("Tenant", &text(&meta["namespace"]))?;
@@ -36,7 +39,7 @@ pub async fn describe(a: DescribeArgs) -> Result<()> {
     field("Labels", labels.as_deref().filter(|l| !l.is_empty()).unwrap_or("<none>"))?;
     match kind {
         Kind::Cluster => cluster(hub, &tenant, &a.name, &object).await?,
-        Kind::GitRepository => source(hub, &tenant, &a.name, &object).await?,
+        Kind::GitRepository | Kind::OCIRepository => source(hub, &tenant, &a.name, &object).await?,
         _ => syncset(hub, &tenant, &a.name, &object).await?,
     }
     events(hub, kind, &tenant, &a.name).await
@@ -77,10 +80,11 @@ async fn cluster(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resu
     Ok(table(&["  SYNCSET", "PHASE", "GENERATION", "OBSERVED", "ATTEMPTS", "LAST ERROR"], &rows)?)
 }
 
-/// A GitRepository: what it follows, the revision stored, how its fetch stands, and
+/// A source: its kind, what it follows, the revision stored, how its fetch stands, and
 /// the SyncSets that read it.
 async fn source(hub: &Client, tenant: &str, name: &str, object: &Value) -> Result<()> {
     let spec = &object["spec"];
+    field("Kind", &text(&object["kind"]))?;
     field("URL", &text(&spec["url"]))?;
     let reference = spec["ref"].as_object().and_then(|r| r.iter().next());
     field("Ref", &reference.map_or("-".into(), |(k, v)| format!("{k} {}", text(v))))?;
@@ -199,7 +203,7 @@ async fn events(hub: &Client, kind: Kind, tenant: &str, name: &str) -> Result<()
         let (cluster, syncset) = e.name.split_once('/')?;
         Some(match kind {
             Kind::Cluster => cluster == name,
-            Kind::GitRepository => syncset == fetch,
+            Kind::GitRepository | Kind::OCIRepository => syncset == fetch,
             _ => syncset == name,
         })
     };

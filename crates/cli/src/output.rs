@@ -73,12 +73,12 @@ pub fn structured_list<T: serde::Serialize>(format: Format, items: &[T]) -> Resu
 
 /// What `-o name` says where there are no objects to name.
 pub const NAME_LISTS_OBJECTS_ONLY: &str =
-    "-o name lists objects only (`get clusters|syncsets|secrets|gitrepositories`)";
+    "-o name lists objects only (`get clusters|syncsets|secrets|sources|gitrepositories|ocirepositories`)";
 
 /// Prints objects as `kind/name`, one per line (`-o name`), as `apply` names them.
-pub fn names(kind: fleetsync_model::Kind, objects: &[Value]) -> std::io::Result<()> {
-    let kind = kind.as_str().to_ascii_lowercase();
+pub fn names(objects: &[Value]) -> std::io::Result<()> {
     for object in objects {
+        let kind = text(&object["kind"]).to_ascii_lowercase();
         outln!("{kind}/{}", text(&object["metadata"]["name"]))?;
     }
     Ok(())

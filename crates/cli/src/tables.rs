@@ -103,10 +103,14 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             };
             print(cols, headers, rows.collect())
         }
-        Resource::GitRepositories => {
+        Resource::GitRepositories | Resource::OciRepositories | Resource::Sources => {
+            let both = matches!(resource, Resource::Sources);
             let rows = items.iter().map(|g| {
                 let reference = g["spec"]["ref"].as_object().and_then(|r| r.iter().next());
                 let mut cells = name_gen(g);
+                if both {
+                    cells.insert(1, text(&g["kind"]));
+                }
                 cells.extend([
                     text(&g["spec"]["url"]),
                     reference.map_or("-".into(), |(k, v)| format!("{k}:{}", text(v))),
@@ -115,7 +119,11 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                 ]);
                 row(g, cells)
             });
-            print(cols, &["NAME", "GENERATION", "URL", "REF", "REVISION", "FETCHED"], rows.collect())
+            let headers: &[&str] = match both {
+                true => &["NAME", "KIND", "GENERATION", "URL", "REF", "REVISION", "FETCHED"],
+                false => &["NAME", "GENERATION", "URL", "REF", "REVISION", "FETCHED"],
+            };
+            print(cols, headers, rows.collect())
         }
         _ => {
             let rows = items.iter().map(|s| {

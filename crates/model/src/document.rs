@@ -7,6 +7,7 @@ use crate::cluster::{Cluster, Endpoint};
 use crate::error::FieldError;
 use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
+use crate::oci::OCIRepository;
 pub use crate::parse::{parse_documents, ParseError};
 use crate::secret::{validate_secret, Secret};
 use crate::source::GitRepository;
@@ -64,6 +65,7 @@ pub enum Kind {
     SyncSet,
     Secret,
     GitRepository,
+    OCIRepository,
 }
 
 impl Kind {
@@ -73,6 +75,7 @@ impl Kind {
             Kind::SyncSet => "SyncSet",
             Kind::Secret => "Secret",
             Kind::GitRepository => "GitRepository",
+            Kind::OCIRepository => "OCIRepository",
         }
     }
 
@@ -83,6 +86,7 @@ impl Kind {
             "syncset" | "syncsets" => Some(Kind::SyncSet),
             "secret" | "secrets" => Some(Kind::Secret),
             "gitrepository" | "gitrepositories" => Some(Kind::GitRepository),
+            "ocirepository" | "ocirepositories" => Some(Kind::OCIRepository),
             _ => None,
         }
     }
@@ -101,6 +105,7 @@ pub enum Document {
     SyncSet(SyncSet),
     Secret(Secret),
     GitRepository(GitRepository),
+    OCIRepository(OCIRepository),
 }
 
 impl Document {
@@ -110,6 +115,7 @@ impl Document {
             Document::SyncSet(_) => Kind::SyncSet,
             Document::Secret(_) => Kind::Secret,
             Document::GitRepository(_) => Kind::GitRepository,
+            Document::OCIRepository(_) => Kind::OCIRepository,
         }
     }
 
@@ -119,6 +125,7 @@ impl Document {
             Document::SyncSet(s) => &s.metadata,
             Document::Secret(s) => &s.metadata,
             Document::GitRepository(g) => &g.metadata,
+            Document::OCIRepository(o) => &o.metadata,
         }
     }
 
@@ -128,6 +135,7 @@ impl Document {
             Document::SyncSet(s) => &mut s.metadata,
             Document::Secret(s) => &mut s.metadata,
             Document::GitRepository(g) => &mut g.metadata,
+            Document::OCIRepository(o) => &mut o.metadata,
         }
     }
 
@@ -141,6 +149,7 @@ impl Document {
             Document::SyncSet(s) => serde_json::to_value(s.redacted()),
             Document::Secret(s) => serde_json::to_value(s.redacted()),
             Document::GitRepository(g) => serde_json::to_value(g),
+            Document::OCIRepository(o) => serde_json::to_value(o),
         };
         let mut v = body.unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {
@@ -162,6 +171,7 @@ impl Document {
             Document::SyncSet(s) => validate_syncset(s).and_then(|()| s.refuse_redacted()),
             Document::Secret(s) => validate_secret(s),
             Document::GitRepository(g) => g.spec.validate().map_err(|e| e.under("spec")),
+            Document::OCIRepository(o) => o.spec.validate().map_err(|e| e.under("spec")),
         }
     }
 }
@@ -179,7 +189,7 @@ pub struct ValidationError {
 }
 
 /// The kinds a document may have, for messages.
-const KINDS: &str = "Cluster, SyncSet, Secret or GitRepository";
+const KINDS: &str = "Cluster, SyncSet, Secret, GitRepository or OCIRepository";
 
 /// Parses and validates one document given as a JSON value; `index` is its 1-based
 /// position in its file, for messages.
@@ -198,6 +208,7 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
             "SyncSet" => Kind::SyncSet,
             "Secret" => Kind::Secret,
             "GitRepository" => Kind::GitRepository,
+            "OCIRepository" => Kind::OCIRepository,
             other => {
                 return Err(err("kind", format!("unknown kind {other:?}: expected {KINDS}")));
             }
@@ -210,6 +221,7 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
         // Never `typed`: serde's messages quote what they found, and this is a secret.
         Kind::Secret => crate::secret::parse_secret(value).map(Document::Secret),
         Kind::GitRepository => typed(value).map(Document::GitRepository),
+        Kind::OCIRepository => typed(value).map(Document::OCIRepository),
     }
     .map_err(|e| err(&e.field, e.message))?;
     doc.validate().map_err(|e| err(&e.field, e.message))?;

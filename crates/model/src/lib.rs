@@ -28,6 +28,7 @@ pub mod live;
 pub mod manifest;
 pub mod member;
 pub mod names;
+pub mod oci;
 pub mod parse;
 pub mod progress;
 pub mod readiness;
@@ -53,12 +54,13 @@ pub use limits::{Limit, Limits};
 pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
 pub use member::Member;
+pub use oci::{LayerSelector, OCIRepository, OciReference, OciRepositorySpec};
 pub use parse::{parse_documents, parse_documents_with, parse_manifests_with, ParseBudget, ParseError};
 pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
 pub use secret::{Secret, SecretValue};
 pub use selector::LabelSelector;
-pub use source::{GitReference, GitRepository, GitRepositorySpec, LocalRef, SourceStatus};
+pub use source::{GitReference, GitRepository, GitRepositorySpec, LocalRef, Source, SourceStatus};
 pub use status::{
     ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome,
     ResourceResult, StatusSummary, Unready,

@@ -1,11 +1,14 @@
 //! A Git repository as a source of desired state: the `GitRepository` document and its
 //! spec, in Flux's words (`url`, `ref`, `interval`, `secretRef`, `ignore`), and its
-//! rules.
+//! rules; and [`Source`], either kind of source (this or an
+//! [`OCIRepository`](crate::oci::OCIRepository)) as the store and the fetcher read it.
 
-use crate::document::ObjectMeta;
+use crate::document::{Document, ObjectMeta};
 use crate::error::FieldError;
 use crate::names::check_dns1123_label;
+use crate::oci::OCIRepository;
 use crate::rollout::Wait;
+use crate::syncset::SourceKind;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -95,12 +98,12 @@ pub struct LocalRef {
 const MIN_INTERVAL: Duration = Duration::from_secs(10);
 const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// The longest URL, ref and ignore line; and the most ignore lines.
-const MAX_URL: usize = 2048;
+pub(crate) const MAX_URL: usize = 2048;
 const MAX_REF: usize = 255;
 const MAX_IGNORE_LINES: usize = 1000;
 const MAX_IGNORE_LINE: usize = 1024;
 
-fn default_interval() -> Wait {
+pub(crate) fn default_interval() -> Wait {
     Wait(Duration::from_secs(300))
 }
 
@@ -109,34 +112,125 @@ impl GitRepositorySpec {
     pub fn validate(&self) -> Result<(), FieldError> {
         check_url(&self.url).map_err(|e| e.at("url"))?;
         self.reference.validate().map_err(|e| e.under("ref"))?;
-        let Wait(every) = self.interval;
-        if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&every) {
-            return Err(FieldError::new("interval", "from 10s to 24h"));
-        }
-        for (field, r) in [("secretRef.name", &self.secret_ref), ("webhookSecretRef.name", &self.webhook_secret_ref)] {
-            if let Some(r) = r {
-                check_dns1123_label(&r.name).map_err(|rule| FieldError::new(field, rule.to_string()))?;
-            }
-        }
-        if let Some(ignore) = &self.ignore {
-            let lines = ignore.lines().count();
-            if lines > MAX_IGNORE_LINES {
-                return Err(FieldError::new("ignore", format!("more than {MAX_IGNORE_LINES} lines (the limit)")));
-            }
-            if ignore.lines().any(|l| l.len() > MAX_IGNORE_LINE) {
-                return Err(FieldError::new(
-                    "ignore",
-                    format!("a line longer than {MAX_IGNORE_LINE} bytes (the limit)"),
-                ));
-            }
-        }
-        Ok(())
+        check_common(self.interval, &self.secret_ref, &self.webhook_secret_ref, self.ignore.as_deref())
     }
 
     /// The ignore patterns, one a line, blank lines and `#` comments left out.
     pub fn ignore_patterns(&self) -> Vec<String> {
-        let lines = self.ignore.as_deref().unwrap_or_default().lines().map(str::trim);
-        lines.filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+        ignore_patterns(self.ignore.as_deref())
+    }
+}
+
+/// The rules every kind of source shares: its interval, the names of its Secrets, and
+/// its ignore patterns.
+pub(crate) fn check_common(
+    interval: Wait,
+    secret_ref: &Option<LocalRef>,
+    webhook_secret_ref: &Option<LocalRef>,
+    ignore: Option<&str>,
+) -> Result<(), FieldError> {
+    let Wait(every) = interval;
+    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&every) {
+        return Err(FieldError::new("interval", "from 10s to 24h"));
+    }
+    for (field, r) in [("secretRef.name", secret_ref), ("webhookSecretRef.name", webhook_secret_ref)] {
+        if let Some(r) = r {
+            check_dns1123_label(&r.name).map_err(|rule| FieldError::new(field, rule.to_string()))?;
+        }
+    }
+    if let Some(ignore) = ignore {
+        if ignore.lines().count() > MAX_IGNORE_LINES {
+            return Err(FieldError::new("ignore", format!("more than {MAX_IGNORE_LINES} lines (the limit)")));
+        }
+        if ignore.lines().any(|l| l.len() > MAX_IGNORE_LINE) {
+            return Err(FieldError::new("ignore", format!("a line longer than {MAX_IGNORE_LINE} bytes (the limit)")));
+        }
+    }
+    Ok(())
+}
+
+/// Ignore patterns, one a line, blank lines and `#` comments left out.
+pub fn ignore_patterns(ignore: Option<&str>) -> Vec<String> {
+    let lines = ignore.unwrap_or_default().lines().map(str::trim);
+    lines.filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+}
+
+/// A source of either kind, as the store and the fetcher read it: what every kind
+/// shares is asked of this, not of each kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    Git(GitRepository),
+    Oci(OCIRepository),
+}
+
+impl Source {
+    pub fn kind(&self) -> SourceKind {
+        match self {
+            Source::Git(_) => SourceKind::GitRepository,
+            Source::Oci(_) => SourceKind::OCIRepository,
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Source::Git(g) => &g.metadata,
+            Source::Oci(o) => &o.metadata,
+        }
+    }
+
+    pub fn status(&self) -> Option<&SourceStatus> {
+        match self {
+            Source::Git(g) => g.status.as_ref(),
+            Source::Oci(o) => o.status.as_ref(),
+        }
+    }
+
+    pub fn set_status(&mut self, status: Option<SourceStatus>) {
+        match self {
+            Source::Git(g) => g.status = status,
+            Source::Oci(o) => o.status = status,
+        }
+    }
+
+    /// The revision its SyncSets read, if one is stored.
+    pub fn revision(&self) -> Option<&str> {
+        self.status().and_then(|s| s.revision.as_deref())
+    }
+
+    pub fn interval(&self) -> Wait {
+        match self {
+            Source::Git(g) => g.spec.interval,
+            Source::Oci(o) => o.spec.interval,
+        }
+    }
+
+    pub fn secret_ref(&self) -> Option<&LocalRef> {
+        match self {
+            Source::Git(g) => g.spec.secret_ref.as_ref(),
+            Source::Oci(o) => o.spec.secret_ref.as_ref(),
+        }
+    }
+
+    pub fn webhook_secret_ref(&self) -> Option<&LocalRef> {
+        match self {
+            Source::Git(g) => g.spec.webhook_secret_ref.as_ref(),
+            Source::Oci(o) => o.spec.webhook_secret_ref.as_ref(),
+        }
+    }
+
+    /// Where it is fetched from (`https://…`, `oci://…`).
+    pub fn url(&self) -> &str {
+        match self {
+            Source::Git(g) => &g.spec.url,
+            Source::Oci(o) => &o.spec.url,
+        }
+    }
+
+    pub fn into_document(self) -> Document {
+        match self {
+            Source::Git(g) => Document::GitRepository(g),
+            Source::Oci(o) => Document::OCIRepository(o),
+        }
     }
 }
 

@@ -35,7 +35,7 @@ pub struct SyncSetStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SourceRef {
-    /// The kind of source: `GitRepository`.
+    /// The kind of source: `GitRepository` or `OCIRepository`.
     pub kind: SourceKind,
     /// The source, in the SyncSet's namespace.
     pub name: String,
@@ -50,6 +50,17 @@ pub struct SourceRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SourceKind {
     GitRepository,
+    OCIRepository,
+}
+
+impl SourceKind {
+    /// The kind of document such a source is.
+    pub fn kind(self) -> crate::Kind {
+        match self {
+            SourceKind::GitRepository => crate::Kind::GitRepository,
+            SourceKind::OCIRepository => crate::Kind::OCIRepository,
+        }
+    }
 }
 
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

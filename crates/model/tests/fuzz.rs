@@ -38,6 +38,7 @@ fn as_json(doc: &Document) -> serde_json::Value {
         Document::SyncSet(s) => serde_json::to_value(s),
         Document::Secret(s) => serde_json::to_value(s),
         Document::GitRepository(g) => serde_json::to_value(g),
+        Document::OCIRepository(o) => serde_json::to_value(o),
     }
     .expect("a document encodes");
     let mut v = serde_json::json!({"apiVersion": API_VERSION, "kind": doc.kind().as_str()});
@@ -52,6 +53,7 @@ fn assert_stored_form_reads_back(doc: &Document, input: &str) {
         Document::SyncSet(s) => serde_json::to_string(s),
         Document::Secret(s) => serde_json::to_string(s),
         Document::GitRepository(g) => serde_json::to_string(g),
+        Document::OCIRepository(o) => serde_json::to_string(o),
     }
     .expect("a document encodes");
     let back = match doc.kind() {
@@ -59,6 +61,7 @@ fn assert_stored_form_reads_back(doc: &Document, input: &str) {
         Kind::SyncSet => serde_json::from_str(&stored).map(Document::SyncSet),
         Kind::Secret => serde_json::from_str(&stored).map(Document::Secret),
         Kind::GitRepository => serde_json::from_str(&stored).map(Document::GitRepository),
+        Kind::OCIRepository => serde_json::from_str(&stored).map(Document::OCIRepository),
     };
     match back {
         Ok(back) => assert_eq!(&back, doc, "stored form differs for input {input:?}"),

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_model::{
-    Artifact, Cluster, Document, Endpoint, GitRepository, KeyStatus, Kind, ManualClock, Phase, ResourceRef, Secret,
-    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
+    Artifact, Cluster, Document, Endpoint, GitRepository, KeyStatus, Kind, ManualClock, OCIRepository, Phase,
+    ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use fleetsync_store::sqlite::SqliteStore;
@@ -131,6 +131,14 @@ impl Objects for ExpireAfterClaim {
         self.inner.git_repository_list(tenant).await
     }
 
+    async fn oci_repository_get(&self, tenant: &str, name: &str) -> Result<Option<OCIRepository>> {
+        self.inner.oci_repository_get(tenant, name).await
+    }
+
+    async fn oci_repository_list(&self, tenant: Option<&str>) -> Result<Vec<OCIRepository>> {
+        self.inner.oci_repository_list(tenant).await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -161,6 +169,14 @@ impl Objects for ExpireAfterClaim {
         page: &PageRequest<ObjectKey>,
     ) -> Result<Page<GitRepository, ObjectKey>> {
         self.inner.git_repository_page(filter, page).await
+    }
+
+    async fn oci_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<OCIRepository, ObjectKey>> {
+        self.inner.oci_repository_page(filter, page).await
     }
 }
 

@@ -91,7 +91,7 @@ impl ApiError {
             ApiError::Store(StoreError::NotFound { .. }) | ApiError::NoRoute { .. } | ApiError::NotFound(_) => {
                 StatusCode::NOT_FOUND
             }
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::Store(StoreError::NameTaken { .. }) => StatusCode::CONFLICT,
             _ if self.store_out_of_reach() => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(StoreError::Backend { .. } | StoreError::Refused { .. } | StoreError::Corrupt { .. })
             | ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,

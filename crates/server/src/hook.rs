@@ -1,5 +1,5 @@
 //! `POST /v1/sources/{tenant}/{name}/hook`: a push notification from a Git host, which
-//! makes the GitRepository's key fetch now (as `reconcile source` does) instead of at
+//! makes the source's key fetch now (as `reconcile source` does) instead of at
 //! its next interval.
 //!
 //! The route takes no bearer token (Git hosts send none): the notification is
@@ -42,8 +42,8 @@ pub async fn hook(
 
 /// The secret notifications for `tenant/name` are signed with, if it has one.
 async fn webhook_token(state: &AppState, tenant: &str, name: &str) -> Result<Option<String>> {
-    let Some(repo) = state.store.git_repository_get(tenant, name).await? else { return Ok(None) };
-    let Some(secret_ref) = repo.spec.webhook_secret_ref else { return Ok(None) };
+    let Some(source) = state.store.source_get(tenant, name).await? else { return Ok(None) };
+    let Some(secret_ref) = source.webhook_secret_ref() else { return Ok(None) };
     let Some(secret) = state.store.secret_get(tenant, &secret_ref.name).await? else { return Ok(None) };
     Ok(secret.get(TOKEN_KEY).map(|v| v.expose().to_string()))
 }

@@ -70,7 +70,7 @@ use axum::http::{Method, Uri};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use fleetsync_store::{Quotas, Store};
-use objects::{Clusters, GitRepositories, Secrets, SyncSets};
+use objects::{Clusters, GitRepositories, OciRepositories, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::sync::Arc;
@@ -135,6 +135,12 @@ pub fn router(state: AppState) -> Router {
             get(objects::get::<GitRepositories>).delete(objects::delete::<GitRepositories>),
         )
         .route("/v1/gitrepositories/{name}/reconcile", post(status::fetch_now))
+        .route("/v1/ocirepositories", get(objects::list::<OciRepositories>))
+        .route(
+            "/v1/ocirepositories/{name}",
+            get(objects::get::<OciRepositories>).delete(objects::delete::<OciRepositories>),
+        )
+        .route("/v1/ocirepositories/{name}/reconcile", post(status::fetch_now))
         .route("/v1/sources/{tenant}/{name}/hook", post(hook::hook))
         .route("/v1/members", get(members::list))
         .route("/v1/status", get(status::list))

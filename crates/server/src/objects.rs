@@ -68,6 +68,15 @@ impl ObjectKind for GitRepositories {
     const PATH_NAME: &'static str = "GitRepository name in the path";
 }
 
+/// `/v1/ocirepositories`.
+#[derive(Debug)]
+pub enum OciRepositories {}
+
+impl ObjectKind for OciRepositories {
+    const KIND: Kind = Kind::OCIRepository;
+    const PATH_NAME: &'static str = "OCIRepository name in the path";
+}
+
 /// `POST /v1/apply?dryRun=All`: `dryRun` is the only query parameter. Each document
 /// names its own tenant (`metadata.namespace`), so a `?tenant=` would only mislead.
 #[derive(Debug, Deserialize)]
@@ -135,7 +144,7 @@ impl Drop for CancelOnDrop {
 pub fn write_right(kind: Kind) -> Right {
     match kind {
         Kind::Secret => Right::Admin,
-        Kind::Cluster | Kind::SyncSet | Kind::GitRepository => Right::Edit,
+        Kind::Cluster | Kind::SyncSet | Kind::GitRepository | Kind::OCIRepository => Right::Edit,
     }
 }
 
@@ -210,6 +219,9 @@ pub async fn list<K: ObjectKind>(
                 Kind::GitRepository => {
                     store.git_repository_list(Some(tenant)).await?.into_iter().map(Document::GitRepository).collect()
                 }
+                Kind::OCIRepository => {
+                    store.oci_repository_list(Some(tenant)).await?.into_iter().map(Document::OCIRepository).collect()
+                }
             };
             Items::all(docs.iter().map(Document::to_value).collect())
         }
@@ -225,6 +237,9 @@ pub async fn list<K: ObjectKind>(
             }
             Kind::GitRepository => paging::items(store.git_repository_page(&objects, &page).await?, &scope, |g| {
                 Document::GitRepository(g).to_value()
+            }),
+            Kind::OCIRepository => paging::items(store.oci_repository_page(&objects, &page).await?, &scope, |o| {
+                Document::OCIRepository(o).to_value()
             }),
         },
     };
@@ -278,5 +293,6 @@ pub async fn fetch(store: &dyn Objects, kind: Kind, tenant: &str, name: &str) ->
         Kind::SyncSet => store.syncset_get(tenant, name).await?.map(Document::SyncSet),
         Kind::Secret => store.secret_get(tenant, name).await?.map(Document::Secret),
         Kind::GitRepository => store.git_repository_get(tenant, name).await?.map(Document::GitRepository),
+        Kind::OCIRepository => store.oci_repository_get(tenant, name).await?.map(Document::OCIRepository),
     })
 }

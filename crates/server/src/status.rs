@@ -217,7 +217,7 @@ pub async fn key_events(
 /// `POST /v1/status/clusters/{cluster}/syncsets/{syncset}/retry`: runs the key again
 /// now, whatever its phase (e.g. parked), and logs the retry naming the caller. 202:
 /// the run happens later, on a worker.
-/// `POST /v1/gitrepositories/{name}/reconcile`: fetches the source now (its key runs
+/// `POST /v1/gitrepositories/{name}/reconcile` (and `/v1/ocirepositories/…`): fetches the source now (its key runs
 /// at once, as a retry makes it), rather than at its next interval.
 pub async fn fetch_now(
     State(state): State<AppState>,
@@ -225,7 +225,7 @@ pub async fn fetch_now(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<TenantQuery>,
 ) -> Result<(StatusCode, Json<Retried>)> {
-    check_name("GitRepository name in the path", &name)?;
+    check_name("source name in the path", &name)?;
     let key = WorkKey::source(q.tenant()?, &name);
     state.store.work_retry_by(&key, Some(&caller.subject)).await?;
     Ok((StatusCode::ACCEPTED, Json(Retried { retried: key })))

@@ -50,6 +50,11 @@ pub enum StoreError {
     /// [`fleetsync_model::document::validate_sourced`]): nothing was written.
     #[error("SyncSet {tenant}/{name}: the manifests its source holds at revision {revision}: {rule}")]
     SourceInvalid { tenant: String, name: String, revision: String, rule: String },
+    /// A source named as a source of another kind in the same namespace is: sources
+    /// share one name space (`reconcile source NAME`, push notifications and the
+    /// source's key name it alone). Nothing was written.
+    #[error("{kind} {tenant}/{name}: the name is taken by the {taken_by} of that name")]
+    NameTaken { kind: &'static str, tenant: String, name: String, taken_by: &'static str },
     /// The write would have exceeded a tenant's quota: nothing was written.
     #[error(transparent)]
     QuotaExceeded(#[from] crate::quota::QuotaExceeded),

@@ -233,7 +233,7 @@ pub(crate) fn deleted(kind: Kind, tenant: &str, name: &str, keyed: impl IntoIter
                 })
                 .collect(),
         ),
-        Kind::GitRepository => Deleted::SourceRemoved(Planned {
+        Kind::GitRepository | Kind::OCIRepository => Deleted::SourceRemoved(Planned {
             key: WorkKey::source(tenant, name),
             enqueue: Enqueue::remove(),
             dirties: true,

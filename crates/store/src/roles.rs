@@ -20,8 +20,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Artifact, Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, ResourceRef, RolloutPhase,
-    Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
+    Artifact, Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
+    RolloutPhase, Secret, Source, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +94,18 @@ pub trait Objects: Send + Sync + 'static {
     async fn git_repository_get(&self, tenant: &str, name: &str) -> Result<Option<GitRepository>>;
     /// Every GitRepository (of one tenant).
     async fn git_repository_list(&self, tenant: Option<&str>) -> Result<Vec<GitRepository>>;
+    /// An OCIRepository, with its status (the digest its SyncSets read).
+    async fn oci_repository_get(&self, tenant: &str, name: &str) -> Result<Option<OCIRepository>>;
+    /// Every OCIRepository (of one tenant).
+    async fn oci_repository_list(&self, tenant: Option<&str>) -> Result<Vec<OCIRepository>>;
+    /// The source `tenant/name`, of whichever kind it is (sources of both kinds share
+    /// one name space in a tenant).
+    async fn source_get(&self, tenant: &str, name: &str) -> Result<Option<Source>> {
+        if let Some(g) = self.git_repository_get(tenant, name).await? {
+            return Ok(Some(Source::Git(g)));
+        }
+        Ok(self.oci_repository_get(tenant, name).await?.map(Source::Oci))
+    }
 
     /// One page of Clusters in `(tenant, name)` order, those whose labels the filter
     /// selects (see [`crate::page`]: a page may end early, after the rows it examined).
@@ -121,6 +133,12 @@ pub trait Objects: Send + Sync + 'static {
         filter: &ObjectFilter,
         page: &PageRequest<ObjectKey>,
     ) -> Result<Page<GitRepository, ObjectKey>>;
+    /// One page of OCIRepositories in `(tenant, name)` order.
+    async fn oci_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<OCIRepository, ObjectKey>>;
 }
 
 /// The coalescing keyed work queue: claims with leases and fencing tokens, renewals,
@@ -369,7 +387,7 @@ pub trait Artifacts: Send + Sync + 'static {
     /// The files of `source`'s `revision`, if stored.
     async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>>;
 
-    /// A fetch of the GitRepository `tenant/name` by the holder of its key (`own`):
+    /// A fetch of the source `tenant/name` by the holder of its key (`own`):
     /// stores `artifact` as its revision (its status says so from then on), and
     /// applies again every SyncSet that reads it, each taking the revision as a new
     /// generation (staged by its rollout like any change), all in one transaction.

@@ -3,7 +3,7 @@
 //! decoding it back with the stored generation stamped on.
 
 use crate::{Result, StoreError};
-use fleetsync_model::{Cluster, GitRepository, Kind, Secret, SourceKind, SyncSet};
+use fleetsync_model::{Cluster, GitRepository, Kind, OCIRepository, Secret, SourceKind, SyncSet};
 use serde::de::DeserializeOwned;
 
 /// The stored form of a document: canonical JSON without the generation.
@@ -52,16 +52,14 @@ pub(crate) fn table(kind: Kind) -> &'static str {
         Kind::SyncSet => "syncsets",
         Kind::Secret => "secrets",
         Kind::GitRepository => "git_repositories",
+        Kind::OCIRepository => "oci_repositories",
     }
 }
 
 /// How a source is named where its artifacts and the SyncSets that read it are stored:
-/// `GitRepository/<name>`.
+/// `GitRepository/<name>`, `OCIRepository/<name>`.
 pub(crate) fn source_id(kind: SourceKind, name: &str) -> String {
-    let kind = match kind {
-        SourceKind::GitRepository => Kind::GitRepository,
-    };
-    format!("{}/{name}", kind.as_str())
+    format!("{}/{name}", kind.kind().as_str())
 }
 
 /// Lets the generic readers stamp the stored generation onto a decoded document.
@@ -82,6 +80,12 @@ impl WithGeneration for SyncSet {
 }
 
 impl WithGeneration for GitRepository {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
+
+impl WithGeneration for OCIRepository {
     fn set_generation(&mut self, generation: i64) {
         self.metadata.generation = generation;
     }

@@ -94,9 +94,15 @@ pub enum Resource {
     /// Secrets, values never shown.
     #[value(alias = "secret")]
     Secrets,
+    /// Sources of both kinds (GitRepositories and OCIRepositories), with a KIND column.
+    #[value(alias = "source")]
+    Sources,
     /// GitRepositories: where SyncSets read their resources, and the revision stored.
-    #[value(name = "gitrepositories", aliases = ["gitrepository", "sources", "source"])]
+    #[value(name = "gitrepositories", alias = "gitrepository")]
     GitRepositories,
+    /// OCIRepositories: artifacts of a registry SyncSets read their resources from.
+    #[value(name = "ocirepositories", alias = "ocirepository")]
+    OciRepositories,
     Status,
     #[value(alias = "event")]
     Events,
@@ -198,8 +204,8 @@ pub struct TenantArgs {
 
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
-    /// `cluster`, `syncset` or `source` (a GitRepository).
-    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets", "source", "sources", "gitrepository", "gitrepositories"])]
+    /// `cluster`, `syncset` or `source` (a GitRepository or OCIRepository).
+    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets", "source", "sources", "gitrepository", "gitrepositories", "ocirepository", "ocirepositories"])]
     pub kind: String,
     pub name: String,
     #[command(flatten)]
@@ -253,8 +259,8 @@ pub struct RolloutArgs {
 /// What `reconcile` runs now.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ReconcileKind {
-    /// A GitRepository: fetched at once, not at its next interval.
-    #[value(aliases = ["gitrepository", "git"])]
+    /// A GitRepository or OCIRepository: fetched at once, not at its next interval.
+    #[value(aliases = ["gitrepository", "git", "ocirepository", "oci"])]
     Source,
 }
 

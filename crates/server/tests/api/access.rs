@@ -9,7 +9,7 @@ use fleetsync_server::access::RULES;
 use fleetsync_store::{StatusFilter, Store};
 use std::time::Duration;
 
-/// Tenant `a` holds cluster c1, SyncSet s1 (on c1), Secret sec1 and GitRepository g1;
+/// Tenant `a` holds cluster c1, SyncSet s1 (on c1), Secret sec1 and GitRepository g1, OCIRepository o1;
 /// tenant `b` holds c2.
 pub(crate) const FLEET: &str = r#"
 apiVersion: fleetsync.io/v1
@@ -35,6 +35,11 @@ apiVersion: fleetsync.io/v1
 kind: GitRepository
 metadata: {name: g1, namespace: a}
 spec: {url: "https://git.example/fleet.git", ref: {branch: main}}
+---
+apiVersion: fleetsync.io/v1
+kind: OCIRepository
+metadata: {name: o1, namespace: a}
+spec: {url: "oci://registry.example/fleet"}
 ---
 apiVersion: fleetsync.io/v1
 kind: Cluster
@@ -118,6 +123,7 @@ fn request(method: &str, path: &str) -> (String, String) {
             let p = p.replace("/v1/secrets/{name}", "/v1/secrets/sec1").replace("/v1/status/clusters/{name}", "/v1/status/clusters/c1");
             let p = p.replace("/v1/status/syncsets/{name}", "/v1/status/syncsets/s1");
             let p = p.replace("/v1/gitrepositories/{name}", "/v1/gitrepositories/g1");
+            let p = p.replace("/v1/ocirepositories/{name}", "/v1/ocirepositories/o1");
             let tenant = if matches!(p.as_str(), "/v1/events" | "/v1/members" | "/v1/tokens" | "/v1/whoami" | "/v1/version") { "" } else { "?tenant=a" };
             (format!("{p}{tenant}"), "")
         }
@@ -152,11 +158,17 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             | "/v1/live",
         )
         | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),
-        ("GET", "/v1/gitrepositories" | "/v1/gitrepositories/{name}") => row(200, 200, 200, 403, 200, 403),
-        ("DELETE", "/v1/clusters/{name}" | "/v1/syncsets/{name}" | "/v1/gitrepositories/{name}") => {
-            row(403, 200, 200, 403, 200, 403)
+        (
+            "GET",
+            "/v1/gitrepositories" | "/v1/gitrepositories/{name}" | "/v1/ocirepositories" | "/v1/ocirepositories/{name}",
+        ) => row(200, 200, 200, 403, 200, 403),
+        (
+            "DELETE",
+            "/v1/clusters/{name}" | "/v1/syncsets/{name}" | "/v1/gitrepositories/{name}" | "/v1/ocirepositories/{name}",
+        ) => row(403, 200, 200, 403, 200, 403),
+        ("POST", "/v1/gitrepositories/{name}/reconcile" | "/v1/ocirepositories/{name}/reconcile") => {
+            row(403, 202, 202, 403, 202, 403)
         }
-        ("POST", "/v1/gitrepositories/{name}/reconcile") => row(403, 202, 202, 403, 202, 403),
         // Signed with the source's webhook secret, or refused whoever calls.
         ("POST", "/v1/sources/{tenant}/{name}/hook") => [401; 9],
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
@@ -179,7 +191,7 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
 /// Everything a request could change, as text.
 async fn snapshot(store: &dyn Store) -> String {
     let mut out = String::new();
-    for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret, Kind::GitRepository] {
+    for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret, Kind::GitRepository, Kind::OCIRepository] {
         let names: Vec<String> = match kind {
             Kind::Cluster => {
                 store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{c:?}")).collect()
@@ -192,6 +204,9 @@ async fn snapshot(store: &dyn Store) -> String {
             }
             Kind::GitRepository => {
                 store.git_repository_list(None).await.expect("list").into_iter().map(|g| format!("{g:?}")).collect()
+            }
+            Kind::OCIRepository => {
+                store.oci_repository_list(None).await.expect("list").into_iter().map(|o| format!("{o:?}")).collect()
             }
         };
         out.push_str(&format!("{names:?}\n"));

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
 use fleetsync_model::{
-    Cluster, Document, GitRepository, Grant, KeyStatus, Kind, ResourceRef, Secret, StatusSummary, SyncSet, Timestamp,
-    TokenRecord, WorkKey,
+    Cluster, Document, GitRepository, Grant, KeyStatus, Kind, OCIRepository, ResourceRef, Secret, StatusSummary,
+    SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use fleetsync_store::*;
 use std::sync::Arc;
@@ -75,6 +75,14 @@ impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
         Self::fail()
     }
 
+    async fn oci_repository_get(&self, _: &str, _: &str) -> Result<Option<OCIRepository>> {
+        Self::fail()
+    }
+
+    async fn oci_repository_list(&self, _: Option<&str>) -> Result<Vec<OCIRepository>> {
+        Self::fail()
+    }
+
     async fn cluster_page(&self, _: &ClusterFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
         Self::fail()
     }
@@ -92,6 +100,14 @@ impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
         _: &ObjectFilter,
         _: &PageRequest<ObjectKey>,
     ) -> Result<Page<GitRepository, ObjectKey>> {
+        Self::fail()
+    }
+
+    async fn oci_repository_page(
+        &self,
+        _: &ObjectFilter,
+        _: &PageRequest<ObjectKey>,
+    ) -> Result<Page<OCIRepository, ObjectKey>> {
         Self::fail()
     }
 }

@@ -1,8 +1,9 @@
-//! Sources: a SyncSet that reads its resources from a GitRepository takes each revision
-//! the source's key stores as a new generation, and nothing else.
+//! Sources: a SyncSet that reads its resources from a GitRepository (or an
+//! OCIRepository) takes each revision the source's key stores as a new generation, and
+//! nothing else; sources of both kinds share one name space.
 
 use super::*;
-use fleetsync_model::{Artifact, GitReference, GitRepository, GitRepositorySpec, SourceKind, SourceRef};
+use fleetsync_model::{Artifact, GitReference, GitRepository, GitRepositorySpec, OCIRepository, SourceKind, SourceRef};
 
 fn repository(name: &str) -> Document {
     let reference = GitReference { branch: Some("main".into()), ..GitReference::default() };
@@ -81,4 +82,43 @@ pub async fn sources_feed_syncsets_one_revision_at_a_time(h: &dyn Harness) {
     let again = s.objects_apply(docs).await.expect("apply again");
     let results: Vec<_> = again.iter().map(|o| (o.name.as_str(), o.generation, o.result)).collect();
     assert_eq!(results, [("c1", 1, "unchanged"), ("web", 2, "unchanged"), ("fleet", 1, "unchanged")]);
+}
+
+fn oci(name: &str) -> Document {
+    let spec = serde_json::from_value(serde_json::json!({"url": "oci://registry.example/fleet"})).expect("a spec");
+    Document::OCIRepository(OCIRepository { metadata: ObjectMeta::new(name), spec, status: None })
+}
+
+/// An OCIRepository feeds the SyncSets that name it as a GitRepository does, its
+/// digest as the revision; a source of the other kind cannot take its name (nothing of
+/// that apply is written), and once it is deleted, can.
+pub async fn oci_sources_feed_syncsets_and_share_one_name_space(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let Document::SyncSet(mut web) = sourced("web") else { unreachable!("a SyncSet") };
+    web.spec.source_ref =
+        Some(SourceRef { kind: SourceKind::OCIRepository, name: "fleet".into(), path: "apps".into() });
+    s.objects_apply(vec![cluster("c1", &[("env", "prod")]), oci("fleet"), Document::SyncSet(web)])
+        .await
+        .expect("apply");
+    let items = claim(s.as_ref(), "w", 10).await;
+    assert_eq!(items.iter().map(|i| &i.key).collect::<Vec<_>>(), [&WorkKey::source("default", "fleet")]);
+    let own = OwnWrite { key: items[0].key.clone(), fence: items[0].fence };
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let fetched = s.source_fetched("default", "fleet", &artifact(&digest, &[("apps/a.yaml", A)]), own).await;
+    let outcomes: Vec<_> = fetched.expect("fetched").syncsets.iter().map(|o| (o.name.clone(), o.generation)).collect();
+    assert_eq!(outcomes, [("web".to_string(), 2)]);
+    let source = s.oci_repository_get("default", "fleet").await.expect("get").expect("stored");
+    assert_eq!(source.status.and_then(|st| st.revision), Some(digest.clone()));
+    let any = s.source_get("default", "fleet").await.expect("get").expect("found");
+    assert_eq!((any.kind(), any.revision()), (SourceKind::OCIRepository, Some(digest.as_str())));
+    assert!(s.artifact_get("default", "OCIRepository/fleet", &digest).await.expect("get").is_some());
+
+    let e = s.objects_apply(vec![cluster("c2", &[]), repository("fleet")]).await.expect_err("taken");
+    assert!(matches!(&e, StoreError::NameTaken { taken_by: "OCIRepository", .. }), "{e}");
+    assert_eq!(s.cluster_get("default", "c2").await.expect("get"), None, "nothing of the apply");
+    assert_eq!(s.git_repository_get("default", "fleet").await.expect("get"), None);
+    s.object_delete(Kind::OCIRepository, "default", "fleet").await.expect("delete");
+    s.objects_apply(vec![repository("fleet")]).await.expect("the name is free");
+    let e = s.objects_apply(vec![oci("fleet")]).await.expect_err("taken the other way");
+    assert!(matches!(&e, StoreError::NameTaken { taken_by: "GitRepository", .. }), "{e}");
 }

@@ -453,6 +453,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE INDEX syncsets_source ON syncsets (tenant, source) WHERE source IS NOT NULL;
     "#,
     ),
+    (
+        "OCIRepositories",
+        r#"
+    CREATE TABLE oci_repositories (
+        tenant text NOT NULL, name text NOT NULL, generation bigint NOT NULL, doc text NOT NULL,
+        PRIMARY KEY (tenant, name));
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -15,8 +15,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret,
-    StatusSummary, SyncSet, Timestamp, WorkKey,
+    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
+    RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,6 +136,20 @@ impl Objects for PgStore {
         .await
     }
 
+    async fn oci_repository_get(&self, tenant: &str, name: &str) -> Result<Option<OCIRepository>> {
+        self.read("reading a source", |c, _| {
+            Box::pin(objects::get(c, Kind::OCIRepository, tenant.to_string(), name.to_string(), None))
+        })
+        .await
+    }
+
+    async fn oci_repository_list(&self, tenant: Option<&str>) -> Result<Vec<OCIRepository>> {
+        self.read("listing sources", |c, _| {
+            Box::pin(objects::list(c, Kind::OCIRepository, tenant.map(str::to_string), None))
+        })
+        .await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -184,6 +198,18 @@ impl Objects for PgStore {
         self.read("listing sources", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
             Box::pin(async move { pages::objects(c, Kind::GitRepository, f.tenant.as_deref(), None, &p, None).await })
+        })
+        .await
+    }
+
+    async fn oci_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<OCIRepository, ObjectKey>> {
+        self.read("listing sources", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::objects(c, Kind::OCIRepository, f.tenant.as_deref(), None, &p, None).await })
         })
         .await
     }

@@ -275,6 +275,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE syncsets ADD COLUMN source TEXT;
     CREATE INDEX syncsets_source ON syncsets (tenant, source) WHERE source IS NOT NULL;
     "#,
+    // 20: OCIRepositories, as GitRepositories.
+    r#"
+    CREATE TABLE oci_repositories (
+        tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL, doc TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

@@ -15,8 +15,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, ResourceRef, RolloutPhase, Secret,
-    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
+    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
+    RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,6 +109,16 @@ impl Objects for SqliteStore {
         self.read("listing sources", move |c, _| objects::list(c, Kind::GitRepository, tenant.as_deref(), None)).await
     }
 
+    async fn oci_repository_get(&self, tenant: &str, name: &str) -> Result<Option<OCIRepository>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.read("reading a source", move |c, _| objects::get(c, Kind::OCIRepository, &tenant, &name, None)).await
+    }
+
+    async fn oci_repository_list(&self, tenant: Option<&str>) -> Result<Vec<OCIRepository>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing sources", move |c, _| objects::list(c, Kind::OCIRepository, tenant.as_deref(), None)).await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -154,6 +164,18 @@ impl Objects for SqliteStore {
         let (tenant, page) = (filter.tenant.clone(), page.clone());
         self.read("listing sources", move |c, _| {
             pages::objects(c, Kind::GitRepository, tenant.as_deref(), None, &page, None)
+        })
+        .await
+    }
+
+    async fn oci_repository_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<OCIRepository, ObjectKey>> {
+        let (tenant, page) = (filter.tenant.clone(), page.clone());
+        self.read("listing sources", move |c, _| {
+            pages::objects(c, Kind::OCIRepository, tenant.as_deref(), None, &page, None)
         })
         .await
     }

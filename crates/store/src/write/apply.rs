@@ -13,7 +13,7 @@ use crate::revision::{self, RolloutWrite};
 use crate::sealed::{self, Keyring};
 use crate::stored::{canonical, decode_doc, json, source_id};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
-use fleetsync_model::{Cluster, Document, Kind, Secret, SyncSet, WorkKey};
+use fleetsync_model::{Cluster, Document, Kind, Secret, Source, SyncSet, WorkKey};
 use std::collections::BTreeSet;
 
 /// Who writes: `own`, the key of an own write, which its enqueues leave clean
@@ -96,7 +96,8 @@ pub(super) async fn apply_docs<T: WriteTx>(
             Document::Cluster(c) => apply_cluster(tx, c, by).await?,
             Document::SyncSet(s) => apply_syncset(tx, s, by).await?,
             Document::Secret(s) => apply_secret(tx, s, by).await?,
-            Document::GitRepository(g) => super::source::apply(tx, g, by).await?,
+            Document::GitRepository(g) => super::source::apply(tx, &Source::Git(g.clone()), by).await?,
+            Document::OCIRepository(o) => super::source::apply(tx, &Source::Oci(o.clone()), by).await?,
         };
         if let Upsert::Write { .. } = upsert {
             tx.work_announce(Announce::objects(tx.now(), 1, enqueued));

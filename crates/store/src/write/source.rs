@@ -1,4 +1,4 @@
-//! Sources: a GitRepository written (its key enqueued to fetch it), a SyncSet's
+//! Sources: a GitRepository or OCIRepository written (its key enqueued to fetch it), a SyncSet's
 //! resources read from the source it names ([`resolve`]), and a fetched revision
 //! stored and taken up by every SyncSet that reads the source ([`fetched`], see
 //! [`crate::Artifacts::source_fetched`]).
@@ -8,31 +8,69 @@
 //! spec keeps it.
 
 use super::apply::{apply_docs, logged, By};
-use super::{artifact, DocRow, WriteTx};
+use super::{artifact, DocRow, Stored, WriteTx};
 use crate::plan::{self, Upsert};
-use crate::stored::{canonical, decode, decode_doc, source_id};
+use crate::stored::{canonical, decode_doc, source_id, table};
 use crate::{OwnWrite, SourceFetched, StoreError};
 use fleetsync_model::document::validate_sourced;
-use fleetsync_model::{Artifact, Document, GitRepository, Kind, ParseBudget, SourceStatus, SyncSet, SyncSetStatus};
+use fleetsync_model::{
+    Artifact, Document, GitRepository, Kind, OCIRepository, ParseBudget, Source, SourceKind, SourceStatus, SyncSet,
+    SyncSetStatus,
+};
 
-const TABLE: &str = "git_repositories";
-
-/// A GitRepository, written with the status it has; a new or changed one enqueues its
-/// key, which fetches it ([`plan::source_changed`]).
-pub(super) async fn apply<T: WriteTx>(tx: &mut T, g: &GitRepository, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
-    let (tenant, name) = (g.metadata.tenant(), g.metadata.name.as_str());
-    let stored = tx.object_stored(Kind::GitRepository, tenant, name).await?;
-    let status = match &stored {
-        Some(st) => decode::<GitRepository>(TABLE, &st.doc)?.status,
-        None => None,
+/// A source, written with the status it has; a new or changed one enqueues its key,
+/// which fetches it ([`plan::source_changed`]). Refused (`NameTaken`) if a source of
+/// the other kind has its name.
+pub(super) async fn apply<T: WriteTx>(tx: &mut T, source: &Source, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
+    let (tenant, name) = (source.metadata().tenant(), source.metadata().name.as_str());
+    let kind = source.kind();
+    let other = match kind {
+        SourceKind::GitRepository => SourceKind::OCIRepository,
+        SourceKind::OCIRepository => SourceKind::GitRepository,
     };
-    let doc = canonical(&GitRepository { status, ..g.clone() })?;
+    if tx.object_stored(other.kind(), tenant, name).await?.is_some() {
+        let (kind, taken_by) = (kind.kind().as_str(), other.kind().as_str());
+        return Err(StoreError::NameTaken { kind, tenant: tenant.into(), name: name.into(), taken_by }.into());
+    }
+    let kind = kind.kind();
+    let stored = tx.object_stored(kind, tenant, name).await?;
+    let mut source = source.clone();
+    source.set_status(match &stored {
+        Some(st) => decode(kind, st)?.status().cloned(),
+        None => None,
+    });
+    let doc = canonical_source(&source)?;
     let upsert = plan::upsert(stored.map(|st| (st.generation, st.doc == doc)));
     let Upsert::Write { generation, .. } = upsert else { return Ok((upsert, 0)) };
-    tx.doc_put(Kind::GitRepository, DocRow { tenant, name, generation, doc: &doc }).await?;
-    logged(tx, Kind::GitRepository, tenant, name, upsert, by).await?;
+    tx.doc_put(kind, DocRow { tenant, name, generation, doc: &doc }).await?;
+    logged(tx, kind, tenant, name, upsert, by).await?;
     let enqueued = tx.work_enqueue(&[plan::source_changed(tenant, name, generation, by.own)]).await?;
     Ok((upsert, enqueued))
+}
+
+/// A stored source of `kind`.
+fn decode(kind: Kind, st: &Stored) -> Result<Source, StoreError> {
+    Ok(match kind {
+        Kind::OCIRepository => Source::Oci(decode_doc::<OCIRepository>(table(kind), &st.doc, st.generation)?),
+        _ => Source::Git(decode_doc::<GitRepository>(table(kind), &st.doc, st.generation)?),
+    })
+}
+
+fn canonical_source(source: &Source) -> Result<String, StoreError> {
+    match source {
+        Source::Git(g) => canonical(g),
+        Source::Oci(o) => canonical(o),
+    }
+}
+
+/// The source `tenant/name`, of whichever kind it is (names are unique across kinds).
+async fn stored_source<T: WriteTx>(tx: &mut T, tenant: &str, name: &str) -> Result<Option<Source>, T::Error> {
+    for kind in [Kind::GitRepository, Kind::OCIRepository] {
+        if let Some(st) = tx.object_stored(kind, tenant, name).await? {
+            return Ok(Some(decode(kind, &st)?));
+        }
+    }
+    Ok(None)
 }
 
 /// `s` as its keys run it: as given for inline resources; for a `sourceRef`, the
@@ -44,9 +82,9 @@ pub(super) async fn resolve<T: WriteTx>(tx: &mut T, s: &SyncSet) -> Result<SyncS
     let mut out = SyncSet { status: None, ..s.clone() };
     let Some(r) = &s.spec.source_ref else { return Ok(out) };
     let tenant = s.metadata.tenant();
-    let Some(stored) = tx.object_stored(Kind::GitRepository, tenant, &r.name).await? else { return Ok(out) };
-    let source: GitRepository = decode(TABLE, &stored.doc)?;
-    let Some(revision) = source.status.and_then(|st| st.revision) else { return Ok(out) };
+    let Some(stored) = tx.object_stored(r.kind.kind(), tenant, &r.name).await? else { return Ok(out) };
+    let source = decode(r.kind.kind(), &stored)?;
+    let Some(revision) = source.revision().map(String::from) else { return Ok(out) };
     let id = source_id(r.kind, &r.name);
     let artifact = tx.artifact_get(tenant, &id, &revision).await?.ok_or_else(|| StoreError::Corrupt {
         table: "artifacts",
@@ -64,7 +102,7 @@ pub(super) async fn resolve<T: WriteTx>(tx: &mut T, s: &SyncSet) -> Result<SyncS
     Ok(out)
 }
 
-/// Stores `artifact` as the GitRepository `name`'s revision, by the holder of its key
+/// Stores `artifact` as the source `name`'s revision, by the holder of its key
 /// (`own`), and applies again every SyncSet that reads it: each takes the revision as
 /// a new generation (see [`crate::Artifacts::source_fetched`]). Refused with nothing
 /// written if the source is gone, a SyncSet's manifests break a rule, or the lease is
@@ -77,15 +115,15 @@ pub(crate) async fn fetched<T: WriteTx>(
     own: &OwnWrite,
 ) -> Result<SourceFetched, T::Error> {
     tx.tenant_lock(tenant).await?;
-    let Some(stored) = tx.object_stored(Kind::GitRepository, tenant, name).await? else {
+    let Some(mut source) = stored_source(tx, tenant, name).await? else {
         return Err(StoreError::not_found(Kind::GitRepository, tenant, name).into());
     };
-    let mut source: GitRepository = decode_doc(TABLE, &stored.doc, stored.generation)?;
-    let id = source_id(fleetsync_model::SourceKind::GitRepository, name);
+    let (kind, generation) = (source.kind(), source.metadata().generation);
+    let id = source_id(kind, name);
     let stored_artifact = artifact::put(tx, tenant, &id, artifact).await?;
-    source.status = Some(SourceStatus { revision: Some(artifact.revision.clone()), fetched_at: Some(tx.now()) });
-    let doc = canonical(&source)?;
-    tx.doc_put(Kind::GitRepository, DocRow { tenant, name, generation: stored.generation, doc: &doc }).await?;
+    source.set_status(Some(SourceStatus { revision: Some(artifact.revision.clone()), fetched_at: Some(tx.now()) }));
+    let doc = canonical_source(&source)?;
+    tx.doc_put(kind.kind(), DocRow { tenant, name, generation, doc: &doc }).await?;
 
     let by = By { own: Some(&own.key), actor: None, keys: None };
     let mut readers = Vec::new();
