@@ -1,18 +1,23 @@
-//! A SyncSet whose resources live in a Git repository, judged from what the simulated
-//! clusters hold: the hub fetches the repository's branch as a key of its queue, each
-//! new commit becomes a new generation of the SyncSet that the clusters then hold (one
-//! fetched on a push notification, one found by polling at the interval), and a commit whose
-//! manifests are broken is refused while the clusters keep the last good one.
+//! A SyncSet whose resources live in a Git repository or an OCI registry, judged from
+//! what the simulated clusters hold: the hub fetches the repository's branch as a key
+//! of its queue, each new commit becomes a new generation of the SyncSet that the
+//! clusters then hold (one fetched on a push notification, one found by polling at the
+//! interval), and a commit whose manifests are broken is refused while the clusters
+//! keep the last good one; a tag moved in a registry reaches them the same way, the
+//! registry's own log showing one layer pulled per digest.
 
 mod common;
 
 use common::TestHub;
+use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_model::{ResourceRef, WorkKey};
 use fleetsync_runtime::RuntimeConfig;
 use fleetsync_source::{Reach, SourceReconciler};
+use fleetsync_testkit::registry::Registry;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CLUSTERS: usize = 3;
@@ -158,5 +163,57 @@ async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held
         .collect();
     assert_eq!(at, [Some(4); CLUSTERS], "{}", object(&hub, "/v1/status").await);
     assert_eq!(object(&hub, "/v1/syncsets/web").await["metadata"]["generation"], 4);
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_moved_in_the_registry_reaches_the_clusters_with_one_pull_per_digest() {
+    let registry = Registry::start();
+    let first = registry.push("fleet", "prod", &[("apps/a.yaml", config_map("a", "1").as_bytes())]).await;
+    let loopback = "127.0.0.0/8".parse().expect("a rule");
+    let reach = Reach { egress: Arc::new(EgressPolicy::default().allowing(loopback)), local_files: false };
+    let sources = SourceReconciler { reach, ..Default::default() };
+    let hub = TestHub::start_with(RuntimeConfig::default(), 0.0, |hub| hub.sources(sources)).await;
+    let mut fleet = String::new();
+    for c in 0..CLUSTERS {
+        fleet.push_str(&format!(
+            "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{c}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"
+        ));
+    }
+    fleet.push_str(&format!(
+        "apiVersion: fleetsync.io/v1\nkind: OCIRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"{}\", ref: {{tag: prod}}, insecure: true, interval: 1h, webhookSecretRef: {{name: hook}}}}\n---\napiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: OCIRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: hook}}\nstringData: {{token: {HOOK_TOKEN}}}\n",
+        registry.url("fleet")
+    ));
+    hub.apply(&fleet).await;
+
+    wait_held(&hub, &[cm("a")], 2, Duration::from_secs(30)).await;
+    let source = object(&hub, "/v1/ocirepositories/fleet").await;
+    assert_eq!(source["status"]["revision"], first, "{source}");
+    assert_eq!(object(&hub, "/v1/syncsets/web").await["status"]["sourceRevision"], first);
+    assert_eq!(registry.blob_pulls("fleet"), 1, "{:?}", registry.requests());
+
+    // Sources of both kinds share one name space.
+    let git = "apiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {name: fleet}\nspec: {url: \"https://git.example/fleet.git\", ref: {branch: main}}\n";
+    let taken = hub.post("/v1/apply").header("content-type", "application/yaml").body(git).send().await.expect("hub");
+    assert_eq!(taken.status(), reqwest::StatusCode::CONFLICT, "{}", taken.text().await.unwrap_or_default());
+
+    // The tag moved (the interval is an hour away): a push notification pulls it.
+    let second = registry.push("fleet", "prod", &[("apps/a.yaml", config_map("a", "2").as_bytes())]).await;
+    let hook = hub.http.post(format!("{}/v1/sources/default/fleet/hook", hub.url)).header("x-gitlab-token", HOOK_TOKEN);
+    assert_eq!(hook.body("{}").send().await.expect("hub").status(), reqwest::StatusCode::ACCEPTED);
+    wait_held(&hub, &[cm("a")], 3, Duration::from_secs(30)).await;
+    assert_eq!(object(&hub, "/v1/syncsets/web").await["status"]["sourceRevision"], second);
+    assert_eq!(registry.blob_pulls("fleet"), 2, "{:?}", registry.requests());
+
+    // Asked again with nothing new: the digest is asked for, no layer pulled.
+    let asked = registry.requests().len();
+    hub.post("/v1/ocirepositories/fleet/reconcile?tenant=default").send().await.expect("hub");
+    let start = Instant::now();
+    while registry.requests().len() == asked {
+        assert!(start.elapsed() < Duration::from_secs(30), "the source was never asked again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(registry.blob_pulls("fleet"), 2, "{:?}", registry.requests());
     hub.stop().await;
 }

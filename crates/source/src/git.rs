@@ -206,13 +206,7 @@ impl GitSource {
     }
 
     fn ignore_matcher(&self) -> Result<ignore::gitignore::Gitignore, GitError> {
-        let mut builder = ignore::gitignore::GitignoreBuilder::new("/");
-        for pattern in &self.ignore {
-            builder
-                .add_line(None, pattern)
-                .map_err(|e| GitError::Ignore { pattern: pattern.clone(), reason: e.to_string() })?;
-        }
-        builder.build().map_err(|e| GitError::Ignore { pattern: self.ignore.join(", "), reason: e.to_string() })
+        ignore_matcher(&self.ignore).map_err(|(pattern, reason)| GitError::Ignore { pattern, reason })
     }
 
     /// The refspec source to fetch and the commit it is at, from what the remote
@@ -394,16 +388,35 @@ impl GitSource {
 
 /// The highest tag in `range` among `refs` (`refs/tags/NAME` → commit).
 fn best_version(range: &str, refs: &BTreeMap<String, String>) -> Result<Option<(String, String)>, String> {
+    let tags = refs.keys().filter_map(|name| name.strip_prefix("refs/tags/"));
+    let Some(best) = highest_in_range(range, tags)? else { return Ok(None) };
+    let name = format!("refs/tags/{best}");
+    Ok(refs.get(&name).map(|id| (name.clone(), id.clone())))
+}
+
+/// The tag of the highest version (`1.2.3` or `v1.2.3`) in `range` (`>=1.2, <2`, as
+/// Cargo writes ranges) among `tags`; other tags are passed over.
+pub(crate) fn highest_in_range<'a>(
+    range: &str,
+    tags: impl Iterator<Item = &'a str>,
+) -> Result<Option<&'a str>, String> {
     let req = semver::VersionReq::parse(range).map_err(|e| format!("not a version range: {e}"))?;
-    let best = refs
-        .iter()
-        .filter_map(|(name, id)| {
-            let tag = name.strip_prefix("refs/tags/")?;
+    let best = tags
+        .filter_map(|tag| {
             let version = semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()?;
-            req.matches(&version).then_some((version, name, id))
+            req.matches(&version).then_some((version, tag))
         })
         .max_by(|a, b| a.0.cmp(&b.0));
-    Ok(best.map(|(_, name, id)| (name.clone(), id.clone())))
+    Ok(best.map(|(_, tag)| tag))
+}
+
+/// The matcher of .gitignore patterns; a bad pattern, with why.
+pub(crate) fn ignore_matcher(patterns: &[String]) -> Result<ignore::gitignore::Gitignore, (String, String)> {
+    let mut builder = ignore::gitignore::GitignoreBuilder::new("/");
+    for pattern in patterns {
+        builder.add_line(None, pattern).map_err(|e| (pattern.clone(), e.to_string()))?;
+    }
+    builder.build().map_err(|e| (patterns.join(", "), e.to_string()))
 }
 
 /// Bytes of the files under `dir`.

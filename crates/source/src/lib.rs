@@ -8,6 +8,9 @@
 //! * [`Artifact`] (the model's): the files of a revision, each with its content digest
 //!   (what the store keeps once however many revisions hold it), and the manifests
 //!   under a path.
+//! * [`oci`]: an OCI artifact's tag, version range over tags, or digest, resolved
+//!   against the registry, and its layer pulled (digests verified) only when the
+//!   manifest's digest is not the one already held.
 //! * [`tarball`]: an artifact from a gzipped tarball (an OCI layer), read as a
 //!   stream within the limits (gzip bombs, links, paths out of it refused).
 //! * [`webhook`]: whether a push notification comes from the source's host (GitHub's
@@ -18,11 +21,13 @@
 //!   is refused with an error naming the limit, and nothing of it is kept.
 //!
 //! Every call of [`git`] and [`tarball`] blocks (network and disk); an async caller
-//! runs it with `tokio::task::spawn_blocking`, as the [`reconciler`] does. No error carries a credential: URLs are shown without
+//! runs it with `tokio::task::spawn_blocking`, as the [`reconciler`] does. [`oci`] is
+//! async. No error carries a credential: URLs are shown without
 //! their user information.
 
 pub mod git;
 pub mod limits;
+pub mod oci;
 pub mod reconciler;
 pub mod tarball;
 pub mod webhook;
@@ -30,4 +35,5 @@ pub mod webhook;
 pub use fleetsync_model::artifact::{Artifact, ArtifactError};
 pub use git::{Basic, Fetch, GitError, GitRef, GitSource, Reach};
 pub use limits::{Limit, Limits};
+pub use oci::{OciError, OciRef, OciSource};
 pub use reconciler::{SourceReconciler, WithSources};

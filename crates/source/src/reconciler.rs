@@ -1,4 +1,4 @@
-//! Fetching sources as work: a GitRepository's fetch is a key of the work queue
+//! Fetching sources as work: a GitRepository's or OCIRepository's fetch is a key of the work queue
 //! ([`WorkKey::source`](fleetsync_model::WorkKey::source)), so one process at a time fetches it, under a lease with a
 //! fencing token, with the backoff, parking, take-over and metrics of any key.
 //!
@@ -15,8 +15,9 @@
 
 use crate::git::{Basic, Fetch, GitError, GitSource, Reach};
 use crate::limits::Limits;
+use crate::oci::{OciError, OciSource};
 use async_trait::async_trait;
-use fleetsync_model::GitRepository;
+use fleetsync_model::Source;
 use fleetsync_runtime::reconciler::{Action, Context, ReconcileError, Reconciler};
 use fleetsync_store::{OwnWrite, RunOutcome};
 use std::time::Duration;
@@ -59,15 +60,36 @@ impl Reconciler for SourceReconciler {
             return Ok(removed);
         }
         // Deleted after the claim: its removal is enqueued, and ends the key.
-        let Some(repo) = ctx.store().git_repository_get(&key.tenant, name).await? else { return Ok(removed) };
-        let next = Action::Requeue(repo.spec.interval.0);
-        let source = self.source(ctx, &repo).await?;
-        let known = repo.status.as_ref().and_then(|s| s.revision.clone());
+        let Some(source) = ctx.store().source_get(&key.tenant, name).await? else { return Ok(removed) };
+        let next = Action::Requeue(source.interval().0);
+        let auth = self.credentials(ctx, &source).await?;
+        let known = source.revision().map(String::from);
         let (reach, limits) = (self.reach.clone(), self.limits);
-        let fetch = tokio::task::spawn_blocking(move || source.fetch(known.as_deref(), &reach, &limits));
+        let fetch = async move {
+            match source {
+                Source::Git(repo) => {
+                    let git = GitSource { auth, ..GitSource::from_spec(&repo.spec) };
+                    let fetch = tokio::task::spawn_blocking(move || git.fetch(known.as_deref(), &reach, &limits));
+                    match fetch.await {
+                        Ok(fetched) => fetched.map_err(|e| match e {
+                            GitError::Url { .. } | GitError::Egress { .. } => Failed::Park(e.to_string()),
+                            e => Failed::Retry(e.to_string()),
+                        }),
+                        Err(e) => Err(Failed::Retry(format!("fetching {name}: {e}"))),
+                    }
+                }
+                Source::Oci(repo) => {
+                    let oci = OciSource { auth, ..OciSource::from_spec(&repo.spec) };
+                    oci.fetch(known.as_deref(), &reach, &limits).await.map_err(|e| match e {
+                        OciError::Egress { .. } | OciError::Layer { .. } => Failed::Park(e.to_string()),
+                        e => Failed::Retry(e.to_string()),
+                    })
+                }
+            }
+        };
         let fetched = tokio::select! {
             done = tokio::time::timeout(FETCH_TIME, fetch) => match done {
-                Ok(joined) => joined.map_err(|e| ReconcileError::Failed(format!("fetching {name}: {e}")))?,
+                Ok(fetched) => fetched,
                 Err(_) => return Err(ReconcileError::Failed(format!("fetching {name} took longer than {FETCH_TIME:?}"))),
             },
             () = ctx.cancelled().cancelled() => return Err(ReconcileError::Cancelled),
@@ -85,27 +107,32 @@ impl Reconciler for SourceReconciler {
                 Ok(next)
             }
             // What trying again cannot change until the source or the hub's policy does.
-            Err(e @ (GitError::Url { .. } | GitError::Egress { .. })) => Ok(parked(e.to_string())),
-            Err(e) => Err(ReconcileError::Failed(e.to_string())),
+            Err(Failed::Park(e)) => Ok(parked(e)),
+            Err(Failed::Retry(e)) => Err(ReconcileError::Failed(e)),
         }
     }
 }
 
+/// How a fetch failed: for good until the source, its Secret or the hub changes, or
+/// maybe not on the next try.
+enum Failed {
+    Park(String),
+    Retry(String),
+}
+
 impl SourceReconciler {
-    /// What to fetch: the repository's ref, with the credentials of the Secret its
-    /// `secretRef` names. A Secret that is missing or unusable fails the run (retried
-    /// with backoff, so that it is fetched once the Secret is there); the error names
-    /// the Secret, never a value of it.
-    async fn source(&self, ctx: &Context, repo: &GitRepository) -> Result<GitSource, ReconcileError> {
-        let mut source = GitSource::from_spec(&repo.spec);
-        let Some(secret_ref) = &repo.spec.secret_ref else { return Ok(source) };
-        let tenant = repo.metadata.tenant();
+    /// The credentials of the Secret the source's `secretRef` names, if it names one.
+    /// A Secret that is missing or unusable fails the run (retried with backoff, so
+    /// that it is fetched once the Secret is there); the error names the Secret, never
+    /// a value of it.
+    async fn credentials(&self, ctx: &Context, source: &Source) -> Result<Option<Basic>, ReconcileError> {
+        let Some(secret_ref) = source.secret_ref() else { return Ok(None) };
+        let tenant = source.metadata().tenant();
         let Some(secret) = ctx.store().secret_get(tenant, &secret_ref.name).await? else {
             let missing = format!("the Secret {tenant}/{} it names does not exist", secret_ref.name);
             return Err(ReconcileError::Failed(missing));
         };
-        source.auth = Some(Basic::from_secret(&secret).map_err(|e| ReconcileError::Failed(e.to_string()))?);
-        Ok(source)
+        Basic::from_secret(&secret).map(Some).map_err(|e| ReconcileError::Failed(e.to_string()))
     }
 }
 

@@ -3,12 +3,15 @@
 //! way to wait for a fleet to settle, and a
 //! throwaway PostgreSQL server for tests that restart or crash the database ([`pg`]),
 //! test certificate authorities (`tls`, with the feature `tls`), a mutation fuzzer
-//! (`fuzz`, with the feature `fuzz`), and the programs tests run (`tools`, with the
-//! feature `tools`).
+//! (`fuzz`, with the feature `fuzz`), the programs tests run (`tools`, with the
+//! feature `tools`), and an OCI registry on loopback (`registry`, with the feature
+//! `registry`).
 
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod pg;
+#[cfg(feature = "registry")]
+pub mod registry;
 #[cfg(feature = "tls")]
 pub mod tls;
 #[cfg(feature = "tools")]
