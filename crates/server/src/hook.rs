@@ -24,12 +24,21 @@ use fleetsync_source::webhook;
 /// Who the event log names as asking for the fetch.
 const ACTOR: &str = "webhook";
 
+/// The largest notification read (a push of many commits stays well under it; a larger
+/// one is refused `413`, and the source is still polled at its interval). Anyone may
+/// send one, so it is far below the limit of documents.
+pub const MAX_NOTIFICATION_BYTES: usize = 1024 * 1024;
+
 pub async fn hook(
     State(state): State<AppState>,
     ApiPath((tenant, name)): ApiPath<(String, String)>,
     headers: HeaderMap,
-    ApiText(body): ApiText,
+    body: Result<ApiText, ApiError>,
 ) -> Result<(StatusCode, Json<Retried>)> {
+    let ApiText(body) = body.map_err(|e| match e {
+        ApiError::BodyTooLarge { .. } => ApiError::BodyTooLarge { limit: MAX_NOTIFICATION_BYTES },
+        e => e,
+    })?;
     check_tenant(&tenant)?;
     check_name("source name in the path", &name)?;
     let token = webhook_token(&state, &tenant, &name).await?.ok_or_else(refused)?;

@@ -141,7 +141,10 @@ pub fn router(state: AppState) -> Router {
             get(objects::get::<OciRepositories>).delete(objects::delete::<OciRepositories>),
         )
         .route("/v1/ocirepositories/{name}/reconcile", post(status::fetch_now))
-        .route("/v1/sources/{tenant}/{name}/hook", post(hook::hook))
+        .route(
+            "/v1/sources/{tenant}/{name}/hook",
+            post(hook::hook).layer(DefaultBodyLimit::max(hook::MAX_NOTIFICATION_BYTES)),
+        )
         .route("/v1/members", get(members::list))
         .route("/v1/status", get(status::list))
         .route("/v1/status/summary", get(status::summary))

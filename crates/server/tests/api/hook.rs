@@ -89,3 +89,17 @@ async fn a_signed_notification_fetches_now_and_anything_else_is_refused_alike() 
         assert_eq!((now.phase, now.next_attempt_at), (Phase::Pending, None), "{now:?}");
     }
 }
+
+#[tokio::test]
+async fn a_notification_over_its_size_limit_is_refused_naming_the_limit() {
+    let api = Api::new();
+    assert_eq!(api.apply(SOURCES).await.status, StatusCode::OK);
+    let limit = fleetsync_server::hook::MAX_NOTIFICATION_BYTES;
+    let body = format!("{{\"pad\": \"{}\"}}", "x".repeat(limit));
+    let resp = api.send(signed("/v1/sources/a/fleet/hook", &body, "x-hub-signature-256", github(SECRET, &body))).await;
+    assert_eq!(resp.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", resp.text);
+    assert!(resp.text.contains(&limit.to_string()), "{}", resp.text);
+    let fits = r#"{"ref": "refs/heads/main"}"#;
+    let resp = api.send(signed("/v1/sources/a/fleet/hook", fits, "x-hub-signature-256", github(SECRET, fits))).await;
+    assert_eq!(resp.status, StatusCode::ACCEPTED, "{}", resp.text);
+}
