@@ -6,7 +6,8 @@
 //! narrows the matrix, drill-downs show a cluster's and a SyncSet's keys and a key's
 //! resources and recent events, the rollouts panel shows each rollout's phase, step and
 //! counts as `/v1/rollouts` does and follows a promote, an apply made through the API
-//! appears without a reload, and signing out ends the session; signed in as a viewer
+//! appears without a reload, the sources page lists what the API holds, and signing out
+//! ends the session; signed in as a viewer
 //! of tenant `b`, the page shows nothing of the other tenant. Screenshots of each step
 //! are kept in `target/dashboard-screenshots/`.
 //!
@@ -18,6 +19,7 @@ mod browser;
 mod hub;
 mod page;
 mod rollouts;
+mod sources;
 
 use browser::{js, js_bool, submit_token, ChromeDriver};
 use fantoccini::Client;
@@ -27,6 +29,7 @@ use hub::{text, Hub};
 use page::{choose, click, closing, data_rows, eventually, eventually_value, page_totals, shows_of_a, Screenshots};
 use rollouts::rollouts_show_their_phase_and_step;
 use serde_json::json;
+use sources::sources_show_what_the_api_holds;
 use std::time::{Duration, Instant};
 
 /// How long a step may take before the test fails (a bound on failure, not a delay).
@@ -83,6 +86,7 @@ async fn the_dashboard_in_a_headless_browser() {
         a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
         rollouts_show_their_phase_and_step(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
+        sources_show_what_the_api_holds(&browser, &hub, &shots).await;
         signing_out_ends_the_session(&browser).await;
     };
     closing(&browser, &shots, steps).await;

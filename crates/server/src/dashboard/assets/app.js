@@ -7,6 +7,7 @@ const PHASES = ['Pending', 'Applying', 'Applied', 'Failed', 'Parked'];
 const MATRIX_PAGE = 200;
 const KEYS_PAGE = 100;
 const SYNCSETS_PAGE = 100;
+const SOURCES_PAGE = 100;
 const KEY_EVENTS = 20;
 const MAX_SYNCSETS = 2000;
 const ROLLOUTS_POLL = 5000;
@@ -179,6 +180,7 @@ function route() {
     case 'syncset': return new SyncSetView(parts[1]);
     case 'cluster': return new ClusterView(parts[1]);
     case 'key': return new KeyView(parts[1], parts[2]);
+    case 'sources': return new SourcesView();
     default: return new FleetView();
   }
 }
@@ -259,7 +261,8 @@ class FleetView {
     this.members = el('div', { id: 'members' });
     this.syncsets = el('div', { id: 'syncsets' });
     this.matrix = el('div', { id: 'matrix-view' });
-    this.root = el('div', {}, el('h1', { text: 'Fleet' }), this.totals,
+    this.root = el('div', {}, el('h1', { text: 'Fleet' }),
+      el('nav', {}, link('#/sources', 'Sources')), this.totals,
       el('h2', { text: 'Failures' }), this.failures,
       el('h2', { text: 'Rollouts' }), this.rolloutPanel,
       el('h2', { text: 'Matrix' }), this.matrix,
@@ -627,6 +630,50 @@ class KeyView {
 
   async refresh(changed) {
     if (changed.all || changed.keys.has(this.cluster + '/' + this.syncset)) await this.load();
+  }
+}
+
+// The tenant's sources (GitRepositories and OCIRepositories, the first page of each):
+// what each follows, the revision its SyncSets read, and how its fetch (the key
+// `source:NAME`) stands.
+class SourcesView {
+  constructor() {
+    this.body = el('div', {});
+    this.root = el('div', {}, el('h1', { text: 'Sources' }), this.body);
+    this.keys = new Set();
+  }
+
+  async load() {
+    const [git, oci] = await Promise.all(['gitrepositories', 'ocirepositories'].map((plural) =>
+      api('/v1/' + plural + '?' + tenantQuery() + '&limit=' + SOURCES_PAGE)));
+    const sources = [...git.items, ...oci.items].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    const keyOf = (s) => 'source:' + s.metadata.name;
+    this.keys = new Set(sources.map((s) => keyOf(s) + '/' + keyOf(s)));
+    const fetches = await pool(sources, 6, async (s) => {
+      const page = await api('/v1/status?' + tenantQuery() + '&cluster=' + q(keyOf(s)) + '&syncset=' + q(keyOf(s)) + '&limit=1');
+      return page.items[0];
+    });
+    const ref = (r) => Object.entries(r || {}).map(([k, v]) => k + ' ' + v).join(', ') || 'tag latest';
+    const rows = sources.map((s, i) => {
+      const k = fetches[i], st = s.status || {};
+      return el('tr', { 'data-source': s.metadata.name, 'data-kind': s.kind },
+        el('td', {}, link('#/key/' + q(keyOf(s)) + '/' + q(keyOf(s)), s.metadata.name)), el('td', { text: s.kind }),
+        el('td', { class: 'url', text: s.spec.url }), el('td', { text: ref(s.spec.ref) }),
+        el('td', { class: 'revision', text: st.revision || '' }),
+        el('td', { text: st.fetchedAt ? age(st.fetchedAt) + ' ago' : 'never' }),
+        el('td', {}, k ? badge(k.phase) : ''), el('td', {}, el('pre', { text: (k && k.lastError) || '' })));
+    });
+    const more = git.continue || oci.continue;
+    this.body.replaceChildren(...[
+      sources.length
+        ? table(['name', 'kind', 'url', 'ref', 'revision', 'fetched', 'fetch', 'last error'], rows, { id: 'source-list' })
+        : el('p', { class: 'muted', id: 'source-list', text: 'No sources.' }),
+      more && el('p', { class: 'muted', text: 'The first ' + SOURCES_PAGE + ' of each kind; `fleetsync get sources` lists them all.' }),
+    ].filter(Boolean));
+  }
+
+  async refresh(changed) {
+    if (changed.all || [...changed.keys].some((k) => this.keys.has(k))) await this.load();
   }
 }
 
