@@ -83,6 +83,8 @@ pub const CATALOGUE: &[ResourceType] = &[
     ),
     crd("clusters", "cluster", "Cluster"),
     crd("syncsets", "syncset", "SyncSet"),
+    crd("gitrepositories", "gitrepository", "GitRepository"),
+    crd("ocirepositories", "ocirepository", "OCIRepository"),
 ];
 
 /// The verbs the simulator implements for every kind.

@@ -45,6 +45,66 @@ pub struct SyncSetCrdSpec(pub fleetsync_model::syncset::SyncSetSpec);
 )]
 pub struct ClusterCrdSpec(pub fleetsync_model::ClusterSpec);
 
+/// A Git repository's ref, fetched into the store for the SyncSets that read it.
+#[derive(CustomResource, Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "fleetsync.io",
+    version = "v1",
+    kind = "GitRepository",
+    plural = "gitrepositories",
+    namespaced,
+    status = "SourceStatus",
+    category = "fleetsync",
+    printcolumn = r#"{"name": "URL", "type": "string", "jsonPath": ".spec.url"}"#,
+    printcolumn = r#"{"name": "Revision", "type": "string", "jsonPath": ".status.revision"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+pub struct GitRepositoryCrdSpec(pub fleetsync_model::GitRepositorySpec);
+
+/// An OCI artifact's tag, version range or digest, pulled into the store for the
+/// SyncSets that read it.
+#[derive(CustomResource, Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "fleetsync.io",
+    version = "v1",
+    kind = "OCIRepository",
+    plural = "ocirepositories",
+    namespaced,
+    status = "SourceStatus",
+    category = "fleetsync",
+    printcolumn = r#"{"name": "URL", "type": "string", "jsonPath": ".spec.url"}"#,
+    printcolumn = r#"{"name": "Revision", "type": "string", "jsonPath": ".status.revision"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+pub struct OciRepositoryCrdSpec(pub fleetsync_model::OciRepositorySpec);
+
+/// What the source writes back to a GitRepository or OCIRepository.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The generation of the source in fleetsync's store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_generation: Option<i64>,
+    /// Why the spec was not accepted (null when it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The revision its SyncSets read (a commit id, a manifest digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// When that revision was stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<String>,
+    /// `Synced` (the spec is in fleetsync's store) and `Ready` (a revision is stored;
+    /// `False` with the fetch's last error while none is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
 /// What the source writes back to a SyncSet.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -118,7 +178,12 @@ pub struct Condition {
 
 /// Every definition the source needs, in a stable order.
 pub fn definitions() -> Vec<CustomResourceDefinition> {
-    vec![structural(Cluster::crd()), structural(SyncSet::crd())]
+    vec![
+        structural(Cluster::crd()),
+        structural(GitRepository::crd()),
+        structural(OCIRepository::crd()),
+        structural(SyncSet::crd()),
+    ]
 }
 
 /// `crd` without `additionalProperties: false`, which the API server refuses in a

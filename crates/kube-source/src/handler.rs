@@ -11,22 +11,23 @@ use std::fmt;
 pub enum CrKind {
     SyncSet,
     Cluster,
+    GitRepository,
+    OCIRepository,
 }
 
 impl CrKind {
-    pub const ALL: [CrKind; 2] = [CrKind::SyncSet, CrKind::Cluster];
+    pub const ALL: [CrKind; 4] = [CrKind::SyncSet, CrKind::Cluster, CrKind::GitRepository, CrKind::OCIRepository];
 
     pub fn kind(self) -> &'static str {
-        match self {
-            CrKind::SyncSet => "SyncSet",
-            CrKind::Cluster => "Cluster",
-        }
+        self.document_kind().as_str()
     }
 
     pub fn plural(self) -> &'static str {
         match self {
             CrKind::SyncSet => "syncsets",
             CrKind::Cluster => "clusters",
+            CrKind::GitRepository => "gitrepositories",
+            CrKind::OCIRepository => "ocirepositories",
         }
     }
 
@@ -35,6 +36,8 @@ impl CrKind {
         match self {
             CrKind::SyncSet => fleetsync_model::Kind::SyncSet,
             CrKind::Cluster => fleetsync_model::Kind::Cluster,
+            CrKind::GitRepository => fleetsync_model::Kind::GitRepository,
+            CrKind::OCIRepository => fleetsync_model::Kind::OCIRepository,
         }
     }
 }

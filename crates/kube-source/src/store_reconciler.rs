@@ -78,11 +78,42 @@ impl<S: Store + ?Sized> StoreReconciler<S> {
                 .collect();
             status["keys"] = keys.into();
             status["conditions"] = json!([synced, ready]);
+        } else if matches!(kind, CrKind::GitRepository | CrKind::OCIRepository) {
+            let (ready, revision, fetched_at) = self.source_status(tenant, name).await?;
+            status["revision"] = revision.into();
+            status["fetchedAt"] = fetched_at.into();
+            status["conditions"] = json!([synced, ready]);
         } else {
             let ready = condition(READY, true, "Accepted", "in the store".to_string());
             status["conditions"] = json!([synced, ready]);
         }
         Ok(status)
+    }
+}
+
+impl<S: Store + ?Sized> StoreReconciler<S> {
+    /// A source's `Ready` (a revision is stored; else the fetch's last error, if it
+    /// failed), its revision and when that was stored.
+    async fn source_status(
+        &self,
+        tenant: &str,
+        name: &str,
+    ) -> Result<(Value, Option<String>, Option<String>), ReconcileError> {
+        let Some(source) = self.store.source_get(tenant, name).await.map_err(store_error)? else {
+            return Ok((condition(READY, false, "NotFound", "not in the store".to_string()), None, None));
+        };
+        let fetched_at = source.status().and_then(|s| s.fetched_at).map(|t| t.to_rfc3339());
+        if let Some(revision) = source.revision() {
+            let ready = condition(READY, true, "Fetched", format!("revision {revision} is stored"));
+            return Ok((ready, Some(revision.to_string()), fetched_at));
+        }
+        let key = fleetsync_model::WorkKey::source(tenant, name);
+        let last_error = self.store.status_get(&key).await.map_err(store_error)?.and_then(|k| k.last_error);
+        let ready = match last_error {
+            Some(error) => condition(READY, false, "FetchFailed", error),
+            None => condition(READY, false, "Fetching", "no revision is stored yet".to_string()),
+        };
+        Ok((ready, None, fetched_at))
     }
 }
 

@@ -9,8 +9,9 @@ mod common;
 
 use common::{eventually, poll, version, Hub, Recorder, Seen, TENANT};
 use fleetsync_kube_source::{api_resource, Change, CrKind, KubeSource, SourceConfig, StoreReconciler};
+use fleetsync_model::{Artifact, WorkKey};
 use fleetsync_store::sqlite::SqliteStore;
-use fleetsync_store::Objects;
+use fleetsync_store::{Artifacts, ClaimParams, Objects, OwnWrite, WorkQueue};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject};
@@ -211,4 +212,53 @@ async fn an_invalid_custom_resource_gets_its_error_in_status() {
     let message = error().await;
     assert!(message.as_str().is_some_and(|m| m.contains("spec.endpoint.http.url")), "{message}");
     assert!(store.cluster_get(TENANT, "c1").await.expect("get").is_none());
+}
+
+/// A GitRepository and an OCIRepository kept as custom resources are sources in the
+/// store; an OCIRepository's status says it waits for its first fetch, then names the
+/// revision the store holds once its key stores one.
+#[tokio::test]
+async fn sources_kept_as_custom_resources_are_stored_and_show_their_revision() {
+    let hub = Hub::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SqliteStore::open(dir.path().join("s.db"), Default::default()).expect("store"));
+    let config = SourceConfig { status_interval: Duration::from_millis(100), ..SourceConfig::default() };
+    let _stop = start(&hub, Arc::new(StoreReconciler::new(store.clone())), Arc::new(Seen::default()), config);
+    let wait = Duration::from_secs(10);
+    let pp = kube::api::PatchParams::apply("user").force();
+    for (kind, name, spec) in [
+        (CrKind::GitRepository, "git", json!({"url": "https://git.example/fleet.git", "ref": {"branch": "main"}})),
+        (CrKind::OCIRepository, "oci", json!({"url": "oci://registry.example/fleet", "ref": {"tag": "prod"}})),
+    ] {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "fleetsync.io/v1", "kind": kind.kind(), "metadata": {"name": name, "namespace": TENANT},
+            "spec": spec,
+        }))
+        .expect("object");
+        hub.api(kind).patch(name, &pp, &kube::api::Patch::Apply(&object)).await.expect("apply");
+    }
+    poll(wait, "both sources in the store", || async {
+        store.git_repository_get(TENANT, "git").await.expect("get").is_some()
+            && store.oci_repository_get(TENANT, "oci").await.expect("get").is_some()
+    })
+    .await;
+    let api = hub.api(CrKind::OCIRepository);
+    let ready = || async { api.get_status("oci").await.expect("status").data["status"].clone() };
+    poll(wait, "waiting for its first fetch", || async { ready().await["conditions"][1]["reason"] == "Fetching" })
+        .await;
+
+    // The source's key stores a revision, as a fetcher does.
+    let claimed = store.work_claim(ClaimParams::new("w", 10, Duration::from_secs(30))).await.expect("claim");
+    let item = claimed.into_iter().find(|i| i.key == WorkKey::source(TENANT, "oci")).expect("the source's key");
+    let digest = format!("sha256:{}", "b".repeat(64));
+    let artifact = Artifact { revision: digest.clone(), files: Default::default() };
+    let own = OwnWrite { key: item.key.clone(), fence: item.fence };
+    store.source_fetched(TENANT, "oci", &artifact, own).await.expect("stored");
+    poll(wait, "the revision in status", || async { ready().await["revision"] == digest.as_str() }).await;
+    let status = ready().await;
+    assert_eq!(
+        (status["conditions"][1]["type"].as_str(), status["conditions"][1]["status"].as_str()),
+        (Some("Ready"), Some("True")),
+        "{status}"
+    );
 }
