@@ -327,14 +327,23 @@ impl Artifacts for ExpireAfterClaim {
         self.inner.artifact_get(tenant, source, revision).await
     }
 
-    async fn source_fetched(
+    async fn source_stored(
         &self,
         tenant: &str,
         name: &str,
         artifact: &Artifact,
         own: OwnWrite,
-    ) -> Result<SourceFetched> {
-        self.inner.source_fetched(tenant, name, artifact, own).await
+    ) -> Result<fleetsync_store::SourceStored> {
+        self.inner.source_stored(tenant, name, artifact, own).await
+    }
+
+    async fn source_catch_up_one(
+        &self,
+        tenant: &str,
+        name: &str,
+        own: OwnWrite,
+    ) -> Result<Option<fleetsync_store::ApplyOutcome>> {
+        self.inner.source_catch_up_one(tenant, name, own).await
     }
 }
 

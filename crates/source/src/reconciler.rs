@@ -4,9 +4,11 @@
 //!
 //! [`SourceReconciler`] runs such a key: it asks the remote for the ref's revision and
 //! downloads it only when it is not the one stored; a new revision is stored with
-//! [`source_fetched`](fleetsync_store::Artifacts::source_fetched) (an own write,
+//! [`source_fetched`](fleetsync_store::Artifacts::source_fetched) (own writes,
 //! refused once the lease is lost), which makes a new generation of each SyncSet that
-//! reads the source. The key then runs again at the source's `interval` (the safety
+//! reads the source, one transaction each; a run that finds the remote unchanged
+//! applies any SyncSet still behind the stored revision (its fetcher died between
+//! those writes). The key then runs again at the source's `interval` (the safety
 //! net behind push notifications, which make it run at once). A fetch that fails
 //! leaves the stored revision as it is, and the key's status says why.
 //!
@@ -94,10 +96,17 @@ impl Reconciler for SourceReconciler {
             },
             () = ctx.cancelled().cancelled() => return Err(ReconcileError::Cancelled),
         };
+        let own = OwnWrite { key: key.clone(), fence: ctx.item().fence };
         match fetched {
-            Ok(Fetch::Unchanged { .. }) => Ok(next),
+            // SyncSets a fetcher that died left behind take the revision now.
+            Ok(Fetch::Unchanged { .. }) => {
+                let caught_up = ctx.store().source_catch_up(&key.tenant, name, own).await?;
+                if !caught_up.is_empty() {
+                    tracing::info!(source = %key, syncsets = caught_up.len(), "SyncSets caught up with the stored revision");
+                }
+                Ok(next)
+            }
             Ok(Fetch::Fetched(artifact)) => {
-                let own = OwnWrite { key: key.clone(), fence: ctx.item().fence };
                 let stored = ctx.store().source_fetched(&key.tenant, name, &artifact, own).await?;
                 tracing::info!(
                     source = %key, revision = %artifact.revision, files = stored.artifact.files,

@@ -60,7 +60,7 @@ pub use quota::{Quota, QuotaExceeded, Quotas, Usage};
 pub use retry::RetryPolicy;
 pub use roles::{Artifacts, EventLog, LiveState, Members, Objects, Rollouts, StatusRead, Store, Tokens, WorkQueue};
 pub use sealed::{KeyFileError, Keyring, Resealed, SealError};
-pub use write::artifact::{ArtifactStored, SourceFetched};
+pub use write::artifact::{ArtifactStored, SourceFetched, SourceStored};
 
 use fleetsync_model::Clock;
 use std::sync::Arc;

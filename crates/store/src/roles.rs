@@ -16,7 +16,7 @@ use crate::rollout::{RolloutEvent, RolloutState};
 use crate::{
     ApplyOutcome, ArtifactStored, ClaimParams, ClaimedItem, Commit, CompleteOutcome, Completion, Event, EventObject,
     EventRetention, EventsTrimmed, Fence, LiveRecord, LiveRecorded, LiveResource, Member, MemberBeat, OwnWrite,
-    QueueStats, Quotas, RenewParams, Result, SourceFetched, StatusFilter,
+    QueueStats, Quotas, RenewParams, Result, SourceFetched, SourceStored, StatusFilter,
 };
 use async_trait::async_trait;
 use fleetsync_model::{
@@ -387,20 +387,51 @@ pub trait Artifacts: Send + Sync + 'static {
     /// The files of `source`'s `revision`, if stored.
     async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>>;
 
-    /// A fetch of the source `tenant/name` by the holder of its key (`own`):
-    /// stores `artifact` as its revision (its status says so from then on), and
-    /// applies again every SyncSet that reads it, each taking the revision as a new
-    /// generation (staged by its rollout like any change), all in one transaction.
-    /// Refused with nothing written if the source is gone (`NotFound`), a SyncSet's
-    /// manifests at the revision break a rule (`SourceInvalid`: the source keeps its
-    /// last good revision), or the lease is lost (`LeaseLost`).
+    /// The first step of a fetch of the source `tenant/name` by the holder of its key
+    /// (`own`), in one transaction: stores `artifact` as its revision (its status says
+    /// so from then on) once every SyncSet that reads it holds manifests at that
+    /// revision that pass the rules. Refused with nothing written if the source is gone
+    /// (`NotFound`), a SyncSet's manifests at the revision break a rule
+    /// (`SourceInvalid`: the source keeps its last good revision), or the lease is
+    /// lost (`LeaseLost`). Use [`Artifacts::source_fetched`], which goes on.
+    async fn source_stored(&self, tenant: &str, name: &str, artifact: &Artifact, own: OwnWrite)
+        -> Result<SourceStored>;
+
+    /// Applies again the first SyncSet (in name order) that reads the source but not at
+    /// its revision, in one transaction: it takes the revision as a new generation
+    /// (staged by its rollout like any change). `None` when none is behind. Refused if
+    /// the lease is lost.
+    async fn source_catch_up_one(&self, tenant: &str, name: &str, own: OwnWrite) -> Result<Option<ApplyOutcome>>;
+
+    /// A fetch: [`Artifacts::source_stored`], then every SyncSet that reads the source
+    /// takes the revision, one transaction each, so that the first of them is claimable
+    /// at once however many follow. A fetcher that dies in between leaves the rest to
+    /// the next run of the source's key ([`Artifacts::source_catch_up`]).
     async fn source_fetched(
         &self,
         tenant: &str,
         name: &str,
         artifact: &Artifact,
         own: OwnWrite,
-    ) -> Result<SourceFetched>;
+    ) -> Result<SourceFetched> {
+        let stored = self.source_stored(tenant, name, artifact, own.clone()).await?;
+        let syncsets = self.source_catch_up(tenant, name, own).await?;
+        Ok(SourceFetched { artifact: stored.artifact, syncsets })
+    }
+
+    /// Applies every SyncSet that reads the source but not at its revision (one
+    /// transaction each), as a run of its key that finds the remote unchanged does.
+    async fn source_catch_up(&self, tenant: &str, name: &str, own: OwnWrite) -> Result<Vec<ApplyOutcome>> {
+        let mut outcomes: Vec<ApplyOutcome> = Vec::new();
+        while let Some(outcome) = self.source_catch_up_one(tenant, name, own.clone()).await? {
+            if outcomes.last().is_some_and(|last| last.name == outcome.name) {
+                let message = format!("SyncSet {tenant}/{} does not take the revision of its source", outcome.name);
+                return Err(crate::StoreError::Corrupt { table: "syncsets", message });
+            }
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
 }
 
 /// Every role: what a backend implements and what a hub that serves them all holds.

@@ -293,13 +293,22 @@ impl<const TRANSIENT: bool> Artifacts for Broken<TRANSIENT> {
         Self::fail()
     }
 
-    async fn source_fetched(
+    async fn source_stored(
         &self,
         _: &str,
         _: &str,
         _: &fleetsync_model::Artifact,
         _: OwnWrite,
-    ) -> Result<fleetsync_store::SourceFetched> {
+    ) -> Result<fleetsync_store::SourceStored> {
+        Self::fail()
+    }
+
+    async fn source_catch_up_one(
+        &self,
+        _: &str,
+        _: &str,
+        _: OwnWrite,
+    ) -> Result<Option<fleetsync_store::ApplyOutcome>> {
         Self::fail()
     }
 }

@@ -54,7 +54,7 @@ macro_rules! conformance_tests {
             rollout_controls_pause_resume_promote_and_abort, revisions_kept_are_those_still_needed_and_the_last_ten,
             live_records_end_with_what_the_key_stops_applying, retries_are_logged_naming_who_asked,
             artifacts_keep_each_content_once, sources_feed_syncsets_one_revision_at_a_time,
-            oci_sources_feed_syncsets_and_share_one_name_space);
+            oci_sources_feed_syncsets_and_share_one_name_space, syncsets_left_behind_by_a_dead_fetcher_catch_up);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -110,7 +110,10 @@ pub use rollouts::{
     a_rollout_moves_one_step_at_a_time_on_the_stores_clock, revisions_kept_are_those_still_needed_and_the_last_ten,
     rollout_controls_pause_resume_promote_and_abort,
 };
-pub use sources::{oci_sources_feed_syncsets_and_share_one_name_space, sources_feed_syncsets_one_revision_at_a_time};
+pub use sources::{
+    oci_sources_feed_syncsets_and_share_one_name_space, sources_feed_syncsets_one_revision_at_a_time,
+    syncsets_left_behind_by_a_dead_fetcher_catch_up,
+};
 pub use summary::{stale_clusters_are_those_without_a_sign_of_life, summaries_equal_a_full_count};
 pub use tokens::{
     changes_record_their_actor, expired_tokens_are_found_and_unknown_names_not_revoked,

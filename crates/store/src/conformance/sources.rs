@@ -122,3 +122,49 @@ pub async fn oci_sources_feed_syncsets_and_share_one_name_space(h: &dyn Harness)
     let e = s.objects_apply(vec![oci("fleet")]).await.expect_err("taken the other way");
     assert!(matches!(&e, StoreError::NameTaken { taken_by: "GitRepository", .. }), "{e}");
 }
+
+/// A fetch stores the revision, then each SyncSet that reads the source takes it in a
+/// transaction of its own: one left behind by a fetcher that died in between (here:
+/// the store step and one SyncSet done) is applied by the next holder's catch-up, once,
+/// and a catch-up with nothing behind writes nothing.
+pub async fn syncsets_left_behind_by_a_dead_fetcher_catch_up(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let docs = vec![
+        cluster("c1", &[("env", "prod")]),
+        sourced("web-a"),
+        sourced("web-b"),
+        sourced("web-c"),
+        repository("fleet"),
+    ];
+    s.objects_apply(docs).await.expect("apply");
+    let items = claim(s.as_ref(), "w", 10).await;
+    let own = OwnWrite { key: items[0].key.clone(), fence: items[0].fence };
+    let stored = s.source_stored("default", "fleet", &artifact("c1", &[("apps/a.yaml", A)]), own.clone()).await;
+    assert_eq!(stored.expect("stored").syncsets, ["web-a", "web-b", "web-c"]);
+    let first = s.source_catch_up_one("default", "fleet", own.clone()).await.expect("one").expect("one behind");
+    assert_eq!((first.name.as_str(), first.generation), ("web-a", 2));
+    // The fetcher dies here; the next holder of the key finds the remote unchanged.
+    s.work_release(&own.key, own.fence).await.expect("its lease ends");
+    let items = claim(s.as_ref(), "w2", 10).await;
+    let next = items.iter().find(|i| i.key == own.key).map(|i| OwnWrite { key: i.key.clone(), fence: i.fence });
+    let next = next.expect("the source's key, claimed again");
+    let e = s.source_catch_up("default", "fleet", own).await.expect_err("the dead fetcher's token");
+    assert!(matches!(e, StoreError::LeaseLost { .. }), "{e}");
+    let caught: Vec<_> = s
+        .source_catch_up("default", "fleet", next.clone())
+        .await
+        .expect("catch up")
+        .iter()
+        .map(|o| (o.name.clone(), o.generation))
+        .collect();
+    assert_eq!(caught, [("web-b".to_string(), 2), ("web-c".to_string(), 2)]);
+    for name in ["web-a", "web-b", "web-c"] {
+        let set = s.syncset_get("default", name).await.expect("get").expect("stored");
+        assert_eq!(
+            (set.metadata.generation, set.status.and_then(|st| st.source_revision)),
+            (2, Some("c1".into())),
+            "{name}"
+        );
+    }
+    assert_eq!(s.source_catch_up("default", "fleet", next).await.expect("again"), [], "nothing behind");
+}

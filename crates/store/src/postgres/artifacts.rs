@@ -5,7 +5,7 @@ use super::{query, PgResult, PgStore};
 use crate::stored::{corrupt, decode};
 use crate::write::artifact::{self, ArtifactStored};
 use crate::write::source;
-use crate::{Artifacts, OwnWrite, Result, SourceFetched};
+use crate::{ApplyOutcome, Artifacts, OwnWrite, Result, SourceStored};
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use fleetsync_model::Artifact;
@@ -29,16 +29,24 @@ impl Artifacts for PgStore {
         .await
     }
 
-    async fn source_fetched(
+    async fn source_stored(
         &self,
         tenant: &str,
         name: &str,
         artifact: &Artifact,
         own: OwnWrite,
-    ) -> Result<SourceFetched> {
+    ) -> Result<SourceStored> {
         self.write("storing a fetched revision", |tx| {
             let (tenant, name, artifact, own) = (tenant.to_string(), name.to_string(), artifact.clone(), own.clone());
-            Box::pin(async move { source::fetched(tx, &tenant, &name, &artifact, &own).await })
+            Box::pin(async move { source::stored(tx, &tenant, &name, &artifact, &own).await })
+        })
+        .await
+    }
+
+    async fn source_catch_up_one(&self, tenant: &str, name: &str, own: OwnWrite) -> Result<Option<ApplyOutcome>> {
+        self.write("applying a SyncSet at its source's revision", |tx| {
+            let (tenant, name, own) = (tenant.to_string(), name.to_string(), own.clone());
+            Box::pin(async move { source::catch_up_one(tx, &tenant, &name, &own).await })
         })
         .await
     }

@@ -6,7 +6,7 @@ use super::SqliteStore;
 use crate::stored::decode;
 use crate::write::artifact::{self, ArtifactStored};
 use crate::write::source;
-use crate::{Artifacts, OwnWrite, Result, SourceFetched};
+use crate::{ApplyOutcome, Artifacts, OwnWrite, Result, SourceStored};
 use async_trait::async_trait;
 use fleetsync_model::Artifact;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -24,21 +24,32 @@ impl Artifacts for SqliteStore {
         Ok(stored)
     }
 
-    async fn source_fetched(
+    async fn source_stored(
         &self,
         tenant: &str,
         name: &str,
         artifact: &Artifact,
         own: OwnWrite,
-    ) -> Result<SourceFetched> {
+    ) -> Result<SourceStored> {
         let (tenant, name, artifact) = (tenant.to_string(), name.to_string(), artifact.clone());
-        let (fetched, announce) = self
+        let (stored, announce) = self
             .write("storing a fetched revision", move |tx, now, _| {
-                run(tx, now, async |w| source::fetched(w, &tenant, &name, &artifact, &own).await)
+                run(tx, now, async |w| source::stored(w, &tenant, &name, &artifact, &own).await)
             })
             .await?;
         self.announce(announce);
-        Ok(fetched)
+        Ok(stored)
+    }
+
+    async fn source_catch_up_one(&self, tenant: &str, name: &str, own: OwnWrite) -> Result<Option<ApplyOutcome>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        let (outcome, announce) = self
+            .write("applying a SyncSet at its source's revision", move |tx, now, _| {
+                run(tx, now, async |w| source::catch_up_one(w, &tenant, &name, &own).await)
+            })
+            .await?;
+        self.announce(announce);
+        Ok(outcome)
     }
 
     async fn artifact_get(&self, tenant: &str, source: &str, revision: &str) -> Result<Option<Artifact>> {

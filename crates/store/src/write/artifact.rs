@@ -19,6 +19,15 @@ pub struct ArtifactStored {
     pub new_revision: bool,
 }
 
+/// What the first step of a fetch stored (see [`crate::Artifacts::source_stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceStored {
+    pub artifact: ArtifactStored,
+    /// The SyncSets that read the source, each checked at the new revision; they take
+    /// it one transaction each ([`crate::Artifacts::source_catch_up_one`]).
+    pub syncsets: Vec<String>,
+}
+
 /// What a fetch stored (see [`crate::Artifacts::source_fetched`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFetched {

@@ -1,7 +1,7 @@
 //! Sources: a GitRepository or OCIRepository written (its key enqueued to fetch it), a SyncSet's
 //! resources read from the source it names ([`resolve`]), and a fetched revision
-//! stored and taken up by every SyncSet that reads the source ([`fetched`], see
-//! [`crate::Artifacts::source_fetched`]).
+//! stored ([`stored`]) and taken up by every SyncSet that reads the source, one
+//! SyncSet a transaction ([`catch_up_one`], see [`crate::Artifacts::source_fetched`]).
 //!
 //! A source's status (the revision its SyncSets read, and when it was stored) lives in
 //! its stored document: a fetch changes it without a new generation, and a write of the
@@ -11,7 +11,7 @@ use super::apply::{apply_docs, logged, By};
 use super::{artifact, DocRow, Stored, WriteTx};
 use crate::plan::{self, Upsert};
 use crate::stored::{canonical, decode_doc, source_id, table};
-use crate::{OwnWrite, SourceFetched, StoreError};
+use crate::{ApplyOutcome, OwnWrite, SourceStored, StoreError};
 use fleetsync_model::document::validate_sourced;
 use fleetsync_model::{
     Artifact, Document, GitRepository, Kind, OCIRepository, ParseBudget, Source, SourceKind, SourceStatus, SyncSet,
@@ -103,17 +103,18 @@ pub(super) async fn resolve<T: WriteTx>(tx: &mut T, s: &SyncSet) -> Result<SyncS
 }
 
 /// Stores `artifact` as the source `name`'s revision, by the holder of its key
-/// (`own`), and applies again every SyncSet that reads it: each takes the revision as
-/// a new generation (see [`crate::Artifacts::source_fetched`]). Refused with nothing
-/// written if the source is gone, a SyncSet's manifests break a rule, or the lease is
-/// lost.
-pub(crate) async fn fetched<T: WriteTx>(
+/// (`own`), once every SyncSet that reads it holds manifests at that revision that
+/// pass the rules (each is resolved here, and nothing is written if one breaks a
+/// rule); answers the names of those SyncSets, which [`catch_up_one`] then applies
+/// one transaction each (see [`crate::Artifacts::source_fetched`]). Refused with
+/// nothing written if the source is gone or the lease is lost.
+pub(crate) async fn stored<T: WriteTx>(
     tx: &mut T,
     tenant: &str,
     name: &str,
     artifact: &Artifact,
     own: &OwnWrite,
-) -> Result<SourceFetched, T::Error> {
+) -> Result<SourceStored, T::Error> {
     tx.tenant_lock(tenant).await?;
     let Some(mut source) = stored_source(tx, tenant, name).await? else {
         return Err(StoreError::not_found(Kind::GitRepository, tenant, name).into());
@@ -124,15 +125,46 @@ pub(crate) async fn fetched<T: WriteTx>(
     source.set_status(Some(SourceStatus { revision: Some(artifact.revision.clone()), fetched_at: Some(tx.now()) }));
     let doc = canonical_source(&source)?;
     tx.doc_put(kind.kind(), DocRow { tenant, name, generation, doc: &doc }).await?;
-
-    let by = By { own: Some(&own.key), actor: None, keys: None };
-    let mut readers = Vec::new();
+    let mut syncsets = Vec::new();
     for st in tx.syncsets_reading(tenant, &id).await? {
-        readers.push(Document::SyncSet(decode_doc("syncsets", &st.doc, st.generation)?));
+        let reader: SyncSet = decode_doc("syncsets", &st.doc, st.generation)?;
+        resolve(tx, &reader).await?;
+        syncsets.push(reader.metadata.name);
     }
-    let syncsets = apply_docs(tx, &readers, by).await?;
     if !tx.work_lease_held(&own.key, own.fence).await? {
         return Err(StoreError::LeaseLost { key: own.key.clone(), fence: own.fence }.into());
     }
-    Ok(SourceFetched { artifact: stored_artifact, syncsets })
+    Ok(SourceStored { artifact: stored_artifact, syncsets })
+}
+
+/// Applies again the first SyncSet (in name order) that reads the source `name` but
+/// not at its revision, by the holder of the source's key (`own`): it takes the
+/// revision as a new generation. `None` when every reader is at the revision (or the
+/// source has none). Refused with nothing written if its manifests break a rule or the
+/// lease is lost.
+pub(crate) async fn catch_up_one<T: WriteTx>(
+    tx: &mut T,
+    tenant: &str,
+    name: &str,
+    own: &OwnWrite,
+) -> Result<Option<ApplyOutcome>, T::Error> {
+    tx.tenant_lock(tenant).await?;
+    let Some(source) = stored_source(tx, tenant, name).await? else { return Ok(None) };
+    let Some(revision) = source.revision() else { return Ok(None) };
+    let id = source_id(source.kind(), name);
+    let mut behind = None;
+    for st in tx.syncsets_reading(tenant, &id).await? {
+        let reader: SyncSet = decode_doc("syncsets", &st.doc, st.generation)?;
+        let at = reader.status.as_ref().and_then(|s| s.source_revision.as_deref());
+        if at != Some(revision) && behind.as_ref().is_none_or(|b: &SyncSet| reader.metadata.name < b.metadata.name) {
+            behind = Some(reader);
+        }
+    }
+    let Some(reader) = behind else { return Ok(None) };
+    let by = By { own: Some(&own.key), actor: None, keys: None };
+    let outcome = apply_docs(tx, &[Document::SyncSet(reader)], by).await?.pop();
+    if !tx.work_lease_held(&own.key, own.fence).await? {
+        return Err(StoreError::LeaseLost { key: own.key.clone(), fence: own.fence }.into());
+    }
+    Ok(outcome)
 }
