@@ -88,6 +88,13 @@ async fn wait_held(hub: &TestHub, resources: &[ResourceRef], generation: i64, wi
     }
 }
 
+/// The simulated clusters c0, c1… as documents, each ending with `---`.
+fn clusters() -> String {
+    (0..CLUSTERS)
+        .map(|c| format!("apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{c}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"))
+        .collect()
+}
+
 async fn object(hub: &TestHub, path: &str) -> Value {
     hub.get(&format!("{path}?tenant=default")).send().await.expect("hub").json().await.expect("json")
 }
@@ -104,12 +111,7 @@ async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held
     ]);
     let sources = SourceReconciler { reach: Reach { local_files: true, ..Reach::default() }, ..Default::default() };
     let hub = TestHub::start_with(RuntimeConfig::default(), 0.0, |hub| hub.sources(sources)).await;
-    let mut fleet = String::new();
-    for c in 0..CLUSTERS {
-        fleet.push_str(&format!(
-            "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{c}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"
-        ));
-    }
+    let mut fleet = clusters();
     // The SyncSet comes first: it waits for the source applied with it.
     fleet.push_str(&format!(
         "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"file://{}\", ref: {{branch: main}}, interval: 10s, webhookSecretRef: {{name: hook}}}}\n---\napiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: hook}}\nstringData: {{token: {HOOK_TOKEN}}}\n",
@@ -174,12 +176,7 @@ async fn a_tag_moved_in_the_registry_reaches_the_clusters_with_one_pull_per_dige
     let reach = Reach { egress: Arc::new(EgressPolicy::default().allowing(loopback)), local_files: false };
     let sources = SourceReconciler { reach, ..Default::default() };
     let hub = TestHub::start_with(RuntimeConfig::default(), 0.0, |hub| hub.sources(sources)).await;
-    let mut fleet = String::new();
-    for c in 0..CLUSTERS {
-        fleet.push_str(&format!(
-            "apiVersion: fleetsync.io/v1\nkind: Cluster\nmetadata: {{name: c{c}}}\nspec: {{endpoint: {{simulator: {{}}}}}}\n---\n"
-        ));
-    }
+    let mut fleet = clusters();
     fleet.push_str(&format!(
         "apiVersion: fleetsync.io/v1\nkind: OCIRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"{}\", ref: {{tag: prod}}, insecure: true, interval: 1h, webhookSecretRef: {{name: hook}}}}\n---\napiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: OCIRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: hook}}\nstringData: {{token: {HOOK_TOKEN}}}\n",
         registry.url("fleet")
