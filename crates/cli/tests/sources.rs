@@ -2,8 +2,8 @@
 //! with `--allow-local-sources` fetches a `file://` repository, and what a simulated
 //! cluster holds (asked over its Kubernetes API) follows the branch: a changed file's
 //! new content, and in Sync mode a removed file's resource deleted. `get
-//! gitrepositories` and `describe source` show the revision; `reconcile source` fetches
-//! at once.
+//! gitrepositories`, `get sources` (both kinds) and `describe source` show the
+//! revision; `reconcile source` fetches at once.
 
 mod common;
 
@@ -88,8 +88,13 @@ fn a_syncset_follows_its_branch_on_the_cluster() {
 
     let listed = stdout(&hub.cli(&["get", "gitrepositories"]));
     assert!(listed.contains("REVISION") && listed.contains(&first), "{listed}");
+    let both = stdout(&hub.cli(&["get", "sources"]));
+    let row = both.lines().find(|l| l.starts_with("fleet ")).unwrap_or_default();
+    assert!(both.starts_with("NAME") && both.contains("KIND") && row.contains("GitRepository"), "{both}");
+    assert_eq!(stdout(&hub.cli(&["get", "sources", "-o", "name"])).trim(), "gitrepository/fleet");
     let described = stdout(&hub.cli(&["describe", "source", "fleet"]));
     assert!(described.contains(&format!("Revision:   {first}")), "{described}");
+    assert!(described.contains("GitRepository"), "{described}");
     assert!(described.contains("  web") && described.contains("apps"), "the SyncSet that reads it: {described}");
 
     // The next commit changes one file and removes the other; fetched when asked.
