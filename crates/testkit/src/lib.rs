@@ -4,11 +4,14 @@
 //! throwaway PostgreSQL server for tests that restart or crash the database ([`pg`]),
 //! test certificate authorities (`tls`, with the feature `tls`), a mutation fuzzer
 //! (`fuzz`, with the feature `fuzz`), the programs tests run (`tools`, with the
-//! feature `tools`), and an OCI registry on loopback (`registry`, with the feature
-//! `registry`).
+//! feature `tools`), an OCI registry on loopback (`registry`, with the feature
+//! `registry`), and Git repositories and a Git server on loopback (`git`, with the
+//! feature `git`).
 
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
+#[cfg(feature = "git")]
+pub mod git;
 pub mod pg;
 #[cfg(feature = "registry")]
 pub mod registry;

@@ -1,17 +1,14 @@
 //! Git sources against real Git servers: `git http-backend` over smart HTTP on a
-//! loopback port (see `server.rs`), and `file://`. Repositories are made with the
+//! loopback port (`fleetsync_testkit::git`), and `file://`. Repositories are made with the
 //! `git` command. What a fetch got is checked against what was committed; how often
 //! it downloaded, against the server's own log of requests.
 
-mod repo;
-mod server;
 mod stored;
 
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_model::ParseBudget;
 use fleetsync_source::{Basic, Fetch, GitError, GitRef, GitSource, Limit, Limits, Reach};
-use repo::Repo;
-use server::GitServer;
+use fleetsync_testkit::git::{GitServer, Repo};
 use std::sync::Arc;
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME, namespace: apps}\ndata: {v: VALUE}\n";

@@ -2,14 +2,14 @@
 //! stored in each backend; a commit that changes one file adds that file's content
 //! alone to the store, and what is read back is what was committed.
 
-use crate::repo::Repo;
-use crate::server::GitServer;
 use crate::{cm, fetched, reach, source};
 use fleetsync_source::{GitRef, Limits};
 use fleetsync_store::postgres::testing::{test_database_url, ScratchSchema};
 use fleetsync_store::postgres::PgStore;
 use fleetsync_store::sqlite::SqliteStore;
 use fleetsync_store::{Artifacts, StoreConfig};
+use fleetsync_testkit::git::GitServer;
+use fleetsync_testkit::git::Repo;
 
 const SOURCE: &str = "GitRepository/fleet";
 

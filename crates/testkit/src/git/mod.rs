@@ -1,0 +1,9 @@
+//! Git for tests: repositories committed to with the `git` command ([`Repo`]), and a
+//! Git server over smart HTTP on a loopback port whose log of requests tells the
+//! `ls-refs` of a fetch from the `fetch` that downloads a pack ([`GitServer`]).
+
+mod repo;
+mod server;
+
+pub use repo::Repo;
+pub use server::{Asked, GitServer};
