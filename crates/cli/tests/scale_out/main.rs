@@ -18,9 +18,10 @@
 //!   and the clusters see each step's clusters take the new generation only after
 //!   every cluster of the steps before (by at least `minSuccessTime`), with no two
 //!   runs of a key at once.
-//! * Four workers read a SyncSet's manifests from an OCI registry; the busiest is
-//!   killed with SIGKILL mid-rollout of a new digest: the registry's log shows one
-//!   layer pulled per digest, and every cluster ends holding the new one.
+//! * Four workers read a SyncSet's manifests from an OCI registry, and from a Git
+//!   server; the busiest is killed with SIGKILL mid-rollout of a new revision: the
+//!   server's own log shows one download per revision, and every cluster ends
+//!   holding the new one.
 //!
 //! They run one at a time: they measure time on a shared 2-core machine.
 
