@@ -14,6 +14,7 @@
 //! `ignore` pattern that matches it lets the rest through.
 
 use crate::limits::{Limit, Limits, Tally};
+use crate::ssh::SshKey;
 use fleetsync_applier::egress::{EgressError, EgressPolicy};
 use fleetsync_model::error::causes;
 use fleetsync_model::source::userinfo;
@@ -52,6 +53,8 @@ pub struct GitSource {
     /// Credentials for an http(s) remote; without them none are sent (the hub never
     /// asks a terminal or a credential helper).
     pub auth: Option<Basic>,
+    /// The key and known hosts for an ssh remote, which needs them.
+    pub ssh: Option<SshKey>,
 }
 
 /// A username and password for an https remote. A token is a password, with the
@@ -159,7 +162,7 @@ impl GitSource {
             (_, _, _, Some(commit)) => GitRef::Commit(commit.clone()),
             (branch, ..) => GitRef::Branch(branch.clone().unwrap_or_else(|| "main".into())),
         };
-        GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns(), auth: None }
+        GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns(), auth: None, ssh: None }
     }
 
     /// Resolves the ref and, unless it is at `known`, fetches it (see the module docs),
@@ -170,7 +173,18 @@ impl GitSource {
         self.check_reach(&url, reach)?;
         let ignore = self.ignore_matcher()?;
         let dir = tempfile::tempdir().map_err(|e| self.local("creating a temporary directory", e))?;
-        let repo = gix::init_bare(dir.path()).map_err(|e| self.local("creating a repository", e))?;
+        let mut repo = gix::init_bare(dir.path()).map_err(|e| self.local("creating a repository", e))?;
+        if url.scheme == gix::url::Scheme::Ssh {
+            let Some(key) = &self.ssh else {
+                let reason = "an ssh URL needs a secretRef naming a Secret with `identity` and `known_hosts`";
+                return Err(GitError::Url { url: redact(&self.url), reason: reason.into() });
+            };
+            key.configure(&mut repo, dir.path()).map_err(|message| GitError::Local {
+                step: "configuring ssh",
+                url: redact(&self.url),
+                message,
+            })?;
+        }
         let (wanted, revision) = self.resolve(&repo, &url)?;
         if known == Some(revision.as_str()) {
             return Ok(Fetch::Unchanged { revision });
@@ -378,7 +392,12 @@ impl GitSource {
     }
 
     fn remote_error(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {
-        GitError::Remote { step, url: redact(&self.url), message: scrub(&causes(&e), &self.url) }
+        let mut message = scrub(&causes(&e), &self.url);
+        if self.ssh.is_some() {
+            // ssh says why on its stderr, which does not reach the error.
+            message.push_str(" (over ssh: does known_hosts list the host's key, and does the host take the identity?)");
+        }
+        GitError::Remote { step, url: redact(&self.url), message }
     }
 
     fn local(&self, step: &'static str, e: impl std::error::Error + 'static) -> GitError {

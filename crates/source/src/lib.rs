@@ -13,6 +13,7 @@
 //!   manifest's digest is not the one already held.
 //! * [`tarball`]: an artifact from a gzipped tarball (an OCI layer), read as a
 //!   stream within the limits (gzip bombs, links, paths out of it refused).
+//! * [`ssh`]: Git over SSH with the source's key and known hosts alone.
 //! * [`webhook`]: whether a push notification comes from the source's host (GitHub's
 //!   and the generic HMAC-SHA256 signature, GitLab's token).
 //! * [`reconciler`]: a source's fetch as a key of the work queue, and the new
@@ -29,6 +30,7 @@ pub mod git;
 pub mod limits;
 pub mod oci;
 pub mod reconciler;
+pub mod ssh;
 pub mod tarball;
 pub mod webhook;
 
@@ -37,3 +39,4 @@ pub use git::{Basic, Fetch, GitError, GitRef, GitSource, Reach};
 pub use limits::{Limit, Limits};
 pub use oci::{OciError, OciRef, OciSource};
 pub use reconciler::{SourceReconciler, WithSources};
+pub use ssh::SshKey;

@@ -18,10 +18,13 @@
 use crate::git::{Basic, Fetch, GitError, GitSource, Reach};
 use crate::limits::Limits;
 use crate::oci::{OciError, OciSource};
+use crate::ssh::SshKey;
 use async_trait::async_trait;
-use fleetsync_model::Source;
+use fleetsync_model::{Secret, Source};
 use fleetsync_runtime::reconciler::{Action, Context, ReconcileError, Reconciler};
 use fleetsync_store::{OwnWrite, RunOutcome};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 /// How long one fetch may take, from the first request to the last byte read.
@@ -64,13 +67,20 @@ impl Reconciler for SourceReconciler {
         // Deleted after the claim: its removal is enqueued, and ends the key.
         let Some(source) = ctx.store().source_get(&key.tenant, name).await? else { return Ok(removed) };
         let next = Action::Requeue(source.interval().0);
-        let auth = self.credentials(ctx, &source).await?;
+        let secret = self.secret(ctx, &source).await?;
+        let failed = |e: GitError| ReconcileError::Failed(e.to_string());
         let known = source.revision().map(String::from);
         let (reach, limits) = (self.reach.clone(), self.limits);
-        let fetch = async move {
-            match source {
-                Source::Git(repo) => {
-                    let git = GitSource { auth, ..GitSource::from_spec(&repo.spec) };
+        let fetch: Pin<Box<dyn Future<Output = Result<Fetch, Failed>> + Send + '_>> = match source {
+            Source::Git(repo) => {
+                // A Secret with an `identity` is an SSH key; else a username and password.
+                let mut git = GitSource::from_spec(&repo.spec);
+                match &secret {
+                    Some(s) if s.get("identity").is_some() => git.ssh = Some(SshKey::from_secret(s).map_err(failed)?),
+                    Some(s) => git.auth = Some(Basic::from_secret(s).map_err(failed)?),
+                    None => {}
+                }
+                Box::pin(async move {
                     let fetch = tokio::task::spawn_blocking(move || git.fetch(known.as_deref(), &reach, &limits));
                     match fetch.await {
                         Ok(fetched) => fetched.map_err(|e| match e {
@@ -79,14 +89,17 @@ impl Reconciler for SourceReconciler {
                         }),
                         Err(e) => Err(Failed::Retry(format!("fetching {name}: {e}"))),
                     }
-                }
-                Source::Oci(repo) => {
-                    let oci = OciSource { auth, ..OciSource::from_spec(&repo.spec) };
+                })
+            }
+            Source::Oci(repo) => {
+                let auth = secret.as_ref().map(Basic::from_secret).transpose().map_err(failed)?;
+                let oci = OciSource { auth, ..OciSource::from_spec(&repo.spec) };
+                Box::pin(async move {
                     oci.fetch(known.as_deref(), &reach, &limits).await.map_err(|e| match e {
                         OciError::Egress { .. } | OciError::Layer { .. } => Failed::Park(e.to_string()),
                         e => Failed::Retry(e.to_string()),
                     })
-                }
+                })
             }
         };
         let fetched = tokio::select! {
@@ -130,18 +143,18 @@ enum Failed {
 }
 
 impl SourceReconciler {
-    /// The credentials of the Secret the source's `secretRef` names, if it names one.
-    /// A Secret that is missing or unusable fails the run (retried with backoff, so
-    /// that it is fetched once the Secret is there); the error names the Secret, never
-    /// a value of it.
-    async fn credentials(&self, ctx: &Context, source: &Source) -> Result<Option<Basic>, ReconcileError> {
+    /// The Secret the source's `secretRef` names, if it names one. A Secret that is
+    /// missing (or unusable, when its credentials are read) fails the run (retried
+    /// with backoff, so that it is fetched once the Secret is there); the error names
+    /// the Secret, never a value of it.
+    async fn secret(&self, ctx: &Context, source: &Source) -> Result<Option<Secret>, ReconcileError> {
         let Some(secret_ref) = source.secret_ref() else { return Ok(None) };
         let tenant = source.metadata().tenant();
         let Some(secret) = ctx.store().secret_get(tenant, &secret_ref.name).await? else {
             let missing = format!("the Secret {tenant}/{} it names does not exist", secret_ref.name);
             return Err(ReconcileError::Failed(missing));
         };
-        Basic::from_secret(&secret).map(Some).map_err(|e| ReconcileError::Failed(e.to_string()))
+        Ok(Some(secret))
     }
 }
 

@@ -6,9 +6,9 @@
 mod stored;
 
 use fleetsync_applier::egress::EgressPolicy;
-use fleetsync_model::ParseBudget;
-use fleetsync_source::{Basic, Fetch, GitError, GitRef, GitSource, Limit, Limits, Reach};
-use fleetsync_testkit::git::{GitServer, Repo};
+use fleetsync_model::{ParseBudget, SecretValue};
+use fleetsync_source::{Basic, Fetch, GitError, GitRef, GitSource, Limit, Limits, Reach, SshKey};
+use fleetsync_testkit::git::{GitServer, Repo, SshServer};
 use std::sync::Arc;
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME, namespace: apps}\ndata: {v: VALUE}\n";
@@ -18,7 +18,7 @@ fn cm(name: &str, value: &str) -> Vec<u8> {
 }
 
 fn source(url: &str, reference: GitRef) -> GitSource {
-    GitSource { url: url.to_string(), reference, ignore: Vec::new(), auth: None }
+    GitSource { url: url.to_string(), reference, ignore: Vec::new(), auth: None, ssh: None }
 }
 
 fn fetched(f: Fetch) -> fleetsync_source::Artifact {
@@ -246,4 +246,30 @@ fn credentials_are_never_sent_in_clear_text_nor_shown() {
     let shown = format!("{err} {err:?}");
     assert!(shown.contains("clear text") && !shown.contains("s3cr3t"), "{shown}");
     assert_eq!(server.fetches(), 0, "{:?}", server.asked());
+}
+
+/// Over SSH, a fetch uses the source's key and known hosts and nothing of the hub's: it
+/// reads the repository with them, is refused by a host whose key `known_hosts` does
+/// not list (no error holds the private key), and does not start without a key.
+#[test]
+fn an_ssh_remote_is_read_with_the_sources_key_and_known_hosts_only() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "fleet");
+    let first = repo.commit(&[("apps/a.yaml", &cm("a", "1"))], "first");
+    let server = SshServer::start(root.path());
+    let key = SshKey { identity: SecretValue::new(server.identity.clone()), known_hosts: server.known_hosts.clone() };
+    let with = |ssh: Option<SshKey>| GitSource { ssh, ..source(&server.url("fleet"), branch("main")) };
+    let limits = Limits::default();
+
+    let artifact = fetched(with(Some(key.clone())).fetch(None, &reach(), &limits).expect("fetch over ssh"));
+    assert_eq!((artifact.revision.as_str(), &artifact.files["apps/a.yaml"]), (first.as_str(), &cm("a", "1")));
+
+    let impostor = SshKey { known_hosts: server.impostor_known_hosts(), ..key.clone() };
+    let err = with(Some(impostor)).fetch(None, &reach(), &limits).map(drop).expect_err("an unknown host key");
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("known_hosts"), "{text}");
+    assert!(!text.contains(server.identity.trim()) && !text.contains("PRIVATE KEY"), "{text}");
+
+    let err = with(None).fetch(None, &reach(), &limits).map(drop).expect_err("no key");
+    assert!(matches!(&err, GitError::Url { reason, .. } if reason.contains("identity")), "{err}");
 }
