@@ -13,48 +13,19 @@ use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_model::{ResourceRef, WorkKey};
 use fleetsync_runtime::RuntimeConfig;
 use fleetsync_source::{Reach, SourceReconciler};
+use fleetsync_testkit::git::{Repo, SshServer};
 use fleetsync_testkit::registry::Registry;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CLUSTERS: usize = 3;
 const HOOK_TOKEN: &str = "hook-token-1";
 
-/// A repository with a work tree, committed to with the `git` command.
-struct Repo(PathBuf);
-
-impl Repo {
-    fn new(dir: &Path) -> Repo {
-        let repo = Repo(dir.to_path_buf());
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(["-c", "user.name=fleet", "-c", "user.email=fleet@example.invalid", "-c", "commit.gpgsign=false"])
-            .args(args)
-            .current_dir(&self.0)
-            .output()
-            .expect("run git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Writes `files` and commits everything; the commit's id.
-    fn commit(&self, files: &[(&str, &str)]) -> String {
-        for (path, content) in files {
-            let path = self.0.join(path);
-            std::fs::create_dir_all(path.parent().expect("a parent")).expect("directories");
-            std::fs::write(path, content).expect("write");
-        }
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "-m", "change"]);
-        self.git(&["rev-parse", "HEAD"])
-    }
+/// Commits `files` (path, text) to `repo`; the commit's id.
+fn commit(repo: &Repo, files: &[(&str, &str)]) -> String {
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(p, c)| (*p, c.as_bytes())).collect();
+    repo.commit(&files, "change")
 }
 
 fn config_map(name: &str, value: &str) -> String {
@@ -102,20 +73,23 @@ async fn object(hub: &TestHub, path: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held_back() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = Repo::new(dir.path());
-    let first = repo.commit(&[
-        ("apps/a.yaml", &config_map("a", "1")),
-        ("apps/b.yaml", &format!("{}---\n{}", config_map("b1", "1"), config_map("b2", "1"))),
-        ("README.md", "not a manifest"),
-        ("other/c.yaml", &config_map("elsewhere", "1")),
-    ]);
+    let repo = Repo::new(dir.path(), "fleet");
+    let first = commit(
+        &repo,
+        &[
+            ("apps/a.yaml", &config_map("a", "1")),
+            ("apps/b.yaml", &format!("{}---\n{}", config_map("b1", "1"), config_map("b2", "1"))),
+            ("README.md", "not a manifest"),
+            ("other/c.yaml", &config_map("elsewhere", "1")),
+        ],
+    );
     let sources = SourceReconciler { reach: Reach { local_files: true, ..Reach::default() }, ..Default::default() };
     let hub = TestHub::start_with(RuntimeConfig::default(), 0.0, |hub| hub.sources(sources)).await;
     let mut fleet = clusters();
     // The SyncSet comes first: it waits for the source applied with it.
     fleet.push_str(&format!(
-        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"file://{}\", ref: {{branch: main}}, interval: 10s, webhookSecretRef: {{name: hook}}}}\n---\napiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: hook}}\nstringData: {{token: {HOOK_TOKEN}}}\n",
-        dir.path().display()
+        "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n---\napiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"{}\", ref: {{branch: main}}, interval: 10s, webhookSecretRef: {{name: hook}}}}\n---\napiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: hook}}\nstringData: {{token: {HOOK_TOKEN}}}\n",
+        repo.file_url()
     ));
     hub.apply(&fleet).await;
 
@@ -129,7 +103,7 @@ async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held
     assert_eq!((&set["status"]["sourceRevision"], &set["metadata"]["generation"]), (&first.as_str().into(), &2.into()));
 
     // A commit fetched at once on a push notification (GitLab's form: the token itself).
-    let second = repo.commit(&[("apps/a.yaml", &config_map("a", "2")), ("apps/d.yaml", &config_map("d", "2"))]);
+    let second = commit(&repo, &[("apps/a.yaml", &config_map("a", "2")), ("apps/d.yaml", &config_map("d", "2"))]);
     let hook = hub.http.post(format!("{}/v1/sources/default/fleet/hook", hub.url)).header("x-gitlab-token", HOOK_TOKEN);
     let pushed = hook.body(r#"{"object_kind": "push"}"#).send().await.expect("hub");
     assert_eq!(pushed.status(), reqwest::StatusCode::ACCEPTED);
@@ -137,13 +111,13 @@ async fn each_commit_to_the_branch_reaches_the_clusters_and_a_broken_one_is_held
     assert_eq!(object(&hub, "/v1/syncsets/web").await["status"]["sourceRevision"], second);
 
     // A commit found by polling at the interval.
-    let third = repo.commit(&[("apps/e.yaml", &config_map("e", "3"))]);
+    let third = commit(&repo, &[("apps/e.yaml", &config_map("e", "3"))]);
     wait_held(&hub, &[cm("a"), cm("e")], 4, Duration::from_secs(40)).await;
     assert_eq!(object(&hub, "/v1/gitrepositories/fleet").await["status"]["revision"], third);
 
     // A commit whose manifests do not parse: refused, the clusters keep the third, and
     // the source's key says why.
-    repo.commit(&[("apps/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n")]);
+    commit(&repo, &[("apps/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n")]);
     hub.post("/v1/gitrepositories/fleet/reconcile?tenant=default").send().await.expect("hub");
     let source_key = WorkKey::source("default", "fleet");
     let start = Instant::now();
@@ -212,5 +186,34 @@ async fn a_tag_moved_in_the_registry_reaches_the_clusters_with_one_pull_per_dige
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(registry.blob_pulls("fleet"), 2, "{:?}", registry.requests());
+    hub.stop().await;
+}
+
+/// A GitRepository over SSH: the hub reads it with the key and known hosts of the
+/// Secret `secretRef` names, and the clusters hold what was committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_over_ssh_is_read_with_the_secrets_key() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(root.path(), "fleet");
+    commit(&repo, &[("apps/a.yaml", &config_map("a", "1"))]);
+    let server = SshServer::start(root.path());
+    let loopback = "127.0.0.0/8".parse().expect("a rule");
+    let reach = Reach { egress: Arc::new(EgressPolicy::default().allowing(loopback)), local_files: false };
+    let sources = SourceReconciler { reach, ..Default::default() };
+    let hub = TestHub::start_with(RuntimeConfig::default(), 0.0, |hub| hub.sources(sources)).await;
+    let indent = |text: &str| text.lines().map(|l| format!("    {l}\n")).collect::<String>();
+    let mut fleet = clusters();
+    fleet.push_str(&format!(
+        "apiVersion: fleetsync.io/v1\nkind: Secret\nmetadata: {{name: deploy-key}}\nstringData:\n  identity: |\n{}  known_hosts: |\n{}---\n\
+         apiVersion: fleetsync.io/v1\nkind: GitRepository\nmetadata: {{name: fleet}}\nspec: {{url: \"{}\", ref: {{branch: main}}, secretRef: {{name: deploy-key}}}}\n---\n\
+         apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: web}}\nspec:\n  clusterSelector: {{}}\n  sourceRef: {{kind: GitRepository, name: fleet, path: apps}}\n",
+        indent(&server.identity),
+        indent(&server.known_hosts),
+        server.url("fleet")
+    ));
+    hub.apply(&fleet).await;
+    wait_held(&hub, &[cm("a")], 2, Duration::from_secs(30)).await;
+    let shown = object(&hub, "/v1/secrets/deploy-key").await.to_string();
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
     hub.stop().await;
 }
