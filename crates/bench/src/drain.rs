@@ -255,8 +255,7 @@ fn labelled(mut doc: Document, fleet: &str) -> Document {
 fn rest_syncset(i: usize, revision: &str) -> Document {
     let mut doc = hive_syncset(i, 1, revision);
     if let Document::SyncSet(s) = &mut doc {
-        s.spec.cluster_selector =
-            Some(LabelSelector { match_labels: [("fleet".to_string(), "rest".to_string())].into() });
+        s.spec.cluster_selector = Some(LabelSelector::labels([("fleet".to_string(), "rest".to_string())].into()));
     }
     doc
 }

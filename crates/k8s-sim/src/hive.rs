@@ -67,7 +67,7 @@ pub fn hive_syncset(i: usize, resources: usize, revision: &str) -> Document {
         .collect();
     let spec = SyncSetSpec {
         source_ref: None,
-        cluster_selector: Some(LabelSelector { match_labels: [("fleet".to_string(), "hive".to_string())].into() }),
+        cluster_selector: Some(LabelSelector::labels([("fleet".to_string(), "hive".to_string())].into())),
         cluster_names: None,
         resource_apply_mode: ApplyMode::Upsert,
         resources,

@@ -308,12 +308,7 @@ fn validate_syncset(s: &SyncSet) -> Result<(), FieldError> {
             return Err(FieldError::new("spec", "set only one of clusterSelector and clusterNames"));
         }
         (None, None) => return Err(FieldError::new("spec", "one of clusterSelector or clusterNames is required")),
-        (Some(sel), None) => {
-            for (k, v) in &sel.match_labels {
-                check_label(k, v)
-                    .map_err(|r| FieldError::new(format!("spec.clusterSelector.matchLabels.{k}"), r.to_string()))?;
-            }
-        }
+        (Some(sel), None) => sel.validate().map_err(|e| e.under("spec.clusterSelector"))?,
         (None, Some(names)) => {
             for (i, n) in names.iter().enumerate() {
                 check_dns1123_label(n)

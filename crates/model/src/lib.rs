@@ -59,7 +59,7 @@ pub use parse::{parse_documents, parse_documents_with, parse_manifests_with, Par
 pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};
 pub use rollout::{RolloutControl, RolloutPhase, RolloutSpec, RolloutStatus, StepCounts};
 pub use secret::{Secret, SecretValue};
-pub use selector::LabelSelector;
+pub use selector::{LabelOperator, LabelRequirement, LabelSelector};
 pub use source::{GitReference, GitRepository, GitRepositorySpec, LocalRef, Source, SourceStatus};
 pub use status::{
     ClusterCondition, ClusterConditions, ClusterStatus, Drift, KeyFailure, KeyStatus, Phase, ResourceOutcome,

@@ -10,7 +10,6 @@
 //! then pauses or (by default) rolls back.
 
 use crate::error::FieldError;
-use crate::names::check_label;
 use crate::selector::LabelSelector;
 use crate::time::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -202,10 +201,7 @@ impl RolloutSpec {
                 ));
             }
             if let Some(sel) = &s.selector {
-                for (k, v) in &sel.match_labels {
-                    check_label(k, v)
-                        .map_err(|r| FieldError::new(f(&format!("selector.matchLabels.{k}")), r.to_string()))?;
-                }
+                sel.validate().map_err(|e| e.under(&f("selector")))?;
             }
             if s.count == Some(0) {
                 return Err(FieldError::new(f("count"), "must be at least 1"));

@@ -80,7 +80,7 @@ fn syncset(version: &str) -> Document {
     });
     let spec = SyncSetSpec {
         source_ref: None,
-        cluster_selector: Some(LabelSelector { match_labels: [("env".to_string(), "prod".to_string())].into() }),
+        cluster_selector: Some(LabelSelector::labels([("env".to_string(), "prod".to_string())].into())),
         cluster_names: None,
         resource_apply_mode: Default::default(),
         resources: vec![Manifest(manifest)],

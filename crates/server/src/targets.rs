@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use fleetsync_api::ApplyResult;
-use fleetsync_model::{Document, Kind, LabelQuery, LabelTerm, RolloutPhase, SyncSetSpec};
+use fleetsync_model::{Document, Kind, LabelQuery, RolloutPhase, SyncSetSpec};
 use fleetsync_store::{progress, rollout_drive, ClusterFilter, PageRequest, Store};
 use std::collections::{BTreeMap, HashMap};
 
@@ -56,8 +56,7 @@ impl Batch {
                 (Some(names), _) => names.len() > missing.len(),
                 (None, Some(selector)) => {
                     let by_batch = batch.is_some_and(|b| b.iter().any(|(name, labels)| spec.selects(name, labels)));
-                    let terms =
-                        selector.match_labels.iter().map(|(k, v)| LabelTerm::Equal(k.clone(), v.clone())).collect();
+                    let terms = selector.terms();
                     let filter = ClusterFilter { tenant: Some(r.tenant.clone()), labels: LabelQuery { terms } };
                     by_batch || !store.cluster_page(&filter, &PageRequest::first(1)).await?.items.is_empty()
                 }

@@ -287,7 +287,7 @@ mod tests {
     fn target(name: &str, generation: i64, env: &str) -> Target {
         let targeting = SyncSetSpec {
             source_ref: None,
-            cluster_selector: Some(LabelSelector { match_labels: labels(&[("env", env)]) }),
+            cluster_selector: Some(LabelSelector::labels(labels(&[("env", env)]))),
             cluster_names: None,
             resource_apply_mode: ApplyMode::Sync,
             resources: Vec::new(),

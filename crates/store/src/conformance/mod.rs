@@ -40,7 +40,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make;
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
-            relabel_moves_keys, events_in_order, an_objects_events_newest_first, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
+            relabel_moves_keys, set_based_selectors_pick_and_follow_clusters, events_in_order, an_objects_events_newest_first, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
             cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, events_kept_and_read_per_tenant, event_watchers_woken,
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
@@ -91,6 +91,7 @@ pub use members::members_and_shards;
 pub use objects::{
     idempotent_apply, own_write_leaves_the_writer_clean, own_write_that_unselects_the_writer_dirties_it,
     own_write_with_a_stale_token_is_refused, relabel_moves_keys, secrets_stored_and_rotated,
+    set_based_selectors_pick_and_follow_clusters,
 };
 pub use paging::{
     cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page,
@@ -153,7 +154,7 @@ pub fn syncset(name: &str, n: usize, marker: &str) -> Document {
         .collect();
     let spec = SyncSetSpec {
         source_ref: None,
-        cluster_selector: Some(LabelSelector { match_labels: [("env".to_string(), "prod".to_string())].into() }),
+        cluster_selector: Some(LabelSelector::labels([("env".to_string(), "prod".to_string())].into())),
         cluster_names: None,
         resource_apply_mode: ApplyMode::Sync,
         resources,

@@ -25,6 +25,43 @@ pub async fn relabel_moves_keys(h: &dyn Harness) {
     assert!(!item.desired, "no longer selected: removal");
 }
 
+/// A SyncSet whose selector has `matchExpressions` gets keys on exactly the clusters
+/// they select, and a relabel adds or removes that cluster's key alone.
+pub async fn set_based_selectors_pick_and_follow_clusters(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let Document::SyncSet(mut web) = syncset("web", 1, "v1") else { unreachable!("a SyncSet") };
+    let selector: fleetsync_model::LabelSelector = serde_json::from_value(serde_json::json!({"matchExpressions": [
+        {"key": "env", "operator": "In", "values": ["prod", "stage"]},
+        {"key": "canary", "operator": "DoesNotExist"},
+    ]}))
+    .expect("a selector");
+    web.spec.cluster_selector = Some(selector);
+    let fleet = vec![
+        cluster("c1", &[("env", "prod")]),
+        cluster("c2", &[("env", "stage")]),
+        cluster("c3", &[("env", "dev")]),
+        cluster("c4", &[("env", "prod"), ("canary", "true")]),
+        Document::SyncSet(web),
+    ];
+    s.objects_apply(fleet).await.expect("apply");
+    let wanted = |items: &[ClaimedItem]| {
+        let mut keys: Vec<(String, bool)> = items.iter().map(|i| (i.key.cluster.clone(), i.desired)).collect();
+        keys.sort();
+        keys
+    };
+    let items = claim(&*s, "w", 10).await;
+    assert_eq!(wanted(&items), [("c1".to_string(), true), ("c2".to_string(), true)]);
+    for item in &items {
+        complete(&*s, item, applied(item)).await;
+    }
+    let out =
+        s.objects_apply(vec![cluster("c3", &[("env", "stage")]), cluster("c1", &[("env", "prod"), ("canary", "no")])]);
+    let out = out.await.expect("relabel");
+    assert_eq!(out.iter().map(|o| o.enqueued).collect::<Vec<_>>(), [1, 1]);
+    let items = claim(&*s, "w", 10).await;
+    assert_eq!(wanted(&items), [("c1".to_string(), false), ("c3".to_string(), true)], "c1 left, c3 joined");
+}
+
 /// Secrets round-trip with their values; a changed Secret re-applies the keys of the
 /// clusters whose kubeconfig it holds (and only those); deleting it is logged.
 pub async fn secrets_stored_and_rotated(h: &dyn Harness) {
