@@ -93,6 +93,29 @@ pub struct Reach {
     pub local_files: bool,
 }
 
+/// Why [`Reach::allows_host`] refused a host.
+#[derive(Debug)]
+pub(crate) enum HostRefused {
+    Egress(EgressError),
+    /// The name did not resolve.
+    Resolve(std::io::Error),
+}
+
+impl Reach {
+    /// Whether the egress policy allows `host` (a name, an address, `[v6]`) and every
+    /// address it resolves to on `port`. Blocks while it resolves. The transport
+    /// resolves the name again when it connects; a name re-pointed in between is not
+    /// seen here.
+    pub(crate) fn allows_host(&self, host: &str, port: u16) -> Result<(), HostRefused> {
+        self.egress.check_host(host).map_err(HostRefused::Egress)?;
+        let addrs: Vec<_> = (host.trim_start_matches('[').trim_end_matches(']'), port)
+            .to_socket_addrs()
+            .map_err(HostRefused::Resolve)?
+            .collect();
+        self.egress.check_resolved(host, &addrs).map_err(HostRefused::Egress)
+    }
+}
+
 /// What a fetch found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetch {
@@ -165,6 +188,18 @@ impl GitSource {
         GitSource { url: spec.url.clone(), reference, ignore: spec.ignore_patterns(), auth: None, ssh: None }
     }
 
+    /// With the credentials of a source's Secret, as its URL reads them: an ssh URL
+    /// its `identity` and `known_hosts` ([`SshKey`]), any other a username and
+    /// password ([`Basic`]). An error names the Secret and the key it lacks.
+    pub fn with_secret(mut self, secret: &Secret) -> Result<GitSource, GitError> {
+        let ssh = gix::url::parse(self.url.as_str().into()).is_ok_and(|u| u.scheme == gix::url::Scheme::Ssh);
+        match ssh {
+            true => self.ssh = Some(SshKey::from_secret(secret)?),
+            false => self.auth = Some(Basic::from_secret(secret)?),
+        }
+        Ok(self)
+    }
+
     /// Resolves the ref and, unless it is at `known`, fetches it (see the module docs),
     /// if `reach` allows the URL.
     pub fn fetch(&self, known: Option<&str>, reach: &Reach, limits: &Limits) -> Result<Fetch, GitError> {
@@ -196,8 +231,7 @@ impl GitSource {
 
     /// Refuses a URL `reach` does not allow: `file://` unless local files are, another
     /// scheme than http(s), ssh and git, and a host (or an address of it) the egress
-    /// policy denies. The transport resolves the name again when it connects; a name
-    /// re-pointed in between is not seen here.
+    /// policy denies ([`Reach::allows_host`]).
     fn check_reach(&self, url: &gix::Url, reach: &Reach) -> Result<(), GitError> {
         use gix::url::Scheme;
         let shown = redact(&self.url);
@@ -209,14 +243,12 @@ impl GitSource {
             Scheme::Ext(_) => return Err(bad("the scheme is not one of https, http, ssh and git")),
         }
         let host = url.host().ok_or_else(|| bad("no host"))?;
-        let egress = |source| GitError::Egress { url: shown.clone(), source };
-        reach.egress.check_host(host).map_err(egress)?;
-        let port = url.port_or_default().unwrap_or(443);
-        let addrs: Vec<_> = (host.trim_start_matches('[').trim_end_matches(']'), port)
-            .to_socket_addrs()
-            .map_err(|e| GitError::Remote { step: "resolving", url: shown.clone(), message: e.to_string() })?
-            .collect();
-        reach.egress.check_resolved(host, &addrs).map_err(egress)
+        reach.allows_host(host, url.port_or_default().unwrap_or(443)).map_err(|refused| match refused {
+            HostRefused::Egress(source) => GitError::Egress { url: shown.clone(), source },
+            HostRefused::Resolve(e) => {
+                GitError::Remote { step: "resolving", url: shown.clone(), message: e.to_string() }
+            }
+        })
     }
 
     fn ignore_matcher(&self) -> Result<ignore::gitignore::Gitignore, GitError> {

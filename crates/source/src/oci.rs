@@ -1,4 +1,4 @@
-//! An OCI artifact's layer, pulled into an [`Artifact`] only when its digest moved.
+//! An OCI artifact's layer, pulled into an [`Artifact`](fleetsync_model::Artifact) only when its digest moved.
 //!
 //! [`OciSource::fetch`] asks the registry which manifest the ref names (a tag's digest
 //! from a `HEAD` of its manifest; for a version range, the highest tag of the
@@ -14,18 +14,17 @@
 //! the source's Secret (`username` and `password`, or a token as the password), as for
 //! Git; none ever appears in an error.
 
-use crate::git::{highest_in_range, ignore_matcher, Basic, Fetch, Reach};
+use crate::git::{highest_in_range, ignore_matcher, Basic, Fetch, HostRefused, Reach};
 use crate::limits::{Limit, Limits};
 use crate::tarball::{read_tar_gz, TarError};
 use fleetsync_applier::egress::EgressError;
 use fleetsync_model::oci::DEFAULT_TAG;
-use fleetsync_model::{Artifact, OciRepositorySpec};
+use fleetsync_model::OciRepositorySpec;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use std::net::ToSocketAddrs;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -178,7 +177,7 @@ impl OciSource {
         }
         let mut artifact = read_tar_gz(out.bytes.as_slice(), &digest, limits).map_err(tarball)?;
         artifact.files.retain(|path, _| !ignore.matched_path_or_any_parents(path, false).is_ignore());
-        Ok(Fetch::Fetched(Artifact { revision: digest, files: artifact.files }))
+        Ok(Fetch::Fetched(artifact))
     }
 
     /// The digest of the manifest the ref names.
@@ -221,24 +220,22 @@ impl OciSource {
     }
 
     /// Refuses a registry the egress policy denies: its name, and every address it
-    /// resolves to. The client resolves the name again when it connects; a name
-    /// re-pointed in between is not seen here.
+    /// resolves to ([`Reach::allows_host`]).
     async fn check_reach(&self, reach: &Reach) -> Result<(), OciError> {
         // `host`, `host:port`, `[::1]:port`.
         let (host, port) = match self.registry.rsplit_once(':') {
             Some((h, p)) if p.parse::<u16>().is_ok() && (!h.contains(':') || h.ends_with(']')) => (h, p.parse().ok()),
             _ => (self.registry.as_str(), None),
         };
-        let host = host.to_string();
-        let port = port.unwrap_or(if self.insecure { 80 } else { 443 });
-        let egress = |source| OciError::Egress { url: self.url(), source };
-        reach.egress.check_host(&host).map_err(egress)?;
-        let bare = host.trim_start_matches('[').trim_end_matches(']').to_string();
-        let addrs = tokio::task::spawn_blocking(move || (bare.as_str(), port).to_socket_addrs().map(Vec::from_iter))
-            .await
-            .map_err(|e| OciError::Resolve { url: self.url(), message: e.to_string() })?
-            .map_err(|e| OciError::Resolve { url: self.url(), message: e.to_string() })?;
-        reach.egress.check_resolved(&host, &addrs).map_err(egress)
+        let (host, port) = (host.to_string(), port.unwrap_or(if self.insecure { 80 } else { 443 }));
+        let reach = reach.clone();
+        let allowed = tokio::task::spawn_blocking(move || reach.allows_host(&host, port)).await;
+        let resolve = |message: String| OciError::Resolve { url: self.url(), message };
+        match allowed.map_err(|e| resolve(e.to_string()))? {
+            Ok(()) => Ok(()),
+            Err(HostRefused::Egress(source)) => Err(OciError::Egress { url: self.url(), source }),
+            Err(HostRefused::Resolve(e)) => Err(resolve(e.to_string())),
+        }
     }
 
     fn registry_error(&self, step: &'static str, source: OciDistributionError) -> OciError {

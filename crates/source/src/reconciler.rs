@@ -18,7 +18,6 @@
 use crate::git::{Basic, Fetch, GitError, GitSource, Reach};
 use crate::limits::Limits;
 use crate::oci::{OciError, OciSource};
-use crate::ssh::SshKey;
 use async_trait::async_trait;
 use fleetsync_model::{Secret, Source};
 use fleetsync_runtime::reconciler::{Action, Context, ReconcileError, Reconciler};
@@ -73,13 +72,11 @@ impl Reconciler for SourceReconciler {
         let (reach, limits) = (self.reach.clone(), self.limits);
         let fetch: Pin<Box<dyn Future<Output = Result<Fetch, Failed>> + Send + '_>> = match source {
             Source::Git(repo) => {
-                // A Secret with an `identity` is an SSH key; else a username and password.
-                let mut git = GitSource::from_spec(&repo.spec);
-                match &secret {
-                    Some(s) if s.get("identity").is_some() => git.ssh = Some(SshKey::from_secret(s).map_err(failed)?),
-                    Some(s) => git.auth = Some(Basic::from_secret(s).map_err(failed)?),
-                    None => {}
-                }
+                let git = GitSource::from_spec(&repo.spec);
+                let git = match &secret {
+                    Some(s) => git.with_secret(s).map_err(failed)?,
+                    None => git,
+                };
                 Box::pin(async move {
                     let fetch = tokio::task::spawn_blocking(move || git.fetch(known.as_deref(), &reach, &limits));
                     match fetch.await {

@@ -272,4 +272,12 @@ fn an_ssh_remote_is_read_with_the_sources_key_and_known_hosts_only() {
 
     let err = with(None).fetch(None, &reach(), &limits).map(drop).expect_err("no key");
     assert!(matches!(&err, GitError::Url { reason, .. } if reason.contains("identity")), "{err}");
+
+    // An ssh URL reads a Secret's key; a username and password there are not a key.
+    let basic: fleetsync_model::Secret =
+        serde_saphyr::from_str("metadata: {name: basic}\nstringData: {username: bot, password: s3cret}\n")
+            .expect("a Secret");
+    let err = with(None).with_secret(&basic).map(drop).expect_err("no identity");
+    assert!(matches!(&err, GitError::Credentials { reason, .. } if reason.contains("no `identity`")), "{err}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
 }

@@ -153,11 +153,12 @@ pub(crate) async fn catch_up_one<T: WriteTx>(
     let Some(revision) = source.revision() else { return Ok(None) };
     let id = source_id(source.kind(), name);
     let mut behind = None;
+    // In name order: the first one behind is the one to apply.
     for st in tx.syncsets_reading(tenant, &id).await? {
         let reader: SyncSet = decode_doc("syncsets", &st.doc, st.generation)?;
-        let at = reader.status.as_ref().and_then(|s| s.source_revision.as_deref());
-        if at != Some(revision) && behind.as_ref().is_none_or(|b: &SyncSet| reader.metadata.name < b.metadata.name) {
+        if reader.status.as_ref().and_then(|s| s.source_revision.as_deref()) != Some(revision) {
             behind = Some(reader);
+            break;
         }
     }
     let Some(reader) = behind else { return Ok(None) };
