@@ -6,7 +6,7 @@ use crate::wire::{
     Acks, ApplyResponse, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member, Retried,
     SyncSetStatus, WatchLine,
 };
-use crate::wire::{IssuedToken, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
+use crate::wire::{IssuedToken, Rendered, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
 use crate::ApplyResult;
 use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, RolloutStatus, TokenRecord, WorkKey};
 use reqwest::StatusCode;
@@ -218,6 +218,11 @@ impl Client {
     /// `GET /v1/status/syncsets/{name}`: a SyncSet's summary and all its keys on every cluster.
     pub async fn syncset_status(&self, tenant: &str, syncset: &str) -> Result<SyncSetStatus> {
         self.get_json(&format!("/v1/status/syncsets/{syncset}"), &[("tenant", tenant)]).await
+    }
+
+    /// `GET /v1/syncsets/{name}/render`: the SyncSet's resources as `cluster` gets them.
+    pub async fn render(&self, tenant: &str, syncset: &str, cluster: &str) -> Result<Rendered> {
+        self.get_json(&format!("/v1/syncsets/{syncset}/render"), &[("tenant", tenant), ("cluster", cluster)]).await
     }
 
     /// `GET /v1/status/summary`: every key of the tenant summed up.

@@ -29,6 +29,6 @@ pub use pages::{all_pages, PageParams, DEFAULT_PAGE_LIMIT};
 pub use tls::{ClientBuildError, ClientTls};
 pub use wire::{
     Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, IssuedToken, Items,
-    LiveResource, Member, ReportResult, Retried, Revoked, SchemaVersion, ServerVersion, SyncSetStatus, TenantStatus,
-    TokenCreate, WatchError, WatchLine, WhoAmI,
+    LiveResource, Member, Rendered, ReportResult, Retried, Revoked, SchemaVersion, ServerVersion, SyncSetStatus,
+    TenantStatus, TokenCreate, WatchError, WatchLine, WhoAmI,
 };

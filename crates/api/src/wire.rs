@@ -422,3 +422,18 @@ pub struct WhoAmI {
 pub struct Revoked {
     pub revoked: String,
 }
+
+/// `GET /v1/syncsets/{name}/render?cluster=`: what a templated SyncSet's resources are
+/// on one cluster (Kubernetes Secret values redacted), and the hash of that rendering.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rendered {
+    pub syncset: String,
+    pub cluster: String,
+    /// The SyncSet generation rendered.
+    pub generation: i64,
+    /// [`fleetsync_model::template::rendered_hash`] of the resources as applied (before
+    /// redaction).
+    pub hash: String,
+    pub resources: Vec<fleetsync_model::Manifest>,
+}

@@ -100,6 +100,10 @@ pub struct HiveFleetArgs {
     /// Fraction of applies the simulator fails (transiently).
     #[arg(long, default_value_t = 0.0)]
     pub fail_rate: f64,
+    /// Template every resource (`templated: true`: values and the cluster's name and
+    /// labels rendered per cluster), to measure what rendering costs.
+    #[arg(long)]
+    pub templated: bool,
     /// Also run the baseline and report the speed-up.
     #[arg(long, value_enum)]
     pub baseline: Option<Baseline>,

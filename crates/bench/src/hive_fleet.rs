@@ -125,6 +125,19 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
     Ok(clean)
 }
 
+/// `--templated`: every resource of a SyncSet rendered per cluster — its revision from
+/// the SyncSet's values, and the cluster's name and label in its data.
+fn template(doc: &mut Document) {
+    let Document::SyncSet(s) = doc else { return };
+    s.spec.templated = true;
+    s.spec.values.0.insert("revision".into(), "r1".into());
+    for m in &mut s.spec.resources {
+        let data = &mut m.0["data"];
+        data["revision"] = "{{ values.revision }}".into();
+        data["cluster"] = "{{ cluster.name }} in {{ cluster.labels.fleet }}".into();
+    }
+}
+
 /// Runs the hub on the embedded store, in this process, until the fleet settles.
 async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest::Client) -> Result<HubRun> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory for the store")?;
@@ -136,7 +149,11 @@ async fn run_hub(a: &HiveFleetArgs, shape: FleetShape, sim: &str, http: &reqwest
     let store = Arc::new(SqliteStore::open(&path, store_config(&a.engine)?)?);
     let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
     let loading = Instant::now();
-    store.objects_apply(hive_fleet(shape, endpoint, "r1")).await.context("loading the fleet")?;
+    let mut docs = hive_fleet(shape, endpoint, "r1");
+    if a.templated {
+        docs.iter_mut().for_each(template);
+    }
+    store.objects_apply(docs).await.context("loading the fleet")?;
     let load_seconds = loading.elapsed().as_secs_f64();
 
     let metrics = RuntimeMetrics::unregistered();

@@ -14,6 +14,7 @@ mod diff;
 mod events;
 mod inputs;
 mod plugin;
+mod render;
 mod retry;
 mod rollout;
 mod serve;
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
             Command::Get(a) => client::get(a).await.map(|()| true),
             Command::Delete(a) => delete::delete(a).await.map(|()| true),
             Command::Describe(a) => describe::describe(a).await.map(|()| true),
+            Command::Render(a) => render::render(a).await.map(|()| true),
             Command::Wait(a) => wait::wait(a).await.map(|()| true),
             Command::Retry(a) => retry::retry(a).await.map(|()| true),
             Command::Reconcile(a) => retry::reconcile(a).await.map(|()| true),

@@ -72,6 +72,9 @@ pub fn hive_syncset(i: usize, resources: usize, revision: &str) -> Document {
         resource_apply_mode: ApplyMode::Upsert,
         resources,
         rollout: None,
+        templated: false,
+        values: Default::default(),
+        target_customizations: Vec::new(),
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec, status: None })
 }

@@ -1,6 +1,7 @@
 //! A target: a Kubernetes cluster or any endpoint an applier can reach.
 
 use crate::document::ObjectMeta;
+use crate::template::Values;
 use serde::{Deserialize, Serialize};
 
 /// A Cluster document (`kind: Cluster`).
@@ -17,6 +18,9 @@ pub struct Cluster {
 pub struct ClusterSpec {
     /// How to reach the cluster.
     pub endpoint: Endpoint,
+    /// Values of this cluster's own, seen by templated SyncSets as `cluster.values`.
+    #[serde(default, skip_serializing_if = "Values::is_empty")]
+    pub values: Values,
 }
 
 /// How a cluster is reached. Exactly one variant is given.
@@ -42,7 +46,7 @@ pub enum Endpoint {
 impl ClusterSpec {
     /// A spec reaching the cluster through `endpoint`.
     pub fn new(endpoint: Endpoint) -> Self {
-        Self { endpoint }
+        Self { endpoint, values: Values::default() }
     }
 }
 

@@ -5,13 +5,12 @@
 
 use crate::cluster::{Cluster, Endpoint};
 use crate::error::FieldError;
-use crate::manifest::Manifest;
 use crate::names::{check_dns1123_label, check_label};
 use crate::oci::OCIRepository;
 pub use crate::parse::{parse_documents, ParseError};
 use crate::secret::{validate_secret, Secret};
 use crate::source::GitRepository;
-use crate::syncset::SyncSet;
+use crate::syncset::{SyncSet, SyncSetSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -34,6 +33,10 @@ pub struct ObjectMeta {
     pub namespace: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Notes that select nothing; a cluster's are seen by templates
+    /// (`cluster.annotations`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     /// Set by the store; bumped when the object's labels or spec change. Ignored on input.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: i64,
@@ -49,7 +52,13 @@ fn is_zero(g: &i64) -> bool {
 
 impl ObjectMeta {
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), namespace: default_tenant(), labels: BTreeMap::new(), generation: 0 }
+        Self {
+            name: name.into(),
+            namespace: default_tenant(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            generation: 0,
+        }
     }
 
     /// The tenant this object belongs to.
@@ -254,7 +263,31 @@ fn validate_meta(m: &ObjectMeta) -> Result<(), FieldError> {
     for (k, v) in &m.labels {
         check_label(k, v).map_err(|r| FieldError::new(format!("metadata.labels.{k}"), r.to_string()))?;
     }
+    let mut total = 0;
+    for (k, v) in &m.annotations {
+        // The key follows the label key rule; the value is any text.
+        check_label(k, "").map_err(|r| FieldError::new(format!("metadata.annotations.{k}"), r.to_string()))?;
+        total += k.len() + v.len();
+    }
+    if total > MAX_ANNOTATIONS_BYTES {
+        return Err(FieldError::new(
+            "metadata.annotations",
+            format!("annotations total {total} bytes; the limit is {MAX_ANNOTATIONS_BYTES} bytes (256 KiB)"),
+        ));
+    }
     Ok(())
+}
+
+/// The most bytes an object's annotations (keys and values) may add up to, as in Kubernetes.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// Refuses values larger than [`template::MAX_VALUES_BYTES`](crate::template::MAX_VALUES_BYTES).
+fn check_values_len(field: &str, len: usize) -> Result<(), FieldError> {
+    let max = crate::template::MAX_VALUES_BYTES;
+    match len > max {
+        true => Err(FieldError::new(field, format!("values total {len} bytes; the limit is {max} bytes (256 KiB)"))),
+        false => Ok(()),
+    }
 }
 
 fn validate_cluster(c: &Cluster) -> Result<(), FieldError> {
@@ -294,6 +327,7 @@ fn validate_cluster(c: &Cluster) -> Result<(), FieldError> {
         Ok(())
     }
 
+    check_values_len("spec.values", c.spec.values.encoded_len())?;
     match &c.spec.endpoint {
         Endpoint::Http { url } => check_target_url(url).map_err(|e| e.at("spec.endpoint.http.url")),
         Endpoint::Kubeconfig { secret_ref } => check_dns1123_label(secret_ref)
@@ -326,16 +360,47 @@ fn validate_syncset(s: &SyncSet) -> Result<(), FieldError> {
         check_dns1123_label(&source.name).map_err(|r| FieldError::new("spec.sourceRef.name", r.to_string()))?;
         crate::artifact::check_path(&source.path).map_err(|e| FieldError::new("spec.sourceRef.path", e.to_string()))?;
     }
-    validate_resources(&s.spec.resources)
+    validate_templating(&s.spec)?;
+    validate_resources(&s.spec)
+}
+
+/// Values and customizations go with `templated`, within their size; each
+/// customization's selector is valid.
+fn validate_templating(spec: &SyncSetSpec) -> Result<(), FieldError> {
+    if !spec.templated {
+        if !spec.values.is_empty() {
+            return Err(FieldError::new("spec.values", "is for templates: set `templated: true` to use it"));
+        }
+        if !spec.target_customizations.is_empty() {
+            return Err(FieldError::new(
+                "spec.targetCustomizations",
+                "is for templates: set `templated: true` to use it",
+            ));
+        }
+        return Ok(());
+    }
+    let mut total = spec.values.encoded_len();
+    for (i, c) in spec.target_customizations.iter().enumerate() {
+        c.cluster_selector
+            .validate()
+            .map_err(|e| e.under(&format!("spec.targetCustomizations[{i}].clusterSelector")))?;
+        total = total.saturating_add(c.values.encoded_len());
+    }
+    check_values_len("spec.values", total)
 }
 
 /// Checks the resources a SyncSet's source holds at a revision, read into `s`: the
 /// same rules as resources given inline, the fields named as `spec.resources[N]`.
 pub fn validate_sourced(s: &SyncSet) -> Result<(), FieldError> {
-    validate_resources(&s.spec.resources).and_then(|()| s.refuse_redacted())
+    validate_resources(&s.spec).and_then(|()| s.refuse_redacted())
 }
 
-fn validate_resources(resources: &[Manifest]) -> Result<(), FieldError> {
+/// The resources' identities, sizes and (in a templated SyncSet) templates.
+fn validate_resources(spec: &SyncSetSpec) -> Result<(), FieldError> {
+    let resources = &spec.resources;
+    if spec.templated {
+        crate::template::check(resources)?;
+    }
     let mut seen = HashSet::new();
     let mut total = 0usize;
     for (i, m) in resources.iter().enumerate() {

@@ -13,6 +13,7 @@
 //! * [`live`]: live state reported by agents, and drift from what was applied.
 //! * [`status`]: what a key and a cluster look like to a user.
 //! * [`progress`]: how far a SyncSet is, the one way every view reads it.
+//! * [`template`]: per-cluster rendering of a templated SyncSet's resources.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
 
 pub mod access;
@@ -40,6 +41,7 @@ pub mod shard;
 pub mod source;
 pub mod status;
 pub mod syncset;
+pub mod template;
 pub mod time;
 
 pub use access::{Grant, Role, TenantRole, TokenRecord};
@@ -66,4 +68,5 @@ pub use status::{
     ResourceResult, StatusSummary, Unready,
 };
 pub use syncset::{ApplyMode, SourceKind, SourceRef, SyncSet, SyncSetSpec, SyncSetStatus};
+pub use template::{RenderError, TargetCustomization, Values};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

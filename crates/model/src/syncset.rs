@@ -7,6 +7,7 @@ use crate::error::FieldError;
 use crate::manifest::Manifest;
 use crate::rollout::RolloutSpec;
 use crate::selector::LabelSelector;
+use crate::template::{TargetCustomization, Values};
 use serde::{Deserialize, Serialize};
 
 /// A SyncSet document (`kind: SyncSet`).
@@ -87,6 +88,16 @@ pub struct SyncSetSpec {
     /// Stage each new generation through steps instead of applying it everywhere at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSpec>,
+    /// Render the strings of the resources for each cluster ([`crate::template`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub templated: bool,
+    /// Templates' `values` on every cluster (with `templated`).
+    #[serde(default, skip_serializing_if = "Values::is_empty")]
+    pub values: Values,
+    /// Values laid over `values` on the clusters each selector matches, in order (later
+    /// entries win).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_customizations: Vec<TargetCustomization>,
 }
 
 /// What happens to resources removed from a SyncSet.
@@ -155,15 +166,21 @@ impl SyncSetSpec {
     }
 
     /// The targeting part alone (selector and names, no resources): what the store
-    /// keeps to match clusters without reading every manifest.
+    /// keeps to match clusters without reading every manifest. A templated SyncSet's
+    /// keeps what its rendering depends on too (inline resources, values, source), so
+    /// that a cluster's change can tell which keys' output it changes.
     pub fn targeting(&self) -> SyncSetSpec {
+        let templated = self.templated;
         SyncSetSpec {
             cluster_selector: self.cluster_selector.clone(),
             cluster_names: self.cluster_names.clone(),
             resource_apply_mode: self.resource_apply_mode,
-            resources: Vec::new(),
-            source_ref: None,
+            resources: if templated { self.resources.clone() } else { Vec::new() },
+            source_ref: if templated { self.source_ref.clone() } else { None },
             rollout: None,
+            templated,
+            values: if templated { self.values.clone() } else { Values::default() },
+            target_customizations: if templated { self.target_customizations.clone() } else { Vec::new() },
         }
     }
 }

@@ -85,6 +85,9 @@ fn syncset(version: &str) -> Document {
         resource_apply_mode: Default::default(),
         resources: vec![Manifest(manifest)],
         rollout: None,
+        templated: false,
+        values: Default::default(),
+        target_customizations: Vec::new(),
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new("web"), spec, status: None })
 }

@@ -11,7 +11,7 @@ use crate::metrics::{OutcomeLabel, RuntimeMetrics};
 use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
 use async_trait::async_trait;
 use fleetsync_applier::{Applier, ApplyError};
-use fleetsync_model::{ApplyMode, Cluster, ResourceOutcome, ResourceRef, ResourceResult};
+use fleetsync_model::{template, ApplyMode, Cluster, ResourceOutcome, ResourceRef, ResourceResult};
 use fleetsync_store::RunOutcome;
 use std::collections::HashSet;
 use std::future::Future;
@@ -57,7 +57,19 @@ impl SyncSetReconciler {
             Err(ReconcileError::Failed(e)) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),
         };
         let generation = syncset.metadata.generation;
-        let manifests = &syncset.spec.resources;
+        // A templated SyncSet's resources are this cluster's rendering of them; one that
+        // does not render parks with the reason until the SyncSet or the cluster changes.
+        let rendered;
+        let manifests = match syncset.spec.templated {
+            false => &syncset.spec.resources,
+            true => match template::render(&syncset.spec, &syncset.spec.resources, &cluster) {
+                Ok(out) => {
+                    rendered = out;
+                    &rendered
+                }
+                Err(e) => return Ok((RunOutcome::Parked { error: e.to_string() }, Vec::new())),
+            },
+        };
         if item.apply_mode == ApplyMode::Sync {
             // Before anything is applied: a run that fails, is cancelled or dies midway
             // must leave behind nothing that a later run or the removal would not find.

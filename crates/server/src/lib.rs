@@ -45,6 +45,7 @@ pub mod metrics;
 mod objects;
 mod paging;
 pub mod probes;
+mod render;
 mod rollouts;
 pub mod serve;
 mod status;
@@ -127,6 +128,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/clusters/{name}", get(objects::get::<Clusters>).delete(objects::delete::<Clusters>))
         .route("/v1/syncsets", get(objects::list::<SyncSets>))
         .route("/v1/syncsets/{name}", get(objects::get::<SyncSets>).delete(objects::delete::<SyncSets>))
+        .route("/v1/syncsets/{name}/render", get(render::render))
         .route("/v1/secrets", get(objects::list::<Secrets>))
         .route("/v1/secrets/{name}", get(objects::get::<Secrets>).delete(objects::delete::<Secrets>))
         .route("/v1/gitrepositories", get(objects::list::<GitRepositories>))

@@ -18,7 +18,7 @@
 
 use crate::lifecycle::{Enqueue, Finish};
 use crate::stored::uses_secret;
-use fleetsync_model::{ApplyMode, Cluster, Kind, RolloutPhase, SyncSetSpec, Timestamp, WorkKey};
+use fleetsync_model::{template, ApplyMode, Cluster, Kind, RolloutPhase, SyncSetSpec, Timestamp, WorkKey};
 use std::collections::{BTreeMap, HashSet};
 
 /// What writing a document does to its row.
@@ -136,15 +136,60 @@ impl Planned {
     }
 }
 
-/// A new or changed cluster: every SyncSet that selects it applies again (its endpoint
-/// or labels may have changed), and every SyncSet it had a wanted key of but that no
-/// longer selects it removes what it applied. SyncSets that neither select it nor had it
-/// are untouched. `had`: the SyncSets whose key on this cluster is wanted now; `own`:
-/// the key of the own write making the change, if any.
+/// What changed of a cluster, which decides whether a key that stays wanted runs again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ClusterChange<'a> {
+    /// A new cluster, a new way to reach it (endpoint) or new credentials: every key runs.
+    Reach,
+    /// Only what templates see changed (labels, annotations, values): a key runs again
+    /// only if what it applies changes ([`output_changes`]).
+    Seen { before: &'a Cluster, after: &'a Cluster },
+}
+
+impl<'a> ClusterChange<'a> {
+    /// The change from `before` (none: a new cluster) to `after`.
+    pub(crate) fn of(before: Option<&'a Cluster>, after: &'a Cluster) -> Self {
+        match before {
+            Some(before) if before.spec.endpoint == after.spec.endpoint => ClusterChange::Seen { before, after },
+            _ => ClusterChange::Reach,
+        }
+    }
+}
+
+/// Whether `change` changes what the SyncSet `t` applies to the cluster. A SyncSet that
+/// is not templated applies the same whatever the cluster's labels; a templated one
+/// whose resources are at hand (inline, not held back by a rollout) is rendered for the
+/// cluster before and after and compared (a rendering that fails counts as a change:
+/// the key then fails with the reason); any other templated one runs again when
+/// anything its templates see changed.
+pub(crate) fn output_changes(t: &Target, change: ClusterChange<'_>) -> bool {
+    let ClusterChange::Seen { before, after } = change else { return true };
+    let spec = &t.targeting;
+    if !spec.templated {
+        return false;
+    }
+    if t.held_back || spec.source_ref.is_some() {
+        let (b, a) = (&before.metadata, &after.metadata);
+        return (&b.name, &b.labels, &b.annotations, &before.spec.values)
+            != (&a.name, &a.labels, &a.annotations, &after.spec.values);
+    }
+    match (template::render(spec, &spec.resources, before), template::render(spec, &spec.resources, after)) {
+        (Ok(a), Ok(b)) => a != b,
+        _ => true,
+    }
+}
+
+/// A new or changed cluster: every SyncSet that selects it applies again if what it
+/// applies there changes ([`output_changes`]), every SyncSet that newly selects it
+/// applies, and every SyncSet it had a wanted key of but that no longer selects it
+/// removes what it applied. SyncSets that neither select it nor had it are untouched.
+/// `had`: the SyncSets whose key on this cluster is wanted now; `own`: the key of the
+/// own write making the change, if any.
 pub(crate) fn cluster_changed(
     tenant: &str,
     cluster: &str,
     labels: &BTreeMap<String, String>,
+    change: ClusterChange<'_>,
     syncsets: &[Target],
     had: &HashSet<String>,
     own: Option<&WorkKey>,
@@ -153,7 +198,11 @@ pub(crate) fn cluster_changed(
         .iter()
         .filter_map(|t| {
             let key = WorkKey::new(tenant, cluster, t.name.as_str());
-            select(key, t, t.targeting.selects(cluster, labels), had.contains(&t.name), own)
+            let (selects, had) = (t.targeting.selects(cluster, labels), had.contains(&t.name));
+            if selects && had && !output_changes(t, change) {
+                return None;
+            }
+            select(key, t, selects, had, own)
         })
         .collect()
 }
@@ -292,6 +341,9 @@ mod tests {
             resource_apply_mode: ApplyMode::Sync,
             resources: Vec::new(),
             rollout: None,
+            templated: false,
+            values: Default::default(),
+            target_customizations: Vec::new(),
         };
         Target { name: name.into(), generation, mode: ApplyMode::Sync, held_back: false, targeting }
     }
@@ -356,7 +408,15 @@ mod tests {
         let syncsets =
             [target("prod-only", 3, "prod"), target("dev-only", 5, "dev"), target("staging-only", 1, "staging")];
         // Was prod (had prod-only), now dev; never had staging-only.
-        let plan = cluster_changed("t", "c1", &labels(&[("env", "dev")]), &syncsets, &had(&["prod-only"]), None);
+        let plan = cluster_changed(
+            "t",
+            "c1",
+            &labels(&[("env", "dev")]),
+            ClusterChange::Reach,
+            &syncsets,
+            &had(&["prod-only"]),
+            None,
+        );
         assert_eq!(
             plan,
             [
@@ -406,10 +466,60 @@ mod tests {
     }
 
     #[test]
+    fn a_relabelled_cluster_runs_only_the_keys_whose_rendering_changes() {
+        let templated = |name: &str, data: serde_json::Value| {
+            let mut t = target(name, 2, "dev");
+            t.targeting.templated = true;
+            t.targeting.resources = vec![fleetsync_model::Manifest(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "namespace": "apps"}, "data": data,
+            }))];
+            t
+        };
+        let mut sourced = templated("sourced", serde_json::json!({}));
+        sourced.targeting.resources.clear();
+        sourced.targeting.source_ref = Some(fleetsync_model::SourceRef {
+            kind: fleetsync_model::SourceKind::GitRepository,
+            name: "g".into(),
+            path: String::new(),
+        });
+        let syncsets = [
+            target("plain", 1, "dev"),
+            templated("by-region", serde_json::json!({"r": "{{ cluster.labels.region }}"})),
+            templated("by-name", serde_json::json!({"n": "{{ cluster.name }}"})),
+            templated("needs-tier", serde_json::json!({"t": "{{ cluster.labels.tier }}"})),
+            sourced,
+        ];
+        let cluster = |region: &str, endpoint: Endpoint| {
+            let mut c = Cluster { metadata: ObjectMeta::new("c1"), spec: ClusterSpec::new(endpoint) };
+            c.metadata.labels = labels(&[("env", "dev"), ("region", region)]);
+            c
+        };
+        let (eu, us) = (cluster("eu", Endpoint::Simulator {}), cluster("us", Endpoint::Simulator {}));
+        let all = had(&["plain", "by-region", "by-name", "needs-tier", "sourced"]);
+        let run = |change| {
+            let plan = cluster_changed("t", "c1", &us.metadata.labels, change, &syncsets, &all, None);
+            plan.into_iter().map(|p| p.key.syncset).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            run(ClusterChange::of(Some(&eu), &us)),
+            ["by-region", "needs-tier", "sourced"],
+            "by-region renders anew, needs-tier fails to render (the key says why), sourced cannot be rendered here"
+        );
+        assert_eq!(
+            run(ClusterChange::of(Some(&us), &us)),
+            ["needs-tier"],
+            "nothing seen changed: only a rendering that fails runs (to say why)"
+        );
+        let moved = cluster("us", Endpoint::Http { url: "http://10.0.0.1".into() });
+        assert_eq!(run(ClusterChange::of(Some(&eu), &moved)).len(), 5, "a new endpoint runs every key");
+        assert_eq!(run(ClusterChange::of(None, &us)).len(), 5, "a new cluster runs every key");
+    }
+
+    #[test]
     fn a_rotated_secret_replans_only_the_clusters_that_connect_through_it() {
         let cluster = |name: &str, endpoint: Endpoint| Cluster {
             metadata: ObjectMeta::new(name),
-            spec: ClusterSpec { endpoint },
+            spec: ClusterSpec::new(endpoint),
         };
         let clusters = [
             cluster("uses-it", Endpoint::Kubeconfig { secret_ref: "kc".into() }),
@@ -426,15 +536,23 @@ mod tests {
         let syncsets = [target("s", 2, "dev"), target("other", 4, "dev")];
         let dirty = |plan: &[Planned], syncset: &str| plan.iter().find(|p| p.key.syncset == syncset).map(|p| p.dirties);
         let dev = labels(&[("env", "dev")]);
-        let still = cluster_changed("t", "c", &dev, &syncsets, &had(&["s", "other"]), Some(&own));
+        let still = cluster_changed("t", "c", &dev, ClusterChange::Reach, &syncsets, &had(&["s", "other"]), Some(&own));
         assert_eq!(dirty(&still, "s"), Some(false), "still selected: the writer stays clean");
         assert_eq!(dirty(&still, "other"), Some(true), "every other key is dirtied as usual");
-        let unselected = cluster_changed("t", "c", &labels(&[("env", "prod")]), &syncsets, &had(&["s"]), Some(&own));
+        let unselected = cluster_changed(
+            "t",
+            "c",
+            &labels(&[("env", "prod")]),
+            ClusterChange::Reach,
+            &syncsets,
+            &had(&["s"]),
+            Some(&own),
+        );
         assert_eq!(dirty(&unselected, "s"), Some(true), "the write unselects the writer: a real change");
         assert_eq!(unselected[0].enqueue, Enqueue::remove());
-        let not_own = cluster_changed("t", "c", &dev, &syncsets, &had(&["s"]), None);
+        let not_own = cluster_changed("t", "c", &dev, ClusterChange::Reach, &syncsets, &had(&["s"]), None);
         assert_eq!(dirty(&not_own, "s"), Some(true), "not an own write");
-        let again = cluster_changed("t", "c", &dev, &syncsets, &had(&[]), Some(&own));
+        let again = cluster_changed("t", "c", &dev, ClusterChange::Reach, &syncsets, &had(&[]), Some(&own));
         assert_eq!(dirty(&again, "s"), Some(true), "the write selects it again: a real change");
         let clusters = [("c".to_string(), dev.clone())];
         let own_syncset = syncset_changed("t", &syncsets[0], &clusters, &had(&["c"]), Some(&own));

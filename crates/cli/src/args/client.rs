@@ -213,6 +213,21 @@ pub struct DescribeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// `syncset/NAME`.
+    pub target: String,
+    /// The cluster to render for.
+    #[arg(long)]
+    pub cluster: String,
+    /// `yaml` (the resources as YAML documents after a comment with the hash) or `json`
+    /// (the hub's answer whole).
+    #[arg(short = 'o', long = "output", value_parser = ["yaml", "json"], default_value = "yaml")]
+    pub output: String,
+    #[command(flatten)]
+    pub at: TenantArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct WaitArgs {
     /// What to wait for: `syncset/NAME` (every cluster it selects applied its current
     /// generation, its rollout completed) or `cluster/NAME` (Ready).

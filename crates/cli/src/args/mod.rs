@@ -54,6 +54,9 @@ pub enum Command {
     /// Show a cluster or syncset in detail: metadata, spec, its keys' phases, the first
     /// failures, recent events.
     Describe(DescribeArgs),
+    /// Show a SyncSet's resources as one cluster gets them (a templated SyncSet rendered
+    /// for it), with the rendering's hash.
+    Render(RenderArgs),
     /// Wait until a SyncSet has applied everywhere (or a Cluster is Ready).
     Wait(WaitArgs),
     /// Run a SyncSet on a cluster again now (also a parked one).

@@ -56,6 +56,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/syncsets", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/syncsets/{name}", Need::InTenant(Right::Read)),
     rule(Method::DELETE, "/v1/syncsets/{name}", Need::InTenant(Right::Edit)),
+    rule(Method::GET, "/v1/syncsets/{name}/render", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/secrets", Need::InTenant(Right::Admin)),
     rule(Method::GET, "/v1/secrets/{name}", Need::InTenant(Right::Admin)),
     rule(Method::DELETE, "/v1/secrets/{name}", Need::InTenant(Right::Admin)),

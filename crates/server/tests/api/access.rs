@@ -118,6 +118,7 @@ fn request(method: &str, path: &str) -> (String, String) {
         ("GET", "/v1/rollouts/{name}") => ("/v1/rollouts/s1?tenant=a".into(), ""),
         ("POST", "/v1/sources/{tenant}/{name}/hook") => ("/v1/sources/a/g1/hook".into(), "{}"),
         ("POST", "/v1/rollouts/{name}/{control}") => ("/v1/rollouts/s1/pause?tenant=a".into(), ""),
+        ("GET", "/v1/syncsets/{name}/render") => ("/v1/syncsets/s1/render?tenant=a&cluster=c1".into(), ""),
         (_, p) if p.starts_with("/v1/") => {
             let p = p.replace("/v1/clusters/{name}", "/v1/clusters/c1").replace("/v1/syncsets/{name}", "/v1/syncsets/s1");
             let p = p.replace("/v1/secrets/{name}", "/v1/secrets/sec1").replace("/v1/status/clusters/{name}", "/v1/status/clusters/c1");
@@ -146,9 +147,14 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         ("POST", "/ui/session") => [403; 9],
         ("DELETE", "/ui/session") => [204; 9],
         ("POST", "/v1/apply") => row(403, 200, 200, 403, 200, 403),
-        ("GET", "/v1/clusters" | "/v1/clusters/{name}" | "/v1/syncsets" | "/v1/syncsets/{name}") => {
-            row(200, 200, 200, 403, 200, 403)
-        }
+        (
+            "GET",
+            "/v1/clusters"
+            | "/v1/clusters/{name}"
+            | "/v1/syncsets"
+            | "/v1/syncsets/{name}"
+            | "/v1/syncsets/{name}/render",
+        ) => row(200, 200, 200, 403, 200, 403),
         (
             "GET",
             "/v1/status"

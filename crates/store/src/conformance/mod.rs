@@ -159,6 +159,9 @@ pub fn syncset(name: &str, n: usize, marker: &str) -> Document {
         resource_apply_mode: ApplyMode::Sync,
         resources,
         rollout: None,
+        templated: false,
+        values: Default::default(),
+        target_customizations: Vec::new(),
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec, status: None })
 }

@@ -7,11 +7,11 @@
 //! first stores its revision and decides its rollout, [`revision::on_write`]).
 
 use super::{ClusterRow, DocRow, NewEvent, SyncSetRow, WriteTx};
-use crate::plan::{self, Announce, RolloutFacts, SyncSetFacts, Upsert};
+use crate::plan::{self, Announce, ClusterChange, RolloutFacts, SyncSetFacts, Upsert};
 use crate::quota::{self, Quota, Quotas};
 use crate::revision::{self, RolloutWrite};
 use crate::sealed::{self, Keyring};
-use crate::stored::{canonical, decode_doc, json, source_id};
+use crate::stored::{canonical, decode, decode_doc, json, source_id};
 use crate::{ApplyOutcome, OwnWrite, StoreError};
 use fleetsync_model::{Cluster, Document, Kind, Secret, Source, SyncSet, WorkKey};
 use std::collections::BTreeSet;
@@ -126,21 +126,27 @@ async fn apply_cluster<T: WriteTx>(tx: &mut T, c: &Cluster, by: By<'_>) -> Resul
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let doc = canonical(c)?;
     let stored = tx.object_stored(Kind::Cluster, tenant, name).await?;
-    let upsert = plan::upsert(stored.map(|s| (s.generation, s.doc == doc)));
+    let upsert = plan::upsert(stored.as_ref().map(|s| (s.generation, s.doc == doc)));
     let Upsert::Write { generation, .. } = upsert else { return Ok((upsert, 0)) };
+    let before: Option<Cluster> = stored.map(|s| decode("clusters", &s.doc)).transpose()?;
     let labels = json("clusters", &c.metadata.labels)?;
     tx.cluster_put(ClusterRow { tenant, name, generation, labels: &labels, doc: &doc }).await?;
     logged(tx, Kind::Cluster, tenant, name, upsert, by).await?;
-    Ok((upsert, enqueue_cluster(tx, c, by.own).await?))
+    Ok((upsert, enqueue_cluster(tx, c, ClusterChange::of(before.as_ref(), c), by.own).await?))
 }
 
 /// Enqueues a new or changed cluster's keys ([`plan::cluster_changed`]), each SyncSet's
 /// revision decided by [`plan::target`].
-async fn enqueue_cluster<T: WriteTx>(tx: &mut T, c: &Cluster, own: Option<&WorkKey>) -> Result<u64, T::Error> {
+async fn enqueue_cluster<T: WriteTx>(
+    tx: &mut T,
+    c: &Cluster,
+    change: ClusterChange<'_>,
+    own: Option<&WorkKey>,
+) -> Result<u64, T::Error> {
     let (tenant, name) = (c.metadata.tenant(), c.metadata.name.as_str());
     let facts = tx.cluster_planning(tenant, name).await?;
     let targets: Vec<_> = facts.syncsets.into_iter().map(plan::target).collect();
-    let plan = plan::cluster_changed(tenant, name, &c.metadata.labels, &targets, &facts.had, own);
+    let plan = plan::cluster_changed(tenant, name, &c.metadata.labels, change, &targets, &facts.had, own);
     tx.work_enqueue(&plan).await
 }
 
@@ -165,7 +171,7 @@ async fn apply_secret<T: WriteTx>(tx: &mut T, s: &Secret, by: By<'_>) -> Result<
     let clusters = tx.cluster_list(tenant).await?;
     let mut enqueued = 0;
     for c in plan::secret_users(name, &clusters) {
-        enqueued += enqueue_cluster(tx, c, by.own).await?;
+        enqueued += enqueue_cluster(tx, c, ClusterChange::Reach, by.own).await?;
     }
     Ok((upsert, enqueued))
 }
