@@ -33,7 +33,7 @@ impl PageParams {
 
 impl Client {
     /// `GET /v1/<plural>?limit=&continue=`: one page of the objects of `kind` in
-    /// `tenant`; Clusters may be selected by labels (`label_selector`, kubectl's syntax).
+    /// `tenant`, selected by their labels if `label_selector` is given (kubectl's syntax).
     pub async fn list_page(
         &self,
         kind: Kind,

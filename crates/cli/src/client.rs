@@ -114,8 +114,10 @@ fn check_flags(a: &GetArgs) -> Result<()> {
     if a.after.is_some() && a.since.is_some() {
         bail!("--after and --since both say where to start: give one");
     }
-    if a.selector.is_some() && !matches!(a.resource, Resource::Clusters) {
-        bail!("-l/--selector applies to `get clusters` only");
+    if a.selector.is_some()
+        && (matches!(a.resource, Resource::Status | Resource::Events | Resource::Members) || a.name.is_some())
+    {
+        bail!("-l/--selector lists objects (clusters, syncsets, secrets, sources) by their labels: give no name");
     }
     if (a.phase.is_some() || a.stale) && !(matches!(a.resource, Resource::Status) && a.name.is_none()) {
         bail!("--phase and --stale apply to `get status` (without a name) only");

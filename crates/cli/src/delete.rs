@@ -1,16 +1,17 @@
-//! `delete`: one object by name, or every object of files (`-f`), in an order that lets
+//! `delete`: one object by name, every object of a kind whose labels match (`-l`), or
+//! every object of files (`-f`), in an order that lets
 //! Sync-mode cleanup run: SyncSets first; then, once the hub has cleaned their
 //! resources off the Clusters about to be deleted (their keys are gone from those
 //! Clusters' status), the Clusters; Secrets (which may hold those Clusters'
-//! kubeconfigs) last.
+//! kubeconfigs) and sources last.
 
 use crate::args::DeleteArgs;
-use crate::client::explain;
+use crate::client::{explain, page};
 use crate::context::connect;
 use crate::inputs;
 use anyhow::{anyhow, bail, Result};
 use fleetsync::outln;
-use fleetsync_api::Client;
+use fleetsync_api::{all_pages, Client};
 use fleetsync_model::Kind;
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,25 @@ type Target = (Kind, String, String);
 
 pub async fn delete(a: DeleteArgs) -> Result<()> {
     let conn = connect(&a.conn)?;
+    let kind_of = |kind: &str| {
+        Kind::parse(kind).ok_or_else(|| {
+            anyhow!("unknown kind {kind:?}: use cluster, syncset, secret, gitrepository or ocirepository")
+        })
+    };
     let targets: Vec<Target> = match (a.files.is_empty(), &a.kind, &a.name) {
+        (true, Some(kind), None) if a.selector.is_some() => {
+            let (kind, tenant) = (kind_of(kind)?, conn.tenant_or(&a.tenant));
+            let selector = a.selector.as_deref();
+            let items = all_pages(|token| conn.client.list_page(kind, &tenant, selector, page(500, token)))
+                .await
+                .map_err(explain)?;
+            let names = items.iter().filter_map(|v| v["metadata"]["name"].as_str());
+            let targets: Vec<Target> = names.map(|n| (kind, tenant.clone(), n.to_string())).collect();
+            if targets.is_empty() {
+                outln!("no {} in tenant {tenant} matches {:?}", kind.as_str().to_ascii_lowercase(), a.selector.as_deref().unwrap_or_default())?;
+            }
+            targets
+        }
         (false, _, _) => {
             let mut targets = Vec::new();
             for input in inputs::read(&a.files, a.recursive)? {
@@ -31,15 +50,14 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
             }
             targets
         }
-        (true, Some(kind), Some(name)) => {
-            let kind = Kind::parse(kind).ok_or_else(|| anyhow!("unknown kind {kind:?}: use cluster, syncset or secret"))?;
-            vec![(kind, conn.tenant_or(&a.tenant), name.clone())]
-        }
-        _ => bail!("say what to delete: `delete cluster NAME`, `delete syncset NAME`, `delete secret NAME` or `delete -f FILE`"),
+        (true, Some(kind), Some(name)) => vec![(kind_of(kind)?, conn.tenant_or(&a.tenant), name.clone())],
+        _ => bail!("say what to delete: `delete KIND NAME` (cluster, syncset, secret…), `delete KIND -l SELECTOR` or `delete -f FILE`"),
     };
     let hub = conn.client;
     let of = |kind: Kind| targets.iter().filter(move |t| t.0 == kind).cloned().collect::<Vec<_>>();
     let (syncsets, clusters, secrets) = (of(Kind::SyncSet), of(Kind::Cluster), of(Kind::Secret));
+    let sources: Vec<Target> =
+        targets.iter().filter(|t| matches!(t.0, Kind::GitRepository | Kind::OCIRepository)).cloned().collect();
     let mut failed = delete_all(&hub, &syncsets).await?;
     if !syncsets.is_empty() && !clusters.is_empty() {
         if let Err(e) = await_cleanup(&hub, &syncsets, &clusters, a.cleanup_timeout).await {
@@ -48,6 +66,7 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
     }
     failed += delete_all(&hub, &clusters).await?;
     failed += delete_all(&hub, &secrets).await?;
+    failed += delete_all(&hub, &sources).await?;
     if failed > 0 {
         bail!("{failed} deletion(s) failed");
     }

@@ -1,4 +1,5 @@
-//! `wait --for=condition=Applied syncset/NAME` and `--for=condition=Ready cluster/NAME`:
+//! `wait --for=condition=Applied syncset/NAME` and `--for=condition=Ready cluster/NAME`
+//! (or `syncsets -l SELECTOR`, `clusters -l SELECTOR`: each that matches, in turn):
 //! polls the hub until the condition holds, or fails after `--timeout` saying how far
 //! it got and why (the first failure).
 
@@ -38,31 +39,76 @@ fn target(what: &str, condition: &str) -> Result<Target> {
 }
 
 pub async fn wait(a: WaitArgs) -> Result<()> {
-    let target = target(&a.target, &a.condition)?;
     let conn = connect(&a.at.conn)?;
     let tenant = conn.tenant_or(&a.at.tenant);
+    let targets = match &a.selector {
+        None => vec![(a.target.clone(), target(&a.target, &a.condition)?)],
+        Some(selector) => selected(&conn.client, &tenant, &a.target, selector, &a.condition).await?,
+    };
     let start = Instant::now();
+    for (shown, target) in &targets {
+        wait_one(&conn.client, &tenant, shown, target, &a, start).await?;
+    }
+    Ok(())
+}
+
+/// `wait KIND -l SELECTOR`: each object of the kind whose labels match, as `kind/name`.
+async fn selected(
+    hub: &Client,
+    tenant: &str,
+    kind: &str,
+    selector: &str,
+    condition: &str,
+) -> Result<Vec<(String, Target)>> {
+    let kind = match kind {
+        "syncset" | "syncsets" => fleetsync_model::Kind::SyncSet,
+        "cluster" | "clusters" => fleetsync_model::Kind::Cluster,
+        other => bail!("with -l, say the kind alone: `syncsets` or `clusters`, not {other:?}"),
+    };
+    let items =
+        fleetsync_api::all_pages(|token| hub.list_page(kind, tenant, Some(selector), crate::client::page(500, token)))
+            .await
+            .map_err(explain)?;
+    let mut targets = Vec::new();
+    for name in items.iter().filter_map(|v| v["metadata"]["name"].as_str()) {
+        let shown = format!("{}/{name}", kind.as_str().to_ascii_lowercase());
+        targets.push((shown.clone(), target(&shown, condition)?));
+    }
+    if targets.is_empty() {
+        bail!("no {} in tenant {tenant} matches {selector:?}: nothing to wait for", kind.as_str().to_ascii_lowercase());
+    }
+    Ok(targets)
+}
+
+/// Waits for one target, within what is left of `--timeout` since `start`.
+async fn wait_one(
+    hub: &Client,
+    tenant: &str,
+    shown: &str,
+    target: &Target,
+    a: &WaitArgs,
+    start: Instant,
+) -> Result<()> {
     loop {
-        let progress = match check(&conn.client, &tenant, &target).await? {
+        let progress = match check(hub, tenant, target).await? {
             Check::Met(progress) => {
-                outln!("{} condition met: {progress}", a.target)?;
+                outln!("{shown} condition met: {progress}")?;
                 return Ok(());
             }
             Check::Empty if a.allow_empty => {
-                outln!("{} condition met: it selects no cluster (--allow-empty)", a.target)?;
+                outln!("{shown} condition met: it selects no cluster (--allow-empty)")?;
                 return Ok(());
             }
             Check::Empty => {
-                bail!("{}: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)", a.target)
+                bail!("{shown}: selects no cluster, so nothing is applied anywhere (--allow-empty accepts this)")
             }
-            Check::Never(why) => bail!("{}: {why}", a.target),
+            Check::Never(why) => bail!("{shown}: {why}"),
             Check::NotYet(progress) => progress,
         };
         if start.elapsed() >= a.timeout {
             bail!(
-                "timed out after {} waiting for {} ({}): {progress}",
+                "timed out after {} waiting for {shown} ({}): {progress}",
                 humantime::format_duration(a.timeout),
-                a.target,
                 a.condition
             );
         }

@@ -65,8 +65,10 @@ fn bad_paging_and_filter_flags_say_what_to_fix() {
     );
     let out = hub.cli(&["get", "clusters", "-l", "tier in (a"]);
     assert!(!out.status.success() && stderr(&out).contains("labelSelector"), "{}", stderr(&out));
-    let out = hub.cli(&["get", "syncsets", "-l", "a=b"]);
+    let out = hub.cli(&["get", "status", "-l", "a=b"]);
     assert!(!out.status.success() && stderr(&out).contains("--selector"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "syncsets", "-l", "a in (b"]);
+    assert!(!out.status.success() && stderr(&out).contains("labelSelector"), "{}", stderr(&out));
     let out = hub.cli(&["get", "status", "--limit", "0"]);
     assert!(!out.status.success() && stderr(&out).contains("--limit"), "{}", stderr(&out));
 }
@@ -85,4 +87,46 @@ fn output_name_prints_kind_slash_name_per_line() {
     let out = hub.cli(&["get", "status", "-o", "name"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("-o name lists objects only"), "{}", stderr(&out));
+}
+
+/// `-l` selects objects of every kind by their labels, for `get` and for `delete`.
+#[test]
+fn syncsets_are_got_and_deleted_by_label_selector() {
+    let hub = Hub::start();
+    let set = |name: &str, labels: &str| {
+        format!("apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: {name}, labels: {{{labels}}}}}\nspec: {{clusterNames: [c1]}}\n---\n")
+    };
+    let yaml =
+        [set("web-eu", "team: web, region: eu"), set("web-us", "team: web, region: us"), set("db", "team: data")]
+            .concat();
+    let path = hub.dir.path().join("sets.yaml");
+    std::fs::write(&path, yaml).expect("write");
+    assert!(hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]).status.success());
+
+    let out = hub.cli(&["get", "syncsets", "-o", "name", "-l", "team=web,region notin (us)"]);
+    assert_eq!(stdout(&out), "syncset/web-eu\n", "{}", stderr(&out));
+    let out = hub.cli(&[
+        "wait",
+        "syncsets",
+        "-l",
+        "team=web",
+        "--for",
+        "condition=Applied",
+        "--allow-empty",
+        "--timeout",
+        "10s",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let waited: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(waited, ["syncset/web-eu", "syncset/web-us"]);
+    let out = hub.cli(&["wait", "syncsets", "-l", "team=none", "--for", "condition=Applied"]);
+    assert!(!out.status.success() && stderr(&out).contains("nothing to wait for"), "{}", stderr(&out));
+    let out = hub.cli(&["delete", "syncsets", "-l", "team in (web)"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "syncset/web-eu deleted\nsyncset/web-us deleted\n");
+    let out = hub.cli(&["get", "syncsets", "-o", "name"]);
+    assert_eq!(stdout(&out), "syncset/db\n", "only the unselected one is left: {}", stderr(&out));
+    let out = hub.cli(&["delete", "syncsets", "-l", "team=none"]);
+    assert!(out.status.success() && stdout(&out).contains("no syncset in tenant default matches"), "{}", stdout(&out));
 }

@@ -171,8 +171,8 @@ fn may_write(caller: &Caller, access: &Access, doc: &Document) -> Result<()> {
     Ok(())
 }
 
-/// `GET /v1/<plural>?tenant=&labelSelector=&limit=&continue=` (`labelSelector`: Clusters
-/// only).
+/// `GET /v1/<plural>?tenant=&labelSelector=&limit=&continue=`: `labelSelector` in
+/// kubectl's syntax, on the objects' `metadata.labels`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
@@ -191,23 +191,21 @@ pub async fn list<K: ObjectKind>(
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Items<Value>>> {
     let tenant = check_tenant(&q.tenant)?;
-    let labels = match (&q.label_selector, K::KIND) {
-        (None, _) => LabelQuery::default(),
-        (Some(text), Kind::Cluster) => LabelQuery::parse(text).map_err(|e| ApiError::InvalidParam {
+    let labels = match &q.label_selector {
+        None => LabelQuery::default(),
+        Some(text) => LabelQuery::parse(text).map_err(|e| ApiError::InvalidParam {
             param: "query parameter `labelSelector`".into(),
             rule: e.to_string(),
         })?,
-        (Some(_), kind) => {
-            return Err(ApiError::InvalidParam {
-                param: "query parameter `labelSelector`".into(),
-                rule: format!("only Clusters have labels to select, not {}s", kind.as_str()),
-            })
-        }
     };
     let scope = Scope::new(&format!("/v1/{}", K::KIND.as_str()), tenant, &labels.to_string());
     let (store, objects) = (state.store.as_ref(), ObjectFilter { tenant: Some(tenant.into()) });
-    let clusters = ClusterFilter { tenant: Some(tenant.into()), labels };
-    let items = match paging::want::<ObjectKey>(q.limit, q.continue_.as_deref(), &scope)? {
+    // Clusters are selected by the store (an index on their labels); other kinds are
+    // few per tenant and selected here, a page keeping its continue token when some of
+    // its items are left out (as Kubernetes' lists may).
+    let selects = |v: &Value| labels.is_empty() || labels.matches(&labels_of(v));
+    let clusters = ClusterFilter { tenant: Some(tenant.into()), labels: labels.clone() };
+    let mut items = match paging::want::<ObjectKey>(q.limit, q.continue_.as_deref(), &scope)? {
         Want::All => {
             let docs: Vec<Document> = match K::KIND {
                 Kind::Cluster if clusters.labels.is_empty() => {
@@ -243,7 +241,16 @@ pub async fn list<K: ObjectKind>(
             }),
         },
     };
+    if K::KIND != Kind::Cluster {
+        items.items.retain(selects);
+    }
     Ok(Json(items))
+}
+
+/// The `metadata.labels` of an object as the API shows it.
+fn labels_of(v: &Value) -> std::collections::BTreeMap<String, String> {
+    let labels = v.pointer("/metadata/labels").and_then(Value::as_object);
+    labels.into_iter().flatten().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()
 }
 
 /// Every Cluster the filter selects, read a page of [`MAX_PAGE_LIMIT`] at a time (the

@@ -152,7 +152,7 @@ pub struct GetArgs {
     /// --watch: oldest first, then following). Without it or --after: the newest 10,000.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub since: Option<Duration>,
-    /// Clusters: only those whose labels match this selector, in kubectl's syntax
+    /// Objects: only those whose labels match this selector, in kubectl's syntax
     /// (`env=prod,tier in (a,b),!canary`).
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
@@ -170,9 +170,14 @@ pub struct GetArgs {
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
-    /// `cluster`, `syncset` or `secret` (with a name), unless -f is given.
+    /// `cluster`, `syncset`, `secret`, `gitrepository` or `ocirepository` (with a name or
+    /// -l), unless -f is given.
     pub kind: Option<String>,
     pub name: Option<String>,
+    /// Every object of the kind whose labels match this selector, in kubectl's syntax
+    /// (`env=prod,tier in (a,b),!canary`).
+    #[arg(short = 'l', long, conflicts_with_all = ["name", "files"])]
+    pub selector: Option<String>,
     /// Delete every object in these files or directories (as `apply -f` reads them):
     /// SyncSets first, then, once their cleanup on the Clusters to delete is done,
     /// Clusters, then Secrets.
@@ -230,8 +235,13 @@ pub struct RenderArgs {
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// What to wait for: `syncset/NAME` (every cluster it selects applied its current
-    /// generation, its rollout completed) or `cluster/NAME` (Ready).
+    /// generation, its rollout completed) or `cluster/NAME` (Ready); with -l, the kind
+    /// alone (`syncsets`, `clusters`).
     pub target: String,
+    /// Wait for every object of the kind whose labels match this selector, in kubectl's
+    /// syntax (`team=web,region in (eu,us)`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
     /// The condition: `condition=Applied` for a SyncSet, `condition=Ready` for a Cluster.
     #[arg(long = "for", value_name = "condition=NAME")]
     pub condition: String,

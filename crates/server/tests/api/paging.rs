@@ -194,7 +194,32 @@ async fn clusters_selected_by_labels() {
         &api.get("/v1/clusters?labelSelector=tier%20in%20(a").await,
         &["query parameter `labelSelector`", "unbalanced"],
     );
-    expect_400(&api.get("/v1/syncsets?labelSelector=a").await, &["query parameter `labelSelector`", "only Clusters"]);
+}
+
+#[tokio::test]
+async fn every_kind_is_selected_by_labels_paged_or_whole() {
+    let api = Api::new();
+    let set = |name: &str, labels: &str| {
+        format!("apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: {name}, labels: {{{labels}}}}}\nspec: {{clusterNames: [c1]}}\n")
+    };
+    let docs = [set("s1", "team: a"), set("s2", "team: b, tier: web"), set("s3", "team: a, tier: db"), set("s4", "")];
+    assert_eq!(api.apply(&docs.join("---\n")).await.status, StatusCode::OK);
+    let name = |v: &Value| v["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let paged = |selector: &str| {
+        format!(
+            "/v1/syncsets?limit=2&labelSelector={}",
+            selector.replace(' ', "%20").replace('=', "%3D").replace('!', "%21")
+        )
+    };
+    assert_eq!(names(&walk(&api, &paged("team=a")).await, &name), ["s1", "s3"]);
+    assert_eq!(names(&walk(&api, &paged("tier in (web,db),team!=b")).await, &name), ["s3"]);
+    assert_eq!(names(&walk(&api, &paged("!tier")).await, &name), ["s1", "s4"]);
+    let whole = api.get("/v1/syncsets?labelSelector=tier").await.json();
+    assert_eq!(
+        whole["items"].as_array().map(|i| i.iter().map(name).collect::<Vec<_>>()),
+        Some(vec!["s2".into(), "s3".into()])
+    );
+    expect_400(&api.get("/v1/syncsets?labelSelector=a%20in").await, &["query parameter `labelSelector`"]);
 }
 
 #[tokio::test]
