@@ -108,4 +108,9 @@ fn a_syncset_follows_its_branch_on_the_cluster() {
     });
     let syncsets = stdout(&hub.cli(&["get", "syncsets"]));
     assert!(syncsets.contains(&format!("fleet@{}", &second[..12])), "{syncsets}");
+
+    // A source is deleted by name like any object.
+    let out = hub.cli(&["delete", "gitrepository", "fleet"]);
+    assert!(out.status.success() && stdout(&out).contains("gitrepository/fleet deleted"), "{}", stderr(&out));
+    assert_eq!(stdout(&hub.cli(&["get", "sources", "-o", "name"])).trim(), "", "no source is left");
 }
