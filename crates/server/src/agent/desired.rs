@@ -1,9 +1,10 @@
 //! What fleetsync wants on a cluster: the manifests of the SyncSets of its keys (at the
-//! revision each key runs), by resource, to match reports to keys and to judge drift.
+//! revision each key runs, rendered for the cluster if templated), by resource, to match
+//! reports to keys and to judge drift.
 
 use crate::error::Result;
 use fleetsync_model::live::difference;
-use fleetsync_model::{LiveReport, LiveState, ResourceRef};
+use fleetsync_model::{template, LiveReport, LiveState, ResourceRef};
 use fleetsync_store::{StatusFilter, Store};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ impl Desired {
         let filter =
             StatusFilter { tenant: Some(tenant.into()), cluster: Some(cluster.into()), ..StatusFilter::default() };
         let mut by_resource = BTreeMap::new();
+        let Some(target) = store.cluster_get(tenant, cluster).await? else { return Ok(Desired { by_resource }) };
         for key in store.status_list(&filter).await?.into_iter().filter(|k| k.desired) {
             // The revision the key runs, which a rollout may hold behind the latest (the
             // latest itself for a SyncSet stored before revisions were kept); one no
@@ -31,7 +33,16 @@ impl Desired {
                     _ => continue,
                 },
             };
-            for m in set.spec.resources {
+            // A templated SyncSet's manifests as rendered for this cluster: what the key
+            // applies. One that does not render applies nothing, and judges nothing.
+            let manifests = match set.spec.templated {
+                false => set.spec.resources,
+                true => match template::render(&set.spec, &set.spec.resources, &target) {
+                    Ok(rendered) => rendered,
+                    Err(_) => continue,
+                },
+            };
+            for m in manifests {
                 if let Ok(r) = m.resource_ref() {
                     by_resource.insert(r, (key.key.syncset.clone(), m.0));
                 }

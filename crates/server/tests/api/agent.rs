@@ -133,6 +133,21 @@ async fn reports_are_stored_once_and_drift_requeues() {
     assert_eq!(item["drift"], "deleted");
 }
 
+/// A templated SyncSet is judged against what it renders for the reporting cluster.
+#[tokio::test]
+async fn drift_of_a_templated_syncset_is_judged_against_its_rendering_for_the_cluster() {
+    let api = Api::new();
+    let templated = FLEET
+        .replace("spec:\n  clusterSelector", "spec:\n  templated: true\n  clusterSelector")
+        .replace("data: {k: v}", "data: {k: \"{{ cluster.name }}\"}");
+    assert_eq!(api.apply(&templated).await.status, StatusCode::OK);
+    let (c1, c2) = agents(&api).await;
+    let held = post(&api, Some(&c1), &batch("c1", vec![cfg("5", "c1")])).await;
+    assert_eq!(held.json()["items"][0].get("drift"), None, "c1 holds its own rendering: {}", held.text);
+    let other = post(&api, Some(&c2), &batch("c2", vec![cfg("5", "c1")])).await;
+    assert_eq!(other.json()["items"][0]["drift"], "data.k", "c2 holds c1's: {}", other.text);
+}
+
 #[tokio::test]
 async fn bad_batches_name_the_field() {
     let api = Api::new();
