@@ -33,11 +33,12 @@ use crate::cluster::Cluster;
 use crate::error::FieldError;
 use crate::manifest::{Manifest, ResourceRef};
 use crate::selector::LabelSelector;
-use crate::syncset::SyncSetSpec;
+use crate::syncset::{SyncSet, SyncSetSpec};
 use minijinja::{Environment, UndefinedBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -164,6 +165,16 @@ pub fn render(spec: &SyncSetSpec, resources: &[Manifest], cluster: &Cluster) -> 
             at.value(&m.0).map(Manifest)
         })
         .collect()
+}
+
+/// The resources `set` applies to `cluster`: its own, or — a templated SyncSet — their
+/// rendering for the cluster. The one way every reader (the applier, `render`, the
+/// agents' drift) gets them.
+pub fn resources_for<'a>(set: &'a SyncSet, cluster: &Cluster) -> Result<Cow<'a, [Manifest]>, RenderError> {
+    match set.spec.templated {
+        false => Ok(Cow::Borrowed(&set.spec.resources)),
+        true => render(&set.spec, &set.spec.resources, cluster).map(Cow::Owned),
+    }
 }
 
 /// The hash of rendered resources, as `fleetsync render` and status show it: the first

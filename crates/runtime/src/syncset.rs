@@ -59,17 +59,11 @@ impl SyncSetReconciler {
         let generation = syncset.metadata.generation;
         // A templated SyncSet's resources are this cluster's rendering of them; one that
         // does not render parks with the reason until the SyncSet or the cluster changes.
-        let rendered;
-        let manifests = match syncset.spec.templated {
-            false => &syncset.spec.resources,
-            true => match template::render(&syncset.spec, &syncset.spec.resources, &cluster) {
-                Ok(out) => {
-                    rendered = out;
-                    &rendered
-                }
-                Err(e) => return Ok((RunOutcome::Parked { error: e.to_string() }, Vec::new())),
-            },
+        let manifests = match template::resources_for(&syncset, &cluster) {
+            Ok(manifests) => manifests,
+            Err(e) => return Ok((RunOutcome::Parked { error: e.to_string() }, Vec::new())),
         };
+        let manifests = &manifests[..];
         if item.apply_mode == ApplyMode::Sync {
             // Before anything is applied: a run that fails, is cancelled or dies midway
             // must leave behind nothing that a later run or the removal would not find.

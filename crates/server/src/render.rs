@@ -43,13 +43,10 @@ pub async fn render(
             ApiError::Conflict(format!("SyncSet {tenant}/{name} has no resources yet: its source has fetched none"))
         })?,
     };
-    let mut resources = match set.spec.templated {
-        true => template::render(&set.spec, &set.spec.resources, &cluster).map_err(|e| ApiError::InvalidField {
-            field: format!("rendering for cluster {}", q.cluster),
-            rule: e.to_string(),
-        })?,
-        false => set.spec.resources,
-    };
+    let field = || format!("rendering for cluster {}", q.cluster);
+    let mut resources = template::resources_for(&set, &cluster)
+        .map_err(|e| ApiError::InvalidField { field: field(), rule: e.to_string() })?
+        .into_owned();
     let hash = template::rendered_hash(&resources);
     resources.iter_mut().for_each(|m| secret::redact_manifest(&mut m.0));
     Ok(Json(Rendered { syncset: name, cluster: q.cluster, generation, hash, resources }))

@@ -35,16 +35,10 @@ impl Desired {
             };
             // A templated SyncSet's manifests as rendered for this cluster: what the key
             // applies. One that does not render applies nothing, and judges nothing.
-            let manifests = match set.spec.templated {
-                false => set.spec.resources,
-                true => match template::render(&set.spec, &set.spec.resources, &target) {
-                    Ok(rendered) => rendered,
-                    Err(_) => continue,
-                },
-            };
-            for m in manifests {
+            let Ok(manifests) = template::resources_for(&set, &target) else { continue };
+            for m in manifests.iter() {
                 if let Ok(r) = m.resource_ref() {
-                    by_resource.insert(r, (key.key.syncset.clone(), m.0));
+                    by_resource.insert(r, (key.key.syncset.clone(), m.0.clone()));
                 }
             }
         }
