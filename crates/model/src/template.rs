@@ -39,7 +39,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 /// The longest expression (the text between `{{` and `}}`).
@@ -293,7 +296,7 @@ impl Leaf<'_> {
     }
 
     fn string(&mut self, s: &str) -> Result<Value, RenderError> {
-        if !s.contains("{{") && !s.contains("{%") && !s.contains("{#") {
+        if !s.contains('{') || (!s.contains("{{") && !s.contains("{%") && !s.contains("{#")) {
             self.spend(1, s.len() + 2)?;
             return Ok(Value::String(s.to_string()));
         }
@@ -322,8 +325,7 @@ impl Leaf<'_> {
     }
 
     fn eval(&self, text: &str, line: usize) -> Result<minijinja::Value, RenderError> {
-        let env = env();
-        let expr = env.compile_expression(text).map_err(|e| self.error(line, compile_message(&e, line)))?;
+        let expr = compiled(text).map_err(|e| self.error(line, compile_message(&e, line)))?;
         let missing = || missing_value(&expr, self.ctx).unwrap_or_else(|| text.trim().to_string());
         match expr.eval(self.ctx) {
             Ok(v) if v.is_undefined() => Err(self.error(line, format!("undefined value {}", missing()))),
@@ -354,6 +356,27 @@ impl Leaf<'_> {
     fn error(&self, line: usize, message: String) -> RenderError {
         RenderError { resource: self.resource.to_string(), field: self.path.clone(), line, message }
     }
+}
+
+/// The expression compiled, from this thread's cache: every cluster's key of a SyncSet
+/// evaluates the same expressions, and compiling costs more than evaluating.
+fn compiled(text: &str) -> Result<Rc<minijinja::Expression<'static, 'static>>, minijinja::Error> {
+    /// Expressions kept per thread; the cache starts over when it is full.
+    const KEPT: usize = 4096;
+    thread_local! {
+        static CACHE: RefCell<HashMap<String, Rc<minijinja::Expression<'static, 'static>>>> = RefCell::default();
+    }
+    if let Some(hit) = CACHE.with_borrow(|c| c.get(text).cloned()) {
+        return Ok(hit);
+    }
+    let expr = Rc::new(env().compile_expression_owned(text.to_string())?);
+    CACHE.with_borrow_mut(|c| {
+        if c.len() >= KEPT {
+            c.clear();
+        }
+        c.insert(text.to_string(), expr.clone());
+    });
+    Ok(expr)
 }
 
 /// The first variable path the expression reads that the context lacks
