@@ -414,7 +414,7 @@ fn split(s: &str) -> Result<Vec<Part<'_>>, String> {
     let mut offset = 0;
     loop {
         let line = |at: usize| s[..at].matches('\n').count() + 1;
-        if let Some(at) = rest.find("{%").or_else(|| rest.find("{#")) {
+        if let Some(at) = [rest.find("{%"), rest.find("{#")].into_iter().flatten().min() {
             if rest.find("{{").is_none_or(|open| at < open) {
                 return Err(format!(
                     "line {}: statements ({{% … %}}) and comments ({{# … #}}) are not supported: a template is text with {{{{ expressions }}}}",

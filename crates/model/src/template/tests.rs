@@ -109,6 +109,8 @@ fn templates_are_refused_at_apply_when_they_break_a_rule() {
     let e = refused(&cm(r#""{% for i in range(1000000000) %}x{% endfor %}""#));
     assert_eq!(e.field, "spec.resources[0].data.k");
     assert!(e.message.contains("statements"), "{e}");
+    let e = refused(&cm(r#""{# a comment #} {{ cluster.name }} {% if x %}""#));
+    assert!(e.message.contains("statements"), "a comment before an expression is refused too: {e}");
     let e = refused(&cm(r#""{{ 'x' * 100000000 }}""#));
     assert!(e.message.contains("`*` operator"), "{e}");
     let e = refused(&cm(r#""{{ cluster.name""#));
@@ -185,4 +187,13 @@ fn the_worked_example_renders_as_its_comments_say() {
             row("us-east-1", "team-us", "debug", 2)
         ]
     );
+}
+
+#[test]
+fn a_number_beyond_every_integer_reads_back_from_the_stored_form_as_it_was() {
+    // 53 digits: read as the nearest f64, which the store's JSON must give back exactly.
+    let s = syncset(&format!("  values: {{replicas: {}}}\n  resources: []\n", "2".repeat(53)));
+    let stored = serde_json::to_string(&s).expect("encodes");
+    let back: crate::SyncSet = serde_json::from_str(&stored).expect("decodes");
+    assert_eq!(back, s, "stored as {stored}");
 }
