@@ -4,7 +4,9 @@
 //!
 //! A custom resource maps to a document field for field: its namespace is the
 //! tenant, its name and labels are the document's, its `spec` is the document's
-//! spec; everything else (annotations, status, server fields) stays in Kubernetes.
+//! spec; a Cluster's annotations are its document's too (templates read them), except
+//! the ones kubectl keeps for itself (`kubectl.kubernetes.io/…`); everything else
+//! (other kinds' annotations, status, server fields) stays in Kubernetes.
 
 use crate::handler::{CrKind, CrReconciler, ReconcileError};
 use crate::source::{READY, SYNCED};
@@ -27,10 +29,18 @@ impl<S: Store + ?Sized> StoreReconciler<S> {
     }
 }
 
+/// Annotations kubectl writes for itself (`last-applied-configuration`, which holds
+/// the whole object again): not the cluster's to template with.
+const KUBECTL_PREFIX: &str = "kubectl.kubernetes.io/";
+
 /// The fleetsync document a custom resource stands for; a validation error names
 /// the field, as `fleetsync apply` would.
 pub fn document(kind: CrKind, object: &DynamicObject) -> Result<Document, ReconcileError> {
     let meta = &object.metadata;
+    let annotations: std::collections::BTreeMap<&String, &String> = match kind {
+        CrKind::Cluster => meta.annotations.iter().flatten().filter(|(k, _)| !k.starts_with(KUBECTL_PREFIX)).collect(),
+        _ => Default::default(),
+    };
     let value = json!({
         "apiVersion": API_VERSION,
         "kind": kind.kind(),
@@ -38,6 +48,7 @@ pub fn document(kind: CrKind, object: &DynamicObject) -> Result<Document, Reconc
             "name": meta.name.as_deref().unwrap_or_default(),
             "namespace": meta.namespace.as_deref().unwrap_or(DEFAULT_TENANT),
             "labels": meta.labels.clone().unwrap_or_default(),
+            "annotations": annotations,
         },
         "spec": object.data.get("spec").cloned().unwrap_or(Value::Null),
     });
@@ -185,6 +196,23 @@ mod tests {
         assert_eq!((s.metadata.tenant(), s.metadata.name.as_str()), ("team", "s"));
         assert_eq!(s.metadata.labels.get("env").map(String::as_str), Some("prod"));
         assert_eq!(s.spec.resources.len(), 1);
+    }
+
+    #[test]
+    fn a_cluster_keeps_its_annotations_but_kubectls_own() {
+        let mut object = cr("Cluster", json!({"endpoint": {"simulator": {}}, "values": {"zone": "a"}}));
+        object.metadata.annotations = Some(
+            [("owner", "team-eu"), ("kubectl.kubernetes.io/last-applied-configuration", "{}")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        );
+        let Document::Cluster(c) = document(CrKind::Cluster, &object).expect("valid") else { panic!("a Cluster") };
+        assert_eq!(c.metadata.annotations, [("owner".to_string(), "team-eu".to_string())].into());
+        assert_eq!(c.spec.values.0["zone"], "a");
+        let mut set = cr("SyncSet", json!({"clusterNames": ["c1"]}));
+        set.metadata.annotations = object.metadata.annotations.clone();
+        let Document::SyncSet(s) = document(CrKind::SyncSet, &set).expect("valid") else { panic!("a SyncSet") };
+        assert!(s.metadata.annotations.is_empty(), "other kinds' annotations stay in Kubernetes");
     }
 
     #[test]
