@@ -40,7 +40,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $make;
             coalescing, dirty_while_processing, exclusivity, stale_token_refused, lease_expiry_and_takeover,
             backoff_schedule, parking_and_redrive, durability_across_reopen, removal, idempotent_apply,
-            relabel_moves_keys, set_based_selectors_pick_and_follow_clusters, events_in_order, an_objects_events_newest_first, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
+            relabel_moves_keys, set_based_selectors_pick_and_follow_clusters, a_relabel_runs_only_the_keys_whose_rendering_changes, events_in_order, an_objects_events_newest_first, wakes_waiters, release_does_not_count, secrets_stored_and_rotated,
             cluster_limit_holds_back, crowded_cluster_hides_no_other, members_and_shards, events_trimmed_behind_a_horizon, events_kept_and_read_per_tenant, event_watchers_woken,
             live_state_deduplicated_and_drift_requeues, consumer_cursors_only_move_forward, consumer_names_are_checked, requeue_runs_again_after_its_delay,
             requeue_yields_to_a_newer_change, own_write_leaves_the_writer_clean, own_write_with_a_stale_token_is_refused,
@@ -89,9 +89,9 @@ pub use events::{
 pub use live::{live_records_end_with_what_the_key_stops_applying, live_state_deduplicated_and_drift_requeues};
 pub use members::members_and_shards;
 pub use objects::{
-    idempotent_apply, own_write_leaves_the_writer_clean, own_write_that_unselects_the_writer_dirties_it,
-    own_write_with_a_stale_token_is_refused, relabel_moves_keys, secrets_stored_and_rotated,
-    set_based_selectors_pick_and_follow_clusters,
+    a_relabel_runs_only_the_keys_whose_rendering_changes, idempotent_apply, own_write_leaves_the_writer_clean,
+    own_write_that_unselects_the_writer_dirties_it, own_write_with_a_stale_token_is_refused, relabel_moves_keys,
+    secrets_stored_and_rotated, set_based_selectors_pick_and_follow_clusters,
 };
 pub use paging::{
     cluster_pages_see_each_item_once_under_changes, clusters_filtered_by_labels, other_lists_page,

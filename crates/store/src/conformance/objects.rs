@@ -25,6 +25,40 @@ pub async fn relabel_moves_keys(h: &dyn Harness) {
     assert!(!item.desired, "no longer selected: removal");
 }
 
+/// A relabel that keeps a cluster selected runs only the templated SyncSet's key whose
+/// rendering for the cluster changes: not a plain SyncSet's, not a templated one whose
+/// templates do not read what changed.
+pub async fn a_relabel_runs_only_the_keys_whose_rendering_changes(h: &dyn Harness) {
+    let (s, _) = open(h).await;
+    let Document::SyncSet(mut by_region) = syncset("by-region", 1, "{{ cluster.labels.region }}") else {
+        unreachable!("a SyncSet")
+    };
+    by_region.spec.templated = true;
+    let fleet = vec![
+        cluster("c1", &[("env", "prod"), ("region", "eu")]),
+        cluster("c2", &[("env", "prod"), ("region", "us")]),
+        syncset("plain", 1, "v1"),
+        Document::SyncSet(by_region),
+    ];
+    s.objects_apply(fleet).await.expect("apply");
+    for item in claim(&*s, "w", 10).await {
+        complete(&*s, &item, applied(&item)).await;
+    }
+    let relabel = vec![
+        cluster("c1", &[("env", "prod"), ("region", "eu"), ("team", "blue")]),
+        cluster("c2", &[("env", "prod"), ("region", "eu")]),
+    ];
+    let out = s.objects_apply(relabel).await.expect("relabel");
+    assert_eq!(
+        out.iter().map(|o| (o.generation, o.enqueued)).collect::<Vec<_>>(),
+        [(2, 0), (2, 1)],
+        "c1's new label is read by no template; c2's region is"
+    );
+    let items = claim(&*s, "w", 10).await;
+    let keys: Vec<(&str, &str)> = items.iter().map(|i| (i.key.cluster.as_str(), i.key.syncset.as_str())).collect();
+    assert_eq!(keys, [("c2", "by-region")]);
+}
+
 /// A SyncSet whose selector has `matchExpressions` gets keys on exactly the clusters
 /// they select, and a relabel adds or removes that cluster's key alone.
 pub async fn set_based_selectors_pick_and_follow_clusters(h: &dyn Harness) {
