@@ -31,7 +31,7 @@
 
 use crate::cluster::Cluster;
 use crate::error::FieldError;
-use crate::manifest::{Manifest, ResourceRef};
+use crate::manifest::Manifest;
 use crate::selector::LabelSelector;
 use crate::syncset::{SyncSet, SyncSetSpec};
 use minijinja::{Environment, UndefinedBehavior};
@@ -163,7 +163,7 @@ pub fn render(spec: &SyncSetSpec, resources: &[Manifest], cluster: &Cluster) -> 
     resources
         .iter()
         .map(|m| {
-            let resource = m.resource_ref().map_or_else(|_| "(invalid resource)".to_string(), |r| describe(&r));
+            let resource = m.resource_ref().map_or_else(|_| "(invalid resource)".to_string(), |r| r.to_string());
             let mut at = Leaf { resource: &resource, path: String::new(), ctx: &ctx, budget: &mut budget };
             at.value(&m.0).map(Manifest)
         })
@@ -242,13 +242,6 @@ fn check_value(v: &Value, path: &mut String) -> Result<(), (String, String)> {
 
 fn compile_message(e: &minijinja::Error, line: usize) -> String {
     format!("line {line}: {}", e.detail().unwrap_or("invalid expression"))
-}
-
-fn describe(r: &ResourceRef) -> String {
-    match &r.namespace {
-        Some(ns) => format!("{}/{} {ns}/{}", r.api_version, r.kind, r.name),
-        None => format!("{}/{} {}", r.api_version, r.kind, r.name),
-    }
 }
 
 /// One place in a manifest being rendered.
