@@ -46,7 +46,7 @@ use crate::{Applier, ApplyContext, ApplyError, Moment};
 use async_trait::async_trait;
 use classify::{base_of, classify, limited, target_of, TimedOut};
 use fleetsync_model::{Cluster, Endpoint, Manifest, ResourceRef};
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, GetParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind, Resource};
 use kube::discovery::Scope;
 use std::sync::Arc;
@@ -345,6 +345,26 @@ impl Applier for KubeApplier {
         let target = target_of(&c, &req);
         match self.timed(c.client.request_status::<DynamicObject>(req)).await.map_err(|e| classify(e, &target)) {
             Ok(_) | Err(ApplyError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn read(
+        &self,
+        cluster: &Cluster,
+        resource: &ResourceRef,
+        ctx: &ApplyContext,
+    ) -> Result<Option<serde_json::Value>, ApplyError> {
+        let c = self.client(cluster, ctx.claimed_at).await?;
+        let (ar, namespaced) = self.resolve(&c, resource).await?;
+        let mut req = collection(&ar, namespaced, resource)
+            .get(&resource.name, &GetParams::default())
+            .map_err(|e| ApplyError::Invalid(format!("building the read of {resource}: {e}")))?;
+        req.extensions_mut().insert(ctx.deadline.clone());
+        let target = target_of(&c, &req);
+        match self.timed(c.client.request::<serde_json::Value>(req)).await.map_err(|e| classify(e, &target)) {
+            Ok(object) => Ok(Some(object)),
+            Err(ApplyError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }

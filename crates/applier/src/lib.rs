@@ -76,6 +76,22 @@ pub trait Applier: Send + Sync + 'static {
 
     /// Deletes `resource` from `cluster`; deleting what is not there succeeds.
     async fn delete(&self, cluster: &Cluster, resource: &ResourceRef, ctx: &ApplyContext) -> Result<(), ApplyError>;
+
+    /// Reads `resource` back from `cluster` as it is now (with its `status`), `None`
+    /// if it is not there: what a SyncSet's `spec.health` judges. Targets that cannot
+    /// be read answer [`ApplyError::Unsupported`].
+    async fn read(
+        &self,
+        cluster: &Cluster,
+        resource: &ResourceRef,
+        ctx: &ApplyContext,
+    ) -> Result<Option<serde_json::Value>, ApplyError> {
+        let _ = (resource, ctx);
+        Err(ApplyError::Unsupported(format!(
+            "objects on {} endpoints cannot be read back for health",
+            cluster.spec.endpoint.kind_name()
+        )))
+    }
 }
 
 /// Routes each cluster to the applier for its endpoint kind. A kind with no applier
@@ -113,5 +129,14 @@ impl Applier for ByEndpoint {
 
     async fn delete(&self, cluster: &Cluster, resource: &ResourceRef, ctx: &ApplyContext) -> Result<(), ApplyError> {
         self.pick(cluster)?.delete(cluster, resource, ctx).await
+    }
+
+    async fn read(
+        &self,
+        cluster: &Cluster,
+        resource: &ResourceRef,
+        ctx: &ApplyContext,
+    ) -> Result<Option<serde_json::Value>, ApplyError> {
+        self.pick(cluster)?.read(cluster, resource, ctx).await
     }
 }

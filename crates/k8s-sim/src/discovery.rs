@@ -39,10 +39,14 @@ const fn rt(
     ResourceType { group, version, api_version, plural, singular, kind, namespaced, status_subresource: false }
 }
 
+/// The same kind with a `status` subresource (its `status` written only through it).
+const fn with_status(r: ResourceType) -> ResourceType {
+    ResourceType { status_subresource: true, ..r }
+}
+
 /// A fleetsync custom resource: namespaced, with a `status` subresource.
 const fn crd(plural: &'static str, singular: &'static str, kind: &'static str) -> ResourceType {
-    let r = rt("fleetsync.io", "v1", "fleetsync.io/v1", plural, singular, kind, true);
-    ResourceType { status_subresource: true, ..r }
+    with_status(rt("fleetsync.io", "v1", "fleetsync.io/v1", plural, singular, kind, true))
 }
 
 /// Every served kind; an object's position here is its compact type id.
@@ -52,7 +56,7 @@ pub const CATALOGUE: &[ResourceType] = &[
     rt("", "v1", "v1", "secrets", "secret", "Secret", true),
     rt("", "v1", "v1", "services", "service", "Service", true),
     rt("", "v1", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true),
-    rt("apps", "v1", "apps/v1", "deployments", "deployment", "Deployment", true),
+    with_status(rt("apps", "v1", "apps/v1", "deployments", "deployment", "Deployment", true)),
     rt("rbac.authorization.k8s.io", "v1", "rbac.authorization.k8s.io/v1", "roles", "role", "Role", true),
     rt(
         "rbac.authorization.k8s.io",

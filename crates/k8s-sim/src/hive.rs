@@ -75,6 +75,8 @@ pub fn hive_syncset(i: usize, resources: usize, revision: &str) -> Document {
         templated: false,
         values: Default::default(),
         target_customizations: Vec::new(),
+        depends_on: Vec::new(),
+        health: None,
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec, status: None })
 }

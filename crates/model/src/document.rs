@@ -360,6 +360,10 @@ fn validate_syncset(s: &SyncSet) -> Result<(), FieldError> {
         check_dns1123_label(&source.name).map_err(|r| FieldError::new("spec.sourceRef.name", r.to_string()))?;
         crate::artifact::check_path(&source.path).map_err(|e| FieldError::new("spec.sourceRef.path", e.to_string()))?;
     }
+    crate::dependency::validate(&s.metadata.name, &s.spec.depends_on)?;
+    if let Some(health) = &s.spec.health {
+        health.validate()?;
+    }
     validate_templating(&s.spec)?;
     validate_resources(&s.spec)
 }

@@ -2,9 +2,14 @@
 //! including `status`), has finished rolling out, judged the way
 //! `kubectl rollout status` and Argo CD's built-in health checks judge it.
 //!
-//! Built-in rules cover `apps` Deployments, StatefulSets and DaemonSets and `batch`
-//! Jobs (any version); every other object, and anything without `apiVersion` or
-//! `kind`, is ready. The reasons given for "not ready" are short sentences made only
+//! Built-in rules cover `apps` Deployments (a Deployment past its progress deadline is
+//! not ready), StatefulSets (with a partition, only the replicas above it must be
+//! updated) and DaemonSets, `batch` Jobs (a suspended Job is not ready) and
+//! CustomResourceDefinitions (`Established`), any version. Every other object follows
+//! the kstatus conventions custom resources use: not ready while its
+//! `status.observedGeneration` (if it has one) is behind, while a `Stalled` or
+//! `Reconciling` condition is `True`, or while its `Ready` condition is not `True`;
+//! ready otherwise, and so is anything without `apiVersion` or `kind`. The reasons given for "not ready" are short sentences made only
 //! of kinds, counts and (for a failed Job) its condition's reason, truncated, so that
 //! they can be shown and stored without echoing arbitrary object data.
 
@@ -31,7 +36,8 @@ pub fn readiness(object: &Value) -> Result<(), String> {
         ("apps", "StatefulSet") => stateful_set(object),
         ("apps", "DaemonSet") => daemon_set(object),
         ("batch", "Job") => job(object),
-        _ => Ok(()),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(object),
+        _ => conventions(kind, object),
     }
 }
 
@@ -74,6 +80,9 @@ fn plural(n: i64, one: &str, many: &str) -> String {
 fn deployment(object: &Value) -> Result<(), String> {
     const KIND: &str = "Deployment";
     observed(KIND, object)?;
+    if condition(object, "Progressing").is_some_and(|c| reason_of(c) == Some("ProgressDeadlineExceeded")) {
+        return Err(format!("{KIND}: progress deadline exceeded"));
+    }
     let wanted = desired(object, "/spec/replicas");
     let replicas = count(object, "/status/replicas");
     let updated = count(object, "/status/updatedReplicas");
@@ -105,6 +114,16 @@ fn stateful_set(object: &Value) -> Result<(), String> {
     let strategy = object.pointer("/spec/updateStrategy/type").and_then(Value::as_str).unwrap_or("RollingUpdate");
     if strategy == "OnDelete" {
         // Pods are replaced only when deleted by hand: there is no rollout to wait for.
+        return Ok(());
+    }
+    let partition = count(object, "/spec/updateStrategy/rollingUpdate/partition");
+    if partition > 0 {
+        // Only the replicas with an ordinal at or above the partition are updated: the
+        // revisions differ by design until it is lowered.
+        let (updated, due) = (count(object, "/status/updatedReplicas"), (wanted - partition).max(0));
+        if updated < due {
+            return Err(format!("{KIND}: {updated} of {due} replicas above partition {partition} updated"));
+        }
         return Ok(());
     }
     let revision = |field: &str| object.pointer(&format!("/status/{field}")).and_then(Value::as_str);
@@ -139,12 +158,57 @@ fn daemon_set(object: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The first condition of `type_` whose status is `"True"`.
+/// The first condition of `type_`.
+fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    let conditions = object.pointer("/status/conditions").and_then(Value::as_array)?;
+    conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+/// The first condition of `type_`, if its status is `"True"`.
 fn true_condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
-    object.pointer("/status/conditions").and_then(Value::as_array)?.iter().find(|condition| {
-        condition.get("type").and_then(Value::as_str) == Some(type_)
-            && condition.get("status").and_then(Value::as_str) == Some("True")
-    })
+    condition(object, type_).filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+}
+
+fn reason_of(condition: &Value) -> Option<&str> {
+    condition.get("reason").and_then(Value::as_str)
+}
+
+/// A condition's reason (or message), echoed, after `": "`; nothing if it has neither.
+fn why(condition: &Value) -> String {
+    ["reason", "message"]
+        .iter()
+        .filter_map(|field| condition.get(*field).and_then(Value::as_str))
+        .map(str::trim)
+        .find(|text| !text.is_empty())
+        .map(|text| format!(": {}", echo(text)))
+        .unwrap_or_default()
+}
+
+fn crd(object: &Value) -> Result<(), String> {
+    match true_condition(object, "Established") {
+        Some(_) => Ok(()),
+        None => Err("CustomResourceDefinition: not established".into()),
+    }
+}
+
+/// The kstatus conventions, for kinds without a rule of their own.
+fn conventions(kind: &str, object: &Value) -> Result<(), String> {
+    let kind = echo(kind);
+    if object.pointer("/status/observedGeneration").is_some() {
+        observed(&kind, object)?;
+    }
+    if let Some(stalled) = true_condition(object, "Stalled") {
+        return Err(format!("{kind}: stalled{}", why(stalled)));
+    }
+    if let Some(reconciling) = true_condition(object, "Reconciling") {
+        return Err(format!("{kind}: reconciling{}", why(reconciling)));
+    }
+    match condition(object, "Ready") {
+        Some(ready) if ready.get("status").and_then(Value::as_str) != Some("True") => {
+            Err(format!("{kind}: not ready{}", why(ready)))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// At most [`MAX_ECHOED_CHARS`] characters of `text`, on one line.
@@ -160,18 +224,13 @@ fn job(object: &Value) -> Result<(), String> {
     const KIND: &str = "Job";
     // A failure is terminal: say so before anything else.
     if let Some(failed) = true_condition(object, "Failed") {
-        let why = ["reason", "message"]
-            .iter()
-            .filter_map(|field| failed.get(*field).and_then(Value::as_str))
-            .map(str::trim)
-            .find(|text| !text.is_empty());
-        return Err(match why {
-            Some(why) => format!("{KIND}: failed: {}", echo(why)),
-            None => format!("{KIND}: failed"),
-        });
+        return Err(format!("{KIND}: failed{}", why(failed)));
     }
     if true_condition(object, "Complete").is_some() {
         return Ok(());
+    }
+    if object.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+        return Err(format!("{KIND}: suspended"));
     }
     let completions = desired(object, "/spec/completions");
     let succeeded = count(object, "/status/succeeded");
@@ -577,5 +636,74 @@ mod tests {
         let exact = "y".repeat(MAX_ECHOED_CHARS);
         let j = job(json!({}), json!({"conditions": [{"type": "Failed", "status": "True", "reason": exact.clone()}]}));
         assert_eq!(not_ready(&j), format!("Job: failed: {exact}"));
+    }
+
+    // ---- the cases kubectl's rollout status and kstatus add ----
+
+    #[test]
+    fn a_deployment_past_its_progress_deadline_is_not_ready_whatever_its_counts() {
+        let mut d = deployment(Some(3), 2, deployment_status(2, 3, 1, 1));
+        d["status"]["conditions"] =
+            json!([{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]);
+        assert_eq!(not_ready(&d), "Deployment: progress deadline exceeded");
+        d["status"]["conditions"][0]["reason"] = json!("ReplicaSetUpdated");
+        assert_eq!(not_ready(&d), "Deployment: 1 of 3 replicas updated", "still progressing: the counts speak");
+    }
+
+    #[test]
+    fn a_partitioned_stateful_set_waits_only_for_the_replicas_above_the_partition() {
+        let spec =
+            json!({"replicas": 5, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 3}}});
+        let status = |updated: i64| {
+            json!({"observedGeneration": 2, "replicas": 5, "readyReplicas": 5, "updatedReplicas": updated,
+                   "currentRevision": "db-1", "updateRevision": "db-2"})
+        };
+        assert_eq!(readiness(&stateful_set(spec.clone(), 2, status(2))), Ok(()), "ordinals 3 and 4 updated");
+        assert_eq!(
+            not_ready(&stateful_set(spec.clone(), 2, status(1))),
+            "StatefulSet: 1 of 2 replicas above partition 3 updated"
+        );
+        let unpartitioned = json!({"replicas": 5});
+        assert_eq!(
+            not_ready(&stateful_set(unpartitioned, 2, status(5))),
+            "StatefulSet: current revision is not yet the update revision"
+        );
+    }
+
+    #[test]
+    fn a_suspended_job_is_not_ready_until_it_completes() {
+        assert_eq!(not_ready(&job(json!({"suspend": true}), json!({}))), "Job: suspended");
+        let done = job(json!({"suspend": true}), json!({"conditions": [{"type": "Complete", "status": "True"}]}));
+        assert_eq!(readiness(&done), Ok(()));
+    }
+
+    #[test]
+    fn a_crd_is_ready_once_established() {
+        let crd = |status: &str| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "widgets.example.com", "generation": 1},
+                   "status": {"conditions": [{"type": "Established", "status": status}]}})
+        };
+        assert_eq!(readiness(&crd("True")), Ok(()));
+        assert_eq!(not_ready(&crd("False")), "CustomResourceDefinition: not established");
+    }
+
+    #[test]
+    fn custom_resources_follow_the_kstatus_conventions() {
+        let widget = |status: Value| {
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "generation": 4},
+                   "status": status})
+        };
+        assert_eq!(readiness(&widget(json!({}))), Ok(()), "no conditions: nothing to wait for");
+        assert_eq!(readiness(&widget(json!({"conditions": [{"type": "Ready", "status": "True"}]}))), Ok(()));
+        let cond = |t: &str, st: &str| json!({"conditions": [{"type": t, "status": st, "reason": "Provisioning"}]});
+        assert_eq!(not_ready(&widget(cond("Ready", "False"))), "Widget: not ready: Provisioning");
+        assert_eq!(not_ready(&widget(cond("Ready", "Unknown"))), "Widget: not ready: Provisioning");
+        assert_eq!(not_ready(&widget(cond("Reconciling", "True"))), "Widget: reconciling: Provisioning");
+        assert_eq!(not_ready(&widget(cond("Stalled", "True"))), "Widget: stalled: Provisioning");
+        assert_eq!(
+            not_ready(&widget(json!({"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "True"}]}))),
+            "Widget: observedGeneration 3 < generation 4"
+        );
     }
 }

@@ -2,8 +2,10 @@
 //! are given inline (`spec.resources`) or read from a source (`spec.sourceRef`: the
 //! manifests under a path of a `GitRepository`'s artifact).
 
+use crate::dependency::Dependency;
 use crate::document::ObjectMeta;
 use crate::error::FieldError;
+use crate::health::HealthSpec;
 use crate::manifest::Manifest;
 use crate::rollout::RolloutSpec;
 use crate::selector::LabelSelector;
@@ -98,6 +100,16 @@ pub struct SyncSetSpec {
     /// entries win).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_customizations: Vec<TargetCustomization>,
+    /// SyncSets of this namespace whose key on a cluster must be Applied (and ready,
+    /// where readiness is known) at its current revision before this SyncSet's key on
+    /// that cluster runs. A dependency that does not select a cluster does not hold
+    /// it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<Dependency>,
+    /// Read back what a run applied and wait until it is ready, within a timeout
+    /// ([`crate::health`]); left out, a run is done when its applies succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
 }
 
 /// What happens to resources removed from a SyncSet.
@@ -181,6 +193,8 @@ impl SyncSetSpec {
             templated,
             values: if templated { self.values.clone() } else { Values::default() },
             target_customizations: if templated { self.target_customizations.clone() } else { Vec::new() },
+            depends_on: Vec::new(),
+            health: None,
         }
     }
 }

@@ -31,6 +31,12 @@ pub enum RunOutcome {
     /// polling something outside the store), or at once if a change arrived meanwhile.
     /// Attempts start over: a requeue is not a failure.
     Requeue { generation: i64, inventory: Vec<ResourceRef>, after: Duration },
+    /// Nothing was applied: the key waits for something outside it (a SyncSet it
+    /// depends on, not yet Applied on this cluster). `Pending`, with `reason` as its
+    /// message, and run again `after` this long, or at once if a change arrived
+    /// meanwhile. Not a failure: attempts start over, and what the last good run
+    /// applied is kept.
+    Waiting { reason: String, after: Duration },
 }
 
 /// The store's answer to one completion.

@@ -96,13 +96,18 @@ pub enum Finish<'a> {
     Delete,
     /// `Failed` (retry at `run_at`), `Parked`, or `Pending` if dirty; the error is kept.
     Failed { phase: Phase, run_at: Timestamp, error: &'a str },
+    /// `Pending` again at `run_at` (now, if the key became dirty meanwhile) with
+    /// `reason` as its message and attempts reset; what was applied is kept.
+    Waiting { run_at: Timestamp, reason: &'a str },
 }
 
 impl Finish<'_> {
     pub fn outcome(&self) -> CompleteOutcome {
         match self {
             Finish::Applied { phase, .. } | Finish::Failed { phase, .. } => CompleteOutcome::Committed(*phase),
-            Finish::Restart | Finish::Requeue { .. } => CompleteOutcome::Committed(Phase::Pending),
+            Finish::Restart | Finish::Requeue { .. } | Finish::Waiting { .. } => {
+                CompleteOutcome::Committed(Phase::Pending)
+            }
             Finish::Delete => CompleteOutcome::Removed,
         }
     }
@@ -113,7 +118,7 @@ impl Finish<'_> {
     pub fn ready_at(&self, now: Timestamp) -> Option<Timestamp> {
         match (self, self.outcome()) {
             (
-                Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. },
+                Finish::Requeue { run_at, .. } | Finish::Failed { run_at, .. } | Finish::Waiting { run_at, .. },
                 CompleteOutcome::Committed(Phase::Pending | Phase::Failed),
             ) => Some(*run_at),
             (_, CompleteOutcome::Committed(Phase::Pending)) => Some(now),
@@ -143,6 +148,10 @@ pub fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &RetryPoli
         RunOutcome::Requeue { generation, inventory, after } => {
             let run_at = if h.dirty { now } else { now.plus(*after) };
             Finish::Requeue { generation: *generation, inventory, run_at }
+        }
+        RunOutcome::Waiting { reason, after } => {
+            let run_at = if h.dirty { now } else { now.plus(*after) };
+            Finish::Waiting { run_at, reason }
         }
         RunOutcome::Removed if h.desired => Finish::Restart,
         RunOutcome::Removed => Finish::Delete,
@@ -233,6 +242,19 @@ mod tests {
         };
         assert_eq!(run_at(false), Timestamp(6_000));
         assert_eq!(run_at(true), Timestamp(1_000), "a newer change runs it at once");
+    }
+
+    #[test]
+    fn a_waiting_key_is_pending_with_its_reason_and_polls_unless_a_change_arrived() {
+        let retry = RetryPolicy::default();
+        let after = Duration::from_secs(2);
+        let c = completion(7, RunOutcome::Waiting { reason: "waiting for SyncSet db".into(), after });
+        let waited = |dirty| finish(&held(dirty, 4), &c, Timestamp(1_000), &retry).expect("held");
+        let calm = waited(false);
+        assert_eq!(calm, Finish::Waiting { run_at: Timestamp(3_000), reason: "waiting for SyncSet db" });
+        assert_eq!(calm.outcome(), CompleteOutcome::Committed(Phase::Pending), "not a failure, however often");
+        assert_eq!(calm.ready_at(Timestamp(1_000)), Some(Timestamp(3_000)));
+        assert_eq!(waited(true).ready_at(Timestamp(1_000)), Some(Timestamp(1_000)), "a change: at once");
     }
 
     #[test]

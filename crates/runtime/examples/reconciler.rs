@@ -88,6 +88,8 @@ fn syncset(version: &str) -> Document {
         templated: false,
         values: Default::default(),
         target_customizations: Vec::new(),
+        depends_on: Vec::new(),
+        health: None,
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new("web"), spec, status: None })
 }

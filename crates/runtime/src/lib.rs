@@ -25,7 +25,9 @@
 
 pub mod cache;
 pub mod committer;
+pub mod dependencies;
 pub mod handlers;
+mod health;
 pub mod leases;
 pub mod membership;
 pub mod metrics;

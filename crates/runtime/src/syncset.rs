@@ -3,10 +3,13 @@
 //! Sync mode, then delete what was removed from the SyncSet. In Sync mode the key's
 //! inventory (what the target may hold because of it) is recorded in the store before
 //! the first apply, so deletion and removal also find what failed, cancelled and
-//! killed runs applied. A run is abandoned (no
+//! killed runs applied. A key whose SyncSet depends on others applies nothing until
+//! they are Applied on its cluster ([`crate::dependencies`]); one whose SyncSet asks
+//! for health is Applied only once what it applied is ready ([`crate::health`]). A run is abandoned (no
 //! completion) when the context is cancelled: the lease was lost, or shutdown ran out
 //! of grace.
 
+use crate::health::{self, Verdict};
 use crate::metrics::{OutcomeLabel, RuntimeMetrics};
 use crate::reconciler::{Action, Context, ReconcileError, Reconciler};
 use async_trait::async_trait;
@@ -57,6 +60,11 @@ impl SyncSetReconciler {
             Err(ReconcileError::Failed(e)) => return Ok(failed(format!("reading SyncSet {}: {e}", k.syncset))),
         };
         let generation = syncset.metadata.generation;
+        if !syncset.spec.depends_on.is_empty() {
+            if let Some(wait) = crate::dependencies::unmet(ctx, &syncset, &cluster).await? {
+                return Ok((RunOutcome::Waiting { reason: wait.reason, after: wait.after }, Vec::new()));
+            }
+        }
         // A templated SyncSet's resources are this cluster's rendering of them; one that
         // does not render parks with the reason until the SyncSet or the cluster changes.
         let manifests = match template::resources_for(&syncset, &cluster) {
@@ -92,6 +100,13 @@ impl SyncSetReconciler {
             let gone: Vec<ResourceRef> = ctx.inventory().into_iter().filter(|r| !keep.contains(r)).collect();
             if let Some(failed) = self.delete_all(ctx, &cluster, gone, generation, &mut results).await? {
                 return Ok((failed, results));
+            }
+        }
+        if let Some(spec) = &syncset.spec.health {
+            match health::wait_ready(&*self.applier, ctx, &cluster, &applied, generation, spec).await? {
+                Verdict::Ready => {}
+                Verdict::NotReady(error) => return Ok((RunOutcome::Failed { error }, results)),
+                Verdict::Unreadable(r, e) => return Ok((failure(&e, format!("reading back {r}: {e}")), results)),
             }
         }
         Ok((RunOutcome::Applied { generation, inventory: applied }, results))

@@ -342,6 +342,7 @@ async fn run_key(
             };
             // A run that applied (or removed) what was asked ends its change's latency.
             let applied = matches!(completion.outcome, RunOutcome::Applied { .. } | RunOutcome::Removed);
+            let waiting = matches!(completion.outcome, RunOutcome::Waiting { .. });
             match shared.committer.commit(completion).await {
                 Ok(outcome) => {
                     shared.metrics.run_duration.observe(started.elapsed().as_secs_f64());
@@ -349,7 +350,10 @@ async fn run_key(
                         let latency = shared.clock.now().millis().saturating_sub(asked.millis()).max(0);
                         shared.metrics.change_latency.observe(latency as f64 / 1000.0);
                     }
-                    record(&shared.metrics, item, error.as_deref(), outcome);
+                    match waiting {
+                        true => shared.metrics.run("waiting"),
+                        false => record(&shared.metrics, item, error.as_deref(), outcome),
+                    }
                 }
                 Err(e) => {
                     tracing::error!(key = %item.key, error = %e, "result not committed; the key runs again after its lease")

@@ -98,7 +98,8 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimedOut { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::InvalidField { .. } | ApiError::Store(StoreError::SourceInvalid { .. }) => {
+            ApiError::InvalidField { .. }
+            | ApiError::Store(StoreError::SourceInvalid { .. } | StoreError::DependencyCycle { .. }) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,

@@ -55,6 +55,10 @@ pub enum StoreError {
     /// source's key name it alone). Nothing was written.
     #[error("{kind} {tenant}/{name}: the name is taken by the {taken_by} of that name")]
     NameTaken { kind: &'static str, tenant: String, name: String, taken_by: &'static str },
+    /// A SyncSet's `dependsOn` leads back to it through the SyncSets stored in its
+    /// tenant: `cycle` names them, from this SyncSet back to it. Nothing was written.
+    #[error("SyncSet {tenant}/{name}: spec.dependsOn makes a cycle: {}", cycle.join(" → "))]
+    DependencyCycle { tenant: String, name: String, cycle: Vec<String> },
     /// The write would have exceeded a tenant's quota: nothing was written.
     #[error(transparent)]
     QuotaExceeded(#[from] crate::quota::QuotaExceeded),

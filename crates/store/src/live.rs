@@ -122,7 +122,7 @@ pub(crate) fn kept_after(fin: &Finish<'_>) -> Option<Vec<String>> {
             Some(inventory.iter().map(resource_id).collect())
         }
         Finish::Restart | Finish::Delete => Some(Vec::new()),
-        Finish::Failed { .. } => None,
+        Finish::Failed { .. } | Finish::Waiting { .. } => None,
     }
 }
 

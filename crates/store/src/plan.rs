@@ -344,6 +344,8 @@ mod tests {
             templated: false,
             values: Default::default(),
             target_customizations: Vec::new(),
+            depends_on: Vec::new(),
+            health: None,
         };
         Target { name: name.into(), generation, mode: ApplyMode::Sync, held_back: false, targeting }
     }

@@ -23,10 +23,16 @@
 //!   server's own log shows one download per revision, and every cluster ends
 //!   holding the new one.
 //!
+//! * Three workers apply a SyncSet that depends on another, one of them killed with
+//!   SIGKILL while keys wait: each cluster's own watch shows the dependent's first
+//!   write after every resource of its dependency, and a cluster the dependency does
+//!   not select is not held back.
+//!
 //! They run one at a time: they measure time on a shared 2-core machine.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod depends_on;
 mod fixture;
 mod rollout;
 mod sources;

@@ -338,7 +338,12 @@ fn why_pending(c: &ClusterView, revision: i64) -> String {
     } else if k.phase == Phase::Failed {
         format!("failed, retrying: {}", k.last_error.as_deref().unwrap_or("no error recorded"))
     } else if k.phase != Phase::Applied || k.observed_generation != revision {
-        k.phase.as_str().to_string()
+        // Running again (or waiting to) after a run that did not apply it (failed, or
+        // waited for a dependency): what that run said.
+        match &k.last_error {
+            Some(e) => format!("{} (last run: {e})", k.phase.as_str()),
+            None => k.phase.as_str().to_string(),
+        }
     } else if k.drifted {
         "drifted".into()
     } else {

@@ -54,7 +54,8 @@ macro_rules! conformance_tests {
             rollout_controls_pause_resume_promote_and_abort, revisions_kept_are_those_still_needed_and_the_last_ten,
             live_records_end_with_what_the_key_stops_applying, retries_are_logged_naming_who_asked,
             artifacts_keep_each_content_once, sources_feed_syncsets_one_revision_at_a_time,
-            oci_sources_feed_syncsets_and_share_one_name_space, syncsets_left_behind_by_a_dead_fetcher_catch_up);
+            oci_sources_feed_syncsets_and_share_one_name_space, syncsets_left_behind_by_a_dead_fetcher_catch_up,
+            dependency_cycles_are_refused_whole, a_waiting_key_is_pending_with_its_reason);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -66,6 +67,7 @@ macro_rules! conformance_tests {
 }
 
 mod artifacts;
+mod dependencies;
 mod dry_run;
 mod events;
 mod live;
@@ -81,6 +83,7 @@ mod summary;
 mod tokens;
 
 pub use artifacts::artifacts_keep_each_content_once;
+pub use dependencies::{a_waiting_key_is_pending_with_its_reason, dependency_cycles_are_refused_whole};
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
 pub use events::{
     an_objects_events_newest_first, consumer_cursors_only_move_forward, consumer_names_are_checked,
@@ -162,6 +165,8 @@ pub fn syncset(name: &str, n: usize, marker: &str) -> Document {
         templated: false,
         values: Default::default(),
         target_customizations: Vec::new(),
+        depends_on: Vec::new(),
+        health: None,
     };
     Document::SyncSet(SyncSet { metadata: ObjectMeta::new(name), spec, status: None })
 }

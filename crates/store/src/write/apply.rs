@@ -180,9 +180,13 @@ async fn apply_secret<T: WriteTx>(tx: &mut T, s: &Secret, by: By<'_>) -> Result<
 /// ([`super::source::resolve`]): a new or changed one stores its revision (and the one
 /// it replaces, if a SyncSet last written before revisions were kept lacks it),
 /// decides its rollout, plans its keys ([`plan::syncset_changed`]) and prunes its old
-/// revisions. One that waits for its source is stored, and runs nowhere yet.
+/// revisions. One that waits for its source is stored, and runs nowhere yet. One whose
+/// `dependsOn` closes a cycle is refused ([`super::dependency`]).
 async fn apply_syncset<T: WriteTx>(tx: &mut T, s: &SyncSet, by: By<'_>) -> Result<(Upsert, u64), T::Error> {
     let (tenant, name) = (s.metadata.tenant(), s.metadata.name.as_str());
+    if !s.spec.depends_on.is_empty() {
+        super::dependency::refuse_cycle(tx, s).await?;
+    }
     let s = &super::source::resolve(tx, s).await?;
     let doc = match &s.spec.source_ref {
         // What the user wrote, and the source's revision: the resources are the revision's.

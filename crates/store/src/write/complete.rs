@@ -97,6 +97,11 @@ pub(crate) fn completed<'a>(fin: &Finish<'a>, now: Timestamp) -> Completed<'a> {
         Finish::Failed { phase, run_at, error } => {
             RowWrite::Update(CompletedRow { last_error: Some(error), ..update(*phase, *run_at) })
         }
+        Finish::Waiting { run_at, reason } => RowWrite::Update(CompletedRow {
+            last_error: Some(reason),
+            reset_attempts: true,
+            ..update(Phase::Pending, *run_at)
+        }),
     };
     Completed {
         row,

@@ -35,6 +35,7 @@ pub(crate) mod apply;
 pub(crate) mod artifact;
 pub(crate) mod complete;
 pub(crate) mod delete;
+mod dependency;
 pub(crate) mod live;
 pub(crate) mod queue;
 pub(crate) mod rollout_write;

@@ -73,7 +73,7 @@ enum Op {
         worker: usize,
         item: Index,
         current: bool,
-        success: bool,
+        ran: Ran,
     },
     /// Worker renews every lease it holds.
     Renew(usize),
@@ -89,12 +89,27 @@ enum Op {
     Retry(usize),
 }
 
+/// What a completed run reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ran {
+    Applied,
+    Failed,
+    /// Waited for a dependency (2 s), applying nothing.
+    Waiting,
+}
+
+const WAIT_MS: i64 = 2_000;
+
+fn ran() -> impl Strategy<Value = Ran> {
+    prop_oneof![8 => Just(Ran::Applied), 9 => Just(Ran::Failed), 3 => Just(Ran::Waiting)]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         1 => (0..SYNCSETS.len()).prop_map(Op::Enqueue),
         4 => (0..WORKERS, 1..=4usize).prop_map(|(worker, limit)| Op::Claim { worker, limit }),
-        5 => (0..WORKERS, any::<Index>(), prop::bool::weighted(0.6), prop::bool::weighted(0.4))
-            .prop_map(|(worker, item, current, success)| Op::Complete { worker, item, current, success }),
+        5 => (0..WORKERS, any::<Index>(), prop::bool::weighted(0.6), ran())
+            .prop_map(|(worker, item, current, ran)| Op::Complete { worker, item, current, ran }),
         1 => (0..WORKERS).prop_map(Op::Renew),
         1 => (0..WORKERS, any::<Index>()).prop_map(|(worker, item)| Op::Release { worker, item }),
         3 => (0..=40u64).prop_map(Op::Advance),
@@ -285,6 +300,13 @@ impl Model {
                 k.run_at = run_at;
                 k.last_error = true;
                 CompleteOutcome::Committed(phase)
+            }
+            RunOutcome::Waiting { .. } => {
+                k.phase = Db::Ready;
+                k.run_at = if k.dirty() { now } else { now + WAIT_MS };
+                k.attempts = 0;
+                k.last_error = true;
+                CompleteOutcome::Committed(Phase::Pending)
             }
             RunOutcome::Removed => unreachable!("the model never removes"),
             RunOutcome::Parked { .. } => unreachable!("the model never parks at once"),

@@ -178,7 +178,7 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                 }
                 held[*worker].extend(got);
             }
-            Op::Complete { worker, item, current, success } => {
+            Op::Complete { worker, item, current, ran } => {
                 if held[*worker].is_empty() {
                     continue;
                 }
@@ -196,10 +196,13 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                     item.index(held[*worker].len())
                 };
                 let it = held[*worker].remove(at);
-                let outcome = if *success {
-                    RunOutcome::Applied { generation: it.generation, inventory: vec![] }
-                } else {
-                    RunOutcome::Failed { error: format!("boom at step {step}") }
+                let outcome = match ran {
+                    Ran::Applied => RunOutcome::Applied { generation: it.generation, inventory: vec![] },
+                    Ran::Failed => RunOutcome::Failed { error: format!("boom at step {step}") },
+                    Ran::Waiting => RunOutcome::Waiting {
+                        reason: format!("waiting at step {step}"),
+                        after: Duration::from_millis(WAIT_MS as u64),
+                    },
                 };
                 let c =
                     Completion { key: it.key.clone(), fence: it.fence, outcome: outcome.clone(), resources: vec![] };

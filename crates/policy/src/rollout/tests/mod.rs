@@ -374,6 +374,23 @@ fn the_deadline_fails_a_step_with_a_pending_cluster() {
 }
 
 #[test]
+fn a_cluster_running_again_after_a_failed_run_is_reported_with_that_runs_error() {
+    let s = canary_spec(json!({"progressDeadline": "5m"}));
+    let (state, mut clusters) = canaries_applied(&s);
+    let e = key(&mut clusters, "e");
+    e.phase = Phase::Applying;
+    e.last_error = Some("not ready after 3s: apps/v1/Deployment apps/web: Deployment: 0 of 2 replicas updated".into());
+    let d = run(&s, &state, &clusters, at(300), None);
+    assert_eq!(
+        written(&d).reason.as_deref(),
+        Some(
+            "step 1: 1 cluster not healthy within progressDeadline 5m; e: Applying (last run: \
+             not ready after 3s: apps/v1/Deployment apps/web: Deployment: 0 of 2 replicas updated)"
+        )
+    );
+}
+
+#[test]
 fn a_cluster_that_loses_health_resets_healthy_since() {
     let s = canary_spec(json!({"minSuccessTime": "10m", "progressDeadline": "30m"}));
     let (state, mut clusters) = canaries_applied(&s);
