@@ -9,6 +9,8 @@
 //! Secret values — a Secret's, and those of the Kubernetes Secrets a SyncSet holds — are
 //! redacted on both sides, so never printed and not compared as text: a change of values
 //! alone shows as the new generation the dry run gives the object, with a note on stderr.
+//!
+//! With `--cluster C`, what that cluster gets is compared instead ([`crate::diff_cluster`]).
 
 use crate::args::DiffArgs;
 use crate::client::explain;
@@ -41,6 +43,9 @@ pub fn run(a: DiffArgs) -> ExitCode {
 
 /// Prints a diff of each object that differs; returns whether any did.
 async fn diff(a: DiffArgs) -> Result<bool> {
+    if let Some(cluster) = &a.cluster {
+        return crate::diff_cluster::diff(&a, cluster).await;
+    }
     let (docs, body) = inputs::documents_and_body(inputs::read(&a.files, a.recursive)?)?;
     let hub = connect(&a.conn)?.client;
     let verdicts = hub.apply_dry_run(body).await.map_err(explain)?;

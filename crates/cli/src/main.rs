@@ -11,6 +11,7 @@ mod demo;
 mod describe;
 mod details;
 mod diff;
+mod diff_cluster;
 mod events;
 mod inputs;
 mod plugin;

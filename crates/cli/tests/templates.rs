@@ -173,3 +173,37 @@ fn a_template_that_fails_on_one_cluster_parks_that_key_with_the_reason_and_no_ot
     apply(&hub, &docs[2].replace("spec: {", "spec: {values: {zone: eu-1c}, "));
     block_on(wait_held(&sim, &[2], |_| zone("eu-1c"), Duration::from_secs(30)));
 }
+
+#[test]
+fn diff_per_cluster_shows_what_one_cluster_would_get() {
+    let sim = SimChild::start(0.0);
+    let hub = Hub::start();
+    let docs = [cluster(&sim, 0, "eu", ""), cluster(&sim, 1, "us", ""), SYNCSET.to_string()];
+    apply(&hub, &docs.join("---\n"));
+    let diff = |yaml: &str, cluster: &str| {
+        let path = hub.dir.path().join("diff.yaml");
+        std::fs::write(&path, yaml).expect("write YAML");
+        hub.cli(&["diff", "-f", path.to_str().expect("utf-8"), "--cluster", cluster])
+    };
+    let same = diff(SYNCSET, "c0");
+    assert_eq!(same.status.code(), Some(0), "nothing changes: {}{}", stdout(&same), stderr(&same));
+
+    // Five replicas in eu: c0's rendering changes, c1's does not.
+    let five = SYNCSET.replace("values: {replicas: 3}", "values: {replicas: 5}");
+    let out = diff(&five, "c0");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("syncset/default/app on cluster c0 (live)"), "{text}");
+    assert!(text.contains("-  replicas: '3'") || text.contains("-  replicas: \"3\""), "{text}");
+    assert!(text.contains("+  replicas: '5'") || text.contains("+  replicas: \"5\""), "{text}");
+    assert_eq!(diff(&five, "c1").status.code(), Some(0), "c1 is in us");
+
+    // A relabel in the same file: c1 moves to eu and gets the eu values.
+    let moved = format!("{}---\n{five}", cluster(&sim, 1, "eu", ""));
+    let out = diff(&moved, "c1");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("+  region: eu"), "{}", stdout(&out));
+    let missing = diff(SYNCSET, "c9");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("no cluster c9 in tenant default"), "{}", stderr(&missing));
+}

@@ -81,6 +81,10 @@ pub struct DiffArgs {
     /// Read the directories given with -f recursively.
     #[arg(short = 'R', long)]
     pub recursive: bool,
+    /// Compare what this cluster gets from each SyncSet of the files (rendered for it)
+    /// with what it gets from the hub's, instead of the objects themselves.
+    #[arg(long, value_name = "CLUSTER")]
+    pub cluster: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
