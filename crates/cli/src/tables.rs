@@ -195,7 +195,8 @@ pub fn status(items: &[KeyStatus], cols: Columns) -> std::io::Result<()> {
         ];
         if cols.wide {
             let when = |t: &Option<fleetsync_model::Timestamp>| t.as_ref().map_or("-".into(), text_of);
-            cells.extend([when(&k.last_applied_at), when(&k.next_attempt_at), error]);
+            let rendered = k.rendered_hash.clone().unwrap_or_else(|| "-".into());
+            cells.extend([when(&k.last_applied_at), when(&k.next_attempt_at), rendered, error]);
         } else {
             cells.push(clip(error, 60));
         }
@@ -212,6 +213,7 @@ pub fn status(items: &[KeyStatus], cols: Columns) -> std::io::Result<()> {
             "DRIFT",
             "LAST APPLIED",
             "NEXT ATTEMPT",
+            "RENDERED",
             "LAST ERROR",
         ]
     } else {

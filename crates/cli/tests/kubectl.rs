@@ -110,7 +110,7 @@ eu-only  1           Upsert  1          1         1/1      Applied  eu-west-1   
     assert!(lines[0].starts_with("TENANT   CLUSTER    SYNCSET  PHASE"), "{status}");
     assert!(
         lines[0].contains("  DRIFT  LAST APPLIED")
-            && lines[0].contains("NEXT ATTEMPT")
+            && lines[0].contains("NEXT ATTEMPT              RENDERED  LAST ERROR")
             && lines[0].ends_with("LAST ERROR"),
         "{status}"
     );

@@ -138,6 +138,10 @@ fn clusters_in_three_regions_hold_their_own_values_and_a_relabel_rewrites_only_t
         text.contains("region: us") && text.contains("replicas: \"1\"") && text.contains("rendered hash "),
         "{text}"
     );
+    // The key's status names the rendering it applied: the one `render` shows.
+    let hash = text.split("rendered hash ").nth(1).and_then(|r| r.lines().next()).expect("a hash").trim();
+    let c3 = common::status_items(&hub).into_iter().find(|s| s.key.cluster == "c3").expect("c3's key");
+    assert_eq!(c3.rendered_hash.as_deref(), Some(hash), "status shows what c3 was applied");
 }
 
 #[test]

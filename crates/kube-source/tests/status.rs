@@ -27,7 +27,7 @@ async fn apply_all(store: &SqliteStore) -> usize {
         .map(|item| Completion {
             key: item.key.clone(),
             fence: item.fence,
-            outcome: RunOutcome::Applied { generation: item.generation, inventory: vec![] },
+            outcome: RunOutcome::Applied { generation: item.generation, inventory: vec![], rendered: None },
             resources: vec![],
         })
         .collect();

@@ -89,6 +89,10 @@ pub struct KeyStatus {
     pub next_attempt_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<Timestamp>,
+    /// For a templated SyncSet, the hash of what its last good run applied to the
+    /// cluster (the rendering at `observedGeneration`), as `fleetsync render` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered_hash: Option<String>,
     pub updated_at: Timestamp,
     /// Resources whose live state (as the cluster's agent last reported it) differs
     /// from what this key applies. A drift enqueues the key again (self-healing).
@@ -310,6 +314,7 @@ mod tests {
             next_attempt_at: None,
             last_applied_at: None,
             updated_at: Timestamp(0),
+            rendered_hash: None,
             drift: vec![],
             unready: vec![],
         }

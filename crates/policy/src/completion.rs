@@ -16,8 +16,10 @@ pub struct Completion {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
-    /// Every resource of `generation` applied; `inventory` is what is now on the target.
-    Applied { generation: i64, inventory: Vec<ResourceRef> },
+    /// Every resource of `generation` applied; `inventory` is what is now on the target;
+    /// `rendered`, for a templated SyncSet, the hash of what was applied
+    /// ([`fleetsync_model::template::rendered_hash`]), shown in the key's status.
+    Applied { generation: i64, inventory: Vec<ResourceRef>, rendered: Option<String> },
     /// The run stopped at an error; retried with backoff or parked.
     Failed { error: String },
     /// The run stopped at an error that trying again cannot fix until something

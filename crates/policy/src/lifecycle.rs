@@ -84,8 +84,9 @@ pub struct Held {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish<'a> {
     /// `phase` is `Applied`, or `Pending` if the key became dirty meanwhile. `run_at`,
-    /// `last_applied_at` = now; `observed_generation`, `inventory` as given; no error.
-    Applied { phase: Phase, generation: i64, inventory: &'a [ResourceRef] },
+    /// `last_applied_at` = now; `observed_generation`, `inventory` and the rendering's
+    /// hash as given; no error.
+    Applied { phase: Phase, generation: i64, inventory: &'a [ResourceRef], rendered: Option<&'a str> },
     /// Like `Applied`, but `ready` again at `run_at` (now, if the key became dirty
     /// meanwhile), with attempts reset to 0: a requeue is not a failure.
     Requeue { generation: i64, inventory: &'a [ResourceRef], run_at: Timestamp },
@@ -141,9 +142,9 @@ pub fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &RetryPoli
         return None;
     }
     Some(match &c.outcome {
-        RunOutcome::Applied { generation, inventory } => {
+        RunOutcome::Applied { generation, inventory, rendered } => {
             let phase = if h.dirty { Phase::Pending } else { Phase::Applied };
-            Finish::Applied { phase, generation: *generation, inventory }
+            Finish::Applied { phase, generation: *generation, inventory, rendered: rendered.as_deref() }
         }
         RunOutcome::Requeue { generation, inventory, after } => {
             let run_at = if h.dirty { now } else { now.plus(*after) };

@@ -184,7 +184,7 @@ mod tests {
     fn run(syncset: &str, error: Option<&str>) -> Completion {
         let outcome = match error {
             Some(error) => RunOutcome::Failed { error: error.into() },
-            None => RunOutcome::Applied { generation: 1, inventory: vec![] },
+            None => RunOutcome::Applied { generation: 1, inventory: vec![], rendered: None },
         };
         Completion { key: WorkKey::new("t", "c", syncset), fence: Fence::new(1), outcome, resources: vec![] }
     }

@@ -129,6 +129,7 @@ mod tests {
             next_attempt_at: None,
             last_applied_at: None,
             updated_at: Timestamp(0),
+            rendered_hash: None,
             drift: vec![],
             unready: vec![],
         }

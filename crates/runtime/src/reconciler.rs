@@ -302,7 +302,7 @@ fn outcome_of(ctx: &Context, action: Action) -> (RunOutcome, Vec<ResourceResult>
     let (generation, inventory) = (ctx.latest_generation(), ctx.inventory());
     match action {
         Action::Done if !ctx.item.desired => (RunOutcome::Removed, Vec::new()),
-        Action::Done => (RunOutcome::Applied { generation, inventory }, Vec::new()),
+        Action::Done => (RunOutcome::Applied { generation, inventory, rendered: None }, Vec::new()),
         Action::Requeue(after) => (RunOutcome::Requeue { generation, inventory, after }, Vec::new()),
         Action::Report { outcome, resources } => (outcome, resources),
     }

@@ -109,7 +109,8 @@ impl SyncSetReconciler {
                 Verdict::Unreadable(r, e) => return Ok((failure(&e, format!("reading back {r}: {e}")), results)),
             }
         }
-        Ok((RunOutcome::Applied { generation, inventory: applied }, results))
+        let rendered = syncset.spec.templated.then(|| template::rendered_hash(manifests));
+        Ok((RunOutcome::Applied { generation, inventory: applied, rendered }, results))
     }
 
     /// Removes what the key applied (Sync mode) or leaves it (Upsert mode).

@@ -186,7 +186,7 @@ async fn a_waiting_claimer_claims_another_process_change_promptly() {
                 .map(|i| Completion {
                     key: i.key,
                     fence: i.fence,
-                    outcome: RunOutcome::Applied { generation: i.generation, inventory: vec![] },
+                    outcome: RunOutcome::Applied { generation: i.generation, inventory: vec![], rendered: None },
                     resources: vec![],
                 })
                 .collect();

@@ -49,7 +49,7 @@ fn refused_run(item: &ClaimedItem) -> Completion {
 }
 
 fn applied(item: &ClaimedItem) -> Completion {
-    let outcome = RunOutcome::Applied { generation: item.generation, inventory: vec![] };
+    let outcome = RunOutcome::Applied { generation: item.generation, inventory: vec![], rendered: None };
     Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] }
 }
 

@@ -234,7 +234,12 @@ mod tests {
             name: name.into(),
         };
         let inventory = [cm("a")];
-        let applied = Finish::Applied { phase: fleetsync_model::Phase::Applied, generation: 2, inventory: &inventory };
+        let applied = Finish::Applied {
+            phase: fleetsync_model::Phase::Applied,
+            generation: 2,
+            inventory: &inventory,
+            rendered: None,
+        };
         assert_eq!(kept_after(&applied), Some(vec![resource_id(&cm("a"))]));
         let requeued = Finish::Requeue { generation: 2, inventory: &[], run_at: fleetsync_model::Timestamp(0) };
         assert_eq!(kept_after(&requeued), Some(vec![]));

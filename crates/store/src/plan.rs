@@ -579,7 +579,7 @@ mod tests {
     fn completions_announce_when_the_key_is_claimable_again_and_always_log() {
         use fleetsync_model::Phase;
         let (now, at) = (Timestamp(10), |ms| Some(Timestamp(ms)));
-        let applied = Finish::Applied { phase: Phase::Applied, generation: 1, inventory: &[] };
+        let applied = Finish::Applied { phase: Phase::Applied, generation: 1, inventory: &[], rendered: None };
         assert_eq!(
             Announce::completed(&applied, now),
             Announce { work_at: None, events: true },

@@ -209,7 +209,7 @@ mod tests {
             (false, false, true) => {
                 RunOutcome::Failed { error: "v1/ConfigMap apps/a: invalid: 422 Unprocessable Entity".into() }
             }
-            _ => RunOutcome::Applied { generation, inventory: vec![] },
+            _ => RunOutcome::Applied { generation, inventory: vec![], rendered: None },
         };
         let run = |claimed: Vec<fleetsync_store::ClaimedItem>, first: bool| {
             claimed
@@ -250,7 +250,7 @@ mod tests {
             .into_iter()
             .filter(|c| c.key == key)
             .map(|c| Completion {
-                outcome: RunOutcome::Applied { generation: c.generation, inventory: vec![] },
+                outcome: RunOutcome::Applied { generation: c.generation, inventory: vec![], rendered: None },
                 key: c.key,
                 fence: c.fence,
                 resources: vec![],

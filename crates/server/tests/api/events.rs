@@ -55,7 +55,7 @@ async fn a_watch_sends_the_backlog_then_every_commit_as_it_happens() {
 
     // A status transition, committed by a worker (here: the store directly).
     let item = api.store.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
-    let outcome = RunOutcome::Applied { generation: item.generation, inventory: vec![] };
+    let outcome = RunOutcome::Applied { generation: item.generation, inventory: vec![], rendered: None };
     api.store
         .work_complete(vec![Completion { key: item.key.clone(), fence: item.fence, outcome, resources: vec![] }])
         .await

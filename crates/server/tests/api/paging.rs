@@ -146,7 +146,7 @@ async fn status_filtered_by_phase_and_staleness() {
     let api = api_with_fleet().await;
     let claimed =
         api.store.work_claim(ClaimParams::new("w", 1, Duration::from_secs(30))).await.expect("claim").remove(0);
-    let outcome = RunOutcome::Applied { generation: claimed.generation, inventory: vec![] };
+    let outcome = RunOutcome::Applied { generation: claimed.generation, inventory: vec![], rendered: None };
     api.store
         .work_complete(vec![Completion { key: claimed.key.clone(), fence: claimed.fence, outcome, resources: vec![] }])
         .await

@@ -104,7 +104,7 @@ async fn syncset_summary_counts_every_key_and_its_keys_page() {
     // Two keys applied, one failed, two still pending.
     let claimed = api.store.work_claim(ClaimParams::new("w", 3, Duration::from_secs(30))).await.expect("claim");
     let outcome = |i: usize, generation: i64| match i {
-        0 | 1 => RunOutcome::Applied { generation, inventory: vec![] },
+        0 | 1 => RunOutcome::Applied { generation, inventory: vec![], rendered: None },
         _ => RunOutcome::Failed { error: "admission webhook denied the request".into() },
     };
     let completions = claimed
@@ -199,7 +199,7 @@ async fn a_keys_events_are_its_runs_newest_first() {
                 .map(|c| {
                     let outcome = match (fail, c.key.cluster.as_str()) {
                         (true, "c1") => RunOutcome::Failed { error: "denied".into() },
-                        _ => RunOutcome::Applied { generation: c.generation, inventory: vec![] },
+                        _ => RunOutcome::Applied { generation: c.generation, inventory: vec![], rendered: None },
                     };
                     Completion { key: c.key.clone(), fence: c.fence, outcome, resources: vec![] }
                 })

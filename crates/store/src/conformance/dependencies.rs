@@ -1,6 +1,7 @@
-//! Order between SyncSets, as the store keeps it: a `dependsOn` cycle is refused at
-//! apply with nothing written, and a key that waits for a dependency is `Pending` with
-//! its reason, keeps what it applied, and is claimable again after its delay.
+//! What the store keeps of templates and order between SyncSets: a `dependsOn` cycle is
+//! refused at apply with nothing written; a key that waits for a dependency is
+//! `Pending` with its reason, keeps what it applied, and is claimable again after its
+//! delay; a key's status carries the hash of the rendering it last applied.
 
 use super::*;
 use fleetsync_model::Dependency;
@@ -63,4 +64,28 @@ pub async fn a_waiting_key_is_pending_with_its_reason(h: &dyn Harness) {
     clock.advance(after);
     let again = claim(&*s, "w", 1).await.remove(0);
     assert_eq!((again.generation, again.attempt), (2, 1), "waiting is not a failed attempt");
+}
+
+/// A key's status carries the hash of the rendering its last good run applied: kept
+/// by a failed run or a wait, replaced by the next good run (none for a SyncSet that
+/// is not templated).
+pub async fn the_rendered_hash_goes_with_what_was_applied(h: &dyn Harness) {
+    let (s, clock) = open(h).await;
+    one_key(&*s).await;
+    let item = claim(&*s, "w", 1).await.remove(0);
+    let rendered = RunOutcome::Applied { generation: 1, inventory: vec![], rendered: Some("sha256:aa".into()) };
+    complete(&*s, &item, rendered).await;
+    assert_eq!(rendered_hash(&*s, &item.key).await.as_deref(), Some("sha256:aa"));
+    s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("a new generation");
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, failed("boom")).await;
+    assert_eq!(rendered_hash(&*s, &item.key).await.as_deref(), Some("sha256:aa"), "a failed run applied nothing new");
+    clock.advance(Duration::from_secs(60));
+    let item = claim(&*s, "w", 1).await.remove(0);
+    complete(&*s, &item, applied(&item)).await;
+    assert_eq!(rendered_hash(&*s, &item.key).await, None, "the last good run rendered nothing");
+}
+
+async fn rendered_hash(s: &dyn Store, key: &WorkKey) -> Option<String> {
+    s.status_get(key).await.expect("status").expect("exists").rendered_hash
 }

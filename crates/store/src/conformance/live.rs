@@ -104,6 +104,7 @@ pub async fn live_records_end_with_what_the_key_stops_applying(h: &dyn Harness) 
     let run = |generation, names: &[&str]| RunOutcome::Applied {
         generation,
         inventory: names.iter().map(|n| cm(n)).collect(),
+        rendered: None,
     };
     let item = claim(&*s, "w", 1).await.remove(0);
     complete(&*s, &item, run(1, &["s1-0", "s1-1"])).await;

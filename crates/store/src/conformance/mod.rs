@@ -55,7 +55,8 @@ macro_rules! conformance_tests {
             live_records_end_with_what_the_key_stops_applying, retries_are_logged_naming_who_asked,
             artifacts_keep_each_content_once, sources_feed_syncsets_one_revision_at_a_time,
             oci_sources_feed_syncsets_and_share_one_name_space, syncsets_left_behind_by_a_dead_fetcher_catch_up,
-            dependency_cycles_are_refused_whole, a_waiting_key_is_pending_with_its_reason);
+            dependency_cycles_are_refused_whole, a_waiting_key_is_pending_with_its_reason,
+            the_rendered_hash_goes_with_what_was_applied);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -83,7 +84,10 @@ mod summary;
 mod tokens;
 
 pub use artifacts::artifacts_keep_each_content_once;
-pub use dependencies::{a_waiting_key_is_pending_with_its_reason, dependency_cycles_are_refused_whole};
+pub use dependencies::{
+    a_waiting_key_is_pending_with_its_reason, dependency_cycles_are_refused_whole,
+    the_rendered_hash_goes_with_what_was_applied,
+};
 pub use dry_run::dry_run_answers_as_the_apply_and_writes_nothing;
 pub use events::{
     an_objects_events_newest_first, consumer_cursors_only_move_forward, consumer_names_are_checked,
@@ -198,7 +202,7 @@ pub fn applied_completion(item: &ClaimedItem) -> Completion {
 }
 
 fn applied(item: &ClaimedItem) -> RunOutcome {
-    RunOutcome::Applied { generation: item.generation, inventory: vec![] }
+    RunOutcome::Applied { generation: item.generation, inventory: vec![], rendered: None }
 }
 
 fn failed(msg: &str) -> RunOutcome {

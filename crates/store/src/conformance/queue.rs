@@ -208,7 +208,7 @@ pub async fn removal(h: &dyn Harness) {
         name: "x".into(),
     }];
     for item in claim(&*s, "w", 10).await {
-        let outcome = RunOutcome::Applied { generation: 1, inventory: inventory.clone() };
+        let outcome = RunOutcome::Applied { generation: 1, inventory: inventory.clone(), rendered: None };
         complete(&*s, &item, outcome).await;
     }
     s.object_delete(Kind::SyncSet, "default", "s1").await.expect("delete");
@@ -395,7 +395,7 @@ pub async fn inventory_recorded_ahead_outlives_failed_and_lost_runs(h: &dyn Harn
     assert_eq!(third.inventory, vec![a.clone(), b.clone(), c.clone()], "the lost run's inventory was kept");
     assert!(s.work_inventory_record(&second.key, second.fence, &[]).await.is_err(), "the old token is refused");
 
-    let done = RunOutcome::Applied { generation: third.generation, inventory: vec![b.clone()] };
+    let done = RunOutcome::Applied { generation: third.generation, inventory: vec![b.clone()], rendered: None };
     assert_eq!(complete(&*s, &third, done).await, CompleteOutcome::Committed(Phase::Applied));
     s.work_resync().await.expect("resync");
     let fourth = claim(&*s, "w2", 1).await.remove(0);

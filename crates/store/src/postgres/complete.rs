@@ -79,10 +79,12 @@ pub(super) async fn run(
                  resources = u.resources, inventory = COALESCE(u.inventory, w.inventory), last_error = u.last_error,
                  last_applied_at = COALESCE(u.applied_at, w.last_applied_at),
                  attempts = CASE WHEN u.reset_attempts THEN 0 ELSE w.attempts END,
+                 rendered = CASE WHEN u.set_rendered THEN u.rendered ELSE w.rendered END,
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = $10
              FROM unnest($1::text[]::tid[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-                         $8::bigint[], $9::bool[])
-                  AS u(ctid, phase, run_at, observed, resources, inventory, last_error, applied_at, reset_attempts)
+                         $8::bigint[], $9::bool[], $11::bool[], $12::text[])
+                  AS u(ctid, phase, run_at, observed, resources, inventory, last_error, applied_at, reset_attempts,
+                       set_rendered, rendered)
              WHERE w.ctid = ANY($1::text[]::tid[]) AND w.ctid = u.ctid",
             &[
                 &u.ctids,
@@ -95,6 +97,8 @@ pub(super) async fn run(
                 &u.applied_at,
                 &u.reset_attempts,
                 &now.millis(),
+                &u.set_rendered,
+                &u.rendered,
             ],
         )
         .await?;
@@ -192,6 +196,8 @@ struct Updates {
     errors: Vec<Option<String>>,
     applied_at: Vec<Option<i64>>,
     reset_attempts: Vec<bool>,
+    set_rendered: Vec<bool>,
+    rendered: Vec<Option<String>>,
 }
 
 impl Updates {
@@ -206,6 +212,8 @@ impl Updates {
         self.errors.push(w.last_error.map(str::to_string));
         self.applied_at.push(w.last_applied_at.map(Timestamp::millis));
         self.reset_attempts.push(w.reset_attempts);
+        self.set_rendered.push(w.rendered.is_some());
+        self.rendered.push(w.rendered.flatten().map(str::to_string));
         Ok(())
     }
 }

@@ -265,6 +265,7 @@ fn key_status(r: &Row, now: Timestamp) -> PgResult<KeyStatus> {
         next_attempt_at: (db_phase == "ready" && run_at > now).then_some(run_at),
         last_applied_at: r.try_get::<_, Option<i64>>(11)?.map(Timestamp),
         updated_at: Timestamp(r.try_get(12)?),
+        rendered_hash: r.try_get(13)?,
         drift: Vec::new(),
         unready: Vec::new(),
     })
@@ -285,7 +286,7 @@ pub(super) async fn status_rows<C: GenericClient>(
     let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
     let mut sql = String::from(
         "SELECT tenant, cluster, syncset, phase, desired, generation, observed_generation, attempts,
-                last_error, resources, run_at, last_applied_at, updated_at
+                last_error, resources, run_at, last_applied_at, updated_at, rendered
          FROM work
          WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR cluster = $2) AND ($3::text IS NULL OR syncset = $3)
              AND (NOT $4 OR observed_generation <> generation)",

@@ -461,6 +461,12 @@ const MIGRATIONS: &[(&str, &str)] = &[
         PRIMARY KEY (tenant, name));
     "#,
     ),
+    (
+        "the hash of what a templated SyncSet's last good run applied, per key",
+        r#"
+    ALTER TABLE work ADD COLUMN rendered text;
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

@@ -249,6 +249,7 @@ pub(super) fn complete(
                          resources = ?4, inventory = COALESCE(?5, inventory), last_error = ?6,
                          last_applied_at = COALESCE(?7, last_applied_at),
                          attempts = CASE WHEN ?8 THEN 0 ELSE attempts END,
+                         rendered = CASE WHEN ?11 THEN ?12 ELSE rendered END,
                          lease_owner = NULL, lease_expires_at = NULL, updated_at = ?9
                      WHERE id = ?10",
                 )?
@@ -262,7 +263,9 @@ pub(super) fn complete(
                     row.last_applied_at.map(Timestamp::millis),
                     row.reset_attempts,
                     now.millis(),
-                    h.id
+                    h.id,
+                    row.rendered.is_some(),
+                    row.rendered.flatten()
                 ])?;
             }
             RowWrite::Delete => {

@@ -210,7 +210,7 @@ fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
 }
 
 const STATUS_COLUMNS: &str = "tenant, cluster, syncset, phase, desired, generation, observed_generation, attempts,
-    last_error, resources, run_at, last_applied_at, updated_at";
+    last_error, resources, run_at, last_applied_at, updated_at, rendered";
 
 fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, String)> {
     let attempts: u32 = r.get(7)?;
@@ -230,6 +230,7 @@ fn key_status(r: &Row<'_>, now: Timestamp) -> rusqlite::Result<(KeyStatus, Strin
         next_attempt_at: (db_phase == "ready" && run_at > now).then_some(run_at),
         last_applied_at: r.get::<_, Option<i64>>(11)?.map(Timestamp),
         updated_at: Timestamp(r.get(12)?),
+        rendered_hash: r.get(13)?,
         drift: Vec::new(),
         unready: Vec::new(),
     };

@@ -281,6 +281,10 @@ const MIGRATIONS: &[&str] = &[
         tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL, doc TEXT NOT NULL,
         PRIMARY KEY (tenant, name)) WITHOUT ROWID;
     "#,
+    // 21: the hash of what a templated SyncSet's last good run applied, per key.
+    r#"
+    ALTER TABLE work ADD COLUMN rendered TEXT;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

@@ -48,6 +48,9 @@ pub(crate) struct CompletedRow<'a> {
     pub(crate) last_applied_at: Option<Timestamp>,
     /// Attempts start over (a requeue is not a failure).
     pub(crate) reset_attempts: bool,
+    /// The hash of the rendering applied (`Some(None)`: none, a SyncSet that is not
+    /// templated); `None` keeps the row's.
+    pub(crate) rendered: Option<Option<&'a str>>,
 }
 
 impl CompletedRow<'_> {
@@ -73,24 +76,28 @@ pub(crate) fn completed<'a>(fin: &Finish<'a>, now: Timestamp) -> Completed<'a> {
         last_error: None,
         last_applied_at: None,
         reset_attempts: false,
+        rendered: None,
     };
     let row = match fin {
-        Finish::Applied { phase, generation, inventory } => RowWrite::Update(CompletedRow {
+        Finish::Applied { phase, generation, inventory, rendered } => RowWrite::Update(CompletedRow {
             observed_generation: Some(*generation),
             inventory: Some(inventory),
             last_applied_at: Some(now),
+            rendered: Some(*rendered),
             ..update(*phase, now)
         }),
         Finish::Requeue { generation, inventory, run_at } => RowWrite::Update(CompletedRow {
             observed_generation: Some(*generation),
             inventory: Some(inventory),
             last_applied_at: Some(now),
+            rendered: Some(None),
             reset_attempts: true,
             ..update(Phase::Pending, *run_at)
         }),
         Finish::Restart => RowWrite::Update(CompletedRow {
             observed_generation: Some(0),
             inventory: Some(&[]),
+            rendered: Some(None),
             ..update(Phase::Pending, now)
         }),
         Finish::Delete => RowWrite::Delete,
@@ -129,7 +136,7 @@ mod tests {
     #[test]
     fn an_applied_run_records_what_it_applied_and_when() {
         let (now, retry) = (Timestamp(1_000), RetryPolicy::default());
-        let c = completion(RunOutcome::Applied { generation: 3, inventory: vec![] });
+        let c = completion(RunOutcome::Applied { generation: 3, inventory: vec![], rendered: None });
         let done = decide(&held(false), &c, now, &retry).expect("held");
         let RowWrite::Update(row) = &done.row else { panic!("{done:?}") };
         assert_eq!(

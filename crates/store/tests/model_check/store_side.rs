@@ -197,7 +197,9 @@ pub(super) async fn run_case(ops: Vec<Op>, cov: &mut Coverage) -> Result<(), Tes
                 };
                 let it = held[*worker].remove(at);
                 let outcome = match ran {
-                    Ran::Applied => RunOutcome::Applied { generation: it.generation, inventory: vec![] },
+                    Ran::Applied => {
+                        RunOutcome::Applied { generation: it.generation, inventory: vec![], rendered: None }
+                    }
                     Ran::Failed => RunOutcome::Failed { error: format!("boom at step {step}") },
                     Ran::Waiting => RunOutcome::Waiting {
                         reason: format!("waiting at step {step}"),
