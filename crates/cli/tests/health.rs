@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{stderr, stdout, Hub, SimChild};
+use common::{block_on, stderr, stdout, wait_for, Hub, SimChild};
 use fleetsync_model::{Phase, RolloutPhase, RolloutStatus};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -14,17 +14,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 const CLUSTERS: [&str; 3] = ["c1", "c2", "c3"];
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
-}
-
-fn apply(hub: &Hub, yaml: &str) {
-    let path = hub.dir.path().join("apply.yaml");
-    std::fs::write(&path, yaml).expect("write YAML");
-    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "apply: {}", stderr(&out));
-}
 
 fn fleet(sim: &SimChild, image: &str) -> String {
     let mut yaml: String = CLUSTERS
@@ -106,14 +95,6 @@ fn image_on(sim: &SimChild, cluster: &str) -> Option<String> {
     d["spec"]["template"]["spec"]["containers"][0]["image"].as_str().map(str::to_string)
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn a_deployment_that_never_becomes_ready_fails_its_key_after_the_timeout_and_stops_the_rollout() {
     let sim = SimChild::start(0.0);
@@ -124,7 +105,7 @@ fn a_deployment_that_never_becomes_ready_fails_its_key_after_the_timeout_and_sto
 
     // Generation 1 (not staged): Applied on each cluster once its Deployment rolled
     // out, not before.
-    apply(&hub, &fleet(&sim, "web:1"));
+    hub.apply(&fleet(&sim, "web:1"));
     wait_for("every key Applied at generation 1", Duration::from_secs(30), || {
         let items = common::status_items(&hub);
         items.len() == 3 && items.iter().all(|s| s.phase == Phase::Applied && s.observed_generation == 1)
@@ -138,7 +119,7 @@ fn a_deployment_that_never_becomes_ready_fails_its_key_after_the_timeout_and_sto
     // with the reason, and the rollout stops before the other clusters.
     healthy.lock().unwrap_or_else(PoisonError::into_inner).remove("c1");
     let started = Instant::now();
-    apply(&hub, &fleet(&sim, "web:2"));
+    hub.apply(&fleet(&sim, "web:2"));
     wait_for("the canary holding web:2", Duration::from_secs(30), || image_on(&sim, "c1").as_deref() == Some("web:2"));
     wait_for("the canary's key to fail", Duration::from_secs(30), || {
         common::status_items(&hub)

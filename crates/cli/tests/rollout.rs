@@ -5,17 +5,13 @@
 
 mod common;
 
-use common::{stderr, stdout, Hub, SimChild};
+use common::{block_on, stderr, stdout, wait_for, Hub, SimChild};
 use fleetsync_model::{Phase, RolloutPhase, RolloutStatus};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const CLUSTERS: [&str; 4] = ["c1", "c2", "c3", "c4"];
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
-}
 
 fn clusters_yaml(sim: &SimChild) -> String {
     CLUSTERS
@@ -45,25 +41,10 @@ fn syncset_yaml(mode: &str, steps: &str, on_failure: &str, maps: &[(&str, &str)]
 
 const CANARY_THEN_ALL: &str = "[{selector: {matchLabels: {ring: canary}}}, {percent: 50}, {percent: 100}]";
 
-fn apply(hub: &Hub, yaml: &str) {
-    let path = hub.dir.path().join("apply.yaml");
-    std::fs::write(&path, yaml).expect("write YAML");
-    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "apply: {}", stderr(&out));
-}
-
 fn rollout(hub: &Hub, verb: &str) -> RolloutStatus {
     let out = hub.cli(&["rollout", verb, "app", "-o", "json"]);
     assert!(out.status.success(), "rollout {verb}: {}", stderr(&out));
     serde_json::from_str(&stdout(&out)).expect("rollout status JSON")
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Every key of `app` applied at `generation`.
@@ -127,7 +108,7 @@ fn fleet_at_one_with(
     first: &[(&str, &str)],
 ) -> Hub {
     let hub = Hub::start_flags(flags);
-    apply(&hub, &format!("{}{}", clusters_yaml(sim), syncset_yaml(mode, steps, on_failure, first)));
+    hub.apply(&format!("{}{}", clusters_yaml(sim), syncset_yaml(mode, steps, on_failure, first)));
     wait_for("generation 1 everywhere", Duration::from_secs(30), || all_applied_at(&hub, 1));
     let status = rollout(&hub, "status");
     assert_eq!(
@@ -147,7 +128,7 @@ fn a_failing_canary_is_rolled_back_and_no_later_cluster_is_touched() {
     let hub = fleet_at_one(&sim, "Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "1"), ("cm-b", "1")]);
     let before = versions(&sim);
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-b"]}));
-    apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2"), ("cm-b", "2")]));
+    hub.apply(&syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2"), ("cm-b", "2")]));
 
     wait_for("the rollout to roll back", Duration::from_secs(30), || {
         rollout(&hub, "status").phase == RolloutPhase::RolledBack
@@ -180,7 +161,7 @@ fn a_failing_canary_with_pause_stays_and_waits_until_aborted() {
     let hub = fleet_at_one(&sim, "Upsert", CANARY_THEN_ALL, "Pause", &[("cm-a", "1"), ("cm-b", "1")]);
     let before = versions(&sim);
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-b"]}));
-    apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Pause", &[("cm-a", "2"), ("cm-b", "2")]));
+    hub.apply(&syncset_yaml("Upsert", CANARY_THEN_ALL, "Pause", &[("cm-a", "2"), ("cm-b", "2")]));
 
     wait_for("the rollout to stop", Duration::from_secs(30), || rollout(&hub, "status").phase == RolloutPhase::Failed);
     std::thread::sleep(Duration::from_secs(3));
@@ -218,7 +199,7 @@ fn a_sync_mode_rollback_restores_exactly_what_the_bad_revision_changed() {
     let hub = fleet_at_one(&sim, "Sync", steps, "Rollback", &[("cm-a", "1"), ("cm-b", "1")]);
     let before = versions(&sim);
     faults(&sim, "c2", serde_json::json!({"refuse_applies": ["cm-d"]}));
-    apply(&hub, &syncset_yaml("Sync", steps, "Rollback", &[("cm-a", "2"), ("cm-c", "2"), ("cm-d", "2")]));
+    hub.apply(&syncset_yaml("Sync", steps, "Rollback", &[("cm-a", "2"), ("cm-c", "2"), ("cm-d", "2")]));
 
     wait_for("the canary at generation 2", Duration::from_secs(30), || {
         on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2"), ("cm-c", "2"), ("cm-d", "2")])
@@ -248,7 +229,7 @@ fn a_new_generation_mid_rollout_starts_again_from_the_first_step() {
     let steps = "[{selector: {matchLabels: {ring: canary}}, manualPromote: true}, {percent: 100}]";
     let hub = fleet_at_one(&sim, "Upsert", steps, "Rollback", &[("cm-a", "1")]);
     let before = versions(&sim);
-    apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "2")]));
+    hub.apply(&syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "2")]));
     wait_for("the canary at generation 2", Duration::from_secs(30), || {
         on_cluster(&sim, "c1").0 == maps(&[("cm-a", "2")])
     });
@@ -257,7 +238,7 @@ fn a_new_generation_mid_rollout_starts_again_from_the_first_step() {
     let waiting = rollout(&hub, "status");
     assert_eq!((waiting.phase, waiting.step), (RolloutPhase::Progressing, 0), "it waits for a promote: {waiting:?}");
 
-    apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
+    hub.apply(&syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
     wait_for("the canary at generation 3", Duration::from_secs(30), || {
         on_cluster(&sim, "c1").0 == maps(&[("cm-a", "3")])
     });
@@ -342,7 +323,7 @@ fn a_staged_change_reads_as_the_clusters_hold_it() {
         "the canary rolled back, nothing pending: {status}"
     );
 
-    apply(&hub, &syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
+    hub.apply(&syncset_yaml("Upsert", steps, "Rollback", &[("cm-a", "3")]));
     rollout(&hub, "promote");
     let out = hub.cli(&["wait", "--for=condition=Applied", "syncset/app", "--timeout=60s"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -368,7 +349,7 @@ fn a_failure_its_retry_fixes_does_not_roll_back_one_that_parks_does() {
         |hub: &Hub| common::status_items(hub).into_iter().find(|k| k.key.cluster == "c1").expect("the canary's key");
 
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-a"]}));
-    apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2")]));
+    hub.apply(&syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "2")]));
     wait_for("the canary's first run to fail", Duration::from_secs(30), || canary(&hub).phase == Phase::Failed);
     faults(&sim, "c1", serde_json::json!({}));
     wait_for("the rollout past its first step", Duration::from_secs(30), || rollout(&hub, "status").step >= 1);
@@ -381,7 +362,7 @@ fn a_failure_its_retry_fixes_does_not_roll_back_one_that_parks_does() {
 
     faults(&sim, "c1", serde_json::json!({"refuse_applies": ["cm-a"]}));
     let applied = Instant::now();
-    apply(&hub, &syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "3")]));
+    hub.apply(&syncset_yaml("Upsert", CANARY_THEN_ALL, "Rollback", &[("cm-a", "3")]));
     wait_for("the rollout to roll back once the canary parks", Duration::from_secs(30), || {
         rollout(&hub, "status").phase == RolloutPhase::RolledBack
     });

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{stderr, Hub, SimChild};
+use common::{block_on, stderr, wait_for, Hub, SimChild};
 use fleetsync_model::{KeyStatus, Phase};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -57,17 +57,6 @@ fn syncset_yaml(resources: &[&str]) -> String {
     y
 }
 
-fn apply(hub: &Hub, yaml: &str) {
-    let path = hub.dir.path().join("apply.yaml");
-    std::fs::write(&path, yaml).expect("write YAML");
-    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "apply: {}", stderr(&out));
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
-}
-
 /// The resources the simulated cluster holds now, asked one by one over its API.
 fn on_cluster(sim: &SimChild) -> Vec<&'static str> {
     block_on(async {
@@ -111,14 +100,6 @@ fn key_status(hub: &Hub) -> Option<KeyStatus> {
     common::status_items(hub).into_iter().find(|s| s.key.syncset == "app")
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn phase_is(hub: &Hub, phase: Phase, generation: i64) -> bool {
     key_status(hub).is_some_and(|s| s.phase == phase && s.observed_generation >= generation)
 }
@@ -130,7 +111,7 @@ fn parked_after_cm_b() -> (SimChild, Hub) {
     let sim = SimChild::start(0.0);
     faults(&sim, serde_json::json!({"refuse_applies": ["sec"]}));
     let hub = Hub::start_flags(&["--backoff-base", "50ms", "--max-attempts", "2"]);
-    apply(&hub, &format!("{}---\n{}", cluster_yaml(&sim, "prod"), syncset_yaml(&ALL)));
+    hub.apply(&format!("{}---\n{}", cluster_yaml(&sim, "prod"), syncset_yaml(&ALL)));
     wait_for("the key to park", Duration::from_secs(30), || key_status(&hub).is_some_and(|s| s.phase == Phase::Parked));
     assert_eq!(on_cluster(&sim), ["ns", "sa", "cm-a", "cm-b"], "the run stopped at the refused Secret");
     (sim, hub)
@@ -139,7 +120,7 @@ fn parked_after_cm_b() -> (SimChild, Hub) {
 #[test]
 fn a_failed_run_s_objects_are_deleted_when_the_syncset_drops_them() {
     let (sim, hub) = parked_after_cm_b();
-    apply(&hub, &syncset_yaml(&["ns", "sa", "cm-a", "role", "dep"]));
+    hub.apply(&syncset_yaml(&["ns", "sa", "cm-a", "role", "dep"]));
     wait_for("generation 2 to apply", Duration::from_secs(30), || phase_is(&hub, Phase::Applied, 2));
     assert_eq!(on_cluster(&sim), ["ns", "sa", "cm-a", "role", "dep"], "cm-b, applied by the failed run, is gone");
 }
@@ -147,7 +128,7 @@ fn a_failed_run_s_objects_are_deleted_when_the_syncset_drops_them() {
 #[test]
 fn a_failed_run_s_objects_are_deleted_when_the_cluster_is_no_longer_selected() {
     let (sim, hub) = parked_after_cm_b();
-    apply(&hub, &cluster_yaml(&sim, "dev"));
+    hub.apply(&cluster_yaml(&sim, "dev"));
     wait_for("the key's removal", Duration::from_secs(30), || key_status(&hub).is_none());
     assert_eq!(on_cluster(&sim), Vec::<&str>::new(), "everything the failed run applied is gone");
 }
@@ -160,7 +141,7 @@ fn a_killed_run_s_objects_are_deleted_and_the_restarted_hub_resumes_at_once() {
     let sim = SimChild::start(0.0);
     faults(&sim, serde_json::json!({"delay_ms": 300}));
     let mut hub = Hub::start_flags(&["--lease-ttl", "30s", "--backoff-base", "50ms", "--max-attempts", "2"]);
-    apply(&hub, &format!("{}---\n{}", cluster_yaml(&sim, "prod"), syncset_yaml(&ALL)));
+    hub.apply(&format!("{}---\n{}", cluster_yaml(&sim, "prod"), syncset_yaml(&ALL)));
     wait_for("the first run to apply cm-a", Duration::from_secs(30), || recorded(&sim).iter().any(|r| r == "cm-a"));
     assert!(!recorded(&sim).iter().any(|r| r == "role"), "the run is still going (role is two applies after cm-a)");
     // The restarted hub's run stops at `dep`, so no run of the key succeeds.
@@ -173,7 +154,7 @@ fn a_killed_run_s_objects_are_deleted_and_the_restarted_hub_resumes_at_once() {
         key_status(&hub).is_some_and(|s| s.phase == Phase::Parked)
     });
 
-    apply(&hub, &syncset_yaml(&["ns", "sa", "cm-b", "sec", "role"]));
+    hub.apply(&syncset_yaml(&["ns", "sa", "cm-b", "sec", "role"]));
     wait_for("generation 2 to apply", Duration::from_secs(30), || phase_is(&hub, Phase::Applied, 2));
     assert_eq!(on_cluster(&sim), ["ns", "sa", "cm-b", "sec", "role"], "cm-a, applied by the killed run, is gone");
 }

@@ -4,24 +4,13 @@
 
 mod common;
 
-use common::{stderr, stdout, Hub, SimChild};
+use common::{block_on, stderr, stdout, Hub, SimChild};
 use fleetsync_model::Phase;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 const CLUSTERS: usize = 1000;
 const REGIONS: [&str; 3] = ["eu", "us", "ap"];
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
-}
-
-fn apply(hub: &Hub, yaml: &str) {
-    let path = hub.dir.path().join("apply.yaml");
-    std::fs::write(&path, yaml).expect("write YAML");
-    let out = hub.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "apply: {}", stderr(&out));
-}
 
 fn cluster(sim: &SimChild, i: usize, region: &str, extra_label: &str) -> String {
     format!(
@@ -107,7 +96,7 @@ fn clusters_in_three_regions_hold_their_own_values_and_a_relabel_rewrites_only_t
     let region = |i: usize| REGIONS[i % 3];
     let mut docs: Vec<String> = (0..CLUSTERS).map(|i| cluster(&sim, i, region(i), "")).collect();
     docs.push(SYNCSET.to_string());
-    apply(&hub, &docs.join("---\n"));
+    hub.apply(&docs.join("---\n"));
     let all: Vec<usize> = (0..CLUSTERS).collect();
     block_on(wait_held(&sim, &all, |i| expected(i, region(i)), Duration::from_secs(120)));
 
@@ -121,7 +110,7 @@ fn clusters_in_three_regions_hold_their_own_values_and_a_relabel_rewrites_only_t
     let touched: Vec<usize> = (0..10).map(|n| n * 3 + 1).collect();
     let mut relabel: Vec<String> = moved.iter().map(|&i| cluster(&sim, i, "us", "")).collect();
     relabel.extend(touched.iter().map(|&i| cluster(&sim, i, region(i), ", team: blue")));
-    apply(&hub, &relabel.join("---\n"));
+    hub.apply(&relabel.join("---\n"));
     block_on(wait_held(&sim, &moved, |i| expected(i, "us"), Duration::from_secs(60)));
     // Anything else the relabel set off would land within this settle time.
     std::thread::sleep(Duration::from_secs(2));
@@ -154,7 +143,7 @@ fn a_template_that_fails_on_one_cluster_parks_that_key_with_the_reason_and_no_ot
     docs.push(
         SYNCSET.replace("owner: \"{{ cluster.name }}-{{ values.tier }}\"", "zone: \"{{ cluster.values.zone }}\""),
     );
-    apply(&hub, &docs.join("---\n"));
+    hub.apply(&docs.join("---\n"));
     let zone = |z: &str| serde_json::json!({"region": "eu", "replicas": "3", "zone": z});
     block_on(wait_held(&sim, &[0, 1], |i| zone(if i == 0 { "eu-1a" } else { "eu-1b" }), Duration::from_secs(30)));
     hub.wait_until(Duration::from_secs(30), |hub| {
@@ -174,7 +163,7 @@ fn a_template_that_fails_on_one_cluster_parks_that_key_with_the_reason_and_no_ot
     assert!(stderr(&out).contains("undefined value cluster.values.zone"), "{}", stderr(&out));
 
     // Giving the cluster the value runs its key again, and it lands.
-    apply(&hub, &docs[2].replace("spec: {", "spec: {values: {zone: eu-1c}, "));
+    hub.apply(&docs[2].replace("spec: {", "spec: {values: {zone: eu-1c}, "));
     block_on(wait_held(&sim, &[2], |_| zone("eu-1c"), Duration::from_secs(30)));
 }
 
@@ -183,7 +172,7 @@ fn diff_per_cluster_shows_what_one_cluster_would_get() {
     let sim = SimChild::start(0.0);
     let hub = Hub::start();
     let docs = [cluster(&sim, 0, "eu", ""), cluster(&sim, 1, "us", ""), SYNCSET.to_string()];
-    apply(&hub, &docs.join("---\n"));
+    hub.apply(&docs.join("---\n"));
     let diff = |yaml: &str, cluster: &str| {
         let path = hub.dir.path().join("diff.yaml");
         std::fs::write(&path, yaml).expect("write YAML");

@@ -140,6 +140,15 @@ impl Hub {
         fleetsync_api::Client::new(&self.url).with_token(self.token.clone())
     }
 
+    /// `fleetsync apply -f` of `yaml` (written to a file in the hub's directory);
+    /// panics if it fails.
+    pub fn apply(&self, yaml: &str) {
+        let path = self.dir.path().join("apply.yaml");
+        std::fs::write(&path, yaml).expect("write YAML");
+        let out = self.cli(&["apply", "-f", path.to_str().expect("utf-8")]);
+        assert!(out.status.success(), "apply: {}", stderr(&out));
+    }
+
     pub fn wait_until(&self, timeout: Duration, ok: impl Fn(&Hub) -> bool) {
         let start = Instant::now();
         while !ok(self) {
@@ -292,5 +301,19 @@ impl Drop for SimChild {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// Runs `f` to its end on a runtime of its own (the tests are synchronous).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
+}
+
+/// Waits until `ok`, looking every 50 ms; fails the test naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

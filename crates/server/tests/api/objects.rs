@@ -67,6 +67,26 @@ async fn malformed_yaml_names_the_document() {
     assert_eq!(api.get("/v1/clusters").await.json()["items"], serde_json::json!([]));
 }
 
+/// A `dependsOn` that closes a cycle is a 422 naming the cycle; nothing is written.
+#[tokio::test]
+async fn a_dependency_cycle_is_refused_naming_it() {
+    let api = Api::new();
+    let set = |name: &str, on: &str| {
+        format!(
+            "apiVersion: fleetsync.io/v1\nkind: SyncSet\nmetadata: {{name: {name}}}\n\
+             spec: {{clusterNames: [c1], dependsOn: [{{name: {on}}}], resources: []}}\n"
+        )
+    };
+    assert_eq!(api.apply(&set("app", "db")).await.status, StatusCode::OK);
+    let a = api.apply(&format!("{}---\n{}", set("net", "app"), set("db", "net"))).await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.text);
+    assert!(a.error().contains("spec.dependsOn makes a cycle: db → net → app → db"), "{}", a.text);
+    assert_eq!(api.get("/v1/syncsets/net").await.status, StatusCode::NOT_FOUND, "nothing of the apply is written");
+    let itself = api.apply(&set("solo", "solo")).await;
+    assert_eq!(itself.status, StatusCode::BAD_REQUEST, "{}", itself.text);
+    assert_eq!(itself.json()["field"], "spec.dependsOn[0].name");
+}
+
 #[tokio::test]
 async fn unknown_kind_names_the_field() {
     let a = Api::new().apply("apiVersion: fleetsync.io/v1\nkind: Deployment\nmetadata: {name: x}\n").await;
