@@ -25,7 +25,7 @@ pub mod tls;
 pub mod wire;
 
 pub use client::{describe, Client, ClientError, EventWatch, StatusFilter};
-pub use pages::{all_pages, PageParams, DEFAULT_PAGE_LIMIT};
+pub use pages::{all_pages, first_items, PageParams, DEFAULT_PAGE_LIMIT};
 pub use tls::{ClientBuildError, ClientTls};
 pub use wire::{
     Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, Health, IssuedToken, Items,

@@ -89,7 +89,17 @@ impl Client {
 
 /// Every item of a paged list: calls `page` with the token of the page before (`None`
 /// first) until a page has no `continue` token.
-pub async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>>
+pub async fn all_pages<T, F, Fut>(page: F) -> Result<Vec<T>>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Result<Items<T>>>,
+{
+    first_items(None, page).await
+}
+
+/// The first `max` items of a paged list (all of them with `None`): pages are read, as
+/// [`all_pages`] reads them, only until that many are in.
+pub async fn first_items<T, F, Fut>(max: Option<usize>, mut page: F) -> Result<Vec<T>>
 where
     F: FnMut(Option<String>) -> Fut,
     Fut: Future<Output = Result<Items<T>>>,
@@ -98,6 +108,10 @@ where
     loop {
         let p = page(token).await?;
         items.extend(p.items);
+        if let Some(max) = max.filter(|max| items.len() >= *max) {
+            items.truncate(max);
+            return Ok(items);
+        }
         match p.continue_ {
             Some(next) => token = Some(next),
             None => return Ok(items),

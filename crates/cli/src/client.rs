@@ -2,16 +2,16 @@
 //! printing its answers for people or scripts; and what the client commands share
 //! (errors explained, lists printed).
 
-use crate::args::{ApplyArgs, DryRun, Format, GetArgs, Resource};
+use crate::args::{ApplyArgs, DryRun, Format, GetArgs, Output, Resource};
 use crate::context::connect;
 use crate::inputs;
-use crate::output::{names, structured, structured_list, NAME_LISTS_OBJECTS_ONLY};
+use crate::output::{emit, emit_list, names, NAME_LISTS_OBJECTS_ONLY};
 use crate::tables::{self, Columns};
 use crate::{details, events};
 use crate::{status, tenants};
 use anyhow::{anyhow, bail, Result};
 use fleetsync::outln;
-use fleetsync_api::{all_pages, describe, Client, ClientError, PageParams};
+use fleetsync_api::{describe, first_items, Client, ClientError, PageParams};
 use fleetsync_model::Kind;
 use serde_json::Value;
 
@@ -23,9 +23,12 @@ pub(crate) fn explain(e: ClientError) -> anyhow::Error {
         ClientError::Unreachable { .. } => {
             anyhow!("{} (is `fleetsync serve` running? set --server or FLEETSYNC_SERVER)", describe(&e))
         }
-        ClientError::Refused { status, .. } if status.as_u16() == 401 => {
-            anyhow!("{e} (give a token: --token, FLEETSYNC_TOKEN, or a context of the config file)")
-        }
+        ClientError::Refused { status, .. } if status.as_u16() == 401 => anyhow!(
+            "{e} (give a token: --token, FLEETSYNC_TOKEN, a context of the config file, or, for a hub on this \
+             machine, its admin token file, looked for at {}: run where its database is or set FLEETSYNC_DB \
+             to the database's path)",
+            crate::context::local_token_file().display()
+        ),
         ClientError::CursorExpired { cursor, horizon } => anyhow!(cursor_gone(cursor, horizon)),
         other => other.into(),
     }
@@ -93,11 +96,12 @@ fn warn(kind: &str, r: &fleetsync_api::ApplyResult) -> std::io::Result<()> {
 
 /// Prints a list as a `kind: List` in JSON or YAML, or as a table.
 pub(crate) fn print_list<T: serde::Serialize>(
-    format: Format,
+    output: &Output,
+    header_line: bool,
     items: &[T],
     rows: impl Fn(&[T]) -> std::io::Result<()>,
 ) -> Result<()> {
-    if !structured_list(format, items)? {
+    if !emit_list(output, items, header_line)? {
         rows(items)?;
     }
     Ok(())
@@ -107,6 +111,19 @@ pub(crate) fn print_list<T: serde::Serialize>(
 fn check_flags(a: &GetArgs) -> Result<()> {
     if a.watch && !matches!(a.resource, Resource::Events | Resource::Status) {
         bail!("--watch applies to `get events` and `get status` only");
+    }
+    if a.sort_by.is_some()
+        && (a.watch || a.name.is_some() || matches!(a.resource, Resource::Events | Resource::Members))
+    {
+        bail!("--sort-by sorts the lists of `get` (not one object, events, members or --watch)");
+    }
+    if a.watch && !matches!(a.output, Output::Format(_)) {
+        bail!("--watch prints tables, JSON or YAML, not -o jsonpath= or custom-columns=");
+    }
+    match &a.output {
+        Output::JsonPath(template) => drop(fleetsync::jsonpath::template(template)?),
+        Output::CustomColumns(spec) => drop(fleetsync::jsonpath::columns(spec)?),
+        Output::Format(_) => {}
     }
     if (a.after.is_some() || a.since.is_some()) && !matches!(a.resource, Resource::Events) {
         bail!("--after and --since apply to `get events` only");
@@ -140,7 +157,7 @@ pub async fn get(a: GetArgs) -> Result<()> {
         Resource::Status | Resource::Members | Resource::Events => &[],
     };
     let object_kind = object_kinds.first().copied();
-    if a.output == Format::Name && object_kind.is_none() {
+    if a.output.format() == Format::Name && object_kind.is_none() {
         bail!(NAME_LISTS_OBJECTS_ONLY);
     }
     let conn = connect(&a.conn)?;
@@ -153,14 +170,19 @@ pub async fn get(a: GetArgs) -> Result<()> {
         true => tenants::visible(hub, &conn.tenant).await?,
         false => vec![conn.tenant_or(&a.tenant)],
     };
-    let (t, format) = (tenants.first().map_or("", String::as_str), a.output);
-    let cols = Columns { wide: format == Format::Wide, tenant: a.all_tenants };
+    let (t, format) = (tenants.first().map_or("", String::as_str), a.output.format());
+    let cols = Columns {
+        wide: format == Format::Wide,
+        tenant: a.all_tenants,
+        no_headers: a.no_headers,
+        show_labels: a.show_labels,
+    };
     match (a.resource, object_kind, &a.name) {
         (_, Some(_), Some(n)) => {
             let object = get_one(hub, object_kinds, t, n).await?;
             if format == Format::Name {
                 names(std::slice::from_ref(&object))?;
-            } else if !structured(format, &object)? {
+            } else if !emit(&a.output, &object, !a.no_headers)? {
                 let details = details::read(hub, a.resource, std::slice::from_ref(&object), cols.wide).await?;
                 tables::objects(a.resource, std::slice::from_ref(&object), cols, &details)?;
             }
@@ -170,9 +192,15 @@ pub async fn get(a: GetArgs) -> Result<()> {
             let selector = a.selector.as_deref();
             let mut items = Vec::new();
             for (t, &kind) in tenants.iter().flat_map(|t| object_kinds.iter().map(move |k| (t, k))) {
-                items.extend(
-                    all_pages(|token| hub.list_page(kind, t, selector, page(a.limit, token))).await.map_err(explain)?,
-                );
+                let left = a.limit.map(|max| usize::try_from(max).unwrap_or(usize::MAX).saturating_sub(items.len()));
+                if left == Some(0) {
+                    break;
+                }
+                let listed = first_items(left, |token| hub.list_page(kind, t, selector, page(a.chunk_size, token)));
+                items.extend(listed.await.map_err(explain)?);
+            }
+            if let Some(path) = &a.sort_by {
+                fleetsync::jsonpath::sort_by(&mut items, path)?;
             }
             if format == Format::Name {
                 return Ok(names(&items)?);
@@ -181,11 +209,11 @@ pub async fn get(a: GetArgs) -> Result<()> {
                 Format::Table | Format::Wide => details::read(hub, a.resource, &items, cols.wide).await?,
                 _ => details::Details::default(),
             };
-            print_list(format, &items, |items| tables::objects(a.resource, items, cols, &details))
+            print_list(&a.output, !a.no_headers, &items, |items| tables::objects(a.resource, items, cols, &details))
         }
         (Resource::Status, _, _) if a.watch => status::watch(hub, &tenants, &a, cols).await,
         (Resource::Status, _, _) => status::print(hub, &tenants, &a, cols).await,
-        _ => print_list(format, &hub.members().await.map_err(explain)?, tables::members),
+        _ => print_list(&a.output, !a.no_headers, &hub.members().await.map_err(explain)?, tables::members),
     }
 }
 

@@ -19,35 +19,42 @@
 use crate::args::ConnArgs;
 use anyhow::{anyhow, bail, Context as _, Result};
 use fleetsync_api::{Client, ClientTls};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where the hub is when nothing says.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
 /// The config file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Config {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_context: Option<String>,
     #[serde(default)]
     pub contexts: Vec<Context>,
 }
 
 /// One named way to reach a hub.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Context {
     pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificate_authority: Option<PathBuf>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure_skip_tls_verify: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_certificate: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_key: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
 }
 
@@ -65,7 +72,7 @@ impl Conn {
     }
 }
 
-fn config_path() -> Option<PathBuf> {
+pub(crate) fn config_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("FLEETSYNC_CONFIG") {
         return Some(PathBuf::from(p));
     }
@@ -77,13 +84,20 @@ fn config_path() -> Option<PathBuf> {
 
 /// Reads the config file; none is an empty config, but one named by `FLEETSYNC_CONFIG`
 /// must exist.
-fn load_config() -> Result<Config> {
+pub(crate) fn load_config() -> Result<Config> {
+    read_config(std::env::var_os("FLEETSYNC_CONFIG").is_none())
+}
+
+/// Reads the config file to change it: none yet (wherever it is) is an empty config.
+pub(crate) fn load_config_to_edit() -> Result<Config> {
+    read_config(true)
+}
+
+fn read_config(missing_ok: bool) -> Result<Config> {
     let Some(path) = config_path() else { return Ok(Config::default()) };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::env::var_os("FLEETSYNC_CONFIG").is_none() => {
-            return Ok(Config::default())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing_ok => return Ok(Config::default()),
         Err(e) => return Err(e).with_context(|| format!("cannot read the config file {}", path.display())),
     };
     if text.trim().is_empty() {
@@ -152,10 +166,16 @@ fn is_local(server: &str) -> bool {
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Where an embedded hub on this machine writes its admin token: beside its database,
+/// `$FLEETSYNC_DB` (`fleetsync.db` in the working directory by default).
+pub(crate) fn local_token_file() -> PathBuf {
+    let db = std::env::var_os("FLEETSYNC_DB").map_or_else(|| PathBuf::from("fleetsync.db"), PathBuf::from);
+    fleetsync_server::access::tokens::bootstrap_file(&db)
+}
+
 /// The token an embedded hub on this machine wrote beside its database, if there is one.
 fn local_token() -> Result<Option<String>> {
-    let db = std::env::var_os("FLEETSYNC_DB").map_or_else(|| PathBuf::from("fleetsync.db"), PathBuf::from);
-    let file = fleetsync_server::access::tokens::bootstrap_file(&db);
+    let file = local_token_file();
     if !file.exists() {
         return Ok(None);
     }

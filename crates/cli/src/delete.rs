@@ -1,5 +1,6 @@
 //! `delete`: one object by name, every object of a kind whose labels match (`-l`), or
-//! every object of files (`-f`), in an order that lets
+//! every object of files (`-f`; with `--ignore-not-found`, one already gone is no
+//! error), in an order that lets
 //! Sync-mode cleanup run: SyncSets first; then, once the hub has cleaned their
 //! resources off the Clusters about to be deleted (their keys are gone from those
 //! Clusters' status), the Clusters; Secrets (which may hold those Clusters'
@@ -58,28 +59,30 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
     let (syncsets, clusters, secrets) = (of(Kind::SyncSet), of(Kind::Cluster), of(Kind::Secret));
     let sources: Vec<Target> =
         targets.iter().filter(|t| matches!(t.0, Kind::GitRepository | Kind::OCIRepository)).cloned().collect();
-    let mut failed = delete_all(&hub, &syncsets).await?;
+    let mut failed = delete_all(&hub, &syncsets, a.ignore_not_found).await?;
     if !syncsets.is_empty() && !clusters.is_empty() {
         if let Err(e) = await_cleanup(&hub, &syncsets, &clusters, a.cleanup_timeout).await {
             bail!("{e:#}; the Clusters and Secrets were not deleted (run `delete -f` again, or delete them by name)");
         }
     }
-    failed += delete_all(&hub, &clusters).await?;
-    failed += delete_all(&hub, &secrets).await?;
-    failed += delete_all(&hub, &sources).await?;
+    failed += delete_all(&hub, &clusters, a.ignore_not_found).await?;
+    failed += delete_all(&hub, &secrets, a.ignore_not_found).await?;
+    failed += delete_all(&hub, &sources, a.ignore_not_found).await?;
     if failed > 0 {
         bail!("{failed} deletion(s) failed");
     }
     Ok(())
 }
 
-/// Deletes each target, reporting each; returns how many failed.
-async fn delete_all(hub: &Client, targets: &[Target]) -> Result<usize> {
+/// Deletes each target, reporting each; returns how many failed (one that is not there
+/// does not count with `ignore_not_found`, and is not reported).
+async fn delete_all(hub: &Client, targets: &[Target], ignore_not_found: bool) -> Result<usize> {
     let mut failed = 0;
     for (kind, tenant, name) in targets {
         let kind_name = kind.as_str().to_ascii_lowercase();
         match hub.delete(*kind, tenant, name).await {
             Ok(_) => outln!("{kind_name}/{name} deleted")?,
+            Err(e) if ignore_not_found && e.status().is_some_and(|s| s.as_u16() == 404) => {}
             Err(e) => {
                 eprintln!("error: {kind_name}/{name}: {:#}", explain(e));
                 failed += 1;

@@ -20,11 +20,12 @@ const EVENTS_SEARCHED: usize = 2_000;
 pub async fn describe(a: DescribeArgs) -> Result<()> {
     let conn = connect(&a.at.conn)?;
     let (hub, tenant) = (&conn.client, conn.tenant_or(&a.at.tenant));
-    let kinds: &[Kind] = match a.kind.as_str() {
-        k if k.starts_with("cluster") => &[Kind::Cluster],
-        k if k.starts_with("syncset") => &[Kind::SyncSet],
-        k if k.starts_with("gitrepositor") => &[Kind::GitRepository],
-        k if k.starts_with("ocirepositor") => &[Kind::OCIRepository],
+    let kinds: &[Kind] = match Kind::parse(&a.kind) {
+        Some(Kind::Cluster) => &[Kind::Cluster],
+        Some(Kind::SyncSet) => &[Kind::SyncSet],
+        Some(Kind::GitRepository) => &[Kind::GitRepository],
+        Some(Kind::OCIRepository) => &[Kind::OCIRepository],
+        // A source of either kind (`source`, `src`); describe takes no Secret.
         _ => &[Kind::GitRepository, Kind::OCIRepository],
     };
     let object = get_one(hub, kinds, &tenant, &a.name).await?;

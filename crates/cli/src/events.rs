@@ -14,13 +14,13 @@ use std::time::Duration;
 const NEWEST: usize = 10_000;
 
 pub async fn get(hub: &Client, a: &GetArgs) -> Result<()> {
-    let limit = usize::from(a.limit);
+    let chunk = usize::from(a.chunk_size);
     if a.watch {
         let after = match (a.after, a.since) {
             (Some(after), _) => Some(after),
             (None, Some(since)) => {
                 // Just before the oldest event of the window (the newest, if none is in it).
-                let window = newest(hub, limit, Some(since), usize::MAX).await?;
+                let window = newest(hub, chunk, Some(since), usize::MAX).await?;
                 match window.last() {
                     Some(oldest) => Some(oldest.seq.saturating_sub(1)),
                     None => newest(hub, 1, None, 1).await?.first().map(|e| e.seq),
@@ -28,13 +28,15 @@ pub async fn get(hub: &Client, a: &GetArgs) -> Result<()> {
             }
             (None, None) => newest(hub, 1, None, 1).await?.first().map(|e| e.seq),
         };
-        return watch_events(hub, after, a.output).await;
+        return watch_events(hub, after, a.output.format()).await;
     }
+    // `--limit` caps what is printed; without it, the newest 10,000 (all of `--since`).
+    let cap = a.limit.map(|max| usize::try_from(max).unwrap_or(usize::MAX));
     let items = match a.after {
-        Some(after) => hub.events(Some(after), Some(NEWEST)).await.map_err(explain)?,
-        None => newest(hub, limit, a.since, if a.since.is_some() { usize::MAX } else { NEWEST }).await?,
+        Some(after) => hub.events(Some(after), Some(cap.unwrap_or(NEWEST).min(NEWEST))).await.map_err(explain)?,
+        None => newest(hub, chunk, a.since, cap.unwrap_or(if a.since.is_some() { usize::MAX } else { NEWEST })).await?,
     };
-    print_list(a.output, &items, tables::events)
+    print_list(&a.output, !a.no_headers, &items, tables::events)
 }
 
 /// The newest events, newest first, read in pages of `limit`: those of the last `since`

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod engine;
+pub mod jsonpath;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod output;
@@ -45,10 +46,17 @@ pub fn run_command(command: impl std::future::Future<Output = anyhow::Result<boo
 }
 
 /// Logs go to stderr at `default` level (`RUST_LOG` overrides), as text — coloured only
-/// when stderr is a terminal, so files and pipes get no escape codes — or as one JSON
+/// when stderr is a terminal and `NO_COLOR` is not set ([`coloured`]), so files and
+/// pipes get no escape codes — or as one JSON
 /// object per line. With the `otel` feature, spans are also exported over OpenTelemetry
 /// when an endpoint is configured ([`otel`]). Keep what this returns until the process
 /// ends: dropping it sends the spans still batched.
+/// Whether text logs are coloured: on a terminal, unless `NO_COLOR` is set to anything
+/// but the empty string (<https://no-color.org>).
+fn coloured(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 #[must_use = "dropping it stops the export of spans"]
 pub fn init_tracing(default: &str, format: args::LogFormat) -> Telemetry {
     use std::io::IsTerminal;
@@ -59,7 +67,9 @@ pub fn init_tracing(default: &str, format: args::LogFormat) -> Telemetry {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let logs = match format {
-        args::LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        args::LogFormat::Text => {
+            logs.with_ansi(coloured(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref())).boxed()
+        }
         args::LogFormat::Json => logs.json().with_current_span(true).boxed(),
     };
     let registry = tracing_subscriber::registry().with(filter).with(logs);
@@ -80,4 +90,18 @@ pub fn init_tracing(default: &str, format: args::LogFormat) -> Telemetry {
 pub struct Telemetry {
     #[cfg(feature = "otel")]
     _exporter: Option<otel::Exporter>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coloured;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn no_color_turns_colour_off_on_a_terminal() {
+        assert!(coloured(true, None));
+        assert!(coloured(true, Some(OsStr::new(""))), "set but empty: ignored, as no-color.org says");
+        assert!(!coloured(true, Some(OsStr::new("1"))));
+        assert!(!coloured(false, None), "never into files and pipes");
+    }
 }

@@ -6,6 +6,7 @@ mod access;
 mod agent;
 mod client;
 mod context;
+mod contexts;
 mod delete;
 mod demo;
 mod describe;
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
             Command::Token(TokenCommand::Revoke(a)) => token::revoke(a).await.map(|()| true),
             Command::Demo(a) => demo::run(a).await,
             Command::Agent(a) => agent::run(a).await.map(|()| true),
+            Command::Config(c) => contexts::config(c).map(|()| true),
             Command::Completion(a) => about::completion(a).map(|()| true),
             Command::Version(a) => about::version(a).await.map(|()| true),
             Command::Bench(_) | Command::Sim(_) | Command::Diff(_) => unreachable!("run above"),

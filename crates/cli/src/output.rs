@@ -1,6 +1,6 @@
 //! Printing: aligned tables for people, JSON or YAML for scripts.
 
-use crate::args::Format;
+use crate::args::{Format, Output};
 use anyhow::Result;
 use serde_json::Value;
 use std::io::Write;
@@ -28,6 +28,12 @@ pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
 
 /// Prints rows under headers, columns padded to their widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    table_of(headers, rows, true)
+}
+
+/// [`table`], with its header line or without (`--no-headers`; the columns are as wide
+/// as with it).
+pub fn table_of(headers: &[&str], rows: &[Vec<String>], header_line: bool) -> std::io::Result<()> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -38,7 +44,9 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
         let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         outln!("{}", padded.join("  ").trim_end())
     };
-    line(headers.to_vec())?;
+    if header_line {
+        line(headers.to_vec())?;
+    }
     for row in rows {
         line(row.iter().map(String::as_str).collect())?;
     }
@@ -54,6 +62,32 @@ pub fn structured(format: Format, value: &impl serde::Serialize) -> Result<bool>
         Format::Name => anyhow::bail!(NAME_LISTS_OBJECTS_ONLY),
     }
     Ok(true)
+}
+
+/// Prints a value as `-o` of `get` says: a format ([`structured`]), or a template over
+/// its JSON ([`crate::jsonpath`]; custom columns with their header line unless
+/// `header_line` is false); returns false for `table` and `wide`.
+pub fn emit(output: &Output, value: &impl serde::Serialize, header_line: bool) -> Result<bool> {
+    match output {
+        Output::Format(format) => structured(*format, value),
+        Output::JsonPath(template) => {
+            let text = crate::jsonpath::render(&crate::jsonpath::template(template)?, &serde_json::to_value(value)?)?;
+            std::io::stdout().lock().write_all(text.as_bytes())?;
+            Ok(true)
+        }
+        Output::CustomColumns(spec) => {
+            let columns = crate::jsonpath::columns(spec)?;
+            let rows = crate::jsonpath::rows(&columns, &serde_json::to_value(value)?)?;
+            let headers: Vec<&str> = columns.iter().map(|(h, _)| h.as_str()).collect();
+            table_of(&headers, &rows, header_line)?;
+            Ok(true)
+        }
+    }
+}
+
+/// [`emit`] of a list, as a `kind: List`.
+pub fn emit_list<T: serde::Serialize>(output: &Output, items: &[T], header_line: bool) -> Result<bool> {
+    emit(output, &List { api_version: "v1", kind: "List", items }, header_line)
 }
 
 /// A list as kubectl prints one (`apiVersion: v1`, `kind: List`, `items`), which

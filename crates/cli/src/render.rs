@@ -9,7 +9,7 @@ use fleetsync::outln;
 
 pub async fn render(a: RenderArgs) -> Result<()> {
     let name = match a.target.split_once('/') {
-        Some(("syncset" | "syncsets", name)) if !name.is_empty() => name,
+        Some(("syncset" | "syncsets" | "ss", name)) if !name.is_empty() => name,
         _ => bail!("render takes syncset/NAME, got {:?}", a.target),
     };
     let conn = connect(&a.at.conn)?;

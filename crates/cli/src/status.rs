@@ -4,11 +4,11 @@
 
 use crate::args::{Format, GetArgs};
 use crate::client::{explain, page, print_list};
-use crate::output::structured;
+use crate::output::emit;
 use crate::tables::{self, Columns};
 use anyhow::{bail, Result};
 use fleetsync::outln;
-use fleetsync_api::{all_pages, Client, ClientError, StatusFilter, WatchLine};
+use fleetsync_api::{first_items, Client, ClientError, StatusFilter, WatchLine};
 use std::time::Duration;
 
 /// After a change, how long to wait for more before printing again (a burst of
@@ -18,11 +18,10 @@ const SETTLE: Duration = Duration::from_millis(250);
 const RECONNECT: Duration = Duration::from_secs(1);
 
 pub async fn print(hub: &Client, tenants: &[String], a: &GetArgs, cols: Columns) -> Result<()> {
-    let format = a.output;
     if let Some(n) = &a.name {
         let t = tenants.first().map_or("", String::as_str);
         let status = hub.cluster_status(t, n).await.map_err(explain)?;
-        if !structured(format, &status)? {
+        if !emit(&a.output, &status, !a.no_headers)? {
             let c = &status.condition;
             outln!("cluster {}: ready={} reason={} ({})", status.cluster, c.ready, c.reason, c.message)?;
             tables::status(&status.syncsets, cols)?;
@@ -31,11 +30,19 @@ pub async fn print(hub: &Client, tenants: &[String], a: &GetArgs, cols: Columns)
     }
     let mut items = Vec::new();
     for t in tenants {
+        let left = a.limit.map(|max| usize::try_from(max).unwrap_or(usize::MAX).saturating_sub(items.len()));
+        if left == Some(0) {
+            break;
+        }
         let filter =
             StatusFilter { tenant: Some(t.clone()), phase: a.phase.clone(), stale: a.stale, ..StatusFilter::default() };
-        items.extend(all_pages(|token| hub.status_page(&filter, page(a.limit, token))).await.map_err(explain)?);
+        let listed = first_items(left, |token| hub.status_page(&filter, page(a.chunk_size, token)));
+        items.extend(listed.await.map_err(explain)?);
     }
-    print_list(format, &items, |items| tables::status(items, cols))
+    if let Some(path) = &a.sort_by {
+        fleetsync::jsonpath::sort_by(&mut items, path)?;
+    }
+    print_list(&a.output, !a.no_headers, &items, |items| tables::status(items, cols))
 }
 
 /// Prints the status, then again after every change of the tenants' objects or keys,
@@ -62,7 +69,7 @@ pub async fn watch(hub: &Client, tenants: &[String], a: &GetArgs, cols: Columns)
                     Ok(next) => next,
                     Err(_) => {
                         changed = false;
-                        separator(a.output)?;
+                        separator(a.output.format())?;
                         print(hub, tenants, a, cols).await?;
                         continue;
                     }

@@ -3,7 +3,7 @@
 
 use crate::args::Resource;
 use crate::details::Details;
-use crate::output::{clip, table, text, text_of};
+use crate::output::{clip, table, table_of, text, text_of};
 use fleetsync_api::{Event, Member};
 use fleetsync_model::KeyStatus;
 use serde_json::Value;
@@ -15,33 +15,48 @@ pub struct Columns {
     pub wide: bool,
     /// `-A`: the tenant of each row, first.
     pub tenant: bool,
+    /// `--no-headers`: the rows alone.
+    pub no_headers: bool,
+    /// `--show-labels`: a LABELS column for objects other than clusters (which always
+    /// show theirs).
+    pub show_labels: bool,
 }
 
 /// Prints rows, each with its tenant, under `headers`; the TENANT column only if asked.
 fn print(cols: Columns, headers: &[&str], rows: Vec<(String, Vec<String>)>) -> std::io::Result<()> {
-    if !cols.tenant {
-        return table(headers, &rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>());
-    }
-    let headers: Vec<&str> = std::iter::once("TENANT").chain(headers.iter().copied()).collect();
-    let rows: Vec<Vec<String>> = rows.into_iter().map(|(t, r)| std::iter::once(t).chain(r).collect()).collect();
-    table(&headers, &rows)
+    let (headers, rows): (Vec<&str>, Vec<Vec<String>>) = match cols.tenant {
+        false => (headers.to_vec(), rows.into_iter().map(|(_, r)| r).collect()),
+        true => (
+            std::iter::once("TENANT").chain(headers.iter().copied()).collect(),
+            rows.into_iter().map(|(t, r)| std::iter::once(t).chain(r).collect()).collect(),
+        ),
+    };
+    table_of(&headers, &rows, !cols.no_headers)
 }
 
 /// Objects as users write them (JSON documents), one row each, with what `details`
 /// read beside them: a SyncSet's progress, a cluster's reachability (`-o wide`).
 pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Details) -> std::io::Result<()> {
-    let row = |o: &Value, cells: Vec<String>| (text(&o["metadata"]["namespace"]), cells);
+    // Clusters show their labels always; the others with --show-labels, last.
+    let labelled = cols.show_labels && !matches!(resource, Resource::Clusters);
+    let row = |o: &Value, mut cells: Vec<String>| {
+        if labelled {
+            cells.push(labels_of(o));
+        }
+        (text(&o["metadata"]["namespace"]), cells)
+    };
+    let print = |headers: &[&str], rows| {
+        let headers: Vec<&str> = headers.iter().copied().chain(labelled.then_some("LABELS")).collect();
+        print(cols, &headers, rows)
+    };
     let name_gen = |o: &Value| vec![text(&o["metadata"]["name"]), text(&o["metadata"]["generation"])];
     match resource {
         Resource::Clusters => {
             let rows = items.iter().map(|c| {
                 let endpoint = c["spec"]["endpoint"].as_object().and_then(|o| o.iter().next());
                 let ep = endpoint.map(|(k, _)| k.clone()).unwrap_or_default();
-                let labels = c["metadata"]["labels"]
-                    .as_object()
-                    .map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(","));
                 let mut cells = name_gen(c);
-                cells.extend([ep, labels.unwrap_or_default()]);
+                cells.extend([ep, labels_of(c)]);
                 if cols.wide {
                     // Where it points: the URL, or the Secret holding the kubeconfig.
                     let target = endpoint.and_then(|(_, v)| v.get("url").or_else(|| v.get("secretRef")));
@@ -62,7 +77,7 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             } else {
                 &["NAME", "GENERATION", "ENDPOINT", "LABELS"]
             };
-            print(cols, headers, rows.collect())
+            print(headers, rows.collect())
         }
         Resource::Syncsets => {
             let rows = items.iter().enumerate().map(|(i, s)| {
@@ -101,7 +116,7 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             } else {
                 &["NAME", "GENERATION", "MODE", "RESOURCES", "CLUSTERS", "APPLIED", "STATUS"]
             };
-            print(cols, headers, rows.collect())
+            print(headers, rows.collect())
         }
         Resource::GitRepositories | Resource::OciRepositories | Resource::Sources => {
             let both = matches!(resource, Resource::Sources);
@@ -123,7 +138,7 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                 true => &["NAME", "KIND", "GENERATION", "URL", "REF", "REVISION", "FETCHED"],
                 false => &["NAME", "GENERATION", "URL", "REF", "REVISION", "FETCHED"],
             };
-            print(cols, headers, rows.collect())
+            print(headers, rows.collect())
         }
         _ => {
             let rows = items.iter().map(|s| {
@@ -132,9 +147,15 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                 cells.push(keys.unwrap_or_default());
                 row(s, cells)
             });
-            print(cols, &["NAME", "GENERATION", "KEYS"], rows.collect())
+            print(&["NAME", "GENERATION", "KEYS"], rows.collect())
         }
     }
+}
+
+/// An object's labels as `k=v,…` (empty when it has none).
+fn labels_of(o: &Value) -> String {
+    let labels = o["metadata"]["labels"].as_object();
+    labels.map(|l| l.iter().map(|(k, v)| format!("{k}={}", text(v))).collect::<Vec<_>>().join(",")).unwrap_or_default()
 }
 
 /// A revision as people read it: a commit id's first 12 digits, `-` while there is none.

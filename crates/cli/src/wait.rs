@@ -1,7 +1,7 @@
-//! `wait --for=condition=Applied syncset/NAME` and `--for=condition=Ready cluster/NAME`
-//! (or `syncsets -l SELECTOR`, `clusters -l SELECTOR`: each that matches, in turn):
-//! polls the hub until the condition holds, or fails after `--timeout` saying how far
-//! it got and why (the first failure).
+//! `wait --for=condition=Applied syncset/NAME`, `--for=condition=Ready cluster/NAME` and
+//! `--for=delete KIND/NAME` (or `KIND -l SELECTOR`: each that matches, in turn): polls
+//! the hub until the condition holds, or fails after `--timeout` saying how far it got
+//! and why (the first failure).
 
 use crate::args::WaitArgs;
 use crate::client::explain;
@@ -9,7 +9,7 @@ use crate::context::connect;
 use anyhow::{bail, Result};
 use fleetsync::outln;
 use fleetsync_api::{Client, PageParams};
-use fleetsync_model::{ProgressReason, SyncSetProgress};
+use fleetsync_model::{Kind, ProgressReason, SyncSetProgress};
 use std::time::{Duration, Instant};
 
 /// How often the hub is asked again.
@@ -22,19 +22,32 @@ enum Target {
     SyncSetApplied(String),
     /// The Cluster's condition Ready.
     ClusterReady(String),
+    /// The object gone (`--for=delete`).
+    Deleted(Kind, String),
 }
 
 fn target(what: &str, condition: &str) -> Result<Target> {
     let Some((kind, name)) = what.split_once('/').filter(|(_, n)| !n.is_empty()) else {
         bail!("say what to wait for as KIND/NAME: `syncset/NAME` or `cluster/NAME`, not {what:?}");
     };
+    if condition == "delete" {
+        let Some(kind) = Kind::parse(kind) else {
+            bail!("unknown kind {kind:?}: use cluster, syncset, secret, gitrepository or ocirepository");
+        };
+        return Ok(Target::Deleted(kind, name.into()));
+    }
     let condition = condition.strip_prefix("condition=").unwrap_or(condition);
+    let kind = match Kind::parse(kind) {
+        Some(Kind::SyncSet) => "syncset",
+        Some(Kind::Cluster) => "cluster",
+        _ => kind,
+    };
     match (kind, condition) {
-        ("syncset" | "syncsets", "Applied") => Ok(Target::SyncSetApplied(name.into())),
-        ("cluster" | "clusters", "Ready") => Ok(Target::ClusterReady(name.into())),
-        ("syncset" | "syncsets", other) => bail!("a SyncSet's condition is `condition=Applied`, not {other:?}"),
-        ("cluster" | "clusters", other) => bail!("a Cluster's condition is `condition=Ready`, not {other:?}"),
-        (other, _) => bail!("wait knows `syncset/NAME` and `cluster/NAME`, not {other:?}"),
+        ("syncset", "Applied") => Ok(Target::SyncSetApplied(name.into())),
+        ("cluster", "Ready") => Ok(Target::ClusterReady(name.into())),
+        ("syncset", other) => bail!("a SyncSet's condition is `condition=Applied` (or `delete`), not {other:?}"),
+        ("cluster", other) => bail!("a Cluster's condition is `condition=Ready` (or `delete`), not {other:?}"),
+        (other, _) => bail!("wait knows `syncset/NAME` and `cluster/NAME` (any kind with --for=delete), not {other:?}"),
     }
 }
 
@@ -60,10 +73,10 @@ async fn selected(
     selector: &str,
     condition: &str,
 ) -> Result<Vec<(String, Target)>> {
-    let kind = match kind {
-        "syncset" | "syncsets" => fleetsync_model::Kind::SyncSet,
-        "cluster" | "clusters" => fleetsync_model::Kind::Cluster,
-        other => bail!("with -l, say the kind alone: `syncsets` or `clusters`, not {other:?}"),
+    let kind = match Kind::parse(kind) {
+        Some(kind @ (Kind::SyncSet | Kind::Cluster)) => kind,
+        Some(kind) if condition == "delete" => kind,
+        _ => bail!("with -l, say the kind alone: `syncsets` or `clusters` (any kind with --for=delete), not {kind:?}"),
     };
     let items =
         fleetsync_api::all_pages(|token| hub.list_page(kind, tenant, Some(selector), crate::client::page(500, token)))
@@ -152,6 +165,11 @@ async fn check(hub: &Client, tenant: &str, target: &Target) -> Result<Check> {
             let progress = format!("ready={} reason={} ({})", c.ready, c.reason, c.message);
             Ok(if c.ready { Check::Met(progress) } else { Check::NotYet(progress) })
         }
+        Target::Deleted(kind, name) => match hub.get(*kind, tenant, name).await {
+            Ok(_) => Ok(Check::NotYet("still there".into())),
+            Err(e) if e.status().is_some_and(|s| s.as_u16() == 404) => Ok(Check::Met("deleted".into())),
+            Err(e) => Err(explain(e)),
+        },
     }
 }
 
@@ -163,11 +181,15 @@ mod tests {
     fn targets_and_conditions_are_read_as_kubectl_writes_them() {
         assert_eq!(target("syncset/base", "condition=Applied").expect("ok"), Target::SyncSetApplied("base".into()));
         assert_eq!(target("clusters/c1", "condition=Ready").expect("ok"), Target::ClusterReady("c1".into()));
+        assert_eq!(target("ss/base", "condition=Applied").expect("ok"), Target::SyncSetApplied("base".into()));
+        assert_eq!(target("secret/kube", "delete").expect("ok"), Target::Deleted(Kind::Secret, "kube".into()));
+        assert_eq!(target("cl/c1", "delete").expect("ok"), Target::Deleted(Kind::Cluster, "c1".into()));
         for (what, condition, says) in [
             ("base", "condition=Applied", "KIND/NAME"),
             ("syncset/", "condition=Applied", "KIND/NAME"),
             ("syncset/base", "condition=Ready", "condition=Applied"),
             ("secret/x", "condition=Ready", "not \"secret\""),
+            ("pods/x", "delete", "unknown kind \"pods\""),
         ] {
             let e = target(what, condition).expect_err(what).to_string();
             assert!(e.contains(says), "{what} {condition}: {e}");

@@ -274,7 +274,8 @@ fn events_newest_first_since_and_watch_from_now() {
     let all = events(&[]);
     assert!(all.len() >= 7, "4 objects created, 3 keys applied: {all:?}");
     assert!(all.windows(2).all(|w| seq(&w[0]) > seq(&w[1])), "newest first: {all:?}");
-    assert_eq!(events(&["--limit", "2"]).len(), all.len(), "--limit sizes the pages, not the output");
+    assert_eq!(events(&["--chunk-size", "2"]).len(), all.len(), "--chunk-size sizes the pages, not the output");
+    assert_eq!(events(&["--limit", "2"]), all[..2].to_vec(), "--limit: the newest two");
     let newest = seq(&all[0]);
 
     // Until the backlog is more than a second old: `--since 1s` then leaves all of it out.
@@ -512,4 +513,91 @@ fn wait_for_watches(hub: &Hub, n: u64) {
         assert!(start.elapsed() < Duration::from_secs(15), "{n} watches not open on the hub after 15 s: {open:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The habits a kubectl user brings: short names, `--no-headers`, `--limit` as a cap
+/// with `--chunk-size` the page, `delete --ignore-not-found`, `wait --for=delete`, and
+/// a 401 that says where a local hub's token is looked for.
+#[test]
+fn short_names_no_headers_limit_ignore_not_found_and_wait_for_delete() {
+    let hub = Hub::start();
+    ok(&hub.cli(&["apply", "-f", example().to_str().expect("utf-8")]));
+    assert_eq!(ok(&hub.cli(&["get", "cl"])), ok(&hub.cli(&["get", "clusters"])), "cl is clusters");
+    let bare = ok(&hub.cli(&["get", "ss", "--no-headers"]));
+    let lines: Vec<&str> = bare.lines().collect();
+    assert_eq!(lines.len(), 2, "{bare}");
+    assert!(lines[0].starts_with("base ") && lines[1].starts_with("eu-only "), "no header line: {bare}");
+    let one = ok(&hub.cli(&["get", "clusters", "--limit", "1", "--chunk-size", "1"]));
+    assert_eq!(one.lines().count(), 2, "a header and one cluster: {one}");
+    assert!(one.lines().nth(1).is_some_and(|l| l.starts_with("eu-west-1 ")), "{one}");
+    let keys = ok(&hub.cli(&["get", "status", "--no-headers"]));
+    assert!(keys.lines().count() > 2, "three keys in the example: {keys}");
+    let two = ok(&hub.cli(&["get", "status", "--limit", "2", "--no-headers"]));
+    assert_eq!(two.lines().collect::<Vec<_>>(), keys.lines().take(2).collect::<Vec<_>>(), "the first two keys");
+
+    // -o jsonpath= and custom-columns=, as kubectl writes them.
+    let names = ok(&hub.cli(&["get", "clusters", "-o", "jsonpath={.items[*].metadata.name}"]));
+    assert_eq!(names, "eu-west-1 us-east-1");
+    let one = ok(&hub.cli(&["get", "cl", "eu-west-1", "-o", r#"jsonpath={.metadata.labels.env}{"\n"}"#]));
+    assert_eq!(one, "prod\n");
+    let spec = "custom-columns=NAME:.metadata.name,GEN:.metadata.generation,MODE:.spec.resourceApplyMode,TEAM:.metadata.labels.team";
+    let cols = ok(&hub.cli(&["get", "ss", "-o", spec]));
+    let want = ["NAME     GEN  MODE    TEAM", "base     1    Sync    <none>", "eu-only  1    Upsert  <none>"];
+    assert_eq!(cols.lines().collect::<Vec<_>>(), want, "{cols}");
+    let labelled = ok(&hub.cli(&["get", "ss", "--show-labels"]));
+    assert!(labelled.lines().next().is_some_and(|h| h.contains(" STATUS ") && h.ends_with(" LABELS")), "{labelled}");
+    let by_syncset = ok(&hub.cli(&["get", "status", "--sort-by", ".syncset", "-o", "jsonpath={.items[*].cluster}"]));
+    assert_eq!(by_syncset, "eu-west-1 us-east-1 eu-west-1", "base's keys, then eu-only's");
+    let range = hub.cli(&["get", "cl", "-o", "jsonpath={range .items[*]}{.metadata.name}{end}"]);
+    assert!(!range.status.success() && stderr(&range).contains("not supported"), "{}", stderr(&range));
+    let unknown = hub.cli(&["get", "cl", "-o", "cols"]);
+    assert!(stderr(&unknown).contains("custom-columns=HEADER:PATH"), "{}", stderr(&unknown));
+
+    let gone = hub.cli(&["delete", "ss", "nope"]);
+    assert!(!gone.status.success() && stderr(&gone).contains("nope"), "{}", stderr(&gone));
+    let ignored = ok(&hub.cli(&["delete", "ss", "nope", "--ignore-not-found"]));
+    assert!(ignored.is_empty(), "{ignored}");
+
+    ok(&hub.cli(&["delete", "ss", "eu-only"]));
+    let waited = ok(&hub.cli(&["wait", "ss/eu-only", "--for=delete", "--timeout", "10s"]));
+    assert!(waited.contains("ss/eu-only condition met: deleted"), "{waited}");
+    let there = hub.cli(&["wait", "cl/eu-west-1", "--for=delete", "--timeout", "1s"]);
+    assert!(!there.status.success() && stderr(&there).contains("still there"), "{}", stderr(&there));
+
+    let anonymous = bin().args(["get", "clusters", "--server", &hub.url]).current_dir(hub.dir.path()).output();
+    let anonymous = anonymous.expect("run the client");
+    assert!(!anonymous.status.success());
+    let said = stderr(&anonymous);
+    assert!(said.contains("admin token file, looked for at fleetsync.db.admin-token"), "{said}");
+}
+
+/// `config set-context`, `use-context`, `get-contexts`, `current-context`: the config
+/// file is written (owner-only) and the commands then reach the hub through it.
+#[test]
+fn contexts_are_set_switched_listed_and_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let hub = Hub::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, token) = (dir.path().join("conf/config.yaml"), dir.path().join("token"));
+    std::fs::write(&token, &hub.token).expect("token file");
+    let run = |args: &[&str]| bin().args(args).env("FLEETSYNC_CONFIG", &config).output().expect("run");
+    let set = ["config", "set-context", "local", "--server", &hub.url, "--token-file", token.to_str().expect("utf-8")];
+    assert!(ok(&run(&set)).contains("context \"local\" created"));
+    assert!(!run(&["config", "current-context"]).status.success(), "none is current yet");
+    let nope = run(&["config", "use-context", "nope"]);
+    assert!(!nope.status.success() && stderr(&nope).contains("(it has: local)"), "{}", stderr(&nope));
+    ok(&run(&["config", "use-context", "local"]));
+    assert_eq!(ok(&run(&["config", "current-context"])), "local\n");
+    assert!(ok(&run(&["config", "set-context", "local", "--tenant", "team-a"])).contains("modified"));
+    let listed = ok(&run(&["config", "get-contexts"]));
+    assert!(
+        listed.lines().nth(1).is_some_and(|l| l.starts_with("*        local") && l.ends_with("team-a")),
+        "{listed}"
+    );
+    let mode = std::fs::metadata(&config).expect("written").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "a context may hold a token");
+    // The context's server, token and tenant are used: team-a has no clusters yet.
+    ok(&hub.cli(&["apply", "-f", example().to_str().expect("utf-8")]));
+    assert_eq!(ok(&run(&["get", "clusters", "--no-headers"])), "", "the context's tenant, team-a");
+    assert_eq!(ok(&run(&["get", "clusters", "-n", "default", "--no-headers"])).lines().count(), 2);
 }

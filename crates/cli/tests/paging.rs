@@ -1,5 +1,6 @@
-//! `get` reads lists in pages (`--limit`) until the hub has no more, and prints them
-//! all, as one list; `-l`, `--phase` and `--stale` filter on the hub.
+//! `get` reads lists in pages (`--chunk-size`) until the hub has no more, and prints
+//! them all, as one list (or the first `--limit`); `-l`, `--phase` and `--stale`
+//! filter on the hub.
 
 mod common;
 
@@ -31,7 +32,7 @@ fn get_pages_through_every_list_and_prints_it_whole() {
     let hub = Hub::start();
     fleet(&hub);
 
-    let out = hub.cli(&["get", "status", "--limit", "2", "-o", "json"]);
+    let out = hub.cli(&["get", "status", "--chunk-size", "2", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let status: Value = serde_json::from_str(&stdout(&out)).expect("json");
     assert!(status.get("continue").is_none(), "the output is the whole list: {status}");
@@ -39,17 +40,21 @@ fn get_pages_through_every_list_and_prints_it_whole() {
     let clusters: Vec<&str> = status.items.iter().map(|k| k.key.cluster.as_str()).collect();
     assert_eq!(clusters, ["c1", "c2", "c3", "c4", "c5"]);
 
-    let table = stdout(&hub.cli(&["get", "status", "--limit", "2"]));
+    let table = stdout(&hub.cli(&["get", "status", "--chunk-size", "2"]));
     assert!((1..=5).all(|i| table.contains(&format!("c{i}"))), "{table}");
+    // `--limit`: the first ones only, across pages.
+    let out = hub.cli(&["get", "status", "--chunk-size", "2", "--limit", "3", "-o", "json"]);
+    let first: Items<KeyStatus> = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(first.items.iter().map(|k| k.key.cluster.as_str()).collect::<Vec<_>>(), ["c1", "c2", "c3"]);
 
-    let out = hub.cli(&["get", "clusters", "--limit", "1", "-l", "env notin (dev)", "-o", "json"]);
+    let out = hub.cli(&["get", "clusters", "--chunk-size", "1", "-l", "env notin (dev)", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listed: Value = serde_json::from_str(&stdout(&out)).expect("json");
     let names: Vec<&str> =
         listed["items"].as_array().expect("items").iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["c1", "c2", "c4", "c5"]);
 
-    let out = hub.cli(&["get", "status", "--limit", "2", "--phase", "Parked", "-o", "json"]);
+    let out = hub.cli(&["get", "status", "--chunk-size", "2", "--phase", "Parked", "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(serde_json::from_str::<Items<KeyStatus>>(&stdout(&out)).expect("json").items, vec![]);
 }
@@ -71,6 +76,8 @@ fn bad_paging_and_filter_flags_say_what_to_fix() {
     assert!(!out.status.success() && stderr(&out).contains("labelSelector"), "{}", stderr(&out));
     let out = hub.cli(&["get", "status", "--limit", "0"]);
     assert!(!out.status.success() && stderr(&out).contains("--limit"), "{}", stderr(&out));
+    let out = hub.cli(&["get", "status", "--chunk-size", "0"]);
+    assert!(!out.status.success() && stderr(&out).contains("--chunk-size"), "{}", stderr(&out));
 }
 
 /// `-o name` prints `kind/name` per line — with `-l`, across pages, and for one object —
@@ -79,7 +86,7 @@ fn bad_paging_and_filter_flags_say_what_to_fix() {
 fn output_name_prints_kind_slash_name_per_line() {
     let hub = Hub::start();
     fleet(&hub);
-    let out = hub.cli(&["get", "clusters", "-o", "name", "-l", "env=prod", "--limit", "2"]);
+    let out = hub.cli(&["get", "clusters", "-o", "name", "-l", "env=prod", "--chunk-size", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "cluster/c1\ncluster/c2\ncluster/c4\ncluster/c5\n");
     let out = hub.cli(&["get", "syncset", "base", "-o", "name"]);

@@ -88,14 +88,15 @@ impl Kind {
         }
     }
 
-    /// Parses a kind as written in documents, or its plural/lowercase CLI forms.
+    /// Parses a kind as the CLI takes it: as documents write it, lowercase, plural, or
+    /// by its short name (`cl`, `ss`, `gitrepo`, `ocirepo`), as kubectl takes `deploy`.
     pub fn parse(s: &str) -> Option<Kind> {
         match s.to_ascii_lowercase().as_str() {
-            "cluster" | "clusters" => Some(Kind::Cluster),
-            "syncset" | "syncsets" => Some(Kind::SyncSet),
+            "cluster" | "clusters" | "cl" => Some(Kind::Cluster),
+            "syncset" | "syncsets" | "ss" => Some(Kind::SyncSet),
             "secret" | "secrets" => Some(Kind::Secret),
-            "gitrepository" | "gitrepositories" => Some(Kind::GitRepository),
-            "ocirepository" | "ocirepositories" => Some(Kind::OCIRepository),
+            "gitrepository" | "gitrepositories" | "gitrepo" => Some(Kind::GitRepository),
+            "ocirepository" | "ocirepositories" | "ocirepo" => Some(Kind::OCIRepository),
             _ => None,
         }
     }

@@ -89,30 +89,66 @@ pub struct DiffArgs {
     pub conn: ConnArgs,
 }
 
+/// What `get` lists; each also by its singular and, as kubectl's `deploy`, a short name.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Resource {
-    #[value(alias = "cluster")]
+    /// Clusters (`cl`).
+    #[value(aliases = ["cluster", "cl"])]
     Clusters,
-    #[value(alias = "syncset")]
+    /// SyncSets (`ss`).
+    #[value(aliases = ["syncset", "ss"])]
     Syncsets,
     /// Secrets, values never shown.
     #[value(alias = "secret")]
     Secrets,
-    /// Sources of both kinds (GitRepositories and OCIRepositories), with a KIND column.
-    #[value(alias = "source")]
+    /// Sources of both kinds (GitRepositories and OCIRepositories), with a KIND column (`src`).
+    #[value(aliases = ["source", "src"])]
     Sources,
-    /// GitRepositories: where SyncSets read their resources, and the revision stored.
-    #[value(name = "gitrepositories", alias = "gitrepository")]
+    /// GitRepositories: where SyncSets read their resources, and the revision stored (`gitrepo`).
+    #[value(name = "gitrepositories", aliases = ["gitrepository", "gitrepo"])]
     GitRepositories,
-    /// OCIRepositories: artifacts of a registry SyncSets read their resources from.
-    #[value(name = "ocirepositories", alias = "ocirepository")]
+    /// OCIRepositories: artifacts of a registry SyncSets read their resources from (`ocirepo`).
+    #[value(name = "ocirepositories", aliases = ["ocirepository", "ocirepo"])]
     OciRepositories,
     Status,
-    #[value(alias = "event")]
+    /// Events (`ev`).
+    #[value(aliases = ["event", "ev"])]
     Events,
     /// Worker processes: shards owned and keys in flight.
     #[value(alias = "member")]
     Members,
+}
+
+/// `-o` of `get`: a format, or a template over the JSON `-o json` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Format(Format),
+    /// `jsonpath=TEMPLATE`.
+    JsonPath(String),
+    /// `custom-columns=HEADER:PATH,…`.
+    CustomColumns(String),
+}
+
+impl Output {
+    /// What is read and printed: a template reads the JSON.
+    pub fn format(&self) -> Format {
+        match self {
+            Output::Format(f) => *f,
+            Output::JsonPath(_) | Output::CustomColumns(_) => Format::Json,
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Output, String> {
+        if let Some(template) = s.strip_prefix("jsonpath=") {
+            return Ok(Output::JsonPath(template.to_string()));
+        }
+        if let Some(spec) = s.strip_prefix("custom-columns=") {
+            return Ok(Output::CustomColumns(spec.to_string()));
+        }
+        Format::from_str(s, true).map(Output::Format).map_err(|_| {
+            format!("{s:?}: use table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,…")
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -132,8 +168,10 @@ pub struct GetArgs {
     pub resource: Resource,
     /// One object by name (for status: a cluster, rolled up).
     pub name: Option<String>,
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
-    pub output: Format,
+    /// `table`, `wide`, `json`, `yaml`, `name`, `jsonpath=TEMPLATE` (kubectl's, e.g.
+    /// `{.items[*].metadata.name}`) or `custom-columns=HEADER:PATH,…`.
+    #[arg(short = 'o', long = "output", value_parser = Output::parse, default_value = "table")]
+    pub output: Output,
     /// Default: the context's tenant, else `default`.
     #[arg(short = 'n', long, alias = "namespace")]
     pub tenant: Option<String>,
@@ -166,10 +204,24 @@ pub struct GetArgs {
     /// Status: only keys that have not applied their SyncSet's generation yet.
     #[arg(long)]
     pub stale: bool,
-    /// Lists are read from the hub in pages of this many items (1 to 5000); the output
-    /// holds them all.
+    /// Print at most this many items of a list (the first ones, in the list's order);
+    /// the hub is read only until they are in.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Read lists from the hub in pages of this many items (1 to 5000), as kubectl's
+    /// `--chunk-size`; the output holds them all (or `--limit`).
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(1..=5000))]
-    pub limit: u16,
+    pub chunk_size: u16,
+    /// Print tables without their header line.
+    #[arg(long)]
+    pub no_headers: bool,
+    /// Add a LABELS column (clusters show theirs always).
+    #[arg(long)]
+    pub show_labels: bool,
+    /// Sort a list by the value this path (kubectl's, e.g. `.metadata.generation`)
+    /// finds in each item: numbers by value, then text.
+    #[arg(long, value_name = "JSONPATH")]
+    pub sort_by: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -190,6 +242,9 @@ pub struct DeleteArgs {
     /// Read the directories given with -f recursively.
     #[arg(short = 'R', long)]
     pub recursive: bool,
+    /// An object that is not there is not an error (nothing to delete).
+    #[arg(long)]
+    pub ignore_not_found: bool,
     /// With -f: how long to wait for the deleted SyncSets' cleanup on the Clusters
     /// about to be deleted (past it, those Clusters and the Secrets are left in place).
     #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
@@ -214,7 +269,7 @@ pub struct TenantArgs {
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
     /// `cluster`, `syncset` or `source` (a GitRepository or OCIRepository).
-    #[arg(value_parser = ["cluster", "clusters", "syncset", "syncsets", "source", "sources", "gitrepository", "gitrepositories", "ocirepository", "ocirepositories"])]
+    #[arg(value_parser = ["cluster", "clusters", "cl", "syncset", "syncsets", "ss", "source", "sources", "src", "gitrepository", "gitrepositories", "gitrepo", "ocirepository", "ocirepositories", "ocirepo"])]
     pub kind: String,
     pub name: String,
     #[command(flatten)]
@@ -246,8 +301,9 @@ pub struct WaitArgs {
     /// syntax (`team=web,region in (eu,us)`).
     #[arg(short = 'l', long)]
     pub selector: Option<String>,
-    /// The condition: `condition=Applied` for a SyncSet, `condition=Ready` for a Cluster.
-    #[arg(long = "for", value_name = "condition=NAME")]
+    /// The condition: `condition=Applied` for a SyncSet, `condition=Ready` for a
+    /// Cluster, or `delete` (any kind: until the object is gone).
+    #[arg(long = "for", value_name = "condition=NAME|delete")]
     pub condition: String,
     /// Give up after this long, exiting non-zero.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]

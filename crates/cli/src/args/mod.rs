@@ -4,12 +4,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod agent;
 mod client;
+mod config;
 mod hub;
 mod store;
 mod tokens;
 
 pub use agent::*;
 pub use client::*;
+pub use config::*;
 pub use hub::*;
 pub use store::*;
 pub use tokens::*;
@@ -80,6 +82,9 @@ pub enum Command {
     /// Issue, list and revoke the hub's bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Show, switch and set the contexts of the config file (as `kubectl config`).
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print a completion script for a shell (e.g. `source <(fleetsync completion bash)`).
     Completion(CompletionArgs),
     /// Print the version of this client and, when it can tell, of the hub.
