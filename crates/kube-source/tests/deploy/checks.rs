@@ -32,6 +32,7 @@ pub fn check(origin: &str, p: &Parsed, e: &Expect) {
     accounts_and_roles(origin, p, e);
     secrets(origin, p, e);
     security(origin, p);
+    placement(origin, p);
     autoscaling(origin, p, e);
     environment(origin, p);
 }
@@ -293,6 +294,23 @@ fn security(origin: &str, p: &Parsed) {
             name(d)
         );
     }
+}
+
+/// Each Deployment's pods spread over nodes (an anti-affinity by hostname to its own
+/// pods), and hubs, which run workers too, get the workers' time to finish on stop.
+fn placement(origin: &str, p: &Parsed) {
+    for d in &p.deployments {
+        let anti = pod(d).affinity.as_ref().and_then(|a| a.pod_anti_affinity.as_ref());
+        let terms = anti.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref());
+        let spreads = terms.into_iter().flatten().any(|t| {
+            let term = &t.pod_affinity_term;
+            let own = term.label_selector.as_ref().and_then(|s| s.match_labels.clone()).unwrap_or_default();
+            term.topology_key == "kubernetes.io/hostname" && selects(&own, &pod_labels(d))
+        });
+        assert!(spreads, "{origin}: {}'s pods prefer nodes without another of them", name(d));
+    }
+    let grace: BTreeSet<Option<i64>> = p.deployments.iter().map(|d| pod(d).termination_grace_period_seconds).collect();
+    assert_eq!(grace.len(), 1, "{origin}: hubs and workers get the same time to stop: {grace:?}");
 }
 
 /// The autoscaler scales the workers on a metric the hub exports and the adapter rule

@@ -96,7 +96,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{/* Pod placement and image pull secrets of a component; call with (list $ .Values.hub). */}}
 {{- define "fleetsync.podPlacement" -}}
 {{- $ := index . 0 -}}
-{{- $c := index . 1 }}
+{{- $c := index . 1 -}}
+{{- $component := index . 2 }}
 {{- with $.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -109,8 +110,19 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $c.affinity }}
+{{- if $c.affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $c.affinity | nindent 2 }}
+{{- else }}
+{{- /* By default a component's pods spread over nodes where they can. */}}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "fleetsync.selectorLabels" (list $ $component) | nindent 14 }}
 {{- end }}
 {{- end }}
