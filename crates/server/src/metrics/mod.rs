@@ -11,7 +11,8 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use fleetsync_model::status::{reachability, unreachable_cause, Reach};
-use fleetsync_model::Phase;
+use fleetsync_model::{Phase, RolloutPhase};
+use fleetsync_store::rollout::RolloutState;
 use fleetsync_store::{QueueStats, StatusFilter, StatusRead};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -40,6 +41,21 @@ struct TenantLabel {
     tenant: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantPhaseLabel {
+    tenant: String,
+    phase: &'static str,
+}
+
+/// Every phase a rollout can be in, so that a tenant's series exist at 0.
+const ROLLOUT_PHASES: [RolloutPhase; 5] = [
+    RolloutPhase::Progressing,
+    RolloutPhase::Paused,
+    RolloutPhase::Completed,
+    RolloutPhase::RolledBack,
+    RolloutPhase::Failed,
+];
+
 /// The metrics the API serves of its own: the queue's gauges (read from the store),
 /// open watches, the build, and the API's requests ([`http`]). Cheap to clone: clones
 /// share the same values.
@@ -54,6 +70,9 @@ pub struct QueueMetrics {
     /// Tenants that have had an unreachable cluster: set to 0 when none is left, so a
     /// tenant's series does not keep its last value.
     unreachable_tenants: Arc<Mutex<BTreeSet<String>>>,
+    rollouts: Family<TenantPhaseLabel, Gauge>,
+    /// Tenants that have had a rollout, as `unreachable_tenants`.
+    rollout_tenants: Arc<Mutex<BTreeSet<String>>>,
     pub(crate) http: http::HttpMetrics,
 }
 
@@ -81,6 +100,11 @@ impl QueueMetrics {
             "Clusters whose reachability condition is Unreachable, per tenant (0 once a tenant has none left)",
             m.unreachable_clusters.clone(),
         );
+        r.register(
+            "rollouts",
+            "SyncSets' rollouts by tenant and phase (RolledBack and Failed stay until a new generation)",
+            m.rollouts.clone(),
+        );
         let build: Family<VersionLabel, Gauge> = Family::default();
         build.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
         r.register("build_info", "The version of the fleetsync build serving this endpoint (always 1)", build);
@@ -107,6 +131,26 @@ impl QueueMetrics {
         for tenant in tenants.iter() {
             let n = counts.get(tenant).copied().unwrap_or(0);
             self.unreachable_clusters.get_or_create(&TenantLabel { tenant: tenant.clone() }).set(saturate(n));
+        }
+    }
+}
+
+impl QueueMetrics {
+    /// Sets the rollouts per tenant and phase from `rollouts`; every phase of a tenant
+    /// that has or had one is set (0 where none is), so a series does not keep a value
+    /// it no longer has.
+    pub fn set_rollouts(&self, rollouts: &[RolloutState]) {
+        let mut counts: BTreeMap<(&str, &'static str), i64> = BTreeMap::new();
+        for r in rollouts {
+            *counts.entry((r.tenant.as_str(), r.phase.as_str())).or_insert(0) += 1;
+        }
+        let mut tenants = self.rollout_tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        tenants.extend(rollouts.iter().map(|r| r.tenant.clone()));
+        for tenant in tenants.iter() {
+            for phase in ROLLOUT_PHASES.map(RolloutPhase::as_str) {
+                let n = counts.get(&(tenant.as_str(), phase)).copied().unwrap_or(0);
+                self.rollouts.get_or_create(&TenantPhaseLabel { tenant: tenant.clone(), phase }).set(n);
+            }
         }
     }
 }
@@ -147,6 +191,7 @@ pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result
     let stats = state.store.queue_stats().await?;
     state.queue_metrics.set(&stats);
     state.queue_metrics.set_unreachable(&unreachable_clusters(&*state.store).await?);
+    state.queue_metrics.set_rollouts(&state.store.rollout_list(None, None).await?);
     state.queue_metrics.watches.set(i64::try_from(state.watches.open()).unwrap_or(i64::MAX));
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     text::encode(&state.registry, accept)
@@ -174,6 +219,40 @@ mod tests {
         assert!(out.contains("fleetsync_parked_keys 1"), "{out}");
         assert!(out.contains("fleetsync_oldest_ready_age_seconds 1.5"), "{out}");
         assert!(out.contains("fleetsync_event_log_last_seq 7"), "{out}");
+    }
+
+    #[test]
+    fn rollouts_are_counted_per_tenant_and_phase_and_go_back_to_zero() {
+        use fleetsync_model::Timestamp;
+        let mut registry = Registry::default();
+        let m = QueueMetrics::register(&mut registry);
+        let rollout = |tenant: &str, syncset: &str, phase| RolloutState {
+            tenant: tenant.into(),
+            syncset: syncset.into(),
+            phase,
+            step: 0,
+            revision: 2,
+            stable: 1,
+            reason: None,
+            step_started_at: Timestamp(0),
+            healthy_since: None,
+            promoted: false,
+            version: 1,
+            updated_at: Timestamp(0),
+        };
+        m.set_rollouts(&[
+            rollout("a", "web", RolloutPhase::RolledBack),
+            rollout("a", "db", RolloutPhase::Progressing),
+            rollout("b", "web", RolloutPhase::Progressing),
+        ]);
+        let out = encoded(&registry);
+        assert!(out.contains("fleetsync_rollouts{tenant=\"a\",phase=\"RolledBack\"} 1"), "{out}");
+        assert!(out.contains("fleetsync_rollouts{tenant=\"b\",phase=\"Progressing\"} 1"), "{out}");
+        assert!(out.contains("fleetsync_rollouts{tenant=\"b\",phase=\"RolledBack\"} 0"), "{out}");
+        m.set_rollouts(&[rollout("a", "db", RolloutPhase::Completed)]);
+        let out = encoded(&registry);
+        assert!(out.contains("fleetsync_rollouts{tenant=\"a\",phase=\"RolledBack\"} 0"), "{out}");
+        assert!(out.contains("fleetsync_rollouts{tenant=\"b\",phase=\"Progressing\"} 0"), "{out}");
     }
 
     fn encoded(registry: &Registry) -> String {
