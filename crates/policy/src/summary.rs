@@ -47,6 +47,31 @@ pub fn phases<'a>(groups: impl IntoIterator<Item = &'a Group>) -> BTreeMap<Phase
     phases
 }
 
+/// Keys by phase for each `(tenant, syncset)` of these groups that counts any (each
+/// phase present, 0 where none is), and summed over all of them.
+#[allow(clippy::type_complexity)]
+pub fn phases_by_syncset(
+    groups: impl IntoIterator<Item = ((String, String), Group)>,
+) -> (BTreeMap<(String, String), BTreeMap<Phase, u64>>, BTreeMap<Phase, u64>) {
+    let mut grouped: BTreeMap<(String, String), Vec<Group>> = BTreeMap::new();
+    for (at, g) in groups {
+        grouped.entry(at).or_default().push(g);
+    }
+    // A SyncSet whose counts sum to nothing (rows left at 0) has no keys.
+    let by_syncset: BTreeMap<_, _> = grouped
+        .into_iter()
+        .filter(|(_, gs)| gs.iter().any(|g| g.count > 0))
+        .map(|(at, gs)| (at, phases(&gs)))
+        .collect();
+    let mut total: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+    for counts in by_syncset.values() {
+        for (p, n) in counts {
+            *total.entry(*p).or_default() += n;
+        }
+    }
+    (by_syncset, total)
+}
+
 /// The summary of these groups, the time the longest-waiting key became due, and
 /// these failures.
 pub fn summarize(
@@ -82,6 +107,21 @@ mod tests {
 
     fn group(db_phase: &str, failed: bool, at_generation: bool, count: u64) -> Group {
         Group { db_phase: db_phase.into(), failed, at_generation, count }
+    }
+
+    #[test]
+    fn keys_are_counted_per_syncset_and_in_all() {
+        let at = |t: &str, s: &str| (t.to_string(), s.to_string());
+        let (by, total) = phases_by_syncset([
+            (at("a", "web"), group("idle", false, true, 3)),
+            (at("a", "web"), group("ready", true, false, 2)),
+            (at("b", "db"), group("ready", false, false, 1)),
+            (at("b", "gone"), group("idle", false, true, 0)),
+        ]);
+        assert!(!by.contains_key(&at("b", "gone")), "a SyncSet without keys is not listed");
+        assert_eq!((by[&at("a", "web")][&Phase::Applied], by[&at("a", "web")][&Phase::Failed]), (3, 2));
+        assert_eq!((by[&at("b", "db")][&Phase::Pending], by[&at("b", "db")][&Phase::Parked]), (1, 0));
+        assert_eq!((total[&Phase::Applied], total[&Phase::Failed], total[&Phase::Pending]), (3, 2, 1));
     }
 
     #[test]

@@ -176,6 +176,8 @@ pub struct StatusFilter {
 pub struct QueueStats {
     /// Number of keys in each phase.
     pub by_phase: BTreeMap<Phase, u64>,
+    /// The same per `(tenant, syncset)`: every SyncSet with keys, each phase present.
+    pub by_syncset: BTreeMap<(String, String), BTreeMap<Phase, u64>>,
     /// How long the oldest claimable key has been waiting (zero if none waits).
     pub oldest_ready_age: Duration,
     /// The newest event's sequence number.

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use fleetsync_model::status::{reachability, unreachable_cause, Reach};
-use fleetsync_model::{Phase, RolloutPhase};
+use fleetsync_model::{ClusterConditions, Phase, RolloutPhase};
 use fleetsync_store::rollout::RolloutState;
 use fleetsync_store::{QueueStats, StatusFilter, StatusRead};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -39,6 +39,19 @@ struct PhaseLabel {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TenantLabel {
     tenant: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SyncSetPhaseLabel {
+    tenant: String,
+    syncset: String,
+    phase: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantConditionLabel {
+    tenant: String,
+    condition: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,6 +83,10 @@ pub struct QueueMetrics {
     /// Tenants that have had an unreachable cluster: set to 0 when none is left, so a
     /// tenant's series does not keep its last value.
     unreachable_tenants: Arc<Mutex<BTreeSet<String>>>,
+    syncset_keys: Family<SyncSetPhaseLabel, Gauge>,
+    /// The SyncSets whose series were set at the last scrape: one gone since loses them.
+    syncsets: Arc<Mutex<BTreeSet<(String, String)>>>,
+    clusters: Family<TenantConditionLabel, Gauge>,
     rollouts: Family<TenantPhaseLabel, Gauge>,
     /// Tenants that have had a rollout, as `unreachable_tenants`.
     rollout_tenants: Arc<Mutex<BTreeSet<String>>>,
@@ -101,6 +118,17 @@ impl QueueMetrics {
             m.unreachable_clusters.clone(),
         );
         r.register(
+            "syncset_keys",
+            "Work keys by tenant, SyncSet and phase (the series of a SyncSet without keys go)",
+            m.syncset_keys.clone(),
+        );
+        r.register(
+            "clusters",
+            "Clusters with keys by tenant and condition (Ready, Progressing, Degraded; Stale: no sign of life \
+             within the stale window, also counted in one of the others)",
+            m.clusters.clone(),
+        );
+        r.register(
             "rollouts",
             "SyncSets' rollouts by tenant and phase (RolledBack and Failed stay until a new generation)",
             m.rollouts.clone(),
@@ -119,6 +147,22 @@ impl QueueMetrics {
             self.keys.get_or_create(&PhaseLabel { phase: phase.as_str() }).set(saturate(n));
         }
         self.parked_keys.set(saturate(stats.by_phase.get(&Phase::Parked).copied().unwrap_or(0)));
+        let mut seen = self.syncsets.lock().unwrap_or_else(PoisonError::into_inner);
+        for (tenant, syncset) in seen.iter().filter(|at| !stats.by_syncset.contains_key(*at)) {
+            for phase in Phase::ALL {
+                let label =
+                    SyncSetPhaseLabel { tenant: tenant.clone(), syncset: syncset.clone(), phase: phase.as_str() };
+                self.syncset_keys.remove(&label);
+            }
+        }
+        for ((tenant, syncset), counts) in &stats.by_syncset {
+            for (phase, n) in counts {
+                let label =
+                    SyncSetPhaseLabel { tenant: tenant.clone(), syncset: syncset.clone(), phase: phase.as_str() };
+                self.syncset_keys.get_or_create(&label).set(saturate(*n));
+            }
+        }
+        *seen = stats.by_syncset.keys().cloned().collect();
         self.oldest_ready_age.set(stats.oldest_ready_age.as_secs_f64());
         self.event_log_last_seq.set(saturate(stats.last_event_seq));
     }
@@ -136,6 +180,19 @@ impl QueueMetrics {
 }
 
 impl QueueMetrics {
+    /// Sets the clusters of each tenant by condition.
+    pub fn set_clusters(&self, by_tenant: &BTreeMap<String, ClusterConditions>) {
+        for (tenant, c) in by_tenant {
+            for (condition, n) in
+                [("Ready", c.ready), ("Progressing", c.progressing), ("Degraded", c.degraded), ("Stale", c.stale)]
+            {
+                self.clusters
+                    .get_or_create(&TenantConditionLabel { tenant: tenant.clone(), condition })
+                    .set(saturate(n));
+            }
+        }
+    }
+
     /// Sets the rollouts per tenant and phase from `rollouts`; every phase of a tenant
     /// that has or had one is set (0 where none is), so a series does not keep a value
     /// it no longer has.
@@ -192,6 +249,13 @@ pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result
     state.queue_metrics.set(&stats);
     state.queue_metrics.set_unreachable(&unreachable_clusters(&*state.store).await?);
     state.queue_metrics.set_rollouts(&state.store.rollout_list(None, None).await?);
+    // Each tenant with keys: the clusters' conditions, read from the per-cluster counts.
+    let tenants: BTreeSet<&str> = stats.by_syncset.keys().map(|(t, _)| t.as_str()).collect();
+    let mut clusters = BTreeMap::new();
+    for tenant in tenants {
+        clusters.insert(tenant.to_string(), state.store.cluster_conditions(tenant, state.stale_after).await?);
+    }
+    state.queue_metrics.set_clusters(&clusters);
     state.queue_metrics.watches.set(i64::try_from(state.watches.open()).unwrap_or(i64::MAX));
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     text::encode(&state.registry, accept)
@@ -219,6 +283,24 @@ mod tests {
         assert!(out.contains("fleetsync_parked_keys 1"), "{out}");
         assert!(out.contains("fleetsync_oldest_ready_age_seconds 1.5"), "{out}");
         assert!(out.contains("fleetsync_event_log_last_seq 7"), "{out}");
+
+        let at = |t: &str, s: &str| (t.to_string(), s.to_string());
+        let counts =
+            |applied: u64| Phase::ALL.iter().map(|p| (*p, if *p == Phase::Applied { applied } else { 0 })).collect();
+        stats.by_syncset = [(at("a", "web"), counts(4)), (at("a", "db"), counts(2))].into();
+        m.set(&stats);
+        let out = encoded(&registry);
+        assert!(out.contains("fleetsync_syncset_keys{tenant=\"a\",syncset=\"web\",phase=\"Applied\"} 4"), "{out}");
+        assert!(out.contains("fleetsync_syncset_keys{tenant=\"a\",syncset=\"db\",phase=\"Failed\"} 0"), "{out}");
+        stats.by_syncset = [(at("a", "web"), counts(5))].into();
+        m.set(&stats);
+        let out = encoded(&registry);
+        assert!(out.contains("syncset=\"web\",phase=\"Applied\"} 5") && !out.contains("syncset=\"db\""), "{out}");
+        let conditions = ClusterConditions { ready: 7, progressing: 1, degraded: 2, stale: 1 };
+        m.set_clusters(&[("a".to_string(), conditions)].into());
+        let out = encoded(&registry);
+        assert!(out.contains("fleetsync_clusters{tenant=\"a\",condition=\"Degraded\"} 2"), "{out}");
+        assert!(out.contains("fleetsync_clusters{tenant=\"a\",condition=\"Stale\"} 1"), "{out}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! A SyncSet's status summary, the store-wide counts by phase, and a tenant's clusters
+//! A SyncSet's status summary, the store-wide counts by phase (and per SyncSet), and a
+//! tenant's clusters
 //! by condition equal a full count
 //! of the keys' statuses after random sequences of changes, claims, successes,
 //! failures (up to parking), retries, deletions of clusters and SyncSets, and
@@ -8,6 +9,7 @@ use super::*;
 use crate::summary::SUMMARY_FAILURES;
 use fleetsync_model::{ClusterConditions, ClusterStatus, KeyFailure, KeyStatus, StatusSummary};
 use rand::rngs::StdRng;
+use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 
 /// The summary, counted the long way from every key's status; a tenant's (`tenant`)
@@ -117,11 +119,15 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
             let since = tenant.oldest_pending_since.take();
             assert_eq!(tenant, counted(&all, true), "seed {seed}, step {step}, the tenant");
             assert_eq!(since.is_some(), due(&all), "seed {seed}, step {step}, the tenant's wait");
-            assert_eq!(
-                s.queue_stats().await.expect("stats").by_phase,
-                counted(&all, false).phases,
-                "seed {seed}, step {step}"
-            );
+            let stats = s.queue_stats().await.expect("stats");
+            assert_eq!(stats.by_phase, counted(&all, false).phases, "seed {seed}, step {step}");
+            let mut per_syncset: BTreeMap<(String, String), Vec<KeyStatus>> = BTreeMap::new();
+            for k in &all {
+                per_syncset.entry((k.key.tenant.clone(), k.key.syncset.clone())).or_default().push(k.clone());
+            }
+            let want: BTreeMap<_, _> =
+                per_syncset.into_iter().map(|(at, keys)| (at, counted(&keys, false).phases)).collect();
+            assert_eq!(stats.by_syncset, want, "seed {seed}, step {step}, per SyncSet");
             // No cluster is stale yet: a stale-after window longer than the test.
             let conditions =
                 s.cluster_conditions("default", Duration::from_secs(86_400)).await.expect("clusters by condition");

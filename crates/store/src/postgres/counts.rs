@@ -16,10 +16,11 @@ use fleetsync_model::{ClusterConditions, Phase, Timestamp};
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 
-/// Every key by stored phase and failed.
-const ALL: &str = "SELECT phase, failed, SUM(n)::bigint FROM (
-        SELECT phase, failed, n FROM key_counts UNION ALL SELECT phase, failed, n FROM key_count_deltas) c
-     GROUP BY 1, 2";
+/// Every key by SyncSet, stored phase and failed.
+const ALL: &str = "SELECT tenant, syncset, phase, failed, SUM(n)::bigint FROM (
+        SELECT tenant, syncset, phase, failed, n FROM key_counts
+        UNION ALL SELECT tenant, syncset, phase, failed, n FROM key_count_deltas) c
+     GROUP BY 1, 2, 3, 4";
 
 /// The groups of a tenant's keys, or of one SyncSet's (see [`crate::summary::scope`]).
 pub(super) async fn groups<C: GenericClient>(c: &C, tenant: &str, syncset: Option<&str>) -> PgResult<Vec<Group>> {
@@ -49,16 +50,21 @@ pub(super) async fn groups<C: GenericClient>(c: &C, tenant: &str, syncset: Optio
         .collect()
 }
 
-pub(super) async fn by_phase<C: GenericClient>(c: &C) -> PgResult<BTreeMap<Phase, u64>> {
+/// Every key by phase, per `(tenant, syncset)` and in all.
+#[allow(clippy::type_complexity)]
+pub(super) async fn by_phase<C: GenericClient>(
+    c: &C,
+) -> PgResult<(BTreeMap<(String, String), BTreeMap<Phase, u64>>, BTreeMap<Phase, u64>)> {
     let groups = query(c, ALL, &[])
         .await?
         .iter()
         .map(|r| {
-            let count = r.try_get::<_, Option<i64>>(2)?.unwrap_or(0).max(0).unsigned_abs();
-            Ok(Group { db_phase: r.try_get(0)?, failed: r.try_get(1)?, at_generation: false, count })
+            let count = r.try_get::<_, Option<i64>>(4)?.unwrap_or(0).max(0).unsigned_abs();
+            let group = Group { db_phase: r.try_get(2)?, failed: r.try_get(3)?, at_generation: false, count };
+            Ok(((r.try_get(0)?, r.try_get(1)?), group))
         })
         .collect::<PgResult<Vec<_>>>()?;
-    Ok(crate::summary::phases(&groups))
+    Ok(crate::summary::phases_by_syncset(groups))
 }
 
 /// The tenant's clusters by condition: each cluster's `cluster_counts` row plus its

@@ -324,7 +324,7 @@ pub(super) async fn queue_stats<C: GenericClient>(c: &C, now: Timestamp) -> PgRe
     // The horizon counts when a trim emptied the log.
     let last = query(c, EVENTS_HEAD, &[]);
     // Sent together: the connection pipelines them.
-    let (by_phase, oldest, last) = tokio::try_join!(by_phase, oldest, last)?;
+    let ((by_syncset, by_phase), oldest, last) = tokio::try_join!(by_phase, oldest, last)?;
 
     let oldest: Option<i64> = match oldest.first() {
         Some(r) => r.try_get(0)?,
@@ -336,6 +336,7 @@ pub(super) async fn queue_stats<C: GenericClient>(c: &C, now: Timestamp) -> PgRe
     };
     Ok(QueueStats {
         by_phase,
+        by_syncset,
         oldest_ready_age: oldest.map(|t| now.since(Timestamp(t))).unwrap_or_default(),
         last_event_seq: u64::try_from(last_event_seq).unwrap_or(0),
     })

@@ -283,7 +283,7 @@ fn status_sql(f: &StatusFilter, after: bool) -> String {
 }
 
 pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> {
-    let by_phase = super::summary::count_by_phase(c)?;
+    let (by_syncset, by_phase) = super::summary::count_by_phase(c)?;
     let oldest: Option<i64> = c.query_row(
         "SELECT MIN(run_at) FROM work WHERE phase = 'ready' AND run_at <= ?1",
         params![now.millis()],
@@ -293,6 +293,7 @@ pub(super) fn queue_stats(c: &Connection, now: Timestamp) -> Result<QueueStats> 
     let last_event_seq = events_head(c)?;
     Ok(QueueStats {
         by_phase,
+        by_syncset,
         oldest_ready_age: oldest.map(|t| now.since(Timestamp(t))).unwrap_or_default(),
         last_event_seq,
     })

@@ -1,7 +1,7 @@
 //! A SyncSet's status summary (see [`crate::summary`]) and the store-wide counts, from
 //! `key_counts` (kept by the schema's triggers) without reading keys.
 
-use crate::summary::{cluster_conditions_sql, failures_sql, phases, scope, summarize, FailureRow, Group};
+use crate::summary::{cluster_conditions_sql, failures_sql, phases_by_syncset, scope, summarize, FailureRow, Group};
 use crate::Result;
 use fleetsync_model::{ClusterConditions, Phase, StatusSummary, Timestamp};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
@@ -66,20 +66,25 @@ pub(super) fn status_summary(
     Ok(summarize(groups, oldest, failures))
 }
 
-/// Every key counted by phase.
-pub(super) fn count_by_phase(c: &Connection) -> Result<BTreeMap<Phase, u64>> {
-    let mut stmt = c.prepare_cached("SELECT phase, failed, SUM(n) FROM key_counts GROUP BY 1, 2")?;
+/// Every key counted by phase, per `(tenant, syncset)` and in all.
+#[allow(clippy::type_complexity)]
+pub(super) fn count_by_phase(
+    c: &Connection,
+) -> Result<(BTreeMap<(String, String), BTreeMap<Phase, u64>>, BTreeMap<Phase, u64>)> {
+    let mut stmt =
+        c.prepare_cached("SELECT tenant, syncset, phase, failed, SUM(n) FROM key_counts GROUP BY 1, 2, 3, 4")?;
     let groups = stmt
         .query_map([], |r| {
-            Ok(Group {
-                db_phase: r.get(0)?,
-                failed: r.get(1)?,
+            let group = Group {
+                db_phase: r.get(2)?,
+                failed: r.get(3)?,
                 at_generation: false,
-                count: r.get::<_, i64>(2)?.max(0).unsigned_abs(),
-            })
+                count: r.get::<_, i64>(4)?.max(0).unsigned_abs(),
+            };
+            Ok(((r.get(0)?, r.get(1)?), group))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(phases(&groups))
+    Ok(phases_by_syncset(groups))
 }
 
 /// The tenant's clusters by condition, one `cluster_counts` row each; stale when last
