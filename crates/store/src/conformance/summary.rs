@@ -9,8 +9,8 @@ use super::*;
 use crate::summary::SUMMARY_FAILURES;
 use fleetsync_model::{ClusterConditions, ClusterStatus, KeyFailure, KeyStatus, StatusSummary};
 use rand::rngs::StdRng;
-use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
 
 /// The summary, counted the long way from every key's status; a tenant's (`tenant`)
 /// names each failure's SyncSet.
