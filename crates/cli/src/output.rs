@@ -132,6 +132,47 @@ pub fn text_of(v: &impl serde::Serialize) -> String {
     serde_json::to_value(v).map_or_else(|_| "-".into(), |v| text(&v))
 }
 
+/// How long ago `t` was, as kubectl writes an AGE (`45s`, `3m4s`, `5h`, `3d4h`);
+/// `in …` for a time still to come. Tables show times this way; `-o json|yaml` keep
+/// the timestamps.
+pub fn age(t: &fleetsync_model::Timestamp) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = i64::try_from(now.as_millis()).unwrap_or(i64::MAX);
+    match now - t.millis() {
+        ms if ms < 0 => format!("in {}", human(std::time::Duration::from_millis(ms.unsigned_abs()))),
+        ms => human(std::time::Duration::from_millis(ms.unsigned_abs())),
+    }
+}
+
+/// A duration as kubectl's `HumanDuration` writes it: the two largest units while they
+/// are few, one unit after.
+pub fn human(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let (m, h, days) = (s / 60, s / 3600, s / 86_400);
+    match () {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 => match s % 60 {
+            0 => format!("{m}m"),
+            rest => format!("{m}m{rest}s"),
+        },
+        _ if h < 3 => format!("{m}m"),
+        _ if h < 8 => match m % 60 {
+            0 => format!("{h}h"),
+            rest => format!("{h}h{rest}m"),
+        },
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 192 => match h % 24 {
+            0 => format!("{days}d"),
+            rest => format!("{days}d{rest}h"),
+        },
+        _ if days < 730 => format!("{days}d"),
+        _ => match days % 365 {
+            0 => format!("{}y", days / 365),
+            rest => format!("{}y{rest}d", days / 365),
+        },
+    }
+}
+
 /// Shortens long cells (errors) so tables stay readable; `-o json` has the full text.
 pub fn clip(s: String, max: usize) -> String {
     if s.chars().count() <= max {
@@ -143,7 +184,17 @@ pub fn clip(s: String, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::human;
     use fleetsync_model::parse_documents;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_as_kubectl_writes_ages() {
+        let h = |s: u64| human(Duration::from_secs(s));
+        assert_eq!([h(0), h(45), h(119), h(120), h(184), h(600)], ["0s", "45s", "119s", "2m", "3m4s", "10m"]);
+        assert_eq!([h(3 * 3600 + 60), h(5 * 3600 + 120), h(30 * 3600)], ["3h1m", "5h2m", "30h"]);
+        assert_eq!([h(3 * 86_400 + 4 * 3600), h(45 * 86_400), h(800 * 86_400)], ["3d4h", "45d", "2y70d"]);
+    }
 
     #[test]
     fn yaml_output_applies_again() {

@@ -3,7 +3,7 @@
 
 use crate::args::Resource;
 use crate::details::Details;
-use crate::output::{clip, table, table_of, text, text_of};
+use crate::output::{age, clip, table, table_of, text, text_of};
 use fleetsync_api::{Event, Member};
 use fleetsync_model::KeyStatus;
 use serde_json::Value;
@@ -67,7 +67,7 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
                         .unreachable
                         .get(&at)
                         .and_then(|r| r.since.as_ref())
-                        .map(|since| format!("No (since {})", text_of(since)));
+                        .map(|since| format!("No (for {})", age(since)));
                     cells.push(unreachable.unwrap_or_else(|| "-".into()));
                 }
                 row(c, cells)
@@ -215,7 +215,7 @@ pub fn status(items: &[KeyStatus], cols: Columns) -> std::io::Result<()> {
             k.drift.len().to_string(),
         ];
         if cols.wide {
-            let when = |t: &Option<fleetsync_model::Timestamp>| t.as_ref().map_or("-".into(), text_of);
+            let when = |t: &Option<fleetsync_model::Timestamp>| t.as_ref().map_or("-".into(), age);
             let rendered = k.rendered_hash.clone().unwrap_or_else(|| "-".into());
             cells.extend([when(&k.last_applied_at), when(&k.next_attempt_at), rendered, error]);
         } else {
@@ -254,8 +254,8 @@ pub fn members(items: &[Member]) -> std::io::Result<()> {
                 m.shards.to_string(),
                 w.in_flight.to_string(),
                 limit,
-                text_of(&w.heartbeat_at),
-                text_of(&w.started_at),
+                age(&w.heartbeat_at),
+                age(&w.started_at),
             ]
         })
         .collect();

@@ -78,7 +78,7 @@ team-a   a-1        1           http       env=dev
     let lines: Vec<&str> = wide.lines().collect();
     assert_eq!(lines[0], "NAME  GENERATION  ENDPOINT  LABELS   TARGET                           REACHABLE", "{wide}");
     assert!(
-        lines[1].starts_with("a-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1  No (since "),
+        lines[1].starts_with("a-1   1           http      env=dev  http://127.0.0.1:9/clusters/a-1  No (for "),
         "{wide}"
     );
     assert_eq!(
@@ -110,11 +110,15 @@ eu-only  1           Upsert  1          1         1/1      Applied  eu-west-1   
     assert!(lines[0].starts_with("TENANT   CLUSTER    SYNCSET  PHASE"), "{status}");
     assert!(
         lines[0].contains("  DRIFT  LAST APPLIED")
-            && lines[0].contains("NEXT ATTEMPT              RENDERED  LAST ERROR")
+            && lines[0].contains("NEXT ATTEMPT  RENDERED  LAST ERROR")
             && lines[0].ends_with("LAST ERROR"),
         "{status}"
     );
     assert_eq!(lines.len(), 5, "3 keys of default, 1 of team-a: {status}");
+    // Ages, not timestamps: each key applied seconds ago.
+    let last_applied = lines[1].split_whitespace().nth(8).unwrap_or_default();
+    let seconds = last_applied.strip_suffix('s').and_then(|n| n.parse::<u64>().ok());
+    assert!(seconds.is_some_and(|s| s < 120), "LAST APPLIED {last_applied:?} in {status}");
     assert!(lines[4].starts_with("team-a   a-1        tools"), "{status}");
 
     let out = hub.cli(&["get", "clusters", "eu-west-1", "-A"]);
