@@ -88,7 +88,8 @@ async fn an_egress_refusal_parks_at_once_and_runs_again_on_a_retry_a_change_or_a
     let key = WorkKey::new("default", cluster_name(0), syncset_name(0));
     let refusing = start(&store, EgressPolicy::default());
 
-    store.objects_apply(fleet(closed_port().await)).await.expect("apply");
+    let first_port = closed_port().await;
+    store.objects_apply(fleet(first_port)).await.expect("apply");
     let (_, settled) = wait_settled(&*store, Duration::from_secs(10)).await.expect("stats");
     assert!(settled);
     let parked = status(&*store, &key).await;
@@ -101,8 +102,13 @@ async fn an_egress_refusal_parks_at_once_and_runs_again_on_a_retry_a_change_or_a
     assert_refused(&retried);
 
     // A change of the Cluster (another URL) runs its keys again.
-    let cluster: Vec<Document> =
-        fleet(closed_port().await).into_iter().filter(|d| matches!(d, Document::Cluster(_))).collect();
+    // Another port for certain: the kernel may hand the same free port out twice, and
+    // an unchanged Cluster runs nothing.
+    let mut port = closed_port().await;
+    while port == first_port {
+        port = closed_port().await;
+    }
+    let cluster: Vec<Document> = fleet(port).into_iter().filter(|d| matches!(d, Document::Cluster(_))).collect();
     store.objects_apply(cluster).await.expect("change the cluster");
     let changed = ran_again(&*store, &key, &retried).await;
     assert_refused(&changed);
