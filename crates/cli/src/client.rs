@@ -163,7 +163,7 @@ pub async fn get(a: GetArgs) -> Result<()> {
     let conn = connect(&a.conn)?;
     let hub = &conn.client;
     if matches!(a.resource, Resource::Events) {
-        return events::get(hub, &a).await;
+        return events::get(hub, &a, Columns { no_headers: a.no_headers, ..Columns::default() }).await;
     }
     let per_tenant = object_kind.is_some() || matches!(a.resource, Resource::Status);
     let tenants = match a.all_tenants && per_tenant {
@@ -213,7 +213,7 @@ pub async fn get(a: GetArgs) -> Result<()> {
         }
         (Resource::Status, _, _) if a.watch => status::watch(hub, &tenants, &a, cols).await,
         (Resource::Status, _, _) => status::print(hub, &tenants, &a, cols).await,
-        _ => print_list(&a.output, !a.no_headers, &hub.members().await.map_err(explain)?, tables::members),
+        _ => print_list(&a.output, !a.no_headers, &hub.members().await.map_err(explain)?, |m| tables::members(m, cols)),
     }
 }
 

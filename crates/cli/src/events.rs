@@ -4,7 +4,7 @@
 
 use crate::args::{Format, GetArgs};
 use crate::client::{cursor_gone, explain, print_list};
-use crate::tables::{self, event_cells, EVENT_COLUMNS};
+use crate::tables::{self, event_cells, Columns, EVENT_COLUMNS};
 use anyhow::{bail, Result};
 use fleetsync_api::{describe, Client, ClientError, Event, WatchLine};
 use std::io::Write;
@@ -13,7 +13,7 @@ use std::time::Duration;
 /// Events `get events` prints at most without `--since` or `--after`.
 const NEWEST: usize = 10_000;
 
-pub async fn get(hub: &Client, a: &GetArgs) -> Result<()> {
+pub async fn get(hub: &Client, a: &GetArgs, cols: Columns) -> Result<()> {
     let chunk = usize::from(a.chunk_size);
     if a.watch {
         let after = match (a.after, a.since) {
@@ -36,7 +36,7 @@ pub async fn get(hub: &Client, a: &GetArgs) -> Result<()> {
         Some(after) => hub.events(Some(after), Some(cap.unwrap_or(NEWEST).min(NEWEST))).await.map_err(explain)?,
         None => newest(hub, chunk, a.since, cap.unwrap_or(if a.since.is_some() { usize::MAX } else { NEWEST })).await?,
     };
-    print_list(&a.output, !a.no_headers, &items, tables::events)
+    print_list(&a.output, !a.no_headers, &items, |items| tables::events(items, cols))
 }
 
 /// The newest events, newest first, read in pages of `limit`: those of the last `since`

@@ -38,7 +38,7 @@ pub fn template(text: &str) -> Result<Vec<Piece>> {
         if open > 0 {
             pieces.push(Piece::Text(rest[..open].to_string()));
         }
-        let close = rest[open..].find('}').map(|c| open + c).ok_or_else(|| anyhow!("unclosed {{ in {text:?}"))?;
+        let close = closing(&rest[open..]).map(|c| open + c).ok_or_else(|| anyhow!("unclosed {{ in {text:?}"))?;
         let inner = rest[open + 1..close].trim();
         pieces.push(if inner.starts_with('"') {
             Piece::Text(
@@ -50,6 +50,22 @@ pub fn template(text: &str) -> Result<Vec<Piece>> {
         rest = &rest[close + 1..];
     }
     Ok(pieces)
+}
+
+/// Where the `}` closing the `{` that `piece` starts with is: the first one outside a
+/// JSON string literal (so `{"}"}` is a literal `}`).
+fn closing(piece: &str) -> Option<usize> {
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, c) in piece.char_indices().skip(1) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            '}' if !in_string => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A kubectl path (`.metadata.name`, `{.items[0]}`) as JSONPath (`$.metadata.name`).
@@ -184,6 +200,8 @@ mod tests {
         assert_eq!(render(&lines, &list()).expect("render"), "first: eu-1\n");
         assert_eq!(render(&template("{.items[0].metadata.generation}").expect("p"), &list()).expect("r"), "2");
         assert_eq!(render(&template("{.nothing}").expect("p"), &list()).expect("r"), "", "no match: nothing");
+        let braces = template(r#"{"{"}{.items[0].metadata.name}{"}"}"#).expect("parse");
+        assert_eq!(render(&braces, &list()).expect("render"), "{eu-1}");
         for bad in ["{.items", "{range .items[*]}{.metadata.name}{end}", "{}"] {
             assert!(template(bad).is_err(), "{bad}");
         }

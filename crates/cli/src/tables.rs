@@ -3,7 +3,7 @@
 
 use crate::args::Resource;
 use crate::details::Details;
-use crate::output::{age, clip, table, table_of, text, text_of};
+use crate::output::{age, clip, table_of, text, text_of};
 use fleetsync_api::{Event, Member};
 use fleetsync_model::KeyStatus;
 use serde_json::Value;
@@ -243,7 +243,7 @@ pub fn status(items: &[KeyStatus], cols: Columns) -> std::io::Result<()> {
     print(cols, headers, rows.collect())
 }
 
-pub fn members(items: &[Member]) -> std::io::Result<()> {
+pub fn members(items: &[Member], cols: Columns) -> std::io::Result<()> {
     let rows: Vec<Vec<String>> = items
         .iter()
         .map(|m| {
@@ -259,12 +259,12 @@ pub fn members(items: &[Member]) -> std::io::Result<()> {
             ]
         })
         .collect();
-    table(&["MEMBER", "SHARDS", "IN-FLIGHT", "LIMIT", "HEARTBEAT", "STARTED"], &rows)
+    table_of(&["MEMBER", "SHARDS", "IN-FLIGHT", "LIMIT", "HEARTBEAT", "STARTED"], &rows, !cols.no_headers)
 }
 
-pub fn events(items: &[Event]) -> std::io::Result<()> {
+pub fn events(items: &[Event], cols: Columns) -> std::io::Result<()> {
     let rows: Vec<Vec<String>> = items.iter().map(event_cells).collect();
-    table(&EVENT_COLUMNS.map(|(h, _)| h), &rows)
+    table_of(&EVENT_COLUMNS.map(|(h, _)| h), &rows, !cols.no_headers)
 }
 
 /// An event's cells, in the order of [`EVENT_COLUMNS`].

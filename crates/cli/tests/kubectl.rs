@@ -548,6 +548,10 @@ fn short_names_no_headers_limit_ignore_not_found_and_wait_for_delete() {
     let cols = ok(&hub.cli(&["get", "ss", "-o", spec]));
     let want = ["NAME     GEN  MODE    TEAM", "base     1    Sync    <none>", "eu-only  1    Upsert  <none>"];
     assert_eq!(cols.lines().collect::<Vec<_>>(), want, "{cols}");
+    for kind in ["events", "members"] {
+        let rows = ok(&hub.cli(&["get", kind, "--no-headers"]));
+        assert!(!rows.starts_with("SEQ") && !rows.starts_with("MEMBER"), "{kind} without a header: {rows}");
+    }
     let labelled = ok(&hub.cli(&["get", "ss", "--show-labels"]));
     assert!(labelled.lines().next().is_some_and(|h| h.contains(" STATUS ") && h.ends_with(" LABELS")), "{labelled}");
     let by_syncset = ok(&hub.cli(&["get", "status", "--sort-by", ".syncset", "-o", "jsonpath={.items[*].cluster}"]));

@@ -37,8 +37,18 @@ pub fn readiness(object: &Value) -> Result<(), String> {
         ("apps", "DaemonSet") => daemon_set(object),
         ("batch", "Job") => job(object),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(object),
+        // A Pod that ran to completion is done, though its Ready condition is False.
+        ("", "Pod") if object.pointer("/status/phase").and_then(Value::as_str) == Some("Succeeded") => Ok(()),
         _ => conventions(kind, object),
     }
+}
+
+/// Whether objects of this kind have anything to be ready for: no rule applies to
+/// core ConfigMaps and Secrets, nor to RBAC objects, which carry data or grants and no
+/// status. Health read-back skips them (a Secret is never read back).
+pub fn has_readiness(api_version: &str, kind: &str) -> bool {
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    !matches!((group, kind), ("", "ConfigMap" | "Secret") | ("rbac.authorization.k8s.io", _))
 }
 
 /// An integer at a JSON pointer, if it is there and is one.
@@ -675,6 +685,19 @@ mod tests {
         assert_eq!(not_ready(&job(json!({"suspend": true}), json!({}))), "Job: suspended");
         let done = job(json!({"suspend": true}), json!({"conditions": [{"type": "Complete", "status": "True"}]}));
         assert_eq!(readiness(&done), Ok(()));
+    }
+
+    #[test]
+    fn a_completed_pod_is_ready_and_data_kinds_have_no_readiness() {
+        let pod = |phase: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                   "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}]}})
+        };
+        assert_eq!(readiness(&pod("Succeeded")), Ok(()));
+        assert_eq!(not_ready(&pod("Running")), "Pod: not ready: PodCompleted");
+        assert!(!has_readiness("v1", "Secret") && !has_readiness("v1", "ConfigMap"));
+        assert!(!has_readiness("rbac.authorization.k8s.io/v1", "ClusterRole"));
+        assert!(has_readiness("apps/v1", "Deployment") && has_readiness("example.com/v1", "Secret"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Health without an agent (`spec.health`): after a run's applies succeed, the hub
-//! reads back every object it applied and judges it with the rules agents use
+//! reads back every object it applied (but ConfigMaps, Secrets and RBAC objects, which
+//! have no readiness) and judges it with the rules agents use
 //! ([`fleetsync_model::readiness`]), again every `interval`, until all are ready or
 //! `timeout` has passed. The run holds its key meanwhile (its status `Applying`, its
 //! lease renewed as usual); a run whose objects are not ready by the timeout fails with
@@ -8,7 +9,7 @@
 
 use crate::reconciler::{Context, ReconcileError};
 use fleetsync_applier::{Applier, ApplyError};
-use fleetsync_model::readiness::readiness;
+use fleetsync_model::readiness::{has_readiness, readiness};
 use fleetsync_model::{Cluster, HealthSpec, ResourceRef};
 use std::time::Instant;
 
@@ -35,8 +36,18 @@ pub(crate) async fn wait_ready(
     let (start, timeout, interval) = (Instant::now(), spec.timeout(), spec.interval());
     loop {
         let mut unready = Vec::new();
-        for (index, r) in applied.iter().enumerate() {
-            let read = ctx.until_cancelled(applier.read(cluster, r, &ctx.apply_context(generation, index))).await?;
+        for (index, r) in applied.iter().enumerate().filter(|(_, r)| has_readiness(&r.api_version, &r.kind)) {
+            // No read outlasts the timeout: a slow cluster fails the wait on time.
+            let left = timeout.saturating_sub(start.elapsed()).max(std::time::Duration::from_millis(1));
+            let apply_ctx = ctx.apply_context(generation, index);
+            let read = applier.read(cluster, r, &apply_ctx);
+            let read = match ctx.until_cancelled(tokio::time::timeout(left, read)).await? {
+                Ok(read) => read,
+                Err(_) => {
+                    unready.push((r, "reading it back did not finish in time".to_string()));
+                    continue;
+                }
+            };
             let why = match read {
                 Ok(Some(object)) => readiness(&object).err(),
                 Ok(None) => Some("not found on the cluster".into()),

@@ -60,6 +60,9 @@ struct TenantPhaseLabel {
     phase: &'static str,
 }
 
+/// The conditions `fleetsync_clusters` counts, in [`ClusterConditions`]' order.
+const CONDITIONS: [&str; 4] = ["Ready", "Progressing", "Degraded", "Stale"];
+
 /// Every phase a rollout can be in, so that a tenant's series exist at 0.
 const ROLLOUT_PHASES: [RolloutPhase; 5] = [
     RolloutPhase::Progressing,
@@ -87,6 +90,9 @@ pub struct QueueMetrics {
     /// The SyncSets whose series were set at the last scrape: one gone since loses them.
     syncsets: Arc<Mutex<BTreeSet<(String, String)>>>,
     clusters: Family<TenantConditionLabel, Gauge>,
+    /// The tenants whose clusters were counted at the last scrape: one gone since loses
+    /// its series.
+    cluster_tenants: Arc<Mutex<BTreeSet<String>>>,
     rollouts: Family<TenantPhaseLabel, Gauge>,
     /// Tenants that have had a rollout, as `unreachable_tenants`.
     rollout_tenants: Arc<Mutex<BTreeSet<String>>>,
@@ -182,10 +188,15 @@ impl QueueMetrics {
 impl QueueMetrics {
     /// Sets the clusters of each tenant by condition.
     pub fn set_clusters(&self, by_tenant: &BTreeMap<String, ClusterConditions>) {
+        let mut seen = self.cluster_tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        for tenant in seen.iter().filter(|t| !by_tenant.contains_key(*t)) {
+            for condition in CONDITIONS {
+                self.clusters.remove(&TenantConditionLabel { tenant: tenant.clone(), condition });
+            }
+        }
+        *seen = by_tenant.keys().cloned().collect();
         for (tenant, c) in by_tenant {
-            for (condition, n) in
-                [("Ready", c.ready), ("Progressing", c.progressing), ("Degraded", c.degraded), ("Stale", c.stale)]
-            {
+            for (condition, n) in CONDITIONS.into_iter().zip([c.ready, c.progressing, c.degraded, c.stale]) {
                 self.clusters
                     .get_or_create(&TenantConditionLabel { tenant: tenant.clone(), condition })
                     .set(saturate(n));
@@ -301,6 +312,11 @@ mod tests {
         let out = encoded(&registry);
         assert!(out.contains("fleetsync_clusters{tenant=\"a\",condition=\"Degraded\"} 2"), "{out}");
         assert!(out.contains("fleetsync_clusters{tenant=\"a\",condition=\"Stale\"} 1"), "{out}");
+        m.set_clusters(&BTreeMap::new());
+        assert!(
+            !encoded(&registry).contains("fleetsync_clusters{tenant=\"a\""),
+            "a tenant without keys loses its series"
+        );
     }
 
     #[test]

@@ -48,10 +48,24 @@ pub async fn a_waiting_key_is_pending_with_its_reason(h: &dyn Harness) {
     complete(&*s, &item, applied(&item)).await;
     s.objects_apply(vec![syncset("s1", 2, "v2")]).await.expect("a new generation");
     let item = claim(&*s, "w", 1).await.remove(0);
-    complete(&*s, &item, failed("boom")).await;
+    // The failed run reports what it did per resource; the wait reports nothing.
+    let result = fleetsync_model::ResourceResult {
+        resource: fleetsync_model::ResourceRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("apps".into()),
+            name: "s1-0".into(),
+        },
+        outcome: fleetsync_model::ResourceOutcome::Failed,
+        error: Some("boom".into()),
+        duration_ms: 3,
+    };
+    let failed_run = Completion { resources: vec![result], ..completion(&item, failed("boom")) };
+    s.work_complete(vec![failed_run]).await.expect("complete");
     clock.advance(Duration::from_secs(60));
     let item = claim(&*s, "w", 1).await.remove(0);
     assert_eq!(item.attempt, 2);
+    let before = s.status_get(&item.key).await.expect("status").expect("exists");
     let after = Duration::from_secs(2);
     let reason = "waiting for SyncSet db: Applying, generation 1 not applied yet";
     let waiting = RunOutcome::Waiting { reason: reason.into(), after };
@@ -59,6 +73,8 @@ pub async fn a_waiting_key_is_pending_with_its_reason(h: &dyn Harness) {
     let st = s.status_get(&item.key).await.expect("status").expect("exists");
     assert_eq!((st.phase, st.last_error.as_deref(), st.attempts), (Phase::Pending, Some(reason), 0));
     assert_eq!((st.generation, st.observed_generation), (2, 1), "what the last good run applied is kept");
+    assert_eq!(st.resources, before.resources, "and the per-resource results of the last run");
+    assert_eq!(st.resources.len(), 1);
     assert_eq!(st.next_attempt_at, Some(clock.now().plus(after)));
     assert!(claim(&*s, "w", 1).await.is_empty(), "not before its delay");
     clock.advance(after);

@@ -76,7 +76,8 @@ pub(super) async fn run(
         tx.execute(
             "UPDATE work w SET phase = u.phase, run_at = u.run_at,
                  observed_generation = COALESCE(u.observed, w.observed_generation),
-                 resources = u.resources, inventory = COALESCE(u.inventory, w.inventory), last_error = u.last_error,
+                 resources = COALESCE(u.resources, w.resources), inventory = COALESCE(u.inventory, w.inventory),
+                 last_error = u.last_error,
                  last_applied_at = COALESCE(u.applied_at, w.last_applied_at),
                  attempts = CASE WHEN u.reset_attempts THEN 0 ELSE w.attempts END,
                  rendered = CASE WHEN u.set_rendered THEN u.rendered ELSE w.rendered END,
@@ -191,7 +192,7 @@ struct Updates {
     phases: Vec<&'static str>,
     run_ats: Vec<i64>,
     observed: Vec<Option<i64>>,
-    resources: Vec<String>,
+    resources: Vec<Option<String>>,
     inventories: Vec<Option<String>>,
     errors: Vec<Option<String>>,
     applied_at: Vec<Option<i64>>,
@@ -207,7 +208,7 @@ impl Updates {
         self.phases.push(w.db_phase());
         self.run_ats.push(w.run_at.millis());
         self.observed.push(w.observed_generation);
-        self.resources.push(resources);
+        self.resources.push((!w.keep_resources).then_some(resources));
         self.inventories.push(w.inventory.map(|i| json("work", i)).transpose()?);
         self.errors.push(w.last_error.map(str::to_string));
         self.applied_at.push(w.last_applied_at.map(Timestamp::millis));

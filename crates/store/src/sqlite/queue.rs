@@ -246,7 +246,7 @@ pub(super) fn complete(
                 let inventory = row.inventory.map(|i| json("work", i)).transpose()?;
                 tx.prepare_cached(
                     "UPDATE work SET phase = ?1, run_at = ?2, observed_generation = COALESCE(?3, observed_generation),
-                         resources = ?4, inventory = COALESCE(?5, inventory), last_error = ?6,
+                         resources = COALESCE(?4, resources), inventory = COALESCE(?5, inventory), last_error = ?6,
                          last_applied_at = COALESCE(?7, last_applied_at),
                          attempts = CASE WHEN ?8 THEN 0 ELSE attempts END,
                          rendered = CASE WHEN ?11 THEN ?12 ELSE rendered END,
@@ -257,7 +257,7 @@ pub(super) fn complete(
                     row.db_phase(),
                     row.run_at.millis(),
                     row.observed_generation,
-                    resources,
+                    (!row.keep_resources).then_some(&resources),
                     inventory,
                     row.last_error,
                     row.last_applied_at.map(Timestamp::millis),

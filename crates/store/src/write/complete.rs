@@ -36,8 +36,8 @@ pub(crate) enum RowWrite<'a> {
 }
 
 /// The columns a completion sets; `None` keeps the row's value, except `last_error`,
-/// which `None` clears. `resources` (what the run reported) are always the
-/// completion's.
+/// which `None` clears. `resources` (what the run reported) are the completion's,
+/// except after a wait (`keep_resources`), which applied nothing: the last run's stay.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CompletedRow<'a> {
     pub(crate) phase: Phase,
@@ -51,6 +51,8 @@ pub(crate) struct CompletedRow<'a> {
     /// The hash of the rendering applied (`Some(None)`: none, a SyncSet that is not
     /// templated); `None` keeps the row's.
     pub(crate) rendered: Option<Option<&'a str>>,
+    /// Keep the per-resource results of the last run that applied (a wait reports none).
+    pub(crate) keep_resources: bool,
 }
 
 impl CompletedRow<'_> {
@@ -77,6 +79,7 @@ pub(crate) fn completed<'a>(fin: &Finish<'a>, now: Timestamp) -> Completed<'a> {
         last_applied_at: None,
         reset_attempts: false,
         rendered: None,
+        keep_resources: false,
     };
     let row = match fin {
         Finish::Applied { phase, generation, inventory, rendered } => RowWrite::Update(CompletedRow {
@@ -107,6 +110,7 @@ pub(crate) fn completed<'a>(fin: &Finish<'a>, now: Timestamp) -> Completed<'a> {
         Finish::Waiting { run_at, reason } => RowWrite::Update(CompletedRow {
             last_error: Some(reason),
             reset_attempts: true,
+            keep_resources: true,
             ..update(Phase::Pending, *run_at)
         }),
     };
