@@ -34,6 +34,9 @@ pub(crate) async fn wait_ready(
     spec: &HealthSpec,
 ) -> Result<Verdict, ReconcileError> {
     let (start, timeout, interval) = (Instant::now(), spec.timeout(), spec.interval());
+    // Why each object was not ready when last read: what a read cut short by the
+    // timeout reports instead of itself.
+    let mut known: Vec<Option<String>> = vec![None; applied.len()];
     loop {
         let mut unready = Vec::new();
         for (index, r) in applied.iter().enumerate().filter(|(_, r)| has_readiness(&r.api_version, &r.kind)) {
@@ -44,7 +47,8 @@ pub(crate) async fn wait_ready(
             let read = match ctx.until_cancelled(tokio::time::timeout(left, read)).await? {
                 Ok(read) => read,
                 Err(_) => {
-                    unready.push((r, "reading it back did not finish in time".to_string()));
+                    let why = known[index].clone().unwrap_or_else(|| "reading it back did not finish in time".into());
+                    unready.push((r, why));
                     continue;
                 }
             };
@@ -56,6 +60,7 @@ pub(crate) async fn wait_ready(
                 }
                 Err(e) => Some(format!("reading it back failed: {e}")),
             };
+            known[index].clone_from(&why);
             if let Some(why) = why {
                 unready.push((r, why));
             }
