@@ -130,6 +130,26 @@ pub struct Retried {
     pub retried: WorkKey,
 }
 
+/// `GET /v1/status/failures`: the failed and parked keys grouped by cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureGroups {
+    pub groups: Vec<fleetsync_model::FailureGroup>,
+    /// Failing keys read.
+    pub keys: u64,
+    /// Whether more failing keys exist than were read (the hub reads at most 20,000).
+    pub truncated: bool,
+}
+
+/// `POST /v1/status/failures/retry` and `POST /v1/status/clusters/{name}/retry` (202).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetriedKeys {
+    pub retried: u64,
+    /// Whether failing keys past the most a request reads (20,000) were not looked at (retry again for them).
+    pub truncated: bool,
+}
+
 /// `GET /v1/members`: a live worker process, as the store last heard from it, with
 /// how many shards it owns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
 //! * [`live`]: live state reported by agents, and drift from what was applied.
 //! * [`status`]: what a key and a cluster look like to a user.
+//! * [`failure`]: failing keys grouped by cause.
 //! * [`progress`]: how far a SyncSet is, the one way every view reads it.
 //! * [`template`]: per-cluster rendering of a templated SyncSet's resources.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
@@ -23,6 +24,7 @@ pub mod dependency;
 pub mod document;
 pub mod error;
 pub mod event;
+pub mod failure;
 pub mod health;
 pub mod key;
 pub mod label_query;
@@ -53,6 +55,7 @@ pub use dependency::Dependency;
 pub use document::{Document, Kind, ObjectMeta, ValidationError, API_VERSION};
 pub use error::FieldError;
 pub use event::Event;
+pub use failure::FailureGroup;
 pub use health::HealthSpec;
 pub use key::{Fence, WorkKey};
 pub use label_query::{LabelQuery, LabelQueryError, LabelTerm};

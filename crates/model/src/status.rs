@@ -297,27 +297,35 @@ pub struct KeyFailure {
     pub last_error: Option<String>,
 }
 
+/// A key's status for tests: generation 1 applied, no attempts, no error, nothing else.
+#[cfg(test)]
+pub(crate) fn key_status(key: WorkKey, phase: Phase) -> KeyStatus {
+    KeyStatus {
+        key,
+        phase,
+        desired: true,
+        generation: 1,
+        observed_generation: 1,
+        attempts: 0,
+        last_error: None,
+        resources: vec![],
+        next_attempt_at: None,
+        last_applied_at: None,
+        updated_at: Timestamp(0),
+        rendered_hash: None,
+        drift: vec![],
+        unready: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn key(s: &str, phase: Phase) -> KeyStatus {
-        KeyStatus {
-            key: WorkKey::new("t", "c", s),
-            phase,
-            desired: true,
-            generation: 1,
-            observed_generation: 1,
-            attempts: 0,
-            last_error: (phase == Phase::Parked).then(|| "boom".to_string()),
-            resources: vec![],
-            next_attempt_at: None,
-            last_applied_at: None,
-            updated_at: Timestamp(0),
-            rendered_hash: None,
-            drift: vec![],
-            unready: vec![],
-        }
+        let mut key = key_status(WorkKey::new("t", "c", s), phase);
+        key.last_error = (phase == Phase::Parked).then(|| "boom".to_string());
+        key
     }
 
     #[test]

@@ -37,6 +37,7 @@ mod dashboard;
 mod error;
 mod events;
 mod extract;
+mod failures;
 mod feed;
 pub mod health;
 pub mod hook;
@@ -153,6 +154,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status/clusters/{name}", get(status::cluster))
         .route("/v1/status/syncsets/{name}", get(status::syncset))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))
+        .route("/v1/status/clusters/{name}/retry", post(failures::retry_cluster))
+        .route("/v1/status/failures", get(failures::list))
+        .route("/v1/status/failures/retry", post(failures::retry_cause))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/events", get(status::key_events))
         .route("/v1/rollouts", get(rollouts::list))
         .route("/v1/rollouts/{name}", get(rollouts::get))

@@ -107,7 +107,7 @@ async fn admit(access: &Access, req: &mut Request) -> Result<(), ApiError> {
         Some(Need::Metrics) if !access.metrics_require_auth => return Ok(()),
         _ => {}
     }
-    let caller = match session::credential(access, req)? {
+    let caller = match session::credential(access, req, path.as_deref())? {
         Some(token) => access.authenticator.identify_token(&token).await?,
         None => access.authenticator.identify(req.headers(), req.extensions()).await?,
     };

@@ -75,6 +75,9 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/status/clusters/{name}", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/syncsets/{name}", Need::InTenant(Right::Read)),
     rule(Method::POST, "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", Need::InTenant(Right::Edit)),
+    rule(Method::POST, "/v1/status/clusters/{name}/retry", Need::InTenant(Right::Edit)),
+    rule(Method::GET, "/v1/status/failures", Need::InTenant(Right::Read)),
+    rule(Method::POST, "/v1/status/failures/retry", Need::InTenant(Right::Edit)),
     rule(Method::GET, "/v1/status/clusters/{cluster}/syncsets/{syncset}/events", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/rollouts", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/rollouts/{name}", Need::InTenant(Right::Read)),
@@ -89,6 +92,21 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/tokens", Need::Checked),
     rule(Method::DELETE, "/v1/tokens/{name}", Need::Checked),
 ];
+
+/// The writes a dashboard session may make, besides reading: the page's actions (retry a
+/// key, a cluster's or a failure group's keys; pause, resume, promote or abort a
+/// rollout), each still under its rule above. Every other write needs a bearer token.
+pub const SESSION_ACTIONS: &[(Method, &str)] = &[
+    (Method::POST, "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry"),
+    (Method::POST, "/v1/status/clusters/{name}/retry"),
+    (Method::POST, "/v1/status/failures/retry"),
+    (Method::POST, "/v1/rollouts/{name}/{control}"),
+];
+
+/// Whether a dashboard session may make `method` on the route `path` (see [`SESSION_ACTIONS`]).
+pub fn session_action(method: &Method, path: &str) -> bool {
+    SESSION_ACTIONS.iter().any(|(m, p)| m == method && *p == path)
+}
 
 /// The need of `method` on the route `path` (as matched, with `{params}`); `None` if
 /// the table has no row for it.
@@ -106,6 +124,15 @@ pub fn known(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_actions_are_writes_of_routes_that_need_a_tenants_edit_right() {
+        for (method, path) in SESSION_ACTIONS {
+            assert_eq!(*method, Method::POST, "{path}");
+            assert_eq!(need(method, path), Some(Need::InTenant(Right::Edit)), "{path}");
+        }
+        assert!(!session_action(&Method::POST, "/v1/apply") && !session_action(&Method::POST, "/v1/tokens"));
+    }
 
     #[test]
     fn every_row_is_unique_and_v1_routes_need_a_credential() {

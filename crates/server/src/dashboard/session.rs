@@ -10,13 +10,16 @@
 //! own oldest), and a hub whose sessions are all taken refuses a sign-in rather than
 //! end anybody else's session.
 //!
-//! A session is a credential for reading only: the access layer accepts the cookie on
-//! `GET` and `HEAD` requests whose `Origin`, if any, is the hub's own
-//! ([`credential`]), so a page of another site can make a browser write nothing.
+//! A session is a credential for reading and for the page's few actions: the access
+//! layer accepts the cookie on `GET` and `HEAD` requests whose `Origin`, if any, is the
+//! hub's own, and on the actions of [`routes::SESSION_ACTIONS`] (retries, rollout
+//! controls) only with the hub's own `Origin` ([`credential`]), so a page of another
+//! site can make a browser change nothing. Each action is still authorized by the
+//! token's role, and recorded with its subject as the actor.
 
 use super::origin::Origin;
 use super::sign_in_limits::{SignInBuckets, SignInLimits};
-use crate::access::Access;
+use crate::access::{routes, Access};
 use crate::error::{ApiError, Result};
 use crate::tls::{ClientIdentity, OverTls};
 use crate::AppState;
@@ -189,8 +192,11 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
 
 /// The token a request's session cookie stands for, if the request carries no other
 /// credential (a bearer token or a client certificate wins): refused unless the
-/// request only reads and comes from the hub's own pages.
-pub fn credential(access: &Access, req: &Request) -> Result<Option<String>> {
+/// request only reads and comes from the hub's own pages, or is one of the page's
+/// actions (`path`, the matched route, in [`routes::SESSION_ACTIONS`]) and says it
+/// comes from the hub's own pages (a browser sends `Origin` with every `POST`; with
+/// the cookie's `SameSite=Strict` a page of another site can make it send neither).
+pub fn credential(access: &Access, req: &Request, path: Option<&str>) -> Result<Option<String>> {
     let headers = req.headers();
     if headers.contains_key(header::AUTHORIZATION) || req.extensions().get::<ClientIdentity>().is_some() {
         return Ok(None);
@@ -198,14 +204,22 @@ pub fn credential(access: &Access, req: &Request) -> Result<Option<String>> {
     let Some(id) = cookie(headers) else {
         return Ok(None);
     };
-    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+    let origin = Origin::of(headers, req.uri(), req.extensions().get::<OverTls>().is_some());
+    if let Origin::Foreign(origin) = origin {
+        return Err(foreign(origin));
+    }
+    let reads = matches!(*req.method(), Method::GET | Method::HEAD);
+    let action = path.is_some_and(|p| routes::session_action(req.method(), p));
+    if action && origin == Origin::Absent {
+        return Err(ApiError::Forbidden(
+            "a dashboard action must say it comes from this hub's own pages (the Origin header)".into(),
+        ));
+    }
+    if !reads && !action {
         return Err(ApiError::Unauthorized(format!(
-            "a dashboard session only reads (GET and HEAD), it cannot {}: send `Authorization: Bearer TOKEN`",
+            "a dashboard session only reads and takes the page's actions, it cannot {} this: send `Authorization: Bearer TOKEN`",
             req.method()
         )));
-    }
-    if let Origin::Foreign(origin) = Origin::of(headers, req.uri(), req.extensions().get::<OverTls>().is_some()) {
-        return Err(foreign(origin));
     }
     match access.sessions.token(id) {
         Some(token) => Ok(Some(token)),

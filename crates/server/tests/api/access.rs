@@ -116,6 +116,7 @@ fn request(method: &str, path: &str) -> (String, String) {
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => ("/v1/status/clusters/c1/syncsets/s1/retry?tenant=a".into(), ""),
         ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => ("/v1/status/clusters/c1/syncsets/s1/events?tenant=a".into(), ""),
         ("GET", "/v1/rollouts/{name}") => ("/v1/rollouts/s1?tenant=a".into(), ""),
+        ("POST", "/v1/status/failures/retry") => ("/v1/status/failures/retry?tenant=a&cause=boom".into(), ""),
         ("POST", "/v1/sources/{tenant}/{name}/hook") => ("/v1/sources/a/g1/hook".into(), "{}"),
         ("POST", "/v1/rollouts/{name}/{control}") => ("/v1/rollouts/s1/pause?tenant=a".into(), ""),
         ("GET", "/v1/syncsets/{name}/render") => ("/v1/syncsets/s1/render?tenant=a&cluster=c1".into(), ""),
@@ -161,6 +162,7 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             | "/v1/status/summary"
             | "/v1/status/clusters/{name}"
             | "/v1/status/syncsets/{name}"
+            | "/v1/status/failures"
             | "/v1/live",
         )
         | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),
@@ -177,7 +179,12 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         }
         // Signed with the source's webhook secret, or refused whoever calls.
         ("POST", "/v1/sources/{tenant}/{name}/hook") => [401; 9],
-        ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
+        (
+            "POST",
+            "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry"
+            | "/v1/status/clusters/{name}/retry"
+            | "/v1/status/failures/retry",
+        ) => row(403, 202, 202, 403, 202, 403),
         ("GET", "/v1/rollouts" | "/v1/rollouts/{name}") => row(200, 200, 200, 403, 200, 403),
         // Allowed callers reach the handler, which refuses to pause a completed rollout.
         ("POST", "/v1/rollouts/{name}/{control}") => row(403, 409, 409, 403, 409, 403),

@@ -91,7 +91,7 @@ async fn a_session_reads_with_the_rights_of_its_token() {
 }
 
 #[tokio::test]
-async fn a_session_never_writes() {
+async fn a_session_writes_nothing_but_the_pages_actions() {
     let api = Api::new();
     assert_eq!(api.apply(FLEET).await.status, StatusCode::OK);
     let admin = api.admin_token().await;
@@ -101,7 +101,7 @@ async fn a_session_never_writes() {
         ("POST", "/v1/apply", "application/yaml", doc),
         ("DELETE", "/v1/clusters/c1?tenant=a", "", ""),
         ("POST", "/v1/tokens", "application/json", r#"{"grant": "fleet-admin"}"#),
-        ("POST", "/v1/status/clusters/c1/syncsets/s1/retry?tenant=a", "", ""),
+        ("POST", "/v1/gitrepositories/g1/reconcile?tenant=a", "", ""),
     ];
     for (method, uri, content_type, body) in writes {
         let mut headers = vec![("cookie", cookie.as_str()), ("origin", ORIGIN)];
@@ -115,6 +115,30 @@ async fn a_session_never_writes() {
     let clusters = api.get("/v1/clusters?tenant=a").await.json();
     assert_eq!(clusters["items"].as_array().map(Vec::len), Some(1), "nothing was written: {clusters}");
     assert_eq!(api.get("/v1/tokens").await.json()["items"].as_array().map(Vec::len), Some(1), "no token was issued");
+
+    // The page's actions: from the hub's own page only, under the token's role, with
+    // the token's subject as the actor.
+    let retry = "/v1/status/clusters/c1/syncsets/s1/retry?tenant=a";
+    for (origin, want) in [(None, StatusCode::FORBIDDEN), (Some("http://evil.example"), StatusCode::FORBIDDEN)] {
+        let mut headers = vec![("cookie", cookie.as_str())];
+        headers.extend(origin.map(|o| ("origin", o)));
+        let (answer, _, _) = send(&api, "POST", retry, &headers, "").await;
+        assert_eq!(answer.status, want, "{origin:?}: {}", answer.text);
+    }
+    let (answer, _, _) = send(&api, "POST", retry, &[("cookie", &cookie), ("origin", ORIGIN)], "").await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.text);
+    let events = api.get("/v1/events").await.json();
+    let retried = events["items"].as_array().and_then(|e| e.iter().rev().find(|e| e["kind"] == "Status")).cloned();
+    let actor = retried.as_ref().and_then(|e| e["actor"].as_str().map(str::to_string));
+    assert!(actor.is_some_and(|a| a.starts_with("token:")), "the retry's event names its actor: {events}");
+    let (answer, _, _) =
+        send(&api, "POST", "/v1/status/clusters/c1/retry?tenant=a", &[("cookie", &cookie), ("origin", ORIGIN)], "")
+            .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED, "{}", answer.text);
+
+    let viewer = sign_in(&api, &api.issue("a:viewer", None).await).await;
+    let (answer, _, _) = send(&api, "POST", retry, &[("cookie", &viewer), ("origin", ORIGIN)], "").await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN, "a viewer retries nothing: {}", answer.text);
 }
 
 #[tokio::test]
