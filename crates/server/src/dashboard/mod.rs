@@ -3,11 +3,12 @@
 //! ([`session`]).
 //!
 //! The page reads everything through the `/v1` routes, with the caller's own rights:
-//! what a tenant's viewer sees in it is what that viewer could read with the CLI. It
-//! only reads (a session cookie is refused on anything but `GET` and `HEAD`), and
-//! every view is a page or a summary: the fleet's totals from each SyncSet's summary,
-//! the tenant's rollouts (`/v1/rollouts`), a page of keys as a SyncSet × cluster
-//! matrix, one cluster, SyncSet or key. It follows the event watch and re-reads only
+//! what a tenant's viewer sees in it is what that viewer could read with the CLI. Its
+//! only writes are its actions (retries, rollout controls: see [`session::credential`]),
+//! each confirmed on the page and authorized by the token's role, and every view is a
+//! page or a summary: the fleet's totals from each SyncSet's summary, the tenant's
+//! failing keys by cause (`/v1/status/failures`), its rollouts (`/v1/rollouts`), a page
+//! of keys as a SyncSet × cluster matrix, one cluster, SyncSet or key. It follows the event watch and re-reads only
 //! what an event names; a rollout under way is also read again every few seconds,
 //! since what agents report (readiness, drift) moves its counts without an event.
 //!

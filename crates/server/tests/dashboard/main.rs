@@ -5,7 +5,9 @@
 //! Signed in as a fleet-admin, the page's counts match the API, the phase filter
 //! narrows the matrix, drill-downs show a cluster's and a SyncSet's keys and a key's
 //! resources and recent events, the rollouts panel shows each rollout's phase, step and
-//! counts as `/v1/rollouts` does and follows a promote, an apply made through the API
+//! counts as `/v1/rollouts` does and follows a promote, failures are grouped by cause
+//! as `/v1/status/failures` groups them, a group's retry and a rollout's promote are
+//! made from the page with the signed-in token as their actor, an apply made through the API
 //! appears without a reload, the sources page lists what the API holds, and signing out
 //! ends the session; signed in as a viewer
 //! of tenant `b`, the page shows nothing of the other tenant. Screenshots of each step
@@ -14,6 +16,7 @@
 //! Needs `chromium` and `chromium-driver`: when `chromedriver` is missing, the test
 //! installs them (as root, with apt-get), or fails naming them. It never skips.
 
+mod actions;
 #[path = "../support/browser.rs"]
 mod browser;
 mod hub;
@@ -21,6 +24,7 @@ mod page;
 mod rollouts;
 mod sources;
 
+use actions::{a_rollout_is_promoted_from_the_page, failures_are_grouped_and_retried};
 use browser::{js, js_bool, submit_token, ChromeDriver};
 use fantoccini::Client;
 use fleetsync_model::{Document, Endpoint, Grant};
@@ -85,6 +89,8 @@ async fn the_dashboard_in_a_headless_browser() {
         the_phase_filter_narrows_the_matrix(&browser, &hub, &shots).await;
         a_drill_down_shows_a_keys_resources(&browser, &hub, &shots).await;
         rollouts_show_their_phase_and_step(&browser, &hub, &shots).await;
+        failures_are_grouped_and_retried(&browser, &hub, &shots).await;
+        a_rollout_is_promoted_from_the_page(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
         sources_show_what_the_api_holds(&browser, &hub, &shots).await;
         signing_out_ends_the_session(&browser).await;
@@ -184,10 +190,10 @@ async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots:
         reason.as_str().is_some_and(|r| r.contains("unreachable / broken") && r.contains(" — ")),
         "the cell names its reason: {reason}"
     );
-    let failures = js(browser, "return document.getElementById('failure-list').innerText").await;
+    let failures = js(browser, "return document.getElementById('failure-groups').innerText").await;
     assert!(
-        failures.as_str().is_some_and(|f| f.contains("broken on unreachable")),
-        "failures first, with their reasons: {failures}"
+        failures.as_str().is_some_and(|f| f.contains("broken") && f.contains("unreachable")),
+        "failures first, by cause, with their SyncSets and clusters: {failures}"
     );
     shots.take(browser, "matrix-failed").await;
     choose(browser, "phase-filter", "").await;
@@ -367,6 +373,10 @@ async fn a_viewer_of_b_sees_nothing_of_a(browser: &Client, hub: &Hub, token: &st
     let members = js(browser, "return document.getElementById('members').innerText").await;
     assert!(members.as_str().is_some_and(|m| m.contains("fleet-admins")), "{members}");
     assert_eq!(shows_of_a(browser).await, Vec::<String>::new(), "the fleet view of b");
+    // A viewer is offered no action (the hub would refuse it anyway).
+    browser.goto(&hub.url("/#/key/tenant-b-cluster/tenant-b-base")).await.expect("open b's key");
+    eventually("b's key", || async { js_bool(browser, "return !!document.getElementById('key-facts')").await }).await;
+    assert!(js_bool(browser, "return !document.querySelector('#view button')").await, "a viewer is offered an action");
     // Drill-downs into the other tenant's objects, by URL: nothing of them is shown.
     for hash in ["#/syncset/syncset-000", "#/cluster/cluster-00000", "#/key/cluster-00000/syncset-000"] {
         browser.goto(&hub.url(&format!("/{hash}"))).await.expect("open a view");

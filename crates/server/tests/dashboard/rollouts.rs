@@ -184,6 +184,12 @@ pub(crate) fn rollout_row(r: &Value) -> (String, Value) {
         "reason": r["reason"].as_str().unwrap_or(""),
         "waiting for": r["waiting"].as_str().unwrap_or(""),
         "listed": "shown",
+        // What a fleet-admin may do with it, as its phase allows.
+        "actions": match r["phase"].as_str() {
+            Some("Progressing") => "PausePromoteAbort",
+            Some("Paused") => "ResumeAbort",
+            _ => "",
+        },
     });
     for n in ["clusters", "updated", "healthy", "failed", "pending"] {
         row[n] = json!(text(&counts[n]));

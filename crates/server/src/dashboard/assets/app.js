@@ -66,8 +66,8 @@ function showError(e) {
 
 class SignedOut extends Error {}
 
-async function api(path) {
-  const resp = await fetch(path, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+async function api(path, method) {
+  const resp = await fetch(path, { method: method || 'GET', credentials: 'same-origin', headers: { Accept: 'application/json' } });
   if (resp.status === 401) { signedOut(); throw new SignedOut('signed out'); }
   let body = null;
   try { body = await resp.json(); } catch (_) { body = null; }
@@ -77,6 +77,50 @@ async function api(path) {
     throw err;
   }
   return body;
+}
+
+// Whether the caller may change the tenant's objects and keys (editor, admin or
+// fleet-admin): the page offers its actions only then; the hub checks again.
+function canEdit() {
+  return state.grants.some((g) => g === 'fleet-admin' || g === state.tenant + ':editor' || g === state.tenant + ':admin');
+}
+
+// An action button: the first click asks `question` beside it, Confirm does `run` (a
+// POST with the session; the hub records the caller as its actor) and says in
+// #action-result what came of it. The view follows the change through the event watch.
+// The question asked stays asked when the view is drawn again meanwhile (the events of
+// a failing fleet redraw it often); `what` tells apart actions that ask alike.
+let asking = null;
+function actionButton(label, question, run, attrs, what) {
+  if (!canEdit()) return '';
+  const id = question + '\n' + (what || '');
+  const box = el('span', { class: 'action' });
+  const button = el('button', { type: 'button', text: label, ...(attrs || {}),
+    onclick: () => { asking = id; ask(); } });
+  const ask = () => {
+    const confirm = el('button', { type: 'button', class: 'confirm', text: 'Confirm', onclick: async () => {
+      asking = null;
+      box.replaceChildren(el('span', { class: 'muted', text: 'working…' }));
+      try {
+        report(await run(), false);
+      } catch (e) {
+        if (e instanceof SignedOut) return;
+        report(label + ': ' + (e.message || e), true);
+      }
+      box.replaceChildren(button);
+    } });
+    const cancel = el('button', { type: 'button', text: 'Cancel', onclick: () => { asking = null; box.replaceChildren(button); } });
+    box.replaceChildren(el('span', { class: 'question', text: question + ' ' }), confirm, cancel);
+  };
+  if (asking === id) ask(); else box.append(button);
+  return box;
+}
+
+function report(text, failed) {
+  const p = $('action-result');
+  p.hidden = false;
+  p.classList.toggle('error', failed);
+  p.textContent = text;
 }
 
 function tenantQuery() {
@@ -188,6 +232,8 @@ function route() {
 async function render() {
   if ($('session').hidden) return;
   showError(null);
+  $('action-result').hidden = true;
+  asking = null;
   const view = route();
   state.view = view;
   const root = $('view');
@@ -221,11 +267,40 @@ function summaryCards(summary, idPrefix) {
       'applied the generation they are told'));
 }
 
-function failureRows(failures, syncset) {
-  return failures.map((f) => el('tr', {},
-    el('td', {}, link('#/key/' + q(f.cluster) + '/' + q(f.syncset || syncset), (f.syncset || syncset) + ' on ' + f.cluster)),
-    el('td', {}, badge(f.phase)), el('td', { class: 'num', text: f.attempts }),
-    el('td', {}, el('pre', { text: f.lastError || '' }))));
+// A rollout's controls, as its phase allows them (the hub refuses the rest, 409).
+function rolloutControls(r) {
+  const controls = r.phase === 'Progressing' ? ['pause', 'promote', 'abort'] : r.phase === 'Paused' ? ['resume', 'abort'] : [];
+  return el('span', { class: 'controls' }, controls.map((c) => actionButton(c[0].toUpperCase() + c.slice(1),
+    c[0].toUpperCase() + c.slice(1) + ' the rollout of ' + r.syncset + '?', async () => {
+      const after = await api('/v1/rollouts/' + q(r.syncset) + '/' + c + '?' + tenantQuery(), 'POST');
+      return 'Rollout of ' + r.syncset + ': ' + c + ' done, now ' + after.phase + '.';
+    }, { 'data-control': c })));
+}
+
+// The failing keys of the tenant (or of one SyncSet) grouped by cause: how many, in
+// which phases, the SyncSets and the first clusters behind each, one key's whole error,
+// and a retry of every key of the group.
+async function failureGroups(syncset) {
+  const scope = tenantQuery() + (syncset ? '&syncset=' + q(syncset) : '');
+  const f = await api('/v1/status/failures?' + scope);
+  if (!f.groups.length) return el('p', { class: 'muted', text: 'No failed or parked keys.' });
+  const rows = f.groups.map((g) => {
+    const more = g.clusterCount - g.clusters.length;
+    const clusters = g.clusters.map((c) => link('#/cluster/' + q(c), c));
+    const phases = Object.entries(g.phases).map(([p, n]) => [badge(p), ' ' + n + ' ']);
+    return el('tr', { 'data-cause': g.cause, 'data-keys': g.keys },
+      el('td', { class: 'num', text: g.keys }), el('td', {}, el('pre', { class: 'cause', text: g.cause })),
+      el('td', {}, phases), el('td', {}, g.syncsets.flatMap((s, i) => [i ? ', ' : '', link('#/syncset/' + q(s), s)])),
+      el('td', {}, clusters.flatMap((c, i) => [i ? ', ' : '', c]), more > 0 ? ' and ' + more + ' more' : ''),
+      el('td', {}, el('details', {}, el('summary', { text: 'one error' }), el('pre', { text: g.example }))),
+      el('td', {}, actionButton('Retry ' + g.keys, 'Retry the ' + g.keys + ' keys of this cause now?', async () => {
+        const r = await api('/v1/status/failures/retry?' + scope + '&cause=' + q(g.cause), 'POST');
+        return 'Retried ' + r.retried + ' keys' + (r.truncated ? ' (the first 20,000 failing keys were read: retry again for more)' : '') + '.';
+      }, { class: 'retry-group' }, g.cause)));
+  });
+  return el('div', {},
+    el('p', { class: 'muted', id: 'failure-count', text: f.keys + ' failing keys, ' + f.groups.length + ' causes' + (f.truncated ? ' (the first ' + f.keys + ' read)' : '') }),
+    table(['keys', 'cause', 'phases', 'SyncSets', 'clusters', '', ''], rows, { id: 'failure-groups' }));
 }
 
 // Pages of a list: `continue` tokens of the pages seen, to go back.
@@ -254,6 +329,7 @@ class FleetView {
     this.matrixFull = false;
     this.totals = el('div', { id: 'totals' });
     this.failures = el('div', { id: 'failures' });
+    this.failing = -1;
     this.rollouts = new Map();
     this.rolloutsOpen = false;
     this.rolloutTimer = null;
@@ -272,6 +348,15 @@ class FleetView {
 
   async load() {
     await Promise.all([this.loadSummaries(), this.loadRollouts(), this.loadMembers(), this.loadMatrix()]);
+    await this.loadFailures();
+  }
+
+  // The failing keys by cause, read again when the tenant's count of failing keys moves
+  // (or any key changes while some fail).
+  async loadFailures() {
+    const phases = (this.tenant && this.tenant.phases) || {};
+    this.failing = (phases.Failed || 0) + (phases.Parked || 0);
+    this.failures.replaceChildren(this.failing ? await failureGroups('') : el('p', { class: 'muted', text: 'No failed or parked keys.' }));
   }
 
   async loadSummaries() {
@@ -305,7 +390,6 @@ class FleetView {
 
   drawSummaries() {
     const total = this.tenant;
-    const failures = total.failures || [];
     const rows = [];
     for (const [name, { generation, summary }] of [...this.summaries].sort((a, b) => a[0].localeCompare(b[0]))) {
       rows.push(el('tr', { 'data-syncset': name },
@@ -328,9 +412,6 @@ class FleetView {
           el('span', { class: 'n', 'data-clusters': 'stale', text: clusters.stale || 0 }),
           el('span', { class: 'badge phase-Parked', text: 'Stale' }))),
       el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ' listed below)' : '') + waiting }));
-    this.failures.replaceChildren(failures.length
-      ? table(['key', 'phase', 'attempts', 'last error'], failureRows(failures), { id: 'failure-list' })
-      : el('p', { class: 'muted', text: 'No failed or parked keys.' }));
     this.syncsets.replaceChildren(table(['SyncSet', 'generation', 'keys', ...PHASES, 'at generation', 'oldest pending'], rows,
       { id: 'syncset-list' }));
   }
@@ -366,14 +447,14 @@ class FleetView {
         el('td', { class: 'num', text: r.revision }), el('td', { class: 'num', text: r.stable || 'none' }),
         counts.map((n) => el('td', { class: 'num', text: step ? step[n] : '' })),
         el('td', { text: age(r.stepStartedAt) + ' ago' }), el('td', { text: r.waiting || '' }),
-        el('td', {}, r.reason ? el('pre', { text: r.reason }) : ''));
+        el('td', {}, r.reason ? el('pre', { text: r.reason }) : ''), el('td', {}, rolloutControls(r)));
     });
     const parts = [];
     if (!all.length) {
       parts.push(el('p', { class: 'muted', id: 'rollouts-empty', text: 'No rollouts: no SyncSet of this tenant has spec.rollout.' }));
     } else if (open.length) {
       parts.push(el('p', { class: 'muted', text: 'Clusters to pending: the current step\'s clusters, and where they stand.' }),
-        table(['SyncSet', 'phase', 'step', 'revision', 'stable', ...counts, 'step started', 'waiting for', 'reason'], rows, { id: 'rollout-list' }));
+        table(['SyncSet', 'phase', 'step', 'revision', 'stable', ...counts, 'step started', 'waiting for', 'reason', 'actions'], rows, { id: 'rollout-list' }));
     } else {
       parts.push(el('p', { class: 'muted', text: 'No rollout under way.' }));
     }
@@ -480,6 +561,9 @@ class FleetView {
       await Promise.all([pool([...names], 6, (name) => this.loadSummary(name)), this.loadTenantSummary()]);
       this.drawSummaries();
     }
+    const phases = (this.tenant && this.tenant.phases) || {};
+    const failing = (phases.Failed || 0) + (phases.Parked || 0);
+    if (changed.all || failing !== this.failing || (failing && changed.keys.size)) await this.loadFailures();
     // A rollout an event names: its SyncSet, a move of it, or a key of one not completed.
     if (changed.all) {
       await this.loadRollouts();
@@ -521,7 +605,8 @@ class SyncSetView {
     const p = s.progress;
     const rollout = p.rollout ? el('p', { id: 'syncset-rollout' }, 'Rollout ', rolloutBadge(p.rollout.phase),
       ' at step ' + (p.rollout.step + 1) + ' of ' + p.rollout.steps + ', generation ' + p.rollout.revision + ' (stable ' + p.rollout.stable + ')'
-      + (p.rollout.waiting ? ': ' + p.rollout.waiting : '') + (p.rollout.reason ? ': ' + p.rollout.reason : '')) : '';
+      + (p.rollout.waiting ? ': ' + p.rollout.waiting : '') + (p.rollout.reason ? ': ' + p.rollout.reason : ''), ' ',
+      rolloutControls({ syncset: this.name, phase: p.rollout.phase })) : '';
     this.body.replaceChildren(
       el('p', { class: 'muted', text: 'generation ' + s.generation + (s.summary.oldestPendingSince ? ', oldest pending ' + age(s.summary.oldestPendingSince) : '') }),
       el('p', { id: 'syncset-condition', 'data-reason': p.reason, 'data-done': String(p.done) },
@@ -534,7 +619,7 @@ class SyncSetView {
           p.heldAt ? 'held at generation ' + p.heldAt + ' by the rollout' : 'held by a rollout')),
       summaryCards(s.summary, 'syncset-'),
       el('h2', { text: 'Failures' }),
-      (s.summary.failures || []).length ? table(['key', 'phase', 'attempts', 'last error'], failureRows(s.summary.failures, this.name))
+      (s.summary.phases.Failed || s.summary.phases.Parked) ? await failureGroups(this.name)
         : el('p', { class: 'muted', text: 'No failed or parked keys.' }),
       el('h2', { text: 'Keys' }), el('div', { class: 'toolbar' }, this.pager.controls('')),
       table(['cluster', 'phase', 'observed / generation', 'attempts', 'last error'], rows, { id: 'key-list' }));
@@ -578,6 +663,10 @@ class ClusterView {
         text: 'endpoint: ' + (endpoint ? endpoint[0] + ' ' + (typeof ref === 'object' && ref ? 'Secret ' + ref.name : ref || '') : 'none') }),
       el('p', { id: 'cluster-condition', 'data-reason': c.reason }, el('strong', { text: c.reason }), ': ' + c.message),
       el('p', { id: 'cluster-reachability', 'data-state': r ? r.state : 'Unknown' }, el('strong', { text: 'Reachability' }), ': ' + reach),
+      c.ready ? '' : actionButton('Retry failing keys', 'Run every failed or parked key of ' + this.name + ' again now?', async () => {
+        const r = await api('/v1/status/clusters/' + q(this.name) + '/retry?' + tenantQuery(), 'POST');
+        return 'Retried ' + r.retried + ' keys of ' + this.name + '.';
+      }, { id: 'retry-cluster' }),
       el('div', { class: 'toolbar' }, this.pager.controls('')),
       table(['SyncSet', 'phase', 'observed / generation', 'attempts', 'applied', 'last error'], rows, { id: 'key-list' }));
   }
@@ -610,7 +699,11 @@ class KeyView {
       ['observed generation', k.observedGeneration], ['attempts', k.attempts],
       ['last applied', k.lastAppliedAt ? age(k.lastAppliedAt) + ' ago' : 'never'],
       ['next attempt', k.nextAttemptAt || ''], ['updated', age(k.updatedAt) + ' ago']];
-    this.body.replaceChildren(
+    const retry = actionButton('Retry now', 'Run this key again now?', async () => {
+      await api('/v1/status/clusters/' + key + '/retry?' + tenantQuery(), 'POST');
+      return 'Retried ' + this.syncset + ' on ' + this.cluster + '.';
+    }, { id: 'retry-key' });
+    this.body.replaceChildren(retry,
       el('table', { id: 'key-facts' }, el('tbody', {}, facts.map(([n, v]) => el('tr', {}, el('th', { text: n }), el('td', {}, v))))),
       el('h2', { text: 'Last error' }), el('pre', { id: 'last-error', text: k.lastError || 'none' }),
       el('h2', { text: 'Resources (last run)' }),
