@@ -28,7 +28,8 @@ pub use client::{describe, Client, ClientError, EventWatch, StatusFilter};
 pub use pages::{all_pages, first_items, PageParams, DEFAULT_PAGE_LIMIT};
 pub use tls::{ClientBuildError, ClientTls};
 pub use wire::{
-    Ack, Acks, ApplyResponse, ApplyResult, DeleteResponse, Deleted, ErrorBody, Event, FailureGroups, Health,
-    IssuedToken, Items, LiveResource, Member, Rendered, ReportResult, Retried, RetriedKeys, Revoked, SchemaVersion,
-    ServerVersion, SyncSetStatus, TenantStatus, TokenCreate, WatchError, WatchLine, WhoAmI,
+    Ack, Acks, ApplyResponse, ApplyResult, ClusterList, ClusterListItem, DeleteResponse, Deleted, ErrorBody, Event,
+    FailureGroups, Health, HeatMap, IssuedToken, Items, LiveResource, Member, Rendered, ReportResult, Retried,
+    RetriedKeys, Revoked, SchemaVersion, ServerVersion, SyncSetStatus, TenantStatus, TokenCreate, WatchError,
+    WatchLine, WhoAmI,
 };

@@ -150,6 +150,37 @@ pub struct RetriedKeys {
     pub truncated: bool,
 }
 
+/// `GET /v1/status/clusters`: one cluster found, with its condition and whether it is stale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterListItem {
+    #[serde(flatten)]
+    pub row: fleetsync_model::cluster_list::ClusterRow,
+    pub condition: fleetsync_model::cluster_list::Condition,
+    pub stale: bool,
+}
+
+/// `GET /v1/status/clusters`: a page of the clusters found (`offset` onwards) and how
+/// many were found in all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterList {
+    pub items: Vec<ClusterListItem>,
+    pub total: u64,
+    pub offset: u64,
+}
+
+/// `GET /v1/status/heatmap?groupBy=LABEL`: the tenant's clusters by condition per value
+/// of the label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeatMap {
+    pub label: String,
+    /// Clusters of the tenant, in all.
+    pub clusters: u64,
+    pub groups: Vec<fleetsync_model::cluster_list::HeatRow>,
+}
+
 /// `GET /v1/members`: a live worker process, as the store last heard from it, with
 /// how many shards it owns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@
 //! * [`live`]: live state reported by agents, and drift from what was applied.
 //! * [`status`]: what a key and a cluster look like to a user.
 //! * [`failure`]: failing keys grouped by cause.
+//! * [`cluster_list`]: the clusters as a list to search and a heat map by label.
 //! * [`progress`]: how far a SyncSet is, the one way every view reads it.
 //! * [`template`]: per-cluster rendering of a templated SyncSet's resources.
 //! * [`time`]: timestamps and the injected clock that makes time testable.
@@ -20,6 +21,7 @@
 pub mod access;
 pub mod artifact;
 pub mod cluster;
+pub mod cluster_list;
 pub mod dependency;
 pub mod document;
 pub mod error;

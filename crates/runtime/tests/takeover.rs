@@ -276,6 +276,10 @@ impl StatusRead for ExpireAfterClaim {
     ) -> Result<fleetsync_model::ClusterConditions> {
         self.inner.cluster_conditions(tenant, stale_after).await
     }
+
+    async fn cluster_rows(&self, tenant: &str) -> Result<Vec<fleetsync_model::cluster_list::ClusterRow>> {
+        self.inner.cluster_rows(tenant).await
+    }
 }
 
 #[async_trait]

@@ -32,6 +32,7 @@
 
 pub mod access;
 mod agent;
+mod cluster_list;
 mod conn;
 mod dashboard;
 mod error;
@@ -156,6 +157,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", post(status::retry))
         .route("/v1/status/clusters/{name}/retry", post(failures::retry_cluster))
         .route("/v1/status/failures", get(failures::list))
+        .route("/v1/status/clusters", get(cluster_list::list))
+        .route("/v1/status/heatmap", get(cluster_list::heatmap))
         .route("/v1/status/failures/retry", post(failures::retry_cause))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/events", get(status::key_events))
         .route("/v1/rollouts", get(rollouts::list))

@@ -251,6 +251,10 @@ pub trait StatusRead: Send + Sync + 'static {
     /// agent's newest report (or, lacking both, its first key) are older than
     /// `stale_after` before the store's now.
     async fn cluster_conditions(&self, tenant: &str, stale_after: Duration) -> Result<ClusterConditions>;
+    /// Every Cluster of the tenant by name, each with its labels and the counts the
+    /// store keeps of its keys (one row per cluster, no key or document read): what the
+    /// clusters list and the heat map of [`fleetsync_model::cluster_list`] are made of.
+    async fn cluster_rows(&self, tenant: &str) -> Result<Vec<fleetsync_model::cluster_list::ClusterRow>>;
 }
 
 /// The event log of every change, its retention, and its named consumers' cursors.

@@ -77,6 +77,8 @@ pub const RULES: &[Rule] = &[
     rule(Method::POST, "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry", Need::InTenant(Right::Edit)),
     rule(Method::POST, "/v1/status/clusters/{name}/retry", Need::InTenant(Right::Edit)),
     rule(Method::GET, "/v1/status/failures", Need::InTenant(Right::Read)),
+    rule(Method::GET, "/v1/status/clusters", Need::InTenant(Right::Read)),
+    rule(Method::GET, "/v1/status/heatmap", Need::InTenant(Right::Read)),
     rule(Method::POST, "/v1/status/failures/retry", Need::InTenant(Right::Edit)),
     rule(Method::GET, "/v1/status/clusters/{cluster}/syncsets/{syncset}/events", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/rollouts", Need::InTenant(Right::Read)),

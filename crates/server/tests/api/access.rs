@@ -116,6 +116,7 @@ fn request(method: &str, path: &str) -> (String, String) {
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => ("/v1/status/clusters/c1/syncsets/s1/retry?tenant=a".into(), ""),
         ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => ("/v1/status/clusters/c1/syncsets/s1/events?tenant=a".into(), ""),
         ("GET", "/v1/rollouts/{name}") => ("/v1/rollouts/s1?tenant=a".into(), ""),
+        ("GET", "/v1/status/heatmap") => ("/v1/status/heatmap?tenant=a&groupBy=region".into(), ""),
         ("POST", "/v1/status/failures/retry") => ("/v1/status/failures/retry?tenant=a&cause=boom".into(), ""),
         ("POST", "/v1/sources/{tenant}/{name}/hook") => ("/v1/sources/a/g1/hook".into(), "{}"),
         ("POST", "/v1/rollouts/{name}/{control}") => ("/v1/rollouts/s1/pause?tenant=a".into(), ""),
@@ -163,6 +164,8 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             | "/v1/status/clusters/{name}"
             | "/v1/status/syncsets/{name}"
             | "/v1/status/failures"
+            | "/v1/status/clusters"
+            | "/v1/status/heatmap"
             | "/v1/live",
         )
         | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),

@@ -199,6 +199,10 @@ impl<const TRANSIENT: bool> StatusRead for Broken<TRANSIENT> {
     async fn cluster_conditions(&self, _: &str, _: std::time::Duration) -> Result<fleetsync_model::ClusterConditions> {
         Self::fail()
     }
+
+    async fn cluster_rows(&self, _: &str) -> Result<Vec<fleetsync_model::cluster_list::ClusterRow>> {
+        Self::fail()
+    }
 }
 
 #[async_trait]

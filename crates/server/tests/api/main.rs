@@ -4,6 +4,7 @@
 mod access;
 mod agent;
 mod broken;
+mod cluster_list;
 mod dry_run;
 mod events;
 mod fanout;

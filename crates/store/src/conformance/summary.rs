@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::summary::SUMMARY_FAILURES;
+use fleetsync_model::cluster_list::{ClusterRow, Condition};
 use fleetsync_model::{ClusterConditions, ClusterStatus, KeyFailure, KeyStatus, StatusSummary};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -132,6 +133,9 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
             let conditions =
                 s.cluster_conditions("default", Duration::from_secs(86_400)).await.expect("clusters by condition");
             assert_eq!(conditions, rolled_up(&all), "seed {seed}, step {step}, the clusters");
+            let rows = s.cluster_rows("default").await.expect("the clusters with their counts");
+            let cutoff = clock.now().minus(Duration::from_secs(86_400));
+            assert_eq!(by_condition(&rows, cutoff), conditions, "seed {seed}, step {step}, the cluster rows");
         }
     }
     let summary = s.status_summary("default", Some("no-such-set")).await.expect("summary of nothing");
@@ -142,13 +146,28 @@ pub async fn summaries_equal_a_full_count(h: &dyn Harness) {
     assert_eq!(none, ClusterConditions::default());
 }
 
+/// The clusters of `rows` counted as [`Store::cluster_conditions`] counts them, by the
+/// rule of [`fleetsync_model::cluster_list`], stale before `cutoff`.
+fn by_condition(rows: &[ClusterRow], cutoff: Timestamp) -> ClusterConditions {
+    let count = |c: Condition| rows.iter().filter(|r| r.condition() == c).count() as u64;
+    ClusterConditions {
+        ready: count(Condition::Ready),
+        progressing: count(Condition::Progressing),
+        degraded: count(Condition::Degraded),
+        stale: rows.iter().filter(|r| r.stale(cutoff)).count() as u64,
+    }
+}
+
 /// The stale clusters for each stale-after window, before and after a heartbeat (which
-/// folds PostgreSQL's deltas).
-async fn stale(s: &dyn Store, windows: &[(u64, u64)], when: &str) {
+/// folds PostgreSQL's deltas), by the count and by the cluster rows.
+async fn stale(s: &dyn Store, clock: &ManualClock, windows: &[(u64, u64)], when: &str) {
     for (secs, want) in windows {
         for folded in [false, true] {
             let got = s.cluster_conditions("default", Duration::from_secs(*secs)).await.expect("clusters by condition");
             assert_eq!(got.stale, *want, "{when}: stale after {secs} s, folded {folded}: {got:?}");
+            let rows = s.cluster_rows("default").await.expect("cluster rows");
+            let cutoff = clock.now().minus(Duration::from_secs(*secs));
+            assert_eq!(by_condition(&rows, cutoff), got, "{when}: the rows, stale after {secs} s, folded {folded}");
             let beat =
                 crate::MemberBeat { id: "w".into(), ttl: Duration::from_secs(10), in_flight: 0, max_in_flight: 1 };
             s.member_heartbeat(beat).await.expect("heartbeat");
@@ -199,7 +218,7 @@ pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
     s.live_record("default", "no-keys", vec![report.clone()]).await.expect("a cluster with no keys reports");
     clock.advance(Duration::from_secs(10));
     // Now T0+30: b never ran well (first key at T0), a succeeded at T0+10, c reported at T0+20.
-    stale(s.as_ref(), &[(3600, 0), (25, 1), (15, 2), (5, 3)], "three clusters").await;
+    stale(s.as_ref(), &clock, &[(3600, 0), (25, 1), (15, 2), (5, 3)], "three clusters").await;
     let all = s.cluster_conditions("default", Duration::ZERO).await.expect("clusters by condition");
     assert_eq!(
         all.ready + all.progressing + all.degraded,
@@ -210,9 +229,9 @@ pub async fn stale_clusters_are_those_without_a_sign_of_life(h: &dyn Harness) {
     s.live_record("default", "d", vec![report]).await.expect("d's agent reports before d has keys");
     clock.advance(Duration::from_secs(1));
     s.objects_apply(vec![cluster("d", &prod)]).await.expect("a new cluster");
-    stale(s.as_ref(), &[(5, 3), (0, 3)], "a new cluster is not stale").await;
+    stale(s.as_ref(), &clock, &[(5, 3), (0, 3)], "a new cluster is not stale").await;
     clock.advance(Duration::from_secs(10));
-    stale(s.as_ref(), &[(5, 4)], "until its window passes").await;
+    stale(s.as_ref(), &clock, &[(5, 4)], "until its window passes").await;
 }
 
 /// The clusters of these keys by condition, counted the long way: each cluster's keys

@@ -12,7 +12,8 @@
 use super::{query, PgResult, Tx};
 use crate::summary::Group;
 use deadpool_postgres::GenericClient;
-use fleetsync_model::{ClusterConditions, Phase, Timestamp};
+use fleetsync_model::cluster_list::ClusterRow;
+use fleetsync_model::{ClusterConditions, Kind, Phase, Timestamp};
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 
@@ -87,6 +88,42 @@ pub(super) async fn cluster_conditions<C: GenericClient>(
         Ok(rows.first().map(|r| r.try_get::<_, i64>(i)).transpose()?.unwrap_or(0).max(0).unsigned_abs())
     };
     Ok(ClusterConditions { ready: count(0)?, progressing: count(1)?, degraded: count(2)?, stale: count(3)? })
+}
+
+/// Every Cluster of the tenant with its labels and its `cluster_counts` row plus its
+/// deltas, by name.
+pub(super) async fn cluster_rows<C: GenericClient>(c: &C, tenant: &str) -> PgResult<Vec<ClusterRow>> {
+    let rows = query(
+        c,
+        "SELECT c.name, c.labels, cc.n, cc.bad, cc.done, cc.since, cc.seen
+         FROM clusters c LEFT JOIN (
+             SELECT cluster, SUM(n)::bigint AS n, SUM(bad)::bigint AS bad, SUM(done)::bigint AS done,
+                    MIN(since) AS since, MAX(seen) AS seen FROM (
+                 SELECT cluster, n, bad, done, since, seen FROM cluster_counts WHERE tenant = $1
+                 UNION ALL
+                 SELECT cluster, n, bad, done, since, seen FROM cluster_count_deltas WHERE tenant = $1) u
+             GROUP BY cluster) cc ON cc.cluster = c.name
+         WHERE c.tenant = $1 ORDER BY c.name",
+        &[&tenant],
+    )
+    .await?;
+    let count = |r: &tokio_postgres::Row, i| -> PgResult<u64> {
+        Ok(r.try_get::<_, Option<i64>>(i)?.unwrap_or(0).max(0).unsigned_abs())
+    };
+    rows.iter()
+        .map(|r| {
+            let labels: String = r.try_get(1)?;
+            Ok(ClusterRow {
+                name: r.try_get(0)?,
+                labels: crate::stored::decode(crate::stored::table(Kind::Cluster), &labels)?,
+                keys: count(r, 2)?,
+                failing: count(r, 3)?,
+                applied: count(r, 4)?,
+                since: r.try_get::<_, Option<i64>>(5)?.map(Timestamp),
+                seen: r.try_get::<_, Option<i64>>(6)?.map(Timestamp),
+            })
+        })
+        .collect()
 }
 
 /// Moves every delta committed so far into `key_counts` and `cluster_counts`, unless another process is

@@ -14,6 +14,7 @@ use crate::{
     MemberBeat, OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
 use async_trait::async_trait;
+use fleetsync_model::cluster_list::ClusterRow;
 use fleetsync_model::{
     Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
     RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, WorkKey,
@@ -396,6 +397,15 @@ impl StatusRead for PgStore {
         self.read("counting clusters by condition", move |c, now| {
             let tenant = tenant.clone();
             Box::pin(async move { counts::cluster_conditions(c, &tenant, now.minus(stale_after)).await })
+        })
+        .await
+    }
+
+    async fn cluster_rows(&self, tenant: &str) -> Result<Vec<ClusterRow>> {
+        let tenant = tenant.to_string();
+        self.read("listing clusters with their counts", move |c, _| {
+            let tenant = tenant.clone();
+            Box::pin(async move { counts::cluster_rows(c, &tenant).await })
         })
         .await
     }

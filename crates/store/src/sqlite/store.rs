@@ -14,6 +14,7 @@ use crate::{
     OwnWrite, QueueStats, Quotas, RenewParams, Result, StatusFilter,
 };
 use async_trait::async_trait;
+use fleetsync_model::cluster_list::ClusterRow;
 use fleetsync_model::{
     Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
     RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
@@ -306,6 +307,11 @@ impl StatusRead for SqliteStore {
             summary::cluster_conditions(c, &tenant, now.minus(stale_after))
         })
         .await
+    }
+
+    async fn cluster_rows(&self, tenant: &str) -> Result<Vec<ClusterRow>> {
+        let tenant = tenant.to_string();
+        self.read("listing clusters with their counts", move |c, _| summary::cluster_rows(c, &tenant)).await
     }
 }
 

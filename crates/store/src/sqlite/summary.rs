@@ -3,7 +3,8 @@
 
 use crate::summary::{cluster_conditions_sql, failures_sql, phases_by_syncset, scope, summarize, FailureRow, Group};
 use crate::Result;
-use fleetsync_model::{ClusterConditions, Phase, StatusSummary, Timestamp};
+use fleetsync_model::cluster_list::ClusterRow;
+use fleetsync_model::{ClusterConditions, Kind, Phase, StatusSummary, Timestamp};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 
@@ -101,4 +102,39 @@ pub(super) fn cluster_conditions(c: &Connection, tenant: &str, cutoff: Timestamp
             stale: count(r, 3)?,
         })
     })?)
+}
+
+/// Every Cluster of the tenant with its labels and its `cluster_counts` row, by name.
+pub(super) fn cluster_rows(c: &Connection, tenant: &str) -> Result<Vec<ClusterRow>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT c.name, c.labels, cc.n, cc.bad, cc.done, cc.since, cc.seen
+         FROM clusters c LEFT JOIN cluster_counts cc ON cc.tenant = c.tenant AND cc.cluster = c.name
+         WHERE c.tenant = ?1 ORDER BY c.name",
+    )?;
+    let raw = stmt
+        .query_map([tenant], |r| {
+            let count = |i: usize| -> rusqlite::Result<u64> {
+                Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0).max(0).unsigned_abs())
+            };
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                (count(2)?, count(3)?, count(4)?),
+                (r.get::<_, Option<i64>>(5)?, r.get::<_, Option<i64>>(6)?),
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    raw.into_iter()
+        .map(|(name, labels, (keys, failing, applied), (since, seen))| {
+            Ok(ClusterRow {
+                labels: crate::stored::decode(crate::stored::table(Kind::Cluster), &labels)?,
+                name,
+                keys,
+                failing,
+                applied,
+                since: since.map(Timestamp),
+                seen: seen.map(Timestamp),
+            })
+        })
+        .collect()
 }
