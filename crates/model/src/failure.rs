@@ -5,7 +5,7 @@
 //! ([`cause`]): its own cluster and SyncSet names become `<cluster>` and `<syncset>`,
 //! every run of digits `#` (ports, addresses, counts, generations, times), every
 //! hexadecimal word of 8 characters or more with a digit in it `#` (digests, ids),
-//! whitespace one space. So `cluster-00017: connect 10.0.0.17:6443: connection refused`
+//! whitespace one space (digits right after a letter stay: `v1`, `sha256`). So `cluster-00017: connect 10.0.0.17:6443: connection refused`
 //! and `cluster-00042: connect 10.0.0.42:6443: connection refused` share the cause
 //! `<cluster>: connect #.#.#.#:#: connection refused`. [`group`] counts the failed and
 //! parked keys of each cause, most keys first, with the SyncSets and the first clusters
@@ -72,19 +72,26 @@ fn is_hex_id(word: &str) -> bool {
     word.len() >= 8 && word.chars().all(|c| c.is_ascii_hexdigit()) && word.chars().any(|c| c.is_ascii_digit())
 }
 
-/// `word` with each run of digits written as one `#`.
+/// `word` with each run of digits written as one `#`, unless it follows a letter (`v1`,
+/// `sha256`, `ipv4` are names, not numbers).
 fn without_digits(word: &str, out: &mut String) {
-    let mut in_digits = false;
+    let mut prev: Option<char> = None;
+    let mut number = false;
     for c in word.chars() {
         if c.is_ascii_digit() {
-            if !in_digits {
-                out.push('#');
+            if !prev.is_some_and(|p| p.is_ascii_digit()) {
+                number = !prev.is_some_and(char::is_alphanumeric);
+                if number {
+                    out.push('#');
+                }
             }
-            in_digits = true;
+            if !number {
+                out.push(c);
+            }
         } else {
             out.push(c);
-            in_digits = false;
         }
+        prev = Some(c);
     }
 }
 
@@ -178,6 +185,11 @@ mod tests {
         );
         // A word of hex letters only is a word, not an id.
         assert_eq!(cause("deadbeefcafe  is\tfine", "c", "s"), "deadbeefcafe is fine");
+        // Digits after a letter are part of a name; after anything else, a number.
+        assert_eq!(
+            cause("v1/ConfigMap x-12 sha256 ipv4 (os error 111) 3rd", "c", "s"),
+            "v1/ConfigMap x-# sha256 ipv4 (os error #) #rd"
+        );
         // Only whole names: a cluster named inside the SyncSet's name, or inside a word, stays.
         assert_eq!(cause("eu-base on eu failed (europe)", "eu", "eu-base"), "<syncset> on <cluster> failed (europe)");
         assert_eq!(cause("c.example.com: cs down", "c", "s"), "<cluster>.example.com: cs down");

@@ -11,6 +11,10 @@ const SOURCES_PAGE = 100;
 const KEY_EVENTS = 20;
 const MAX_SYNCSETS = 2000;
 const ROLLOUTS_POLL = 5000;
+const CLUSTERS_PAGE = 100;
+const CONDITIONS = ['Degraded', 'Progressing', 'Ready', 'NoKeys'];
+// A cluster condition's colour: the phase its keys are in.
+const CONDITION_PHASE = { Degraded: 'Failed', Progressing: 'Applying', Ready: 'Applied', NoKeys: 'none' };
 
 const state = { subject: '', grants: [], tenant: '', view: null, watch: null };
 
@@ -41,6 +45,15 @@ function badge(phase) {
 
 function rolloutBadge(phase) {
   return el('span', { class: 'badge rollout-' + phase, 'data-rollout-phase': phase, text: phase });
+}
+
+function conditionBadge(c) {
+  return el('span', { class: 'badge phase-' + CONDITION_PHASE[c], 'data-condition': c, text: c });
+}
+
+// The clusters list with these search parameters.
+function clustersLink(params, text, attrs, ...children) {
+  return el('a', { href: '#/clusters?' + new URLSearchParams(params).toString(), text, ...(attrs || {}) }, ...children);
 }
 
 function link(hash, text) {
@@ -219,8 +232,10 @@ function setTenant() {
 // ---- views -------------------------------------------------------------------------
 
 function route() {
-  const parts = (location.hash.replace(/^#\/?/, '') || '').split('/').map(decodeURIComponent);
+  const [path, query] = location.hash.replace(/^#\/?/, '').split('?');
+  const parts = (path || '').split('/').map(decodeURIComponent);
   switch (parts[0]) {
+    case 'clusters': return new ClustersView(new URLSearchParams(query || ''));
     case 'syncset': return new SyncSetView(parts[1]);
     case 'cluster': return new ClusterView(parts[1]);
     case 'key': return new KeyView(parts[1], parts[2]);
@@ -287,7 +302,7 @@ async function failureGroups(syncset) {
   const rows = f.groups.map((g) => {
     const more = g.clusterCount - g.clusters.length;
     const clusters = g.clusters.map((c) => link('#/cluster/' + q(c), c));
-    const phases = Object.entries(g.phases).map(([p, n]) => [badge(p), ' ' + n + ' ']);
+    const phases = Object.entries(g.phases).flatMap(([p, n]) => [badge(p), ' ' + n + ' ']);
     return el('tr', { 'data-cause': g.cause, 'data-keys': g.keys },
       el('td', { class: 'num', text: g.keys }), el('td', {}, el('pre', { class: 'cause', text: g.cause })),
       el('td', {}, phases), el('td', {}, g.syncsets.flatMap((s, i) => [i ? ', ' : '', link('#/syncset/' + q(s), s)])),
@@ -328,6 +343,8 @@ class FleetView {
     this.matrixKeys = new Set();
     this.matrixFull = false;
     this.totals = el('div', { id: 'totals' });
+    this.heat = el('div', { id: 'heat-map' });
+    this.groupBy = sessionStorage.getItem('fleetsync.groupBy') || 'region';
     this.failures = el('div', { id: 'failures' });
     this.failing = -1;
     this.rollouts = new Map();
@@ -338,7 +355,8 @@ class FleetView {
     this.syncsets = el('div', { id: 'syncsets' });
     this.matrix = el('div', { id: 'matrix-view' });
     this.root = el('div', {}, el('h1', { text: 'Fleet' }),
-      el('nav', {}, link('#/sources', 'Sources')), this.totals,
+      el('nav', { class: 'toolbar' }, link('#/clusters', 'Clusters'), link('#/sources', 'Sources')), this.totals,
+      el('h2', { text: 'Clusters by label' }), this.heat,
       el('h2', { text: 'Failures' }), this.failures,
       el('h2', { text: 'Rollouts' }), this.rolloutPanel,
       el('h2', { text: 'Matrix' }), this.matrix,
@@ -347,8 +365,45 @@ class FleetView {
   }
 
   async load() {
-    await Promise.all([this.loadSummaries(), this.loadRollouts(), this.loadMembers(), this.loadMatrix()]);
+    await Promise.all([this.loadSummaries(), this.loadRollouts(), this.loadMembers(), this.loadMatrix(), this.loadHeat()]);
     await this.loadFailures();
+  }
+
+  // The fleet as a picture: per value of the chosen label, a bar of its clusters by
+  // condition, each part a link to those clusters.
+  async loadHeat() {
+    const h = await api('/v1/status/heatmap?' + tenantQuery() + '&groupBy=' + q(this.groupBy));
+    const pick = el('input', { id: 'group-by', value: this.groupBy, size: 16, spellcheck: 'false',
+      onchange: (ev) => {
+        this.groupBy = ev.target.value.trim() || 'region';
+        sessionStorage.setItem('fleetsync.groupBy', this.groupBy);
+        this.loadHeat().catch(showError);
+      } });
+    const widest = Math.max(1, ...h.groups.map((g) => g.clusters));
+    const rows = h.groups.map((g) => {
+      const selector = g.value === null ? '!' + h.label : g.value.startsWith('(') ? '' : h.label + '=' + g.value;
+      const name = g.value === null ? '(no ' + h.label + ')' : g.value;
+      const parts = CONDITIONS.filter((c) => g.byCondition[c]).map((c) => {
+        const n = g.byCondition[c];
+        return clustersLink({ labelSelector: selector, condition: c }, String(n), {
+          class: 'seg phase-' + CONDITION_PHASE[c], 'data-condition': c, 'data-n': n,
+          title: name + ': ' + n + ' ' + c, 'aria-label': name + ': ' + n + ' ' + c,
+        });
+      });
+      const bar = el('div', { class: 'bar' }, parts);
+      bar.style.width = Math.max(4, Math.round(100 * g.clusters / widest)) + '%';
+      for (const seg of parts) seg.style.flexGrow = seg.dataset.n;
+      return el('tr', { 'data-value': name },
+        el('th', {}, selector ? clustersLink({ labelSelector: selector }, name) : name),
+        el('td', { class: 'num', text: g.clusters }),
+        el('td', { class: 'num' }, g.stale ? clustersLink({ labelSelector: selector, stale: 'true' }, String(g.stale)) : '0'),
+        el('td', { class: 'bar-cell' }, bar));
+    });
+    this.heat.replaceChildren(
+      el('div', { class: 'toolbar' }, el('label', {}, 'Label ', pick),
+        el('span', { class: 'legend' }, CONDITIONS.map(conditionBadge))),
+      h.groups.length ? table([h.label, 'clusters', 'stale', 'by condition'], rows, { id: 'heat-table' })
+        : el('p', { class: 'muted', text: 'No clusters.' }));
   }
 
   // The failing keys by cause, read again when the tenant's count of failing keys moves
@@ -405,12 +460,13 @@ class FleetView {
     this.totals.replaceChildren(summaryCards(total, ''),
       el('div', { class: 'cards', id: 'cluster-conditions' },
         el('div', { class: 'card' }, el('span', { class: 'n', text: conditions.reduce((n, [c]) => n + (clusters[c] || 0), 0) }), 'clusters with keys'),
-        conditions.map(([c, label, phase]) => el('div', { class: 'card' },
+        conditions.map(([c, label, phase]) => clustersLink({ condition: label, sort: 'name' }, '', { class: 'card', 'data-condition-card': label },
           el('span', { class: 'n', 'data-clusters': c, text: clusters[c] || 0 }),
           el('span', { class: 'badge phase-' + phase, text: label }))),
-        el('div', { class: 'card', title: 'No successful run and no agent report for the stale-after window (of those above)' },
-          el('span', { class: 'n', 'data-clusters': 'stale', text: clusters.stale || 0 }),
-          el('span', { class: 'badge phase-Parked', text: 'Stale' }))),
+        clustersLink({ stale: 'true', sort: 'seen' }, '', { class: 'card', 'data-condition-card': 'stale',
+          title: 'No successful run and no agent report for the stale-after window (of those above)' },
+        el('span', { class: 'n', 'data-clusters': 'stale', text: clusters.stale || 0 }),
+        el('span', { class: 'badge phase-Parked', text: 'Stale' }))),
       el('p', { class: 'muted', text: this.summaries.size + ' SyncSets' + (this.truncated ? ' (the first ' + MAX_SYNCSETS + ' listed below)' : '') + waiting }));
     this.syncsets.replaceChildren(table(['SyncSet', 'generation', 'keys', ...PHASES, 'at generation', 'oldest pending'], rows,
       { id: 'syncset-list' }));
@@ -564,6 +620,7 @@ class FleetView {
     const phases = (this.tenant && this.tenant.phases) || {};
     const failing = (phases.Failed || 0) + (phases.Parked || 0);
     if (changed.all || failing !== this.failing || (failing && changed.keys.size)) await this.loadFailures();
+    if (changed.all || changed.clusters.size) await this.loadHeat();
     // A rollout an event names: its SyncSet, a move of it, or a key of one not completed.
     if (changed.all) {
       await this.loadRollouts();
@@ -581,6 +638,67 @@ class FleetView {
       || [...changed.syncsets].some((s) => this.matrixSyncSets.has(s))
       || (!this.matrixFull && (changed.keys.size || changed.syncsets.size || changed.clusters.size));
     if (touches || changed.all) await this.loadMatrix();
+  }
+}
+
+// The clusters found by name, label selector, condition and staleness, sorted, a page
+// at a time; the search is the URL's (#/clusters?name=&labelSelector=&condition=&stale=&sort=),
+// so every counter of the fleet page links to its clusters.
+class ClustersView {
+  constructor(params) {
+    this.params = params;
+    this.offset = Number(params.get('offset')) || 0;
+    this.body = el('div', {});
+    const field = (name, attrs) => el('input', { name, value: params.get(name) || '', spellcheck: 'false', ...attrs });
+    const choice = (name, options) => {
+      const sel = el('select', { name }, options.map(([v, t]) => el('option', { value: v, text: t })));
+      sel.value = params.get(name) || '';
+      return sel;
+    };
+    this.form = el('form', { id: 'cluster-search', class: 'toolbar', onsubmit: (ev) => {
+      ev.preventDefault();
+      const next = new URLSearchParams();
+      for (const [k, v] of new FormData(this.form)) if (String(v).trim()) next.set(k, String(v).trim());
+      location.hash = '#/clusters?' + next.toString();
+    } },
+    el('label', {}, 'Name ', field('name', { size: 14, placeholder: 'part of a name' })),
+    el('label', {}, 'Labels ', field('labelSelector', { size: 24, placeholder: 'region=eu,tier!=canary' })),
+    el('label', {}, 'Condition ', choice('condition', [['', 'any'], ...CONDITIONS.map((c) => [c, c])])),
+    el('label', {}, 'Stale ', choice('stale', [['', 'either'], ['true', 'stale'], ['false', 'not stale']])),
+    el('label', {}, 'Sort by ', choice('sort', [['', 'name'], ['condition', 'condition'], ['failing', 'failing keys'], ['seen', 'last seen']])),
+    el('button', { type: 'submit', text: 'Search' }));
+    this.root = el('div', {}, el('h1', { text: 'Clusters' }), this.form, this.body);
+  }
+
+  async load() {
+    const p = new URLSearchParams(this.params);
+    p.delete('offset');
+    const started = performance.now();
+    const list = await api('/v1/status/clusters?' + tenantQuery() + '&limit=' + CLUSTERS_PAGE + '&offset=' + this.offset
+      + (p.toString() ? '&' + p.toString() : ''));
+    this.names = new Set(list.items.map((c) => c.name));
+    const rows = list.items.map((c) => el('tr', { 'data-cluster': c.name, 'data-condition': c.condition },
+      el('td', {}, link('#/cluster/' + q(c.name), c.name)), el('td', {}, conditionBadge(c.condition)),
+      el('td', { class: 'num', text: c.keys }), el('td', { class: 'num', text: c.failing }), el('td', { class: 'num', text: c.applied }),
+      el('td', { text: c.seen ? age(c.seen) + ' ago' : 'never' }), el('td', { text: c.stale ? 'stale' : '' }),
+      el('td', { class: 'labels', text: Object.entries(c.labels).map(([k, v]) => k + '=' + v).join(', ') })));
+    const page = (offset, text, id) => {
+      const next = new URLSearchParams(p);
+      if (offset) next.set('offset', offset);
+      return el('a', { href: '#/clusters?' + next.toString(), id, text });
+    };
+    const last = this.offset + list.items.length;
+    this.body.replaceChildren(
+      el('div', { class: 'toolbar' },
+        el('span', { id: 'cluster-count', 'data-total': list.total, 'data-ms': Math.round(performance.now() - started),
+          text: list.total ? (this.offset + 1) + '–' + last + ' of ' + list.total + ' clusters' : 'No clusters found.' }),
+        this.offset > 0 ? page(Math.max(0, this.offset - CLUSTERS_PAGE), 'Previous page', 'clusters-prev') : '',
+        last < list.total ? page(last, 'Next page', 'clusters-next') : ''),
+      list.items.length ? table(['cluster', 'condition', 'keys', 'failing', 'applied', 'last seen', '', 'labels'], rows, { id: 'cluster-list' }) : '');
+  }
+
+  async refresh(changed) {
+    if (changed.all || [...changed.clusters].some((c) => this.names && this.names.has(c))) await this.load();
   }
 }
 
