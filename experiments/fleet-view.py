@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """How long the fleet views take on a hub: readiness, a metrics scrape, pages of status
 and clusters, a filtered status page, a SyncSet's summary (with one page of its keys,
-and with all of them), the tenant's summary, and a key's newest events (a route a
-build does not have fails, and is printed as such).
+and with all of them), the tenant's summary, a key's newest events, the clusters list,
+the heat map and the failures by cause (a route a build does not have fails, and is
+printed as such).
 
     fleet-view.py PORT TOKEN_FILE
 
@@ -36,6 +37,11 @@ views = [
     ("SyncSet summary + every key", f"/v1/status/syncsets/{name}"),
     ("tenant summary (with clusters by condition)", "/v1/status/summary"),
     ("a key's 20 newest events", f"/v1/status/clusters/{cluster}/syncsets/{key_set}/events"),
+    ("clusters list, first 100 by name", "/v1/status/clusters?limit=100"),
+    ("clusters list, searched by part of a name", "/v1/status/clusters?limit=100&name=00042"),
+    ("clusters list, worst condition first", "/v1/status/clusters?limit=100&sort=condition"),
+    ("heat map by a label", "/v1/status/heatmap?groupBy=fleet"),
+    ("failures by cause", "/v1/status/failures"),
 ]
 for label, path in views:
     try:

@@ -8,7 +8,8 @@
 //! counts as `/v1/rollouts` does and follows a promote, failures are grouped by cause
 //! as `/v1/status/failures` groups them, a group's retry and a rollout's promote are
 //! made from the page with the signed-in token as their actor, the heat map and the
-//! clusters list show what the API counts and finds, an apply made through the API
+//! clusters list show what the API counts and finds, the events view filters the log as
+//! the API lists it and follows it live, an apply made through the API
 //! appears without a reload, the sources page lists what the API holds, and signing out
 //! ends the session; signed in as a viewer
 //! of tenant `b`, the page shows nothing of the other tenant. Screenshots of each step
@@ -21,6 +22,7 @@ mod actions;
 #[path = "../support/browser.rs"]
 mod browser;
 mod clusters;
+mod events;
 mod hub;
 mod page;
 mod rollouts;
@@ -29,6 +31,7 @@ mod sources;
 use actions::{a_rollout_is_promoted_from_the_page, failures_are_grouped_and_retried};
 use browser::{js, js_bool, submit_token, ChromeDriver};
 use clusters::clusters_are_mapped_and_searched;
+use events::events_are_filtered_and_followed;
 use fantoccini::Client;
 use fleetsync_model::{Document, Endpoint, Grant};
 use fleetsync_testkit::{hive_fleet, hive_syncset, FleetShape};
@@ -95,6 +98,7 @@ async fn the_dashboard_in_a_headless_browser() {
         failures_are_grouped_and_retried(&browser, &hub, &shots).await;
         a_rollout_is_promoted_from_the_page(&browser, &hub, &shots).await;
         clusters_are_mapped_and_searched(&browser, &hub, &shots).await;
+        events_are_filtered_and_followed(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
         sources_show_what_the_api_holds(&browser, &hub, &shots).await;
         signing_out_ends_the_session(&browser).await;

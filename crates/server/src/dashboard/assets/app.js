@@ -236,6 +236,7 @@ function route() {
   const parts = (path || '').split('/').map(decodeURIComponent);
   switch (parts[0]) {
     case 'clusters': return new ClustersView(new URLSearchParams(query || ''));
+    case 'events': return new EventsView(new URLSearchParams(query || ''));
     case 'syncset': return new SyncSetView(parts[1]);
     case 'cluster': return new ClusterView(parts[1]);
     case 'key': return new KeyView(parts[1], parts[2]);
@@ -355,7 +356,7 @@ class FleetView {
     this.syncsets = el('div', { id: 'syncsets' });
     this.matrix = el('div', { id: 'matrix-view' });
     this.root = el('div', {}, el('h1', { text: 'Fleet' }),
-      el('nav', { class: 'toolbar' }, link('#/clusters', 'Clusters'), link('#/sources', 'Sources')), this.totals,
+      el('nav', { class: 'toolbar' }, link('#/clusters', 'Clusters'), link('#/events', 'Events'), link('#/sources', 'Sources')), this.totals,
       el('h2', { text: 'Clusters by label' }), this.heat,
       el('h2', { text: 'Failures' }), this.failures,
       el('h2', { text: 'Rollouts' }), this.rolloutPanel,
@@ -702,6 +703,92 @@ class ClustersView {
   }
 }
 
+// The tenant's events, newest first: the log's newest page (500 events of the tenants
+// the caller sees), filtered by kind, actor and part of the object's name (the URL's
+// #/events?kind=&actor=&object=), older pages on request, and every new event that
+// matches added on top as the watch brings it.
+const EVENTS_PAGE = 500;
+const EVENTS_SHOWN = 1000;
+class EventsView {
+  constructor(params) {
+    this.filter = { kind: params.get('kind') || '', actor: params.get('actor') || '', object: params.get('object') || '' };
+    this.rows = el('tbody', {});
+    this.oldest = null;
+    this.shown = 0;
+    const field = (name, attrs) => el('input', { name, value: this.filter[name], spellcheck: 'false', ...attrs });
+    const kinds = ['', 'Status', 'SyncSet', 'Cluster', 'Rollout', 'Secret', 'GitRepository', 'OCIRepository'];
+    const kind = el('select', { name: 'kind' }, kinds.map((k) => el('option', { value: k, text: k || 'every kind' })));
+    kind.value = this.filter.kind;
+    this.form = el('form', { id: 'event-filter', class: 'toolbar', onsubmit: (ev) => {
+      ev.preventDefault();
+      const next = new URLSearchParams();
+      for (const [k, v] of new FormData(this.form)) if (String(v).trim()) next.set(k, String(v).trim());
+      location.hash = '#/events?' + next.toString();
+    } }, el('label', {}, 'Kind ', kind),
+    el('label', {}, 'Actor ', field('actor', { size: 18, placeholder: 'token:ci' })),
+    el('label', {}, 'Object ', field('object', { size: 18, placeholder: 'part of a name' })),
+    el('button', { type: 'submit', text: 'Filter' }));
+    this.count = el('span', { id: 'event-count', class: 'muted' });
+    this.older = el('button', { type: 'button', id: 'older-events', text: 'Older events', onclick: () => this.page().catch(showError) });
+    this.root = el('div', {}, el('h1', { text: 'Events' }), this.form,
+      el('div', { class: 'toolbar' }, this.count, this.older),
+      el('table', { id: 'event-list' }, el('thead', {}, el('tr', {},
+        ['seq', 'when', 'kind', 'object', 'action', 'generation', 'actor'].map((h) => el('th', { text: h })))), this.rows));
+  }
+
+  matches(e) {
+    const f = this.filter;
+    return e.tenant === state.tenant && (!f.kind || e.kind === f.kind)
+      && (!f.actor || (e.actor || '').includes(f.actor)) && (!f.object || e.name.includes(f.object));
+  }
+
+  row(e) {
+    const object = e.kind === 'Status' ? link('#/key/' + e.name.split('/').map(q).join('/'), e.name)
+      : e.kind === 'Cluster' ? link('#/cluster/' + q(e.name), e.name)
+        : e.kind === 'SyncSet' || e.kind === 'Rollout' ? link('#/syncset/' + q(e.name), e.name) : e.name;
+    return el('tr', { 'data-seq': e.seq, 'data-kind': e.kind },
+      el('td', { class: 'num', text: e.seq }), el('td', { text: age(e.at) + ' ago', title: e.at }), el('td', { text: e.kind }),
+      el('td', {}, object), el('td', {}, e.kind === 'Status' ? badge(e.action) : e.action),
+      el('td', { class: 'num', text: e.generation }), el('td', { text: e.actor || '' }));
+  }
+
+  async load() {
+    this.rows.replaceChildren();
+    this.oldest = null;
+    this.shown = 0;
+    await this.page();
+  }
+
+  // The next page back of the log, what matches appended.
+  async page() {
+    const before = this.oldest !== null ? '&before=' + this.oldest : '';
+    const page = await api('/v1/events?order=desc&limit=' + EVENTS_PAGE + before);
+    for (const e of page.items) {
+      if (this.matches(e)) { this.rows.append(this.row(e)); this.shown++; }
+    }
+    if (page.items.length) this.oldest = page.items[page.items.length - 1].seq;
+    this.older.disabled = page.items.length < EVENTS_PAGE;
+    this.counted();
+  }
+
+  counted() {
+    this.count.textContent = this.shown + ' events shown, back to #' + (this.oldest || '-');
+  }
+
+  onEvent(e) {
+    if (!this.matches(e) || this.rows.querySelector('tr[data-seq="' + e.seq + '"]')) return;
+    this.rows.prepend(this.row(e));
+    this.shown++;
+    while (this.rows.children.length > EVENTS_SHOWN) { this.rows.lastChild.remove(); this.shown--; }
+    this.counted();
+  }
+
+  // New events arrive through onEvent; after a gap in the watch (410), read again.
+  async refresh(changed) {
+    if (changed.all) await this.load();
+  }
+}
+
 // One SyncSet: its summary, failures, and its keys a page at a time.
 class SyncSetView {
   constructor(name) {
@@ -900,6 +987,7 @@ let flushTimer = null;
 // What an event changes, gathered for a moment so that a burst is one refresh.
 function noteEvent(ev) {
   if (ev.tenant !== state.tenant) return;
+  if (state.view && state.view.onEvent) state.view.onEvent(ev);
   if (ev.kind === 'Status') {
     const [cluster, syncset] = String(ev.name).split('/');
     pending.keys.add(ev.name);
