@@ -194,6 +194,12 @@ pub(crate) fn rollout_row(r: &Value) -> (String, Value) {
     for n in ["clusters", "updated", "healthy", "failed", "pending"] {
         row[n] = json!(text(&counts[n]));
     }
+    let bars: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("{}{}/{}", if i as u64 == step { ">" } else { "" }, s["healthy"], s["clusters"]))
+        .collect();
+    row["steps"] = json!(bars.join(" "));
     (name, row)
 }
 
@@ -207,6 +213,9 @@ pub(crate) async fn page_rollouts(browser: &Client) -> Value {
            const head = [...r.closest('table').querySelectorAll('thead th')].map(h => h.textContent);
            const row = {};
            [...r.cells].forEach((c, i) => { if (head[i] !== 'step started' && head[i] !== 'completed') row[head[i]] = c.textContent; });
+           // A bar per step: its healthy clusters of all, the current one marked.
+           if (head.includes('steps')) row.steps = [...r.cells[head.indexOf('steps')].querySelectorAll('.step')]
+             .map(s => (s.classList.contains('current') ? '>' : '') + s.dataset.summary).join(' ');
            row.listed = r.closest('details') ? 'folded' : 'shown';
            rows[r.dataset.rollout] = row;
          });

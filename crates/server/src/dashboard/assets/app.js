@@ -283,6 +283,24 @@ function summaryCards(summary, idPrefix) {
       'applied the generation they are told'));
 }
 
+// A rollout as a bar per step: each step's clusters healthy, updated and not yet
+// healthy, failed, and not updated yet; the current step outlined.
+function stepBars(r) {
+  return el('span', { class: 'steps' }, (r.steps || []).map((st, i) => {
+    const parts = [['Applied', st.healthy], ['Applying', Math.max(0, st.updated - st.healthy - st.failed)],
+      ['Failed', st.failed], ['none', Math.max(0, st.clusters - st.updated)]];
+    const bar = el('span', { class: 'step' + (i === r.step ? ' current' : ''), 'data-summary': st.healthy + '/' + st.clusters,
+      title: 'step ' + (i + 1) + ': ' + st.clusters + ' clusters, ' + st.updated + ' updated, ' + st.healthy + ' healthy, '
+        + st.failed + ' failed, ' + st.pending + ' pending' },
+    parts.filter(([, n]) => n > 0).map(([phase, n]) => {
+      const seg = el('span', { class: 'seg phase-' + phase });
+      seg.style.flexGrow = n;
+      return seg;
+    }));
+    return bar;
+  }));
+}
+
 // A rollout's controls, as its phase allows them (the hub refuses the rest, 409).
 function rolloutControls(r) {
   const controls = r.phase === 'Progressing' ? ['pause', 'promote', 'abort'] : r.phase === 'Paused' ? ['resume', 'abort'] : [];
@@ -500,7 +518,7 @@ class FleetView {
       const step = steps[r.step];
       return el('tr', { 'data-rollout': r.syncset },
         el('td', {}, link('#/syncset/' + q(r.syncset), r.syncset)), el('td', {}, rolloutBadge(r.phase)),
-        el('td', { class: 'num', text: (r.step + 1) + ' of ' + steps.length }),
+        el('td', { class: 'num', text: (r.step + 1) + ' of ' + steps.length }), el('td', {}, stepBars(r)),
         el('td', { class: 'num', text: r.revision }), el('td', { class: 'num', text: r.stable || 'none' }),
         counts.map((n) => el('td', { class: 'num', text: step ? step[n] : '' })),
         el('td', { text: age(r.stepStartedAt) + ' ago' }), el('td', { text: r.waiting || '' }),
@@ -511,7 +529,7 @@ class FleetView {
       parts.push(el('p', { class: 'muted', id: 'rollouts-empty', text: 'No rollouts: no SyncSet of this tenant has spec.rollout.' }));
     } else if (open.length) {
       parts.push(el('p', { class: 'muted', text: 'Clusters to pending: the current step\'s clusters, and where they stand.' }),
-        table(['SyncSet', 'phase', 'step', 'revision', 'stable', ...counts, 'step started', 'waiting for', 'reason', 'actions'], rows, { id: 'rollout-list' }));
+        table(['SyncSet', 'phase', 'step', 'steps', 'revision', 'stable', ...counts, 'step started', 'waiting for', 'reason', 'actions'], rows, { id: 'rollout-list' }));
     } else {
       parts.push(el('p', { class: 'muted', text: 'No rollout under way.' }));
     }
