@@ -9,7 +9,8 @@
 //! as `/v1/status/failures` groups them, a group's retry and a rollout's promote are
 //! made from the page with the signed-in token as their actor, the heat map and the
 //! clusters list show what the API counts and finds, the events view filters the log as
-//! the API lists it and follows it live, an apply made through the API
+//! the API lists it and follows it live, a SyncSet's page shows its spec and manifests
+//! (a Secret redacted) and its rendering for a cluster, an apply made through the API
 //! appears without a reload, the sources page lists what the API holds, and signing out
 //! ends the session; signed in as a viewer
 //! of tenant `b`, the page shows nothing of the other tenant. Screenshots of each step
@@ -27,6 +28,7 @@ mod hub;
 mod page;
 mod rollouts;
 mod sources;
+mod syncset_page;
 
 use actions::{a_rollout_is_promoted_from_the_page, failures_are_grouped_and_retried};
 use browser::{js, js_bool, submit_token, ChromeDriver};
@@ -41,6 +43,7 @@ use rollouts::rollouts_show_their_phase_and_step;
 use serde_json::json;
 use sources::sources_show_what_the_api_holds;
 use std::time::{Duration, Instant};
+use syncset_page::a_syncset_shows_its_spec_manifests_and_rendering;
 
 /// How long a step may take before the test fails (a bound on failure, not a delay).
 pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
@@ -99,6 +102,7 @@ async fn the_dashboard_in_a_headless_browser() {
         a_rollout_is_promoted_from_the_page(&browser, &hub, &shots).await;
         clusters_are_mapped_and_searched(&browser, &hub, &shots).await;
         events_are_filtered_and_followed(&browser, &hub, &shots).await;
+        a_syncset_shows_its_spec_manifests_and_rendering(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;
         sources_show_what_the_api_holds(&browser, &hub, &shots).await;
         signing_out_ends_the_session(&browser).await;

@@ -814,10 +814,16 @@ class SyncSetView {
     this.pager = new Pager(() => this.load());
     this.root = el('div', {}, el('h1', { text: 'SyncSet ' + name }));
     this.body = el('div', {});
-    this.root.append(this.body);
+    this.spec = el('div', { id: 'syncset-doc' });
+    this.root.append(this.body, this.spec);
+    this.specRead = false;
   }
 
   async load() {
+    if (!this.specRead) {
+      this.specRead = true;
+      await this.loadSpec();
+    }
     const token = this.pager.current;
     const s = await api('/v1/status/syncsets/' + q(this.name) + '?' + tenantQuery() + '&limit=' + KEYS_PAGE + (token ? '&continue=' + q(token) : ''));
     this.pager.next = s.continue || '';
@@ -849,7 +855,51 @@ class SyncSetView {
   }
 
   async refresh(changed) {
+    if (changed.all || changed.objects.has('SyncSet/' + this.name)) this.specRead = false;
     if (changed.all || changed.syncsets.has(this.name)) await this.load();
+  }
+
+  // The SyncSet as stored (Secret values redacted by the API): its spec and manifests,
+  // and its rendering for one cluster against what that cluster last applied.
+  async loadSpec() {
+    const doc = await api('/v1/syncsets/' + q(this.name) + '?' + tenantQuery());
+    const { resources, ...spec } = doc.spec || {};
+    const ref = (m) => m.kind + ' ' + ((m.metadata && m.metadata.namespace) ? m.metadata.namespace + '/' : '') + ((m.metadata && m.metadata.name) || '');
+    const manifests = (resources || []).map((m) => el('tr', { 'data-manifest': ref(m) },
+      el('td', { text: ref(m) }), el('td', { text: m.apiVersion }),
+      el('td', {}, el('details', {}, el('summary', { text: 'manifest' }), el('pre', { text: JSON.stringify(m, null, 2) })))));
+    const cluster = el('input', { id: 'render-cluster', size: 20, spellcheck: 'false', placeholder: 'cluster name' });
+    this.rendered = el('div', { id: 'rendered' });
+    this.spec.replaceChildren(
+      el('h2', { text: 'Spec' }), el('pre', { id: 'syncset-spec', text: JSON.stringify(spec, null, 2) }),
+      el('h2', { text: 'Manifests' }),
+      manifests.length ? table(['resource', 'apiVersion', ''], manifests, { id: 'manifest-list' })
+        : el('p', { class: 'muted', text: spec.sourceRef ? 'Read from its source at the revision it follows.' : 'No resources.' }),
+      el('h2', { text: 'For one cluster' }),
+      el('form', { class: 'toolbar', id: 'render-form', onsubmit: (ev) => {
+        ev.preventDefault();
+        this.render(cluster.value.trim()).catch((e) => { this.rendered.replaceChildren(el('p', { class: 'error', text: e.message || String(e) })); });
+      } }, el('label', {}, 'Cluster ', cluster), el('button', { type: 'submit', text: 'Render' })),
+      this.rendered);
+  }
+
+  // What the SyncSet's latest generation renders to on `cluster`, and whether that is
+  // what the cluster last applied (the key's rendered hash).
+  async render(cluster) {
+    if (!cluster) return;
+    const [r, keys] = await Promise.all([
+      api('/v1/syncsets/' + q(this.name) + '/render?' + tenantQuery() + '&cluster=' + q(cluster)),
+      api('/v1/status?' + tenantQuery() + '&cluster=' + q(cluster) + '&syncset=' + q(this.name) + '&limit=1'),
+    ]);
+    const k = keys.items[0];
+    const applied = k && k.renderedHash;
+    const verdict = !k ? 'The SyncSet does not select ' + cluster + '.'
+      : !applied ? cluster + ' has not applied a rendering of it yet (or it is not templated).'
+        : applied === r.hash ? cluster + ' holds this rendering (generation ' + k.observedGeneration + ').'
+          : cluster + ' holds another rendering (' + applied + ', generation ' + k.observedGeneration + '): generation ' + r.generation + ' renders to ' + r.hash + '.';
+    this.rendered.replaceChildren(
+      el('p', { id: 'render-verdict', 'data-same': String(!!applied && applied === r.hash), text: verdict }),
+      el('pre', { id: 'render-output', text: JSON.stringify(r.resources, null, 2) }));
   }
 }
 
@@ -996,7 +1046,8 @@ class SourcesView {
 // ---- live: the event watch ---------------------------------------------------------
 
 function emptyChange() {
-  return { all: false, keys: new Set(), clusters: new Set(), syncsets: new Set(), rollouts: new Set() };
+  // `objects`: the Clusters and SyncSets themselves changed (`Kind/name`), not their keys.
+  return { all: false, keys: new Set(), clusters: new Set(), syncsets: new Set(), rollouts: new Set(), objects: new Set() };
 }
 
 let pending = emptyChange();
@@ -1014,10 +1065,12 @@ function noteEvent(ev) {
   } else if (ev.kind === 'SyncSet') {
     pending.syncsets.add(ev.name);
     pending.rollouts.add(ev.name);
+    pending.objects.add('SyncSet/' + ev.name);
   } else if (ev.kind === 'Rollout') {
     pending.rollouts.add(ev.name);
   } else if (ev.kind === 'Cluster') {
     pending.clusters.add(ev.name);
+    pending.objects.add('Cluster/' + ev.name);
   } else {
     return;
   }
