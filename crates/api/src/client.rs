@@ -6,7 +6,7 @@ use crate::wire::{
     Acks, ApplyResponse, DeleteResponse, Deleted, ErrorBody, Event, Health, Items, LiveResource, Member, Retried,
     SyncSetStatus, WatchLine,
 };
-use crate::wire::{IssuedToken, Rendered, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
+use crate::wire::{ClusterList, IssuedToken, Rendered, Revoked, ServerVersion, TenantStatus, TokenCreate, WhoAmI};
 use crate::ApplyResult;
 use fleetsync_model::{ClusterStatus, KeyStatus, Kind, ReportBatch, ResourceRef, RolloutStatus, TokenRecord, WorkKey};
 use reqwest::StatusCode;
@@ -213,6 +213,14 @@ impl Client {
     /// `GET /v1/status/clusters/{name}`: a cluster's condition and its keys.
     pub async fn cluster_status(&self, tenant: &str, cluster: &str) -> Result<ClusterStatus> {
         self.get_json(&format!("/v1/status/clusters/{cluster}"), &[("tenant", tenant)]).await
+    }
+
+    /// `GET /v1/status/clusters`: a page of the tenant's clusters found by `query`
+    /// (`name`, `labelSelector`, `condition`, `stale`, `sort`, `limit`, `offset`).
+    pub async fn cluster_list(&self, tenant: &str, query: &[(&str, &str)]) -> Result<ClusterList> {
+        let mut params = vec![("tenant", tenant)];
+        params.extend_from_slice(query);
+        self.get_json("/v1/status/clusters", &params).await
     }
 
     /// `GET /v1/status/syncsets/{name}`: a SyncSet's summary and all its keys on every cluster.

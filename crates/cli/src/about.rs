@@ -1,18 +1,24 @@
 //! `fleetsync completion SHELL` and `fleetsync version`: about the command line itself.
 
-use crate::args::{Cli, CompletionArgs, VersionArgs};
+use crate::args::{CompletionArgs, VersionArgs};
 use crate::context::connect;
 use crate::output::structured;
 use anyhow::Result;
-use clap::CommandFactory;
 use fleetsync::outln;
 use std::io::Write;
 
-/// Prints the completion script of `a.shell`. It is made in memory first: the
-/// generator panics when it cannot write, and standard output may be a closed pipe.
+/// Prints the completion script of `a.shell`: clap_complete's dynamic one, which runs
+/// `fleetsync` (as found on the PATH) with `COMPLETE=SHELL` for each completion, so
+/// that object names come from the hub ([`fleetsync::completer`]). It is made in
+/// memory first: standard output may be a closed pipe.
 pub fn completion(a: CompletionArgs) -> Result<()> {
+    let shells = clap_complete::env::Shells::builtins();
+    let name = a.shell.to_string();
+    let Some(shell) = shells.completer(&name) else {
+        anyhow::bail!("no completion for {name}");
+    };
     let mut script = Vec::new();
-    clap_complete::generate(a.shell, &mut Cli::command(), "fleetsync", &mut script);
+    shell.write_registration("COMPLETE", "fleetsync", "fleetsync", "fleetsync", &mut script)?;
     let mut out = std::io::stdout().lock();
     out.write_all(&script)?;
     out.flush()?;

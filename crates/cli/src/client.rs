@@ -147,15 +147,7 @@ fn check_flags(a: &GetArgs) -> Result<()> {
 
 pub async fn get(a: GetArgs) -> Result<()> {
     check_flags(&a)?;
-    let object_kinds: &[Kind] = match a.resource {
-        Resource::Clusters => &[Kind::Cluster],
-        Resource::Syncsets => &[Kind::SyncSet],
-        Resource::Secrets => &[Kind::Secret],
-        Resource::Sources => &[Kind::GitRepository, Kind::OCIRepository],
-        Resource::GitRepositories => &[Kind::GitRepository],
-        Resource::OciRepositories => &[Kind::OCIRepository],
-        Resource::Status | Resource::Members | Resource::Events => &[],
-    };
+    let object_kinds = a.resource.kinds();
     let object_kind = object_kinds.first().copied();
     if a.output.format() == Format::Name && object_kind.is_none() {
         bail!(NAME_LISTS_OBJECTS_ONLY);

@@ -4,6 +4,7 @@
 //! start their runtime and logs.
 
 pub mod args;
+pub mod completer;
 pub mod engine;
 pub mod jsonpath;
 #[cfg(feature = "otel")]

@@ -5,6 +5,7 @@ mod about;
 mod access;
 mod agent;
 mod client;
+mod complete_names;
 mod context;
 mod contexts;
 mod delete;
@@ -39,6 +40,10 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A shell asking for completions (`COMPLETE=bash fleetsync -- …`) is answered here,
+    // and the process ends.
+    fleetsync::completer::set_lister(complete_names::list);
+    clap_complete::CompleteEnv::with_factory(|| <Cli as clap::CommandFactory>::command()).complete();
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(a) => return plugin::run_bench(a.args),

@@ -119,6 +119,22 @@ pub enum Resource {
     Members,
 }
 
+impl Resource {
+    /// The kinds of objects the resource lists (none: status, members, events).
+    pub fn kinds(self) -> &'static [fleetsync_model::Kind] {
+        use fleetsync_model::Kind;
+        match self {
+            Resource::Clusters => &[Kind::Cluster],
+            Resource::Syncsets => &[Kind::SyncSet],
+            Resource::Secrets => &[Kind::Secret],
+            Resource::Sources => &[Kind::GitRepository, Kind::OCIRepository],
+            Resource::GitRepositories => &[Kind::GitRepository],
+            Resource::OciRepositories => &[Kind::OCIRepository],
+            Resource::Status | Resource::Members | Resource::Events => &[],
+        }
+    }
+}
+
 /// `-o` of `get`: a format, or a template over the JSON `-o json` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
@@ -167,6 +183,7 @@ pub enum Format {
 pub struct GetArgs {
     pub resource: Resource,
     /// One object by name (for status: a cluster, rolled up).
+    #[arg(add = crate::completer::object_names())]
     pub name: Option<String>,
     /// `table`, `wide`, `json`, `yaml`, `name`, `jsonpath=TEMPLATE` (kubectl's, e.g.
     /// `{.items[*].metadata.name}`) or `custom-columns=HEADER:PATH,…`.
@@ -229,6 +246,7 @@ pub struct DeleteArgs {
     /// `cluster`, `syncset`, `secret`, `gitrepository` or `ocirepository` (with a name or
     /// -l), unless -f is given.
     pub kind: Option<String>,
+    #[arg(add = crate::completer::object_names())]
     pub name: Option<String>,
     /// Every object of the kind whose labels match this selector, in kubectl's syntax
     /// (`env=prod,tier in (a,b),!canary`).
@@ -271,6 +289,7 @@ pub struct DescribeArgs {
     /// `cluster`, `syncset` or `source` (a GitRepository or OCIRepository).
     #[arg(value_parser = ["cluster", "clusters", "cl", "syncset", "syncsets", "ss", "source", "sources", "src", "gitrepository", "gitrepositories", "gitrepo", "ocirepository", "ocirepositories", "ocirepo"])]
     pub kind: String,
+    #[arg(add = crate::completer::object_names())]
     pub name: String,
     #[command(flatten)]
     pub at: TenantArgs,
