@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     // A shell asking for completions (`COMPLETE=bash fleetsync -- …`) is answered here,
     // and the process ends.
     fleetsync::completer::set_lister(complete_names::list);
-    clap_complete::CompleteEnv::with_factory(|| <Cli as clap::CommandFactory>::command()).complete();
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command).complete();
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(a) => return plugin::run_bench(a.args),
