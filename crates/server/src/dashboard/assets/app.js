@@ -12,6 +12,9 @@ const KEY_EVENTS = 20;
 const MAX_SYNCSETS = 2000;
 const ROLLOUTS_POLL = 5000;
 const CLUSTERS_PAGE = 100;
+// How long a view waits before it reads again what costs a scan (failures by cause,
+// clusters by label) while changes keep coming.
+const READ_AGAIN = 2000;
 const CONDITIONS = ['Degraded', 'Progressing', 'Ready', 'NoKeys'];
 // A cluster condition's colour: the phase its keys are in.
 const CONDITION_PHASE = { Degraded: 'Failed', Progressing: 'Applying', Ready: 'Applied', NoKeys: 'none' };
@@ -425,8 +428,18 @@ class FleetView {
         : el('p', { class: 'muted', text: 'No clusters.' }));
   }
 
+  // Runs `read` once in a while (READ_AGAIN), however many changes ask for it meanwhile.
+  soon(what, read) {
+    this.timers = this.timers || {};
+    if (this.timers[what]) return;
+    this.timers[what] = setTimeout(() => {
+      this.timers[what] = null;
+      if (this === state.view) refreshing = refreshing.then(read).catch((e) => { if (!(e instanceof SignedOut)) showError(e); });
+    }, READ_AGAIN);
+  }
+
   // The failing keys by cause, read again when the tenant's count of failing keys moves
-  // (or any key changes while some fail).
+  // (or, every few seconds, while keys change and some fail).
   async loadFailures() {
     const phases = (this.tenant && this.tenant.phases) || {};
     this.failing = (phases.Failed || 0) + (phases.Parked || 0);
@@ -636,10 +649,14 @@ class FleetView {
       await Promise.all([pool([...names], 6, (name) => this.loadSummary(name)), this.loadTenantSummary()]);
       this.drawSummaries();
     }
+    // The failure groups and the clusters by label read every failing key and every
+    // cluster: while keys keep changing they are read again at most every few seconds.
     const phases = (this.tenant && this.tenant.phases) || {};
     const failing = (phases.Failed || 0) + (phases.Parked || 0);
-    if (changed.all || failing !== this.failing || (failing && changed.keys.size)) await this.loadFailures();
-    if (changed.all || changed.clusters.size) await this.loadHeat();
+    if (changed.all || failing !== this.failing) await this.loadFailures();
+    else if (failing && changed.keys.size) this.soon('failures', () => this.loadFailures());
+    if (changed.all) await this.loadHeat();
+    else if (changed.clusters.size) this.soon('heat', () => this.loadHeat());
     // A rollout an event names: its SyncSet, a move of it, or a key of one not completed.
     if (changed.all) {
       await this.loadRollouts();
