@@ -208,6 +208,23 @@ async fn the_phase_filter_narrows_the_matrix(browser: &Client, hub: &Hub, shots:
         "failures first, by cause, with their SyncSets and clusters: {failures}"
     );
     shots.take(browser, "matrix-failed").await;
+    // The Failed card leads to the matrix narrowed to failed keys.
+    choose(browser, "phase-filter", "").await;
+    click(browser, "a[data-phase-card='Failed']").await;
+    eventually("the matrix narrowed by the Failed card", || async {
+        let phases = js(
+            browser,
+            "return document.getElementById('phase-filter') && document.getElementById('phase-filter').value",
+        )
+        .await;
+        let cells =
+            js(browser, "return [...document.querySelectorAll('#matrix td[data-phase]')].map(c => c.dataset.phase)")
+                .await;
+        let cells: Vec<String> = serde_json::from_value(cells).unwrap_or_default();
+        phases == json!("Failed") && !cells.is_empty() && cells.iter().all(|p| p == "Failed")
+    })
+    .await;
+    browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
     choose(browser, "phase-filter", "").await;
     eventually("the whole matrix again", || async {
         js(browser, "return document.querySelectorAll('#matrix td[data-phase]').length").await.as_u64() == Some(all)

@@ -50,16 +50,17 @@ pub(crate) async fn a_syncset_shows_its_spec_manifests_and_rendering(browser: &C
     })
     .await;
     render("cluster-00001").await;
-    eventually("the rendering for cluster-00001, the one it holds", || async {
-        js_bool(browser, "const v = document.getElementById('render-verdict'); return !!v && v.dataset.same === 'true'")
-            .await
+    let output = eventually_value("the rendering for cluster-00001, the one it holds", || async {
+        let shown = js(
+            browser,
+            "const v = document.getElementById('render-verdict'), o = document.getElementById('render-output');
+             return v && o && v.dataset.same === 'true' ? o.textContent : null",
+        )
+        .await;
+        shown.as_str().map(str::to_string)
     })
     .await;
-    let output = js(browser, "return document.getElementById('render-output').textContent").await;
-    assert!(
-        output.as_str().is_some_and(|o| o.contains("hello from cluster-00001") && !o.contains("TOP-SECRET")),
-        "{output}"
-    );
+    assert!(output.contains("hello from cluster-00001") && !output.contains("TOP-SECRET"), "{output}");
     shots.take(browser, "syncset-rendered").await;
 
     // A cluster that never applied it, and one it does not select.

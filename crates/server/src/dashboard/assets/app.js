@@ -244,7 +244,7 @@ function route() {
     case 'cluster': return new ClusterView(parts[1]);
     case 'key': return new KeyView(parts[1], parts[2]);
     case 'sources': return new SourcesView();
-    default: return new FleetView();
+    default: return new FleetView(new URLSearchParams(query || ''));
   }
 }
 
@@ -276,11 +276,12 @@ function table(head, rows, attrs) {
     el('tbody', {}, rows));
 }
 
-function summaryCards(summary, idPrefix) {
+// The keys by phase; `phaseLink(p)`, if given, makes each phase's card a link.
+function summaryCards(summary, idPrefix, phaseLink) {
   const phases = summary.phases || {};
   return el('div', { class: 'cards' },
     el('div', { class: 'card' }, el('span', { class: 'n', id: idPrefix + 'total', text: summary.total }), 'keys'),
-    PHASES.map((p) => el('div', { class: 'card' },
+    PHASES.map((p) => el(phaseLink ? 'a' : 'div', { class: 'card', href: phaseLink && phaseLink(p), 'data-phase-card': p },
       el('span', { class: 'n', 'data-phase-total': p, text: phases[p] || 0 }), badge(p))),
     el('div', { class: 'card' }, el('span', { class: 'n', id: idPrefix + 'at-generation', text: summary.atGeneration }),
       'applied the generation they are told'));
@@ -358,9 +359,11 @@ class Pager {
 // keeps counted), each SyncSet's summary, members, and a page of keys as a SyncSet x
 // cluster matrix.
 class FleetView {
-  constructor() {
+  // `?phase=` (a phase card's link) narrows the matrix to that phase.
+  constructor(params) {
     this.summaries = new Map();
-    this.phase = sessionStorage.getItem('fleetsync.phase') || '';
+    this.phase = params.get('phase') || sessionStorage.getItem('fleetsync.phase') || '';
+    this.toMatrix = params.has('phase');
     this.pager = new Pager(() => this.loadMatrix());
     this.matrixKeys = new Set();
     this.matrixFull = false;
@@ -489,7 +492,7 @@ class FleetView {
     const waiting = total.oldestPendingSince ? ', the longest-waiting key due for ' + age(total.oldestPendingSince) : '';
     const clusters = this.clusters || {};
     const conditions = [['ready', 'Ready', 'Applied'], ['progressing', 'Progressing', 'Applying'], ['degraded', 'Degraded', 'Failed']];
-    this.totals.replaceChildren(summaryCards(total, ''),
+    this.totals.replaceChildren(summaryCards(total, '', (p) => '#/?phase=' + q(p)),
       el('div', { class: 'cards', id: 'cluster-conditions' },
         el('div', { class: 'card' }, el('span', { class: 'n', text: conditions.reduce((n, [c]) => n + (clusters[c] || 0), 0) }), 'clusters with keys'),
         conditions.map(([c, label, phase]) => clustersLink({ condition: label, sort: 'name' }, '', { class: 'card', 'data-condition-card': label },
@@ -592,6 +595,10 @@ class FleetView {
     const page = await api('/v1/status?' + tenantQuery() + '&limit=' + MATRIX_PAGE + phase + (token ? '&continue=' + q(token) : ''));
     this.pager.next = page.continue || '';
     this.drawMatrix(page.items);
+    if (this.toMatrix) {
+      this.toMatrix = false;
+      this.matrix.scrollIntoView();
+    }
   }
 
   drawMatrix(items) {
@@ -885,24 +892,38 @@ class SyncSetView {
     const manifests = (resources || []).map((m) => el('tr', { 'data-manifest': ref(m) },
       el('td', { text: ref(m) }), el('td', { text: m.apiVersion }),
       el('td', {}, el('details', {}, el('summary', { text: 'manifest' }), el('pre', { text: JSON.stringify(m, null, 2) })))));
-    const cluster = el('input', { id: 'render-cluster', size: 20, spellcheck: 'false', placeholder: 'cluster name' });
-    this.rendered = el('div', { id: 'rendered' });
+    // The form and the rendering are kept across re-reads: what was typed stays, and the
+    // rendering shown stays until the new one replaces it.
+    if (!this.renderForm) {
+      const cluster = el('input', { id: 'render-cluster', size: 20, spellcheck: 'false', placeholder: 'cluster name' });
+      this.renderForm = el('form', { class: 'toolbar', id: 'render-form', onsubmit: (ev) => {
+        ev.preventDefault();
+        this.renderFor = cluster.value.trim();
+        this.render();
+      } }, el('label', {}, 'Cluster ', cluster), el('button', { type: 'submit', text: 'Render' }));
+      this.rendered = el('div', { id: 'rendered' });
+    }
     this.spec.replaceChildren(
       el('h2', { text: 'Spec' }), el('pre', { id: 'syncset-spec', text: JSON.stringify(spec, null, 2) }),
       el('h2', { text: 'Manifests' }),
       manifests.length ? table(['resource', 'apiVersion', ''], manifests, { id: 'manifest-list' })
         : el('p', { class: 'muted', text: spec.sourceRef ? 'Read from its source at the revision it follows.' : 'No resources.' }),
-      el('h2', { text: 'For one cluster' }),
-      el('form', { class: 'toolbar', id: 'render-form', onsubmit: (ev) => {
-        ev.preventDefault();
-        this.render(cluster.value.trim()).catch((e) => { this.rendered.replaceChildren(el('p', { class: 'error', text: e.message || String(e) })); });
-      } }, el('label', {}, 'Cluster ', cluster), el('button', { type: 'submit', text: 'Render' })),
-      this.rendered);
+      el('h2', { text: 'For one cluster' }), this.renderForm, this.rendered);
+    // A SyncSet changed while a rendering was shown: show the new one.
+    if (this.renderFor) await this.render();
   }
 
   // What the SyncSet's latest generation renders to on `cluster`, and whether that is
   // what the cluster last applied (the key's rendered hash).
-  async render(cluster) {
+  async render() {
+    try {
+      await this.drawRendering(this.renderFor);
+    } catch (e) {
+      if (!(e instanceof SignedOut)) this.rendered.replaceChildren(el('p', { class: 'error', text: e.message || String(e) }));
+    }
+  }
+
+  async drawRendering(cluster) {
     if (!cluster) return;
     const [r, keys] = await Promise.all([
       api('/v1/syncsets/' + q(this.name) + '/render?' + tenantQuery() + '&cluster=' + q(cluster)),
