@@ -415,6 +415,7 @@ pub(crate) fn plural(kind: Kind) -> &'static str {
         Kind::Secret => "secrets",
         Kind::GitRepository => "gitrepositories",
         Kind::OCIRepository => "ocirepositories",
+        Kind::Notifier => "notifiers",
     }
 }
 

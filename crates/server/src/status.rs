@@ -57,8 +57,11 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<StatusQue
     let named = [(Kind::Cluster, "cluster", &q.cluster), (Kind::SyncSet, "syncset", &q.syncset)];
     for (_, param, name) in &named {
         if let Some(name) = name {
-            // A source's key is named `source:NAME` as its cluster and its SyncSet.
-            let name = fleetsync_model::key::source_part(name).unwrap_or(name);
+            // A source's key is named `source:NAME` as its cluster and its SyncSet (a
+            // notifier's `notifier:NAME`).
+            let name = fleetsync_model::key::source_part(name)
+                .or_else(|| fleetsync_model::key::notifier_part(name))
+                .unwrap_or(name);
             check_name(&format!("query parameter `{param}`"), name)?;
         }
     }
