@@ -154,6 +154,7 @@ pub async fn get(a: GetArgs) -> Result<()> {
         Resource::Sources => &[Kind::GitRepository, Kind::OCIRepository],
         Resource::GitRepositories => &[Kind::GitRepository],
         Resource::OciRepositories => &[Kind::OCIRepository],
+        Resource::Notifiers => &[Kind::Notifier],
         Resource::Status | Resource::Members | Resource::Events => &[],
     };
     let object_kind = object_kinds.first().copied();

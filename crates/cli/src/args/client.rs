@@ -110,6 +110,9 @@ pub enum Resource {
     /// OCIRepositories: artifacts of a registry SyncSets read their resources from (`ocirepo`).
     #[value(name = "ocirepositories", aliases = ["ocirepository", "ocirepo"])]
     OciRepositories,
+    /// Notifiers: where each event of the tenant is sent, and which events.
+    #[value(alias = "notifier")]
+    Notifiers,
     Status,
     /// Events (`ev`).
     #[value(aliases = ["event", "ev"])]
@@ -268,8 +271,8 @@ pub struct TenantArgs {
 
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
-    /// `cluster`, `syncset` or `source` (a GitRepository or OCIRepository).
-    #[arg(value_parser = ["cluster", "clusters", "cl", "syncset", "syncsets", "ss", "source", "sources", "src", "gitrepository", "gitrepositories", "gitrepo", "ocirepository", "ocirepositories", "ocirepo"])]
+    /// `cluster`, `syncset`, `source` (a GitRepository or OCIRepository) or `notifier`.
+    #[arg(value_parser = ["cluster", "clusters", "cl", "syncset", "syncsets", "ss", "source", "sources", "src", "gitrepository", "gitrepositories", "gitrepo", "ocirepository", "ocirepositories", "ocirepo", "notifier", "notifiers"])]
     pub kind: String,
     pub name: String,
     #[command(flatten)]
