@@ -143,13 +143,13 @@ impl NotifierFilters {
         if is_delivery_status(event) {
             return false;
         }
-        let kind = self.kinds.is_empty() || self.kinds.iter().any(|k| *k == event.kind);
+        let kind = self.kinds.is_empty() || self.kinds.contains(&event.kind);
         let syncset = match event.kind.as_str() {
             "SyncSet" | "Rollout" => Some(event.name.as_str()),
             "Status" => event.name.split_once('/').map(|(_, s)| s),
             _ => None,
         };
-        let about = self.sync_sets.is_empty() || syncset.is_some_and(|s| self.sync_sets.iter().any(|n| n == s));
+        let about = self.sync_sets.is_empty() || syncset.is_some_and(|s| self.sync_sets.iter().any(|n| n.as_str() == s));
         kind && about && severity(event) >= self.severity.unwrap_or(Severity::Info)
     }
 
