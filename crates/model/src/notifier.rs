@@ -149,7 +149,8 @@ impl NotifierFilters {
             "Status" => event.name.split_once('/').map(|(_, s)| s),
             _ => None,
         };
-        let about = self.sync_sets.is_empty() || syncset.is_some_and(|s| self.sync_sets.iter().any(|n| n.as_str() == s));
+        let about =
+            self.sync_sets.is_empty() || syncset.is_some_and(|s| self.sync_sets.iter().any(|n| n.as_str() == s));
         kind && about && severity(event) >= self.severity.unwrap_or(Severity::Info)
     }
 
