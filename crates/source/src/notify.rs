@@ -79,15 +79,35 @@ pub struct NotifierReconciler {
 
 impl NotifierReconciler {
     /// Sends within `egress`: each target's host and every address it resolves to must
-    /// be allowed; redirects are not followed.
+    /// be allowed, checked before a run sends (a refusal parks the key) and again at
+    /// each connection (a name re-pointed meanwhile is refused); redirects are not
+    /// followed.
     pub fn new(egress: Arc<EgressPolicy>) -> Self {
         let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(PolicyDns(egress.clone())))
             .redirect(reqwest::redirect::Policy::none())
             .timeout(SEND_TIME)
             .no_proxy()
             .build()
             .unwrap_or_default();
         Self { egress, client }
+    }
+}
+
+/// The system's resolver, its answer refused as a whole if the policy denies any
+/// address in it: what the client connects with.
+struct PolicyDns(Arc<EgressPolicy>);
+
+impl reqwest::dns::Resolve for PolicyDns {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            policy.check_resolved(&host, &addrs)?;
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
     }
 }
 
