@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{database_url, run, stderr, stdout, wait_for, Hub, Schema};
+use common::{database_url, http_get, run, stderr, stdout, wait_for, Hub, Schema};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -153,6 +153,11 @@ fn missed_events_arrive_in_order(hub: &Hub) {
     assert!(status.contains("sending event") && status.contains("http://127.0.0.1"), "{status}");
     assert!(!status.contains("s3cret") && !status.contains("token="), "{status}");
     assert!(!names(&got).contains(&"c2".to_string()), "nothing is received while down");
+    let address = hub.url.trim_start_matches("http://").to_string();
+    wait_for("the failing notifier in the metrics", Duration::from_secs(30), || {
+        let metrics = http_get(&address, "/metrics").map(|(_, body)| body).unwrap_or_default();
+        metrics.contains(r#"fleetsync_syncset_keys{tenant="default",syncset="notifier:ops",phase="Failed"} 1"#)
+    });
 
     let back = Receiver::start(&addr, got.clone());
     let want = ["c1", "c2", "c3", "c4", "c5", "c6"];
