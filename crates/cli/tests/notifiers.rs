@@ -160,6 +160,8 @@ fn missed_events_arrive_in_order(hub: &Hub) {
     });
 
     let back = Receiver::start(&addr, got.clone());
+    let out = hub.cli(&["reconcile", "notifier", "ops"]);
+    assert!(out.status.success() && stdout(&out).contains("notifier/ops queued to send now"), "{}", stderr(&out));
     let want = ["c1", "c2", "c3", "c4", "c5", "c6"];
     wait_for("every missed event", Duration::from_secs(60), || names(&got).contains(&"c6".to_string()));
     back.stop();

@@ -145,6 +145,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ocirepositories/{name}/reconcile", post(status::fetch_now))
         .route("/v1/notifiers", get(objects::list::<Notifiers>))
         .route("/v1/notifiers/{name}", get(objects::get::<Notifiers>).delete(objects::delete::<Notifiers>))
+        .route("/v1/notifiers/{name}/reconcile", post(status::deliver_now))
         .route(
             "/v1/sources/{tenant}/{name}/hook",
             post(hook::hook).layer(DefaultBodyLimit::max(hook::MAX_NOTIFICATION_BYTES)),

@@ -234,6 +234,20 @@ pub async fn fetch_now(
     Ok((StatusCode::ACCEPTED, Json(Retried { retried: key })))
 }
 
+/// `POST /v1/notifiers/{name}/reconcile`: the notifier's key runs at once, as a retry
+/// makes it (also a parked or backing-off one), and sends what it has not sent.
+pub async fn deliver_now(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TenantQuery>,
+) -> Result<(StatusCode, Json<Retried>)> {
+    check_name("Notifier name in the path", &name)?;
+    let key = WorkKey::notifier(q.tenant()?, &name);
+    state.store.work_retry_by(&key, Some(&caller.subject)).await?;
+    Ok((StatusCode::ACCEPTED, Json(Retried { retried: key })))
+}
+
 pub async fn retry(
     State(state): State<AppState>,
     caller: Caller,

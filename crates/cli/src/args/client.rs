@@ -350,6 +350,8 @@ pub enum ReconcileKind {
     /// A GitRepository or OCIRepository: fetched at once, not at its next interval.
     #[value(aliases = ["gitrepository", "git", "ocirepository", "oci"])]
     Source,
+    /// A Notifier: sends what it has not sent now, not after its backoff (also a parked one).
+    Notifier,
 }
 
 #[derive(Debug, Args)]

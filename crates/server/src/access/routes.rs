@@ -71,6 +71,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/notifiers", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/notifiers/{name}", Need::InTenant(Right::Read)),
     rule(Method::DELETE, "/v1/notifiers/{name}", Need::InTenant(Right::Edit)),
+    rule(Method::POST, "/v1/notifiers/{name}/reconcile", Need::InTenant(Right::Edit)),
     rule(Method::POST, "/v1/sources/{tenant}/{name}/hook", Need::Signed),
     rule(Method::GET, "/v1/members", Need::Fleet),
     rule(Method::GET, "/v1/status", Need::InTenant(Right::Read)),

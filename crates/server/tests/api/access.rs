@@ -188,9 +188,12 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             | "/v1/ocirepositories/{name}"
             | "/v1/notifiers/{name}",
         ) => row(403, 200, 200, 403, 200, 403),
-        ("POST", "/v1/gitrepositories/{name}/reconcile" | "/v1/ocirepositories/{name}/reconcile") => {
-            row(403, 202, 202, 403, 202, 403)
-        }
+        (
+            "POST",
+            "/v1/gitrepositories/{name}/reconcile"
+            | "/v1/ocirepositories/{name}/reconcile"
+            | "/v1/notifiers/{name}/reconcile",
+        ) => row(403, 202, 202, 403, 202, 403),
         // Signed with the source's webhook secret, or refused whoever calls.
         ("POST", "/v1/sources/{tenant}/{name}/hook") => [401; 9],
         ("POST", "/v1/status/clusters/{cluster}/syncsets/{syncset}/retry") => row(403, 202, 202, 403, 202, 403),
