@@ -7,6 +7,8 @@
 //! * [`artifact`]: the files of one revision of a source, by content digest, and the
 //!   manifests under a path of them.
 //! * [`source`]: a Git repository as a source of desired state (its spec and rules).
+//! * [`notifier`]: where events are sent, which ones (an event's severity, filters), and
+//!   in what words (templates); URLs as they may be shown.
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
