@@ -252,6 +252,13 @@ impl Client {
         Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
     }
 
+    /// `POST /v1/notifiers/{name}/reconcile`: the notifier sends what it has not sent, now.
+    pub async fn deliver_now(&self, tenant: &str, name: &str) -> Result<WorkKey> {
+        let path = format!("/v1/notifiers/{name}/reconcile");
+        let req = self.http.post(self.url(&path)).query(&[("tenant", tenant)]);
+        Ok(self.call::<Retried>(req, &format!("POST {path}")).await?.retried)
+    }
+
     /// `GET /v1/rollouts`: every rollout of the tenant (per-step counts for those not
     /// completed).
     pub async fn rollouts(&self, tenant: &str) -> Result<Vec<RolloutStatus>> {
@@ -423,6 +430,7 @@ pub(crate) fn plural(kind: Kind) -> &'static str {
         Kind::Secret => "secrets",
         Kind::GitRepository => "gitrepositories",
         Kind::OCIRepository => "ocirepositories",
+        Kind::Notifier => "notifiers",
     }
 }
 

@@ -55,6 +55,7 @@ fn kind_of(word: Option<&str>) -> &'static [Kind] {
             Some(Kind::Secret) => &[Kind::Secret],
             Some(Kind::GitRepository) => &[Kind::GitRepository],
             Some(Kind::OCIRepository) => &[Kind::OCIRepository],
+            Some(Kind::Notifier) => &[Kind::Notifier],
             None => &[],
         },
         None => &[],

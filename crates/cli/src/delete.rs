@@ -4,7 +4,7 @@
 //! Sync-mode cleanup run: SyncSets first; then, once the hub has cleaned their
 //! resources off the Clusters about to be deleted (their keys are gone from those
 //! Clusters' status), the Clusters; Secrets (which may hold those Clusters'
-//! kubeconfigs) and sources last.
+//! kubeconfigs), sources and notifiers last.
 
 use crate::args::DeleteArgs;
 use crate::client::{explain, page};
@@ -26,7 +26,7 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
     let conn = connect(&a.conn)?;
     let kind_of = |kind: &str| {
         Kind::parse(kind).ok_or_else(|| {
-            anyhow!("unknown kind {kind:?}: use cluster, syncset, secret, gitrepository or ocirepository")
+            anyhow!("unknown kind {kind:?}: use cluster, syncset, secret, gitrepository, ocirepository or notifier")
         })
     };
     let targets: Vec<Target> = match (a.files.is_empty(), &a.kind, &a.name) {
@@ -59,6 +59,7 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
     let (syncsets, clusters, secrets) = (of(Kind::SyncSet), of(Kind::Cluster), of(Kind::Secret));
     let sources: Vec<Target> =
         targets.iter().filter(|t| matches!(t.0, Kind::GitRepository | Kind::OCIRepository)).cloned().collect();
+    let notifiers = of(Kind::Notifier);
     let mut failed = delete_all(&hub, &syncsets, a.ignore_not_found).await?;
     if !syncsets.is_empty() && !clusters.is_empty() {
         if let Err(e) = await_cleanup(&hub, &syncsets, &clusters, a.cleanup_timeout).await {
@@ -68,6 +69,7 @@ pub async fn delete(a: DeleteArgs) -> Result<()> {
     failed += delete_all(&hub, &clusters, a.ignore_not_found).await?;
     failed += delete_all(&hub, &secrets, a.ignore_not_found).await?;
     failed += delete_all(&hub, &sources, a.ignore_not_found).await?;
+    failed += delete_all(&hub, &notifiers, a.ignore_not_found).await?;
     if failed > 0 {
         bail!("{failed} deletion(s) failed");
     }

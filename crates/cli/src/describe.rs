@@ -1,4 +1,4 @@
-//! `describe cluster|syncset|source NAME`: one object for people, as kubectl describes
+//! `describe cluster|syncset|source|notifier NAME`: one object for people, as kubectl describes
 //! one: its metadata and spec in short, how its keys stand, the first failures, and its
 //! recent events.
 
@@ -25,6 +25,7 @@ pub async fn describe(a: DescribeArgs) -> Result<()> {
         Some(Kind::SyncSet) => &[Kind::SyncSet],
         Some(Kind::GitRepository) => &[Kind::GitRepository],
         Some(Kind::OCIRepository) => &[Kind::OCIRepository],
+        Some(Kind::Notifier) => &[Kind::Notifier],
         // A source of either kind (`source`, `src`); describe takes no Secret.
         _ => &[Kind::GitRepository, Kind::OCIRepository],
     };
@@ -41,6 +42,7 @@ pub async fn describe(a: DescribeArgs) -> Result<()> {
     match kind {
         Kind::Cluster => cluster(hub, &tenant, &a.name, &object).await?,
         Kind::GitRepository | Kind::OCIRepository => source(hub, &tenant, &a.name, &object).await?,
+        Kind::Notifier => notifier(hub, &tenant, &a.name, &object).await?,
         _ => syncset(hub, &tenant, &a.name, &object).await?,
     }
     events(hub, kind, &tenant, &a.name).await
@@ -125,6 +127,30 @@ async fn source(hub: &Client, tenant: &str, name: &str, object: &Value) -> Resul
     Ok(table(&["  NAME", "GENERATION", "PATH", "REVISION"], &reading)?)
 }
 
+/// A notifier: where it sends (a webhook URL as the API shows it, its query hidden;
+/// a Slack target by its Secret's name), its template and filters, and how its
+/// deliveries stand (its key's phase and last error).
+async fn notifier(hub: &Client, tenant: &str, name: &str, object: &Value) -> Result<()> {
+    let spec = &object["spec"];
+    match spec["webhook"]["url"].as_str() {
+        Some(url) => field("Target", &format!("webhook {url}"))?,
+        None => field("Target", &format!("slack (Secret {})", text(&spec["slack"]["secretRef"]["name"])))?,
+    }
+    field("Template", spec["template"].as_str().unwrap_or("<default>"))?;
+    field("Filters", &crate::tables::notifier_filters(&spec["filters"]))?;
+    let key = WorkKey::notifier(tenant, name);
+    let filter = StatusFilter { tenant: Some(tenant.into()), cluster: Some(key.cluster), ..StatusFilter::default() };
+    match hub.status(&filter).await.map_err(explain)?.first() {
+        Some(k) => {
+            field("Delivery", &format!("{} (attempts {})", k.phase.as_str(), k.attempts))?;
+            field("Next", &k.next_attempt_at.as_ref().map_or("-".into(), text_of))?;
+            field("Last error", k.last_error.as_deref().unwrap_or("-"))?;
+        }
+        None => field("Delivery", "-")?,
+    }
+    Ok(())
+}
+
 /// A cluster's reachability in words: `True`, `False since T: cause`, or `Unknown` while
 /// none of its keys has run.
 fn reachable(r: Option<&Reachability>) -> String {
@@ -200,11 +226,13 @@ fn summary(s: &StatusSummary) -> Result<()> {
 async fn events(hub: &Client, kind: Kind, tenant: &str, name: &str) -> Result<()> {
     let recent = hub.events_newest(None, EVENTS_SEARCHED).await.map_err(explain)?;
     let fetch = WorkKey::source(tenant, name).syncset;
+    let delivery = WorkKey::notifier(tenant, name).syncset;
     let key_of = |e: &Event| {
         let (cluster, syncset) = e.name.split_once('/')?;
         Some(match kind {
             Kind::Cluster => cluster == name,
             Kind::GitRepository | Kind::OCIRepository => syncset == fetch,
+            Kind::Notifier => syncset == delivery,
             _ => syncset == name,
         })
     };

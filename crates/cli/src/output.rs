@@ -107,7 +107,7 @@ pub fn structured_list<T: serde::Serialize>(format: Format, items: &[T]) -> Resu
 
 /// What `-o name` says where there are no objects to name.
 pub const NAME_LISTS_OBJECTS_ONLY: &str =
-    "-o name lists objects only (`get clusters|syncsets|secrets|sources|gitrepositories|ocirepositories`)";
+    "-o name lists objects only (`get clusters|syncsets|secrets|sources|gitrepositories|ocirepositories|notifiers`)";
 
 /// Prints objects as `kind/name`, one per line (`-o name`), as `apply` names them.
 pub fn names(objects: &[Value]) -> std::io::Result<()> {

@@ -1,5 +1,6 @@
 //! `retry CLUSTER SYNCSET`: runs a key again now, resetting its backoff (also a parked
-//! key); `reconcile source NAME`: the same for a source's fetch.
+//! key); `reconcile source NAME`: the same for a source's fetch; `reconcile notifier
+//! NAME` for a notifier's deliveries.
 
 use crate::args::{ReconcileArgs, ReconcileKind, RetryArgs};
 use crate::client::explain;
@@ -22,6 +23,10 @@ pub async fn reconcile(a: ReconcileArgs) -> Result<()> {
         ReconcileKind::Source => {
             conn.client.fetch_now(&tenant, &a.name).await.map_err(explain)?;
             outln!("gitrepository/{} queued to fetch now (tenant {tenant})", a.name)?;
+        }
+        ReconcileKind::Notifier => {
+            conn.client.deliver_now(&tenant, &a.name).await.map_err(explain)?;
+            outln!("notifier/{} queued to send now (tenant {tenant})", a.name)?;
         }
     }
     Ok(())

@@ -140,6 +140,17 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             };
             print(headers, rows.collect())
         }
+        Resource::Notifiers => {
+            let rows = items.iter().map(|n| {
+                let spec = &n["spec"];
+                let parsed = serde_json::from_value::<fleetsync_model::NotifierSpec>(spec.clone());
+                let target = parsed.map_or_else(|_| "-".into(), |s| s.target());
+                let mut cells = name_gen(n);
+                cells.extend([target, notifier_filters(&spec["filters"])]);
+                row(n, cells)
+            });
+            print(&["NAME", "GENERATION", "TARGET", "FILTERS"], rows.collect())
+        }
         _ => {
             let rows = items.iter().map(|s| {
                 let keys = s["stringData"].as_object().map(|d| d.keys().cloned().collect::<Vec<_>>().join(","));
@@ -150,6 +161,25 @@ pub fn objects(resource: Resource, items: &[Value], cols: Columns, details: &Det
             print(&["NAME", "GENERATION", "KEYS"], rows.collect())
         }
     }
+}
+
+/// A notifier's filters in short: `kinds=Status,SyncSet syncSets=web severity=error`,
+/// `-` for none (every event).
+pub(crate) fn notifier_filters(filters: &Value) -> String {
+    let list = |v: &Value| v.as_array().map(|a| a.iter().map(text).collect::<Vec<_>>().join(","));
+    let mut parts = Vec::new();
+    for (key, value) in [("kinds", list(&filters["kinds"])), ("syncSets", list(&filters["syncSets"]))] {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            parts.push(format!("{key}={v}"));
+        }
+    }
+    if let Some(s) = filters["severity"].as_str() {
+        parts.push(format!("severity={s}"));
+    }
+    if parts.is_empty() {
+        return "-".into();
+    }
+    parts.join(" ")
 }
 
 /// An object's labels as `k=v,…` (empty when it has none).

@@ -32,7 +32,7 @@ fn target(what: &str, condition: &str) -> Result<Target> {
     };
     if condition == "delete" {
         let Some(kind) = Kind::parse(kind) else {
-            bail!("unknown kind {kind:?}: use cluster, syncset, secret, gitrepository or ocirepository");
+            bail!("unknown kind {kind:?}: use cluster, syncset, secret, gitrepository, ocirepository or notifier");
         };
         return Ok(Target::Deleted(kind, name.into()));
     }

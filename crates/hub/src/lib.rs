@@ -214,7 +214,7 @@ impl Hub {
         });
 
         let syncsets = SyncSetReconciler::new(self.applier, runtime_metrics.clone());
-        let reconciler = Arc::new(WithSources { sources: self.sources, rest: syncsets });
+        let reconciler = Arc::new(WithSources::new(self.sources, syncsets));
         let runtime = Runtime::with_reconciler(self.store.clone(), reconciler, self.config, runtime_metrics);
         let workers = tokio::spawn(runtime.run(stop.clone()));
         let source = self.source.map(|source| tokio::spawn(source.run(stop.clone().cancelled_owned())));

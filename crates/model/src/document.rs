@@ -1,11 +1,12 @@
 //! Validating documents. A file holds several YAML documents separated by `---`
-//! ([parsed](crate::parse) within [limits](crate::limits)); each is a Cluster, a SyncSet, a Secret or a
-//! GitRepository. Every error names the document (its position
+//! ([parsed](crate::parse) within [limits](crate::limits)); each is a Cluster, a SyncSet, a Secret, a
+//! GitRepository, an OCIRepository or a Notifier. Every error names the document (its position
 //! and, where known, its kind and name), the field, and the rule that was broken.
 
 use crate::cluster::{Cluster, Endpoint};
 use crate::error::FieldError;
 use crate::names::{check_dns1123_label, check_label};
+use crate::notifier::Notifier;
 use crate::oci::OCIRepository;
 pub use crate::parse::{parse_documents, ParseError};
 use crate::secret::{validate_secret, Secret};
@@ -75,6 +76,7 @@ pub enum Kind {
     Secret,
     GitRepository,
     OCIRepository,
+    Notifier,
 }
 
 impl Kind {
@@ -85,6 +87,7 @@ impl Kind {
             Kind::Secret => "Secret",
             Kind::GitRepository => "GitRepository",
             Kind::OCIRepository => "OCIRepository",
+            Kind::Notifier => "Notifier",
         }
     }
 
@@ -97,6 +100,7 @@ impl Kind {
             "secret" | "secrets" => Some(Kind::Secret),
             "gitrepository" | "gitrepositories" | "gitrepo" => Some(Kind::GitRepository),
             "ocirepository" | "ocirepositories" | "ocirepo" => Some(Kind::OCIRepository),
+            "notifier" | "notifiers" => Some(Kind::Notifier),
             _ => None,
         }
     }
@@ -116,6 +120,7 @@ pub enum Document {
     Secret(Secret),
     GitRepository(GitRepository),
     OCIRepository(OCIRepository),
+    Notifier(Notifier),
 }
 
 impl Document {
@@ -126,6 +131,7 @@ impl Document {
             Document::Secret(_) => Kind::Secret,
             Document::GitRepository(_) => Kind::GitRepository,
             Document::OCIRepository(_) => Kind::OCIRepository,
+            Document::Notifier(_) => Kind::Notifier,
         }
     }
 
@@ -136,6 +142,7 @@ impl Document {
             Document::Secret(s) => &s.metadata,
             Document::GitRepository(g) => &g.metadata,
             Document::OCIRepository(o) => &o.metadata,
+            Document::Notifier(n) => &n.metadata,
         }
     }
 
@@ -146,12 +153,14 @@ impl Document {
             Document::Secret(s) => &mut s.metadata,
             Document::GitRepository(g) => &mut g.metadata,
             Document::OCIRepository(o) => &mut o.metadata,
+            Document::Notifier(n) => &mut n.metadata,
         }
     }
 
     /// The document as a JSON value with `apiVersion` and `kind`, as users write it,
     /// except that a Secret's values, and the `data` and `stringData` values of the
-    /// Kubernetes Secret manifests of a SyncSet, are [redacted](crate::secret::REDACTED):
+    /// Kubernetes Secret manifests of a SyncSet, and the query of a Notifier's webhook URL, are
+    /// [redacted](crate::secret::REDACTED):
     /// this is what the API and the CLI show. Applying it back is refused.
     pub fn to_value(&self) -> serde_json::Value {
         let body = match self {
@@ -160,6 +169,7 @@ impl Document {
             Document::Secret(s) => serde_json::to_value(s.redacted()),
             Document::GitRepository(g) => serde_json::to_value(g),
             Document::OCIRepository(o) => serde_json::to_value(o),
+            Document::Notifier(n) => serde_json::to_value(n.redacted()),
         };
         let mut v = body.unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {
@@ -182,6 +192,7 @@ impl Document {
             Document::Secret(s) => validate_secret(s),
             Document::GitRepository(g) => g.spec.validate().map_err(|e| e.under("spec")),
             Document::OCIRepository(o) => o.spec.validate().map_err(|e| e.under("spec")),
+            Document::Notifier(n) => n.spec.validate().map_err(|e| e.under("spec")),
         }
     }
 }
@@ -199,7 +210,7 @@ pub struct ValidationError {
 }
 
 /// The kinds a document may have, for messages.
-const KINDS: &str = "Cluster, SyncSet, Secret, GitRepository or OCIRepository";
+const KINDS: &str = "Cluster, SyncSet, Secret, GitRepository, OCIRepository or Notifier";
 
 /// Parses and validates one document given as a JSON value; `index` is its 1-based
 /// position in its file, for messages.
@@ -219,6 +230,7 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
             "Secret" => Kind::Secret,
             "GitRepository" => Kind::GitRepository,
             "OCIRepository" => Kind::OCIRepository,
+            "Notifier" => Kind::Notifier,
             other => {
                 return Err(err("kind", format!("unknown kind {other:?}: expected {KINDS}")));
             }
@@ -232,6 +244,7 @@ pub fn parse_value(index: usize, mut value: serde_json::Value) -> Result<Documen
         Kind::Secret => crate::secret::parse_secret(value).map(Document::Secret),
         Kind::GitRepository => typed(value).map(Document::GitRepository),
         Kind::OCIRepository => typed(value).map(Document::OCIRepository),
+        Kind::Notifier => typed(value).map(Document::Notifier),
     }
     .map_err(|e| err(&e.field, e.message))?;
     doc.validate().map_err(|e| err(&e.field, e.message))?;

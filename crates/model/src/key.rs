@@ -14,6 +14,8 @@ pub struct WorkKey {
 
 /// What the `syncset` of a source's key starts with.
 const SOURCE: &str = "source:";
+/// What the `syncset` of a notifier's key starts with.
+const NOTIFIER: &str = "notifier:";
 
 impl WorkKey {
     pub fn new(tenant: impl Into<String>, cluster: impl Into<String>, syncset: impl Into<String>) -> Self {
@@ -33,6 +35,24 @@ impl WorkKey {
     pub fn source_name(&self) -> Option<&str> {
         source_part(&self.syncset).filter(|_| self.cluster == self.syncset)
     }
+
+    /// The key of delivering the events of the `Notifier` `name`: `notifier:<name>` as
+    /// both its cluster and its SyncSet, as a [source's key](Self::source) is named.
+    pub fn notifier(tenant: impl Into<String>, name: &str) -> Self {
+        let id = format!("{NOTIFIER}{name}");
+        Self { tenant: tenant.into(), cluster: id.clone(), syncset: id }
+    }
+
+    /// The notifier this key delivers for, if it is a [notifier's key](Self::notifier).
+    pub fn notifier_name(&self) -> Option<&str> {
+        notifier_part(&self.syncset).filter(|_| self.cluster == self.syncset)
+    }
+}
+
+/// The notifier a key's cluster or SyncSet part names, if it is a notifier's
+/// (`notifier:NAME`, see [`WorkKey::notifier`]).
+pub fn notifier_part(part: &str) -> Option<&str> {
+    part.strip_prefix(NOTIFIER)
 }
 
 /// The source a key's cluster or SyncSet part names, if it is a source's
@@ -52,6 +72,9 @@ mod tests {
         assert_eq!(WorkKey::new("t", "c1", "fleet").source_name(), None);
         // A SyncSet key whose names could not be a Cluster's and a SyncSet's at once.
         assert_eq!(WorkKey::new("t", "c1", "source:fleet").source_name(), None);
+        let key = WorkKey::notifier("t", "ops");
+        assert_eq!((key.notifier_name(), key.source_name()), (Some("ops"), None));
+        assert_eq!(WorkKey::source("t", "ops").notifier_name(), None);
     }
 }
 

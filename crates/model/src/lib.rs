@@ -7,6 +7,8 @@
 //! * [`artifact`]: the files of one revision of a source, by content digest, and the
 //!   manifests under a path of them.
 //! * [`source`]: a Git repository as a source of desired state (its spec and rules).
+//! * [`notifier`]: where events are sent, which ones (an event's severity, filters), and
+//!   in what words (templates); URLs as they may be shown.
 //! * [`secret`]: credentials for reaching targets, which never print themselves.
 //! * [`shard`]: keys to shards by cluster, shards to members by rendezvous hashing.
 //! * [`key`]: the unit of work, `(tenant, cluster, syncset)`.
@@ -35,6 +37,7 @@ pub mod live;
 pub mod manifest;
 pub mod member;
 pub mod names;
+pub mod notifier;
 pub mod oci;
 pub mod parse;
 pub mod progress;
@@ -65,6 +68,7 @@ pub use limits::{Limit, Limits};
 pub use live::{LiveReport, LiveResource, LiveState, ReportBatch};
 pub use manifest::{Manifest, ResourceRef};
 pub use member::Member;
+pub use notifier::{Notifier, NotifierFilters, NotifierSpec, Severity, SlackTarget, WebhookTarget};
 pub use oci::{LayerSelector, OCIRepository, OciReference, OciRepositorySpec};
 pub use parse::{parse_documents, parse_documents_with, parse_manifests_with, ParseBudget, ParseError};
 pub use progress::{ProgressReason, RolloutBrief, SyncSetProgress};

@@ -39,6 +39,7 @@ fn as_json(doc: &Document) -> serde_json::Value {
         Document::Secret(s) => serde_json::to_value(s),
         Document::GitRepository(g) => serde_json::to_value(g),
         Document::OCIRepository(o) => serde_json::to_value(o),
+        Document::Notifier(n) => serde_json::to_value(n),
     }
     .expect("a document encodes");
     let mut v = serde_json::json!({"apiVersion": API_VERSION, "kind": doc.kind().as_str()});
@@ -54,6 +55,7 @@ fn assert_stored_form_reads_back(doc: &Document, input: &str) {
         Document::Secret(s) => serde_json::to_string(s),
         Document::GitRepository(g) => serde_json::to_string(g),
         Document::OCIRepository(o) => serde_json::to_string(o),
+        Document::Notifier(n) => serde_json::to_string(n),
     }
     .expect("a document encodes");
     let back = match doc.kind() {
@@ -62,6 +64,7 @@ fn assert_stored_form_reads_back(doc: &Document, input: &str) {
         Kind::Secret => serde_json::from_str(&stored).map(Document::Secret),
         Kind::GitRepository => serde_json::from_str(&stored).map(Document::GitRepository),
         Kind::OCIRepository => serde_json::from_str(&stored).map(Document::OCIRepository),
+        Kind::Notifier => serde_json::from_str(&stored).map(Document::Notifier),
     };
     match back {
         Ok(back) => assert_eq!(&back, doc, "stored form differs for input {input:?}"),

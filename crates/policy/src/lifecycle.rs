@@ -159,7 +159,9 @@ pub fn finish<'a>(h: &Held, c: &'a Completion, now: Timestamp, retry: &RetryPoli
         RunOutcome::Failed { error } => {
             let (phase, run_at) = if h.dirty {
                 (Phase::Pending, now)
-            } else if retry.should_park(h.attempts) {
+            } else if retry.should_park(h.attempts) && c.key.notifier_name().is_none() {
+                // A notifier's failed sends never park it: a receiver that is down is
+                // what it must outlast, retrying at the backoff's cap until it is back.
                 (Phase::Parked, now)
             } else {
                 (Phase::Failed, now.plus(retry.next_delay(h.attempts)))
@@ -210,6 +212,25 @@ mod tests {
             panic!()
         };
         assert_eq!(run_at, Timestamp(3_000));
+    }
+
+    #[test]
+    fn a_notifiers_failures_back_off_at_the_cap_and_never_park() {
+        let retry =
+            RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(8), max_attempts: 3, jitter: 0.0 };
+        let c = Completion {
+            key: WorkKey::notifier("t", "ops"),
+            ..completion(7, RunOutcome::Failed { error: "503".into() })
+        };
+        let Some(Finish::Failed { phase, run_at, .. }) = finish(&held(false, 30), &c, Timestamp(1_000), &retry) else {
+            panic!("failed")
+        };
+        assert_eq!((phase, run_at), (Phase::Failed, Timestamp(9_000)));
+        let parked = Completion { outcome: RunOutcome::Parked { error: "egress".into() }, ..c };
+        assert_eq!(
+            finish(&held(false, 1), &parked, Timestamp(0), &retry).map(|f| f.outcome()),
+            Some(CompleteOutcome::Committed(Phase::Parked))
+        );
     }
 
     #[test]

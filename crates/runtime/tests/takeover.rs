@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use fleetsync_applier::{Applier, ByEndpoint};
 use fleetsync_k8s_sim::fleet::{SimFleet, SimFleetConfig};
 use fleetsync_model::{
-    Artifact, Cluster, Document, Endpoint, GitRepository, KeyStatus, Kind, ManualClock, OCIRepository, Phase,
+    Artifact, Cluster, Document, Endpoint, GitRepository, KeyStatus, Kind, ManualClock, Notifier, OCIRepository, Phase,
     ResourceRef, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use fleetsync_runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
@@ -139,6 +139,14 @@ impl Objects for ExpireAfterClaim {
         self.inner.oci_repository_list(tenant).await
     }
 
+    async fn notifier_get(&self, tenant: &str, name: &str) -> Result<Option<Notifier>> {
+        self.inner.notifier_get(tenant, name).await
+    }
+
+    async fn notifier_list(&self, tenant: Option<&str>) -> Result<Vec<Notifier>> {
+        self.inner.notifier_list(tenant).await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -177,6 +185,14 @@ impl Objects for ExpireAfterClaim {
         page: &PageRequest<ObjectKey>,
     ) -> Result<Page<OCIRepository, ObjectKey>> {
         self.inner.oci_repository_page(filter, page).await
+    }
+
+    async fn notifier_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Notifier, ObjectKey>> {
+        self.inner.notifier_page(filter, page).await
     }
 }
 
@@ -290,6 +306,10 @@ impl EventLog for ExpireAfterClaim {
 
     async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
         self.inner.consumer_ack(name, seq).await
+    }
+
+    async fn consumer_delete(&self, name: &str) -> Result<()> {
+        self.inner.consumer_delete(name).await
     }
 
     async fn events_read(&self, after: u64, limit: usize) -> Result<Vec<Event>> {

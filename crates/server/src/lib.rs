@@ -73,7 +73,7 @@ use axum::http::{Method, Uri};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use fleetsync_store::{Quotas, Store};
-use objects::{Clusters, GitRepositories, OciRepositories, Secrets, SyncSets};
+use objects::{Clusters, GitRepositories, Notifiers, OciRepositories, Secrets, SyncSets};
 use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::sync::Arc;
@@ -145,6 +145,9 @@ pub fn router(state: AppState) -> Router {
             get(objects::get::<OciRepositories>).delete(objects::delete::<OciRepositories>),
         )
         .route("/v1/ocirepositories/{name}/reconcile", post(status::fetch_now))
+        .route("/v1/notifiers", get(objects::list::<Notifiers>))
+        .route("/v1/notifiers/{name}", get(objects::get::<Notifiers>).delete(objects::delete::<Notifiers>))
+        .route("/v1/notifiers/{name}/reconcile", post(status::deliver_now))
         .route(
             "/v1/sources/{tenant}/{name}/hook",
             post(hook::hook).layer(DefaultBodyLimit::max(hook::MAX_NOTIFICATION_BYTES)),

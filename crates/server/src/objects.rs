@@ -77,6 +77,15 @@ impl ObjectKind for OciRepositories {
     const PATH_NAME: &'static str = "OCIRepository name in the path";
 }
 
+/// `/v1/notifiers`.
+#[derive(Debug)]
+pub enum Notifiers {}
+
+impl ObjectKind for Notifiers {
+    const KIND: Kind = Kind::Notifier;
+    const PATH_NAME: &'static str = "Notifier name in the path";
+}
+
 /// `POST /v1/apply?dryRun=All`: `dryRun` is the only query parameter. Each document
 /// names its own tenant (`metadata.namespace`), so a `?tenant=` would only mislead.
 #[derive(Debug, Deserialize)]
@@ -144,7 +153,7 @@ impl Drop for CancelOnDrop {
 pub fn write_right(kind: Kind) -> Right {
     match kind {
         Kind::Secret => Right::Admin,
-        Kind::Cluster | Kind::SyncSet | Kind::GitRepository | Kind::OCIRepository => Right::Edit,
+        Kind::Cluster | Kind::SyncSet | Kind::GitRepository | Kind::OCIRepository | Kind::Notifier => Right::Edit,
     }
 }
 
@@ -220,6 +229,9 @@ pub async fn list<K: ObjectKind>(
                 Kind::OCIRepository => {
                     store.oci_repository_list(Some(tenant)).await?.into_iter().map(Document::OCIRepository).collect()
                 }
+                Kind::Notifier => {
+                    store.notifier_list(Some(tenant)).await?.into_iter().map(Document::Notifier).collect()
+                }
             };
             Items::all(docs.iter().map(Document::to_value).collect())
         }
@@ -239,6 +251,9 @@ pub async fn list<K: ObjectKind>(
             Kind::OCIRepository => paging::items(store.oci_repository_page(&objects, &page).await?, &scope, |o| {
                 Document::OCIRepository(o).to_value()
             }),
+            Kind::Notifier => {
+                paging::items(store.notifier_page(&objects, &page).await?, &scope, |n| Document::Notifier(n).to_value())
+            }
         },
     };
     if K::KIND != Kind::Cluster {
@@ -301,5 +316,6 @@ pub async fn fetch(store: &dyn Objects, kind: Kind, tenant: &str, name: &str) ->
         Kind::Secret => store.secret_get(tenant, name).await?.map(Document::Secret),
         Kind::GitRepository => store.git_repository_get(tenant, name).await?.map(Document::GitRepository),
         Kind::OCIRepository => store.oci_repository_get(tenant, name).await?.map(Document::OCIRepository),
+        Kind::Notifier => store.notifier_get(tenant, name).await?.map(Document::Notifier),
     })
 }

@@ -57,8 +57,11 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<StatusQue
     let named = [(Kind::Cluster, "cluster", &q.cluster), (Kind::SyncSet, "syncset", &q.syncset)];
     for (_, param, name) in &named {
         if let Some(name) = name {
-            // A source's key is named `source:NAME` as its cluster and its SyncSet.
-            let name = fleetsync_model::key::source_part(name).unwrap_or(name);
+            // A source's key is named `source:NAME` as its cluster and its SyncSet (a
+            // notifier's `notifier:NAME`).
+            let name = fleetsync_model::key::source_part(name)
+                .or_else(|| fleetsync_model::key::notifier_part(name))
+                .unwrap_or(name);
             check_name(&format!("query parameter `{param}`"), name)?;
         }
     }
@@ -227,6 +230,20 @@ pub async fn fetch_now(
 ) -> Result<(StatusCode, Json<Retried>)> {
     check_name("source name in the path", &name)?;
     let key = WorkKey::source(q.tenant()?, &name);
+    state.store.work_retry_by(&key, Some(&caller.subject)).await?;
+    Ok((StatusCode::ACCEPTED, Json(Retried { retried: key })))
+}
+
+/// `POST /v1/notifiers/{name}/reconcile`: the notifier's key runs at once, as a retry
+/// makes it (also a parked or backing-off one), and sends what it has not sent.
+pub async fn deliver_now(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TenantQuery>,
+) -> Result<(StatusCode, Json<Retried>)> {
+    check_name("Notifier name in the path", &name)?;
+    let key = WorkKey::notifier(q.tenant()?, &name);
     state.store.work_retry_by(&key, Some(&caller.subject)).await?;
     Ok((StatusCode::ACCEPTED, Json(Retried { retried: key })))
 }

@@ -18,6 +18,8 @@
 //!   and the generic HMAC-SHA256 signature, GitLab's token).
 //! * [`reconciler`]: a source's fetch as a key of the work queue, and the new
 //!   revision stored for every process and taken up by the SyncSets that read it.
+//! * [`notify`]: a Notifier's deliveries as a key of the work queue: the tenant's
+//!   events, from a durable cursor, POSTed in order to a webhook or Slack.
 //! * [`limits`]: how much a source may download, hold and nest; a source over a limit
 //!   is refused with an error naming the limit, and nothing of it is kept.
 //!
@@ -28,6 +30,7 @@
 
 pub mod git;
 pub mod limits;
+pub mod notify;
 pub mod oci;
 pub mod reconciler;
 pub mod ssh;
@@ -37,6 +40,7 @@ pub mod webhook;
 pub use fleetsync_model::artifact::{Artifact, ArtifactError};
 pub use git::{Basic, Fetch, GitError, GitRef, GitSource, Reach};
 pub use limits::{Limit, Limits};
+pub use notify::NotifierReconciler;
 pub use oci::{OciError, OciRef, OciSource};
 pub use reconciler::{SourceReconciler, WithSources};
 pub use ssh::SshKey;

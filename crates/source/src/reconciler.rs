@@ -13,10 +13,12 @@
 //! leaves the stored revision as it is, and the key's status says why.
 //!
 //! [`WithSources`] puts it in front of another reconciler (the SyncSet applier): source
-//! keys go to the fetcher, every other key to the reconciler it wraps.
+//! keys go to the fetcher, notifier keys to the [`NotifierReconciler`], every other key
+//! to the reconciler it wraps.
 
 use crate::git::{Basic, Fetch, GitError, GitSource, Reach};
 use crate::limits::Limits;
+use crate::notify::NotifierReconciler;
 use crate::oci::{OciError, OciSource};
 use async_trait::async_trait;
 use fleetsync_model::{Secret, Source};
@@ -36,15 +38,28 @@ pub struct SourceReconciler {
     pub limits: Limits,
 }
 
-/// Source keys to a [`SourceReconciler`], every other key to `rest`.
+/// Source keys to a [`SourceReconciler`], notifier keys to a [`NotifierReconciler`],
+/// every other key to `rest`.
 pub struct WithSources<R> {
     pub sources: SourceReconciler,
+    pub notifiers: NotifierReconciler,
     pub rest: R,
+}
+
+impl<R> WithSources<R> {
+    /// `rest` behind `sources`, and notifiers held to the egress policy sources are.
+    pub fn new(sources: SourceReconciler, rest: R) -> Self {
+        let notifiers = NotifierReconciler::new(sources.reach.egress.clone());
+        Self { sources, notifiers, rest }
+    }
 }
 
 #[async_trait]
 impl<R: Reconciler> Reconciler for WithSources<R> {
     async fn reconcile(&self, ctx: &Context) -> Result<Action, ReconcileError> {
+        if let Some(name) = ctx.key().notifier_name() {
+            return self.notifiers.reconcile(ctx, name).await;
+        }
         match ctx.key().source_name() {
             Some(_) => self.sources.reconcile(ctx).await,
             None => self.rest.reconcile(ctx).await,

@@ -252,6 +252,15 @@ pub(crate) fn source_changed(tenant: &str, name: &str, generation: i64, own: Opt
     Planned { dirties: own != Some(&key), key, enqueue: Enqueue::apply(generation, ApplyMode::Upsert) }
 }
 
+/// A new or changed notifier: its key delivers (again) with the notifier's `generation`.
+pub(crate) fn notifier_changed(tenant: &str, name: &str, generation: i64) -> Planned {
+    Planned {
+        key: WorkKey::notifier(tenant, name),
+        enqueue: Enqueue::apply(generation, ApplyMode::Upsert),
+        dirties: true,
+    }
+}
+
 /// What deleting an object does to the work queue.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Deleted {
@@ -260,7 +269,8 @@ pub(crate) enum Deleted {
     /// The SyncSet's keys are enqueued for removal, so Sync mode deletes what it applied.
     Removals(Vec<Planned>),
     /// A source's key is enqueued for removal (no more fetches); the SyncSets that
-    /// read it keep the revision they hold.
+    /// read it keep the revision they hold. A notifier's likewise (no more deliveries;
+    /// its removal run drops its cursor).
     SourceRemoved(Planned),
     /// Nothing: clusters that use the Secret fail to connect until it is back (and retry
     /// with backoff).
@@ -284,6 +294,11 @@ pub(crate) fn deleted(kind: Kind, tenant: &str, name: &str, keyed: impl IntoIter
         ),
         Kind::GitRepository | Kind::OCIRepository => Deleted::SourceRemoved(Planned {
             key: WorkKey::source(tenant, name),
+            enqueue: Enqueue::remove(),
+            dirties: true,
+        }),
+        Kind::Notifier => Deleted::SourceRemoved(Planned {
+            key: WorkKey::notifier(tenant, name),
             enqueue: Enqueue::remove(),
             dirties: true,
         }),

@@ -20,8 +20,8 @@ use crate::{
 };
 use async_trait::async_trait;
 use fleetsync_model::{
-    Artifact, Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
-    RolloutPhase, Secret, Source, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
+    Artifact, Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, Notifier, OCIRepository,
+    ResourceRef, RolloutPhase, Secret, Source, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +98,10 @@ pub trait Objects: Send + Sync + 'static {
     async fn oci_repository_get(&self, tenant: &str, name: &str) -> Result<Option<OCIRepository>>;
     /// Every OCIRepository (of one tenant).
     async fn oci_repository_list(&self, tenant: Option<&str>) -> Result<Vec<OCIRepository>>;
+    /// A Notifier, as stored (show [`Notifier::redacted`]).
+    async fn notifier_get(&self, tenant: &str, name: &str) -> Result<Option<Notifier>>;
+    /// Every Notifier (of one tenant), as stored (show [`Notifier::redacted`]).
+    async fn notifier_list(&self, tenant: Option<&str>) -> Result<Vec<Notifier>>;
     /// The source `tenant/name`, of whichever kind it is (sources of both kinds share
     /// one name space in a tenant).
     async fn source_get(&self, tenant: &str, name: &str) -> Result<Option<Source>> {
@@ -139,6 +143,12 @@ pub trait Objects: Send + Sync + 'static {
         filter: &ObjectFilter,
         page: &PageRequest<ObjectKey>,
     ) -> Result<Page<OCIRepository, ObjectKey>>;
+    /// One page of Notifiers in `(tenant, name)` order, as stored.
+    async fn notifier_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Notifier, ObjectKey>>;
 }
 
 /// The coalescing keyed work queue: claims with leases and fencing tokens, renewals,
@@ -303,6 +313,10 @@ pub trait EventLog: Send + Sync + 'static {
     /// Moves the named consumer's cursor forward to `seq`, durably; an acknowledgement
     /// never moves it back (an older `seq` leaves it where it is). Returns the cursor.
     async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64>;
+
+    /// Forgets the named consumer's cursor (a consumer of that name starts again as one
+    /// that never acknowledged). Nothing happens if there is none.
+    async fn consumer_delete(&self, name: &str) -> Result<()>;
 
     /// A receiver that changes after every commit that appended events: object writes
     /// and deletes, and completions (status transitions); on PostgreSQL also commits by

@@ -194,7 +194,9 @@ pub(crate) fn decode_stored<T: serde::de::DeserializeOwned + WithGeneration>(
 ) -> crate::Result<T> {
     let doc = match kind {
         Kind::Secret => open(keys, tenant, name, stored)?,
-        Kind::Cluster | Kind::SyncSet | Kind::GitRepository | Kind::OCIRepository => Cow::Borrowed(stored),
+        Kind::Cluster | Kind::SyncSet | Kind::GitRepository | Kind::OCIRepository | Kind::Notifier => {
+            Cow::Borrowed(stored)
+        }
     };
     decode_doc(table(kind), &doc, generation)
 }

@@ -3,7 +3,7 @@
 //! decoding it back with the stored generation stamped on.
 
 use crate::{Result, StoreError};
-use fleetsync_model::{Cluster, GitRepository, Kind, OCIRepository, Secret, SourceKind, SyncSet};
+use fleetsync_model::{Cluster, GitRepository, Kind, Notifier, OCIRepository, Secret, SourceKind, SyncSet};
 use serde::de::DeserializeOwned;
 
 /// The stored form of a document: canonical JSON without the generation.
@@ -53,6 +53,7 @@ pub(crate) fn table(kind: Kind) -> &'static str {
         Kind::Secret => "secrets",
         Kind::GitRepository => "git_repositories",
         Kind::OCIRepository => "oci_repositories",
+        Kind::Notifier => "notifiers",
     }
 }
 
@@ -86,6 +87,12 @@ impl WithGeneration for GitRepository {
 }
 
 impl WithGeneration for OCIRepository {
+    fn set_generation(&mut self, generation: i64) {
+        self.metadata.generation = generation;
+    }
+}
+
+impl WithGeneration for Notifier {
     fn set_generation(&mut self, generation: i64) {
         self.metadata.generation = generation;
     }

@@ -110,6 +110,9 @@ pub enum Resource {
     /// OCIRepositories: artifacts of a registry SyncSets read their resources from (`ocirepo`).
     #[value(name = "ocirepositories", aliases = ["ocirepository", "ocirepo"])]
     OciRepositories,
+    /// Notifiers: where each event of the tenant is sent, and which events.
+    #[value(alias = "notifier")]
+    Notifiers,
     Status,
     /// Events (`ev`).
     #[value(aliases = ["event", "ev"])]
@@ -130,6 +133,7 @@ impl Resource {
             Resource::Sources => &[Kind::GitRepository, Kind::OCIRepository],
             Resource::GitRepositories => &[Kind::GitRepository],
             Resource::OciRepositories => &[Kind::OCIRepository],
+            Resource::Notifiers => &[Kind::Notifier],
             Resource::Status | Resource::Members | Resource::Events => &[],
         }
     }
@@ -286,8 +290,8 @@ pub struct TenantArgs {
 
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
-    /// `cluster`, `syncset` or `source` (a GitRepository or OCIRepository).
-    #[arg(value_parser = ["cluster", "clusters", "cl", "syncset", "syncsets", "ss", "source", "sources", "src", "gitrepository", "gitrepositories", "gitrepo", "ocirepository", "ocirepositories", "ocirepo"])]
+    /// `cluster`, `syncset`, `source` (a GitRepository or OCIRepository) or `notifier`.
+    #[arg(value_parser = ["cluster", "clusters", "cl", "syncset", "syncsets", "ss", "source", "sources", "src", "gitrepository", "gitrepositories", "gitrepo", "ocirepository", "ocirepositories", "ocirepo", "notifier", "notifiers"])]
     pub kind: String,
     #[arg(add = crate::completer::object_names())]
     pub name: String,
@@ -366,6 +370,8 @@ pub enum ReconcileKind {
     /// A GitRepository or OCIRepository: fetched at once, not at its next interval.
     #[value(aliases = ["gitrepository", "git", "ocirepository", "oci"])]
     Source,
+    /// A Notifier: sends what it has not sent now, not after its backoff (also a parked one).
+    Notifier,
 }
 
 #[derive(Debug, Args)]

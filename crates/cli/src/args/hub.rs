@@ -192,11 +192,13 @@ pub struct EngineArgs {
     /// other processes' shards that have been due this long ("0s": never).
     #[arg(long, env = "FLEETSYNC_STEAL_AFTER", default_value = "1s", value_parser = humantime::parse_duration)]
     pub steal_after: Duration,
-    /// A host name or CIDR cluster endpoints may reach although the built-in egress
-    /// deny refuses it (loopback, link-local, cloud metadata); repeatable or comma-separated.
+    /// A host name or CIDR cluster endpoints (and sources and notifiers) may reach although
+    /// the built-in egress deny refuses it (loopback, link-local, cloud metadata); repeatable
+    /// or comma-separated.
     #[arg(long, env = "FLEETSYNC_EGRESS_ALLOW", value_delimiter = ',', value_name = "HOST|CIDR")]
     pub egress_allow: Vec<String>,
-    /// A host name or CIDR cluster endpoints may never reach (wins over --egress-allow).
+    /// A host name or CIDR cluster endpoints (and sources and notifiers) may never reach
+    /// (wins over --egress-allow).
     #[arg(long, env = "FLEETSYNC_EGRESS_DENY", value_delimiter = ',', value_name = "HOST|CIDR")]
     pub egress_deny: Vec<String>,
     /// Let GitRepositories name `file://` URLs, which read this machine's disk: for

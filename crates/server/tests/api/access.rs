@@ -9,7 +9,8 @@ use fleetsync_server::access::RULES;
 use fleetsync_store::{StatusFilter, Store};
 use std::time::Duration;
 
-/// Tenant `a` holds cluster c1, SyncSet s1 (on c1), Secret sec1 and GitRepository g1, OCIRepository o1;
+/// Tenant `a` holds cluster c1, SyncSet s1 (on c1), Secret sec1 and GitRepository g1, OCIRepository o1,
+/// Notifier n1;
 /// tenant `b` holds c2.
 pub(crate) const FLEET: &str = r#"
 apiVersion: fleetsync.io/v1
@@ -40,6 +41,11 @@ apiVersion: fleetsync.io/v1
 kind: OCIRepository
 metadata: {name: o1, namespace: a}
 spec: {url: "oci://registry.example/fleet"}
+---
+apiVersion: fleetsync.io/v1
+kind: Notifier
+metadata: {name: n1, namespace: a}
+spec: {webhook: {url: "https://hooks.example/fleet"}}
 ---
 apiVersion: fleetsync.io/v1
 kind: Cluster
@@ -127,6 +133,7 @@ fn request(method: &str, path: &str) -> (String, String) {
             let p = p.replace("/v1/status/syncsets/{name}", "/v1/status/syncsets/s1");
             let p = p.replace("/v1/gitrepositories/{name}", "/v1/gitrepositories/g1");
             let p = p.replace("/v1/ocirepositories/{name}", "/v1/ocirepositories/o1");
+            let p = p.replace("/v1/notifiers/{name}", "/v1/notifiers/n1");
             let tenant = if matches!(p.as_str(), "/v1/events" | "/v1/members" | "/v1/tokens" | "/v1/whoami" | "/v1/version") { "" } else { "?tenant=a" };
             (format!("{p}{tenant}"), "")
         }
@@ -171,15 +178,27 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
         | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),
         (
             "GET",
-            "/v1/gitrepositories" | "/v1/gitrepositories/{name}" | "/v1/ocirepositories" | "/v1/ocirepositories/{name}",
+            "/v1/gitrepositories"
+            | "/v1/gitrepositories/{name}"
+            | "/v1/ocirepositories"
+            | "/v1/ocirepositories/{name}"
+            | "/v1/notifiers"
+            | "/v1/notifiers/{name}",
         ) => row(200, 200, 200, 403, 200, 403),
         (
             "DELETE",
-            "/v1/clusters/{name}" | "/v1/syncsets/{name}" | "/v1/gitrepositories/{name}" | "/v1/ocirepositories/{name}",
+            "/v1/clusters/{name}"
+            | "/v1/syncsets/{name}"
+            | "/v1/gitrepositories/{name}"
+            | "/v1/ocirepositories/{name}"
+            | "/v1/notifiers/{name}",
         ) => row(403, 200, 200, 403, 200, 403),
-        ("POST", "/v1/gitrepositories/{name}/reconcile" | "/v1/ocirepositories/{name}/reconcile") => {
-            row(403, 202, 202, 403, 202, 403)
-        }
+        (
+            "POST",
+            "/v1/gitrepositories/{name}/reconcile"
+            | "/v1/ocirepositories/{name}/reconcile"
+            | "/v1/notifiers/{name}/reconcile",
+        ) => row(403, 202, 202, 403, 202, 403),
         // Signed with the source's webhook secret, or refused whoever calls.
         ("POST", "/v1/sources/{tenant}/{name}/hook") => [401; 9],
         (
@@ -207,7 +226,7 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
 /// Everything a request could change, as text.
 async fn snapshot(store: &dyn Store) -> String {
     let mut out = String::new();
-    for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret, Kind::GitRepository, Kind::OCIRepository] {
+    for kind in [Kind::Cluster, Kind::SyncSet, Kind::Secret, Kind::GitRepository, Kind::OCIRepository, Kind::Notifier] {
         let names: Vec<String> = match kind {
             Kind::Cluster => {
                 store.cluster_list(None).await.expect("list").into_iter().map(|c| format!("{c:?}")).collect()
@@ -223,6 +242,9 @@ async fn snapshot(store: &dyn Store) -> String {
             }
             Kind::OCIRepository => {
                 store.oci_repository_list(None).await.expect("list").into_iter().map(|o| format!("{o:?}")).collect()
+            }
+            Kind::Notifier => {
+                store.notifier_list(None).await.expect("list").into_iter().map(|n| format!("{n:?}")).collect()
             }
         };
         out.push_str(&format!("{names:?}\n"));

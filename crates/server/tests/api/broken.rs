@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
 use fleetsync_model::{
-    Cluster, Document, GitRepository, Grant, KeyStatus, Kind, OCIRepository, ResourceRef, Secret, StatusSummary,
-    SyncSet, Timestamp, TokenRecord, WorkKey,
+    Cluster, Document, GitRepository, Grant, KeyStatus, Kind, Notifier, OCIRepository, ResourceRef, Secret,
+    StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use fleetsync_store::*;
 use std::sync::Arc;
@@ -83,6 +83,14 @@ impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
         Self::fail()
     }
 
+    async fn notifier_get(&self, _: &str, _: &str) -> Result<Option<Notifier>> {
+        Self::fail()
+    }
+
+    async fn notifier_list(&self, _: Option<&str>) -> Result<Vec<Notifier>> {
+        Self::fail()
+    }
+
     async fn cluster_page(&self, _: &ClusterFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Cluster, ObjectKey>> {
         Self::fail()
     }
@@ -108,6 +116,10 @@ impl<const TRANSIENT: bool> Objects for Broken<TRANSIENT> {
         _: &ObjectFilter,
         _: &PageRequest<ObjectKey>,
     ) -> Result<Page<OCIRepository, ObjectKey>> {
+        Self::fail()
+    }
+
+    async fn notifier_page(&self, _: &ObjectFilter, _: &PageRequest<ObjectKey>) -> Result<Page<Notifier, ObjectKey>> {
         Self::fail()
     }
 }
@@ -212,6 +224,10 @@ impl<const TRANSIENT: bool> EventLog for Broken<TRANSIENT> {
     }
 
     async fn consumer_ack(&self, _: &str, _: u64) -> Result<u64> {
+        Self::fail()
+    }
+
+    async fn consumer_delete(&self, _: &str) -> Result<()> {
         Self::fail()
     }
 

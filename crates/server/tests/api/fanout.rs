@@ -52,6 +52,9 @@ impl EventLog for Counting {
     async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
         self.log.consumer_ack(name, seq).await
     }
+    async fn consumer_delete(&self, name: &str) -> Result<()> {
+        self.log.consumer_delete(name).await
+    }
     fn events_subscribe(&self) -> watch::Receiver<u64> {
         self.log.events_subscribe()
     }

@@ -2,7 +2,7 @@
 //! values redacted), and its rendering for one cluster against what that cluster last
 //! applied.
 
-use crate::browser::{js, js_bool};
+use crate::browser::js;
 use crate::hub::Hub;
 use crate::page::{click, eventually, eventually_value, Screenshots};
 use fantoccini::Client;

@@ -56,7 +56,7 @@ macro_rules! conformance_tests {
             artifacts_keep_each_content_once, sources_feed_syncsets_one_revision_at_a_time,
             oci_sources_feed_syncsets_and_share_one_name_space, syncsets_left_behind_by_a_dead_fetcher_catch_up,
             dependency_cycles_are_refused_whole, a_waiting_key_is_pending_with_its_reason,
-            the_rendered_hash_goes_with_what_was_applied);
+            the_rendered_hash_goes_with_what_was_applied, notifiers_are_stored_and_run_as_keys);
     };
     (@each $make:expr; $($name:ident),*) => {$(
         #[tokio::test]
@@ -73,6 +73,7 @@ mod dry_run;
 mod events;
 mod live;
 mod members;
+mod notifiers;
 mod objects;
 mod paging;
 mod queue;
@@ -95,6 +96,7 @@ pub use events::{
 };
 pub use live::{live_records_end_with_what_the_key_stops_applying, live_state_deduplicated_and_drift_requeues};
 pub use members::members_and_shards;
+pub use notifiers::notifiers_are_stored_and_run_as_keys;
 pub use objects::{
     a_relabel_runs_only_the_keys_whose_rendering_changes, idempotent_apply, own_write_leaves_the_writer_clean,
     own_write_that_unselects_the_writer_dirties_it, own_write_with_a_stale_token_is_refused, relabel_moves_keys,

@@ -9,6 +9,12 @@ pub(super) async fn get<C: GenericClient>(c: &C, name: String) -> PgResult<Optio
     Ok(Some(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0)))
 }
 
+/// Forgets the cursor.
+pub(super) async fn delete(tx: &mut Tx<'_>, name: String) -> PgResult<()> {
+    tx.execute("DELETE FROM consumers WHERE name = $1", &[&name]).await?;
+    Ok(())
+}
+
 /// Moves the cursor forward to `seq` (never back); returns where it is now. Concurrent
 /// acknowledgements of one name serialize on its row and the larger wins.
 pub(super) async fn ack(tx: &mut Tx<'_>, name: String, seq: u64) -> PgResult<u64> {

@@ -467,6 +467,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ALTER TABLE work ADD COLUMN rendered text;
     "#,
     ),
+    (
+        "Notifiers, as GitRepositories (their cursors are consumers')",
+        r#"
+    CREATE TABLE notifiers (
+        tenant text NOT NULL, name text NOT NULL, generation bigint NOT NULL, doc text NOT NULL,
+        PRIMARY KEY (tenant, name));
+    "#,
+    ),
 ];
 
 /// The schema version this build expects.

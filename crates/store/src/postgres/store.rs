@@ -16,7 +16,7 @@ use crate::{
 use async_trait::async_trait;
 use fleetsync_model::cluster_list::ClusterRow;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
+    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, Notifier, OCIRepository, ResourceRef,
     RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, WorkKey,
 };
 use std::sync::Arc;
@@ -151,6 +151,20 @@ impl Objects for PgStore {
         .await
     }
 
+    async fn notifier_get(&self, tenant: &str, name: &str) -> Result<Option<Notifier>> {
+        self.read("reading a notifier", |c, _| {
+            Box::pin(objects::get(c, Kind::Notifier, tenant.to_string(), name.to_string(), None))
+        })
+        .await
+    }
+
+    async fn notifier_list(&self, tenant: Option<&str>) -> Result<Vec<Notifier>> {
+        self.read("listing notifiers", |c, _| {
+            Box::pin(objects::list(c, Kind::Notifier, tenant.map(str::to_string), None))
+        })
+        .await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -199,6 +213,18 @@ impl Objects for PgStore {
         self.read("listing sources", |c, _| {
             let (f, p) = (filter.clone(), page.clone());
             Box::pin(async move { pages::objects(c, Kind::GitRepository, f.tenant.as_deref(), None, &p, None).await })
+        })
+        .await
+    }
+
+    async fn notifier_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Notifier, ObjectKey>> {
+        self.read("listing notifiers", |c, _| {
+            let (f, p) = (filter.clone(), page.clone());
+            Box::pin(async move { pages::objects(c, Kind::Notifier, f.tenant.as_deref(), None, &p, None).await })
         })
         .await
     }
@@ -463,6 +489,11 @@ impl EventLog for PgStore {
     async fn consumer_ack(&self, name: &str, seq: u64) -> Result<u64> {
         check_consumer_name(name)?;
         self.write("acknowledging events", |tx| Box::pin(consumers::ack(tx, name.to_string(), seq))).await
+    }
+
+    async fn consumer_delete(&self, name: &str) -> Result<()> {
+        check_consumer_name(name)?;
+        self.write("forgetting a consumer cursor", |tx| Box::pin(consumers::delete(tx, name.to_string()))).await
     }
 
     fn events_subscribe(&self) -> watch::Receiver<u64> {

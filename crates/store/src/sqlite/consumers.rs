@@ -12,6 +12,12 @@ pub(super) fn get(c: &Connection, name: &str) -> Result<Option<u64>> {
     Ok(seq.map(|s| u64::try_from(s).unwrap_or(0)))
 }
 
+/// Forgets the cursor.
+pub(super) fn delete(tx: &Transaction<'_>, name: &str) -> Result<()> {
+    tx.prepare_cached("DELETE FROM consumers WHERE name = ?1")?.execute(params![name])?;
+    Ok(())
+}
+
 /// Moves the cursor forward to `seq` (never back); returns where it is now.
 pub(super) fn ack(tx: &Transaction<'_>, now: Timestamp, name: &str, seq: u64) -> Result<u64> {
     let seq = i64::try_from(seq).unwrap_or(i64::MAX);

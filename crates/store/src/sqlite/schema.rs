@@ -285,6 +285,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE work ADD COLUMN rendered TEXT;
     "#,
+    // 22: Notifiers, as GitRepositories (their cursors are consumers').
+    r#"
+    CREATE TABLE notifiers (
+        tenant TEXT NOT NULL, name TEXT NOT NULL, generation INTEGER NOT NULL, doc TEXT NOT NULL,
+        PRIMARY KEY (tenant, name)) WITHOUT ROWID;
+    "#,
 ];
 
 /// The version [`migrate`] brings a database to.

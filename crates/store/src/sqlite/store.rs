@@ -16,7 +16,7 @@ use crate::{
 use async_trait::async_trait;
 use fleetsync_model::cluster_list::ClusterRow;
 use fleetsync_model::{
-    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, OCIRepository, ResourceRef,
+    Clock, Cluster, ClusterConditions, Document, GitRepository, KeyStatus, Kind, Notifier, OCIRepository, ResourceRef,
     RolloutPhase, Secret, StatusSummary, SyncSet, Timestamp, TokenRecord, WorkKey,
 };
 use std::sync::Arc;
@@ -120,6 +120,16 @@ impl Objects for SqliteStore {
         self.read("listing sources", move |c, _| objects::list(c, Kind::OCIRepository, tenant.as_deref(), None)).await
     }
 
+    async fn notifier_get(&self, tenant: &str, name: &str) -> Result<Option<Notifier>> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.read("reading a notifier", move |c, _| objects::get(c, Kind::Notifier, &tenant, &name, None)).await
+    }
+
+    async fn notifier_list(&self, tenant: Option<&str>) -> Result<Vec<Notifier>> {
+        let tenant = tenant.map(str::to_string);
+        self.read("listing notifiers", move |c, _| objects::list(c, Kind::Notifier, tenant.as_deref(), None)).await
+    }
+
     async fn cluster_page(
         &self,
         filter: &ClusterFilter,
@@ -165,6 +175,18 @@ impl Objects for SqliteStore {
         let (tenant, page) = (filter.tenant.clone(), page.clone());
         self.read("listing sources", move |c, _| {
             pages::objects(c, Kind::GitRepository, tenant.as_deref(), None, &page, None)
+        })
+        .await
+    }
+
+    async fn notifier_page(
+        &self,
+        filter: &ObjectFilter,
+        page: &PageRequest<ObjectKey>,
+    ) -> Result<Page<Notifier, ObjectKey>> {
+        let (tenant, page) = (filter.tenant.clone(), page.clone());
+        self.read("listing notifiers", move |c, _| {
+            pages::objects(c, Kind::Notifier, tenant.as_deref(), None, &page, None)
         })
         .await
     }
@@ -358,6 +380,12 @@ impl EventLog for SqliteStore {
         check_consumer_name(name)?;
         let name = name.to_string();
         self.write("acknowledging events", move |tx, now, _| consumers::ack(tx, now, &name, seq)).await
+    }
+
+    async fn consumer_delete(&self, name: &str) -> Result<()> {
+        check_consumer_name(name)?;
+        let name = name.to_string();
+        self.write("forgetting a consumer cursor", move |tx, _, _| consumers::delete(tx, &name)).await
     }
 
     fn events_subscribe(&self) -> watch::Receiver<u64> {

@@ -98,6 +98,7 @@ pub(super) async fn apply_docs<T: WriteTx>(
             Document::Secret(s) => apply_secret(tx, s, by).await?,
             Document::GitRepository(g) => super::source::apply(tx, &Source::Git(g.clone()), by).await?,
             Document::OCIRepository(o) => super::source::apply(tx, &Source::Oci(o.clone()), by).await?,
+            Document::Notifier(n) => super::notifier::apply(tx, n, by).await?,
         };
         if let Upsert::Write { .. } = upsert {
             tx.work_announce(Announce::objects(tx.now(), 1, enqueued));

@@ -24,7 +24,7 @@ pub(crate) async fn delete<T: WriteTx>(
     tx.event_append(NewEvent { tenant, kind: kind.as_str(), name, action: "Deleted", generation, actor }).await?;
     let keyed = match kind {
         Kind::SyncSet => tx.work_clusters_of(tenant, name).await?,
-        Kind::Cluster | Kind::Secret | Kind::GitRepository | Kind::OCIRepository => Vec::new(),
+        Kind::Cluster | Kind::Secret | Kind::GitRepository | Kind::OCIRepository | Kind::Notifier => Vec::new(),
     };
     let enqueued = match plan::deleted(kind, tenant, name, keyed) {
         Deleted::ClusterKeysDropped => {

@@ -37,6 +37,7 @@ pub(crate) mod complete;
 pub(crate) mod delete;
 mod dependency;
 pub(crate) mod live;
+mod notifier;
 pub(crate) mod queue;
 pub(crate) mod rollout_write;
 pub(crate) mod source;

@@ -758,7 +758,7 @@ class EventsView {
     this.oldest = null;
     this.shown = 0;
     const field = (name, attrs) => el('input', { name, value: this.filter[name], spellcheck: 'false', ...attrs });
-    const kinds = ['', 'Status', 'SyncSet', 'Cluster', 'Rollout', 'Secret', 'GitRepository', 'OCIRepository'];
+    const kinds = ['', 'Status', 'SyncSet', 'Cluster', 'Rollout', 'Secret', 'GitRepository', 'OCIRepository', 'Notifier'];
     const kind = el('select', { name: 'kind' }, kinds.map((k) => el('option', { value: k, text: k || 'every kind' })));
     kind.value = this.filter.kind;
     this.form = el('form', { id: 'event-filter', class: 'toolbar', onsubmit: (ev) => {
