@@ -31,6 +31,7 @@
 //! what each route needs is one table ([`access::routes`]), checked before any handler.
 
 pub mod access;
+mod activity;
 mod agent;
 mod cluster_list;
 mod conn;
@@ -162,6 +163,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status/failures", get(failures::list))
         .route("/v1/status/clusters", get(cluster_list::list))
         .route("/v1/status/heatmap", get(cluster_list::heatmap))
+        .route("/v1/status/activity", get(activity::activity))
         .route("/v1/status/failures/retry", post(failures::retry_cause))
         .route("/v1/status/clusters/{cluster}/syncsets/{syncset}/events", get(status::key_events))
         .route("/v1/rollouts", get(rollouts::list))

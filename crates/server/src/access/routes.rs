@@ -83,6 +83,7 @@ pub const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/status/failures", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/clusters", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/status/heatmap", Need::InTenant(Right::Read)),
+    rule(Method::GET, "/v1/status/activity", Need::InTenant(Right::Read)),
     rule(Method::POST, "/v1/status/failures/retry", Need::InTenant(Right::Edit)),
     rule(Method::GET, "/v1/status/clusters/{cluster}/syncsets/{syncset}/events", Need::InTenant(Right::Read)),
     rule(Method::GET, "/v1/rollouts", Need::InTenant(Right::Read)),

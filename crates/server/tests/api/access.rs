@@ -173,6 +173,7 @@ fn expected(method: &str, path: &str) -> [u16; 9] {
             | "/v1/status/failures"
             | "/v1/status/clusters"
             | "/v1/status/heatmap"
+            | "/v1/status/activity"
             | "/v1/live",
         )
         | ("GET", "/v1/status/clusters/{cluster}/syncsets/{syncset}/events") => row(200, 200, 200, 403, 200, 403),

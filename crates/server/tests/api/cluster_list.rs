@@ -205,3 +205,25 @@ async fn failures_are_grouped_by_cause_and_retried_by_group_or_cluster() {
 async fn post(api: &Api, uri: &str) -> crate::harness::Answer {
     api.call("POST", uri, axum::body::Body::empty()).await
 }
+
+#[tokio::test]
+async fn applies_and_failures_are_counted_per_minute() {
+    let api = api_with_fleet().await;
+    let activity = get_ok(&api, "/v1/status/activity").await;
+    let minutes = activity["minutes"].as_array().expect("minutes");
+    assert_eq!(minutes.len(), 60);
+    let sum = |f: &str| minutes.iter().map(|m| m[f].as_u64().unwrap_or(0)).sum::<u64>();
+    assert_eq!((sum("applied"), sum("failed")), (1, 2), "{activity}");
+    let last = &minutes[59];
+    assert_eq!(
+        (last["applied"].as_u64(), last["failed"].as_u64()),
+        (Some(1), Some(2)),
+        "the current minute: {activity}"
+    );
+    assert!(activity.get("countedFrom").is_none(), "{activity}");
+    // Another tenant's activity is its own.
+    let other = get_ok(&api, "/v1/status/activity?tenant=nobody").await;
+    let counted: u64 =
+        other["minutes"].as_array().expect("minutes").iter().map(|m| m["applied"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(counted, 0);
+}

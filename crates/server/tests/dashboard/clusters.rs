@@ -33,6 +33,30 @@ async fn list_matches(browser: &Client, hub: &Hub, query: &str) -> Vec<String> {
     .await
 }
 
+/// The fleet page's chart shows a column a minute of the last hour, and in all the
+/// applies and failures `/v1/status/activity` counts.
+pub(crate) async fn the_chart_counts_what_the_api_counts(browser: &Client, hub: &Hub) {
+    browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
+    eventually("the chart's totals as the API counts them", || async {
+        let api = hub.get("/v1/status/activity?tenant=default").await;
+        let minutes = api["minutes"].as_array().cloned().unwrap_or_default();
+        let sum = |f: &str| minutes.iter().map(|m| m[f].as_u64().unwrap_or(0)).sum::<u64>();
+        let page = js(
+            browser,
+            "const t = document.getElementById('activity-totals'); if (!t) return null;
+             return [document.querySelectorAll('#activity-chart .minute').length, Number(t.dataset.applied), Number(t.dataset.failed)]",
+        )
+        .await;
+        // The page reads every 30 s: a reload reads now.
+        let same = page == json!([60, sum("applied"), sum("failed")]) && sum("applied") > 0 && sum("failed") > 0;
+        if !same && !page.is_null() {
+            browser.refresh().await.expect("reload");
+        }
+        same
+    })
+    .await;
+}
+
 pub(crate) async fn clusters_are_mapped_and_searched(browser: &Client, hub: &Hub, shots: &Screenshots) {
     browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
     js(

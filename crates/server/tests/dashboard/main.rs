@@ -8,7 +8,8 @@
 //! counts as `/v1/rollouts` does and follows a promote, failures are grouped by cause
 //! as `/v1/status/failures` groups them, a group's retry and a rollout's promote are
 //! made from the page with the signed-in token as their actor, the heat map and the
-//! clusters list show what the API counts and finds, the events view filters the log as
+//! clusters list show what the API counts and finds, the chart of applies and failures
+//! what `/v1/status/activity` counts, the events view filters the log as
 //! the API lists it and follows it live, a SyncSet's page shows its spec and manifests
 //! (a Secret redacted) and its rendering for a cluster, an apply made through the API
 //! appears without a reload, the sources page lists what the API holds, and signing out
@@ -32,7 +33,7 @@ mod syncset_page;
 
 use actions::{a_rollout_is_promoted_from_the_page, failures_are_grouped_and_retried};
 use browser::{js, js_bool, submit_token, ChromeDriver};
-use clusters::clusters_are_mapped_and_searched;
+use clusters::{clusters_are_mapped_and_searched, the_chart_counts_what_the_api_counts};
 use events::events_are_filtered_and_followed;
 use fantoccini::Client;
 use fleetsync_model::{Document, Endpoint, Grant};
@@ -101,6 +102,7 @@ async fn the_dashboard_in_a_headless_browser() {
         failures_are_grouped_and_retried(&browser, &hub, &shots).await;
         a_rollout_is_promoted_from_the_page(&browser, &hub, &shots).await;
         clusters_are_mapped_and_searched(&browser, &hub, &shots).await;
+        the_chart_counts_what_the_api_counts(&browser, &hub).await;
         events_are_filtered_and_followed(&browser, &hub, &shots).await;
         a_syncset_shows_its_spec_manifests_and_rendering(&browser, &hub, &shots).await;
         an_apply_appears_without_a_reload(&browser, &hub, &shots).await;

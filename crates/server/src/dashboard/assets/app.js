@@ -15,6 +15,8 @@ const CLUSTERS_PAGE = 100;
 // How long a view waits before it reads again what costs a scan (failures by cause,
 // clusters by label) while changes keep coming.
 const READ_AGAIN = 2000;
+// How often the applies-and-failures chart is read again while the fleet page is open.
+const ACTIVITY_POLL = 30000;
 const CONDITIONS = ['Degraded', 'Progressing', 'Ready', 'NoKeys'];
 // A cluster condition's colour: the phase its keys are in.
 const CONDITION_PHASE = { Degraded: 'Failed', Progressing: 'Applying', Ready: 'Applied', NoKeys: 'none' };
@@ -369,6 +371,7 @@ class FleetView {
     this.matrixFull = false;
     this.totals = el('div', { id: 'totals' });
     this.heat = el('div', { id: 'heat-map' });
+    this.activity = el('div', { id: 'activity' });
     this.groupBy = sessionStorage.getItem('fleetsync.groupBy') || 'region';
     this.failures = el('div', { id: 'failures' });
     this.failing = -1;
@@ -381,6 +384,7 @@ class FleetView {
     this.matrix = el('div', { id: 'matrix-view' });
     this.root = el('div', {}, el('h1', { text: 'Fleet' }),
       el('nav', { class: 'toolbar' }, link('#/clusters', 'Clusters'), link('#/events', 'Events'), link('#/sources', 'Sources')), this.totals,
+      el('h2', { text: 'Applies and failures, last hour' }), this.activity,
       el('h2', { text: 'Clusters by label' }), this.heat,
       el('h2', { text: 'Failures' }), this.failures,
       el('h2', { text: 'Rollouts' }), this.rolloutPanel,
@@ -390,8 +394,34 @@ class FleetView {
   }
 
   async load() {
-    await Promise.all([this.loadSummaries(), this.loadRollouts(), this.loadMembers(), this.loadMatrix(), this.loadHeat()]);
+    await Promise.all([this.loadSummaries(), this.loadRollouts(), this.loadMembers(), this.loadMatrix(), this.loadHeat(),
+      this.loadActivity()]);
     await this.loadFailures();
+  }
+
+  // Applies (up, green) and failures (down, red) per minute over the last hour, a
+  // column a minute; read again every 30 s.
+  async loadActivity() {
+    const a = await api('/v1/status/activity?' + tenantQuery());
+    const H = 40;
+    const top = Math.max(1, ...a.minutes.map((m) => m.applied));
+    const bottom = Math.max(1, ...a.minutes.map((m) => m.failed));
+    const bar = (n, most, cls) => {
+      const b = el('span', { class: 'bar-' + cls });
+      b.style.height = (n ? Math.max(1, Math.round(H * n / most)) : 0) + 'px';
+      return b;
+    };
+    const columns = a.minutes.map((m) => el('span', { class: 'minute', 'data-applied': m.applied, 'data-failed': m.failed,
+      title: new Date(m.at).toLocaleTimeString() + ': ' + m.applied + ' applied, ' + m.failed + ' failed' },
+    el('span', { class: 'up' }, bar(m.applied, top, 'applied')), el('span', { class: 'down' }, bar(m.failed, bottom, 'failed'))));
+    const sum = (f) => a.minutes.reduce((n, m) => n + m[f], 0);
+    this.activity.replaceChildren(el('div', { class: 'toolbar' },
+      el('span', { id: 'activity-chart', role: 'img', 'aria-label': 'applies and failures per minute' }, columns),
+      el('span', { class: 'muted', id: 'activity-totals', 'data-applied': sum('applied'), 'data-failed': sum('failed'),
+        text: sum('applied') + ' applied, ' + sum('failed') + ' failed (at most ' + top + ' and ' + bottom + ' a minute)'
+          + (a.countedFrom ? '; counted from ' + new Date(a.countedFrom).toLocaleTimeString() + ' (a burst: its newest events)' : '') })));
+    clearTimeout(this.activityTimer);
+    this.activityTimer = setTimeout(() => { if (this === state.view) this.soon('activity', () => this.loadActivity()); }, ACTIVITY_POLL);
   }
 
   // The fleet as a picture: per value of the chosen label, a bar of its clusters by
