@@ -2,8 +2,8 @@
 """How long the fleet views take on a hub: readiness, a metrics scrape, pages of status
 and clusters, a filtered status page, a SyncSet's summary (with one page of its keys,
 and with all of them), the tenant's summary, a key's newest events, the clusters list,
-the heat map and the failures by cause (a route a build does not have fails, and is
-printed as such).
+the heat map, the failures by cause and the applies per minute (a route a build does
+not have fails, and is printed as such).
 
     fleet-view.py PORT TOKEN_FILE
 
@@ -42,6 +42,7 @@ views = [
     ("clusters list, worst condition first", "/v1/status/clusters?limit=100&sort=condition"),
     ("heat map by a label", "/v1/status/heatmap?groupBy=fleet"),
     ("failures by cause", "/v1/status/failures"),
+    ("applies and failures, last hour", "/v1/status/activity"),
 ]
 for label, path in views:
     try:
