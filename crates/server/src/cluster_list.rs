@@ -1,14 +1,17 @@
 //! The clusters list and the heat map (see [`fleetsync_model::cluster_list`]): every
 //! cluster of the tenant read as one row each ([`Store::cluster_rows`](fleetsync_store::StatusRead::cluster_rows)),
-//! then searched, sorted and paged, or counted per value of a label.
+//! then searched, sorted and paged, or counted per value of a label. A search by
+//! reachability also reads the failing keys, as the unreachable clusters' metric does
+//! ([`unreachable_clusters`]).
 //!
 //! | Route | |
 //! |---|---|
-//! | `GET /v1/status/clusters?name=&labelSelector=&condition=&stale=&sort=&limit=&offset=` | a page of the clusters found |
+//! | `GET /v1/status/clusters?name=&labelSelector=&condition=&stale=&reachability=&sort=&limit=&offset=` | a page of the clusters found |
 //! | `GET /v1/status/heatmap?groupBy=LABEL` | the clusters by condition per value of `LABEL` |
 
 use crate::error::{ApiError, Result};
 use crate::extract::{check_tenant, default_tenant, ApiQuery};
+use crate::metrics::unreachable_clusters;
 use crate::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -35,6 +38,8 @@ pub struct ListQuery {
     /// `Ready`, `Progressing`, `Degraded` or `NoKeys`.
     pub condition: Option<String>,
     pub stale: Option<bool>,
+    /// `Unreachable` or `Reachable` (by the reachability rule of every view).
+    pub reachability: Option<String>,
     /// `name` (the default), `condition`, `failing` or `seen`.
     pub sort: Option<String>,
     pub limit: Option<usize>,
@@ -85,7 +90,17 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<ListQuery
         return Err(invalid("limit", format!("1 to {MAX_LIMIT}")));
     }
     let cutoff = stale_cutoff(&state);
-    let found = query.select(state.store.cluster_rows(&q.tenant).await?, cutoff);
+    let mut found = query.select(state.store.cluster_rows(&q.tenant).await?, cutoff);
+    if let Some(want) = q.reachability.as_deref() {
+        let unreachable = match want.to_ascii_lowercase().as_str() {
+            "unreachable" => true,
+            "reachable" => false,
+            _ => return Err(invalid("reachability", "Unreachable or Reachable")),
+        };
+        let mut of_tenant = unreachable_clusters(state.store.as_ref(), Some(&q.tenant)).await?;
+        let clusters = of_tenant.remove(&q.tenant).unwrap_or_default();
+        found.retain(|row| clusters.contains(&row.name) == unreachable);
+    }
     let total = found.len();
     let items = found
         .into_iter()

@@ -223,14 +223,21 @@ impl QueueMetrics {
     }
 }
 
-/// Unreachable clusters per tenant, by the reachability rule of every view
-/// ([`reachability`](fleetsync_model::status::reachability)), read without a scan of
-/// every key: the failed and parked keys (an index holds the keys with an error), and
-/// then, for each cluster one of them says did not answer, that cluster's keys. Nothing
-/// more is read while every cluster answers. A cluster whose only such keys are being
-/// run again right now (Applying) is counted at the next scrape.
-pub async fn unreachable_clusters(store: &dyn StatusRead) -> fleetsync_store::Result<BTreeMap<String, u64>> {
-    let failing = StatusFilter { phases: vec![Phase::Failed, Phase::Parked], ..StatusFilter::default() };
+/// Unreachable clusters per tenant (of `tenant` only, if given), by the reachability
+/// rule of every view ([`reachability`](fleetsync_model::status::reachability)), read
+/// without a scan of every key: the failed and parked keys (an index holds the keys
+/// with an error), and then, for each cluster one of them says did not answer, that
+/// cluster's keys. Nothing more is read while every cluster answers. A cluster whose
+/// only such keys are being run again right now (Applying) is counted at the next read.
+pub async fn unreachable_clusters(
+    store: &dyn StatusRead,
+    tenant: Option<&str>,
+) -> fleetsync_store::Result<BTreeMap<String, BTreeSet<String>>> {
+    let failing = StatusFilter {
+        tenant: tenant.map(str::to_string),
+        phases: vec![Phase::Failed, Phase::Parked],
+        ..StatusFilter::default()
+    };
     let suspects: BTreeSet<(String, String)> = store
         .status_list(&failing)
         .await?
@@ -238,14 +245,20 @@ pub async fn unreachable_clusters(store: &dyn StatusRead) -> fleetsync_store::Re
         .filter(|k| k.last_error.as_deref().and_then(unreachable_cause).is_some())
         .map(|k| (k.key.tenant, k.key.cluster))
         .collect();
-    let mut counts = BTreeMap::new();
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (tenant, cluster) in suspects {
-        let keys = StatusFilter { tenant: Some(tenant.clone()), cluster: Some(cluster), ..StatusFilter::default() };
+        let keys =
+            StatusFilter { tenant: Some(tenant.clone()), cluster: Some(cluster.clone()), ..StatusFilter::default() };
         if reachability(&store.status_list(&keys).await?).is_some_and(|r| r.state == Reach::Unreachable) {
-            *counts.entry(tenant).or_insert(0) += 1;
+            found.entry(tenant).or_default().insert(cluster);
         }
     }
-    Ok(counts)
+    Ok(found)
+}
+
+/// How many clusters of each tenant [`unreachable_clusters`] found.
+fn counted(found: BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, u64> {
+    found.into_iter().map(|(tenant, clusters)| (tenant, clusters.len() as u64)).collect()
 }
 
 fn saturate(n: u64) -> i64 {
@@ -258,7 +271,7 @@ fn saturate(n: u64) -> i64 {
 pub async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Result<impl IntoResponse> {
     let stats = state.store.queue_stats().await?;
     state.queue_metrics.set(&stats);
-    state.queue_metrics.set_unreachable(&unreachable_clusters(&*state.store).await?);
+    state.queue_metrics.set_unreachable(&counted(unreachable_clusters(&*state.store, None).await?));
     state.queue_metrics.set_rollouts(&state.store.rollout_list(None, None).await?);
     // Each tenant with keys: the clusters' conditions, read from the per-cluster counts.
     let tenants: BTreeSet<&str> = stats.by_syncset.keys().map(|(t, _)| t.as_str()).collect();
@@ -407,7 +420,7 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         store.work_complete(run(claimed, false)).await.expect("then the others");
 
-        let counts = unreachable_clusters(&store).await.expect("count");
+        let counts = counted(unreachable_clusters(&store, None).await.expect("count"));
         assert_eq!(counts, BTreeMap::from([("default".to_string(), 1)]));
         let mut registry = Registry::default();
         let m = QueueMetrics::register(&mut registry);
@@ -435,7 +448,7 @@ mod tests {
             .collect();
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         store.work_complete(done).await.expect("applied");
-        let counts = unreachable_clusters(&store).await.expect("count");
+        let counts = counted(unreachable_clusters(&store, None).await.expect("count"));
         assert_eq!(counts, BTreeMap::new());
         m.set_unreachable(&counts);
         assert!(

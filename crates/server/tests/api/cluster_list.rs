@@ -114,6 +114,12 @@ async fn clusters_are_found_by_name_label_and_condition() {
         assert_eq!(names(&found), want, "{query}");
         assert_eq!(found["total"].as_u64(), Some(want.len() as u64), "{query}");
     }
+    // eu-1 and us-1 failed with "unreachable: …": they did not answer, the others did
+    // or have not run.
+    let unreachable = get_ok(&api, "/v1/status/clusters?reachability=Unreachable").await;
+    assert_eq!(names(&unreachable), ["eu-1", "us-1"]);
+    let reachable = get_ok(&api, "/v1/status/clusters?reachability=reachable&labelSelector=region%3Deu").await;
+    assert_eq!(names(&reachable), ["eu-2"]);
     let worst = get_ok(&api, "/v1/status/clusters?sort=condition&limit=3").await;
     assert_eq!((names(&worst), worst["total"].as_u64()), (vec!["eu-1", "us-1", "lab"], Some(6)));
     let next = get_ok(&api, "/v1/status/clusters?sort=condition&limit=3&offset=3").await;
@@ -122,6 +128,7 @@ async fn clusters_are_found_by_name_label_and_condition() {
     for (query, param) in [
         ("condition=Sad", "condition"),
         ("sort=age", "sort"),
+        ("reachability=maybe", "reachability"),
         ("limit=0", "limit"),
         ("limit=1001", "limit"),
         ("labelSelector=a%3D%3D%3Db", "labelSelector"),

@@ -89,6 +89,15 @@ pub(crate) async fn clusters_are_mapped_and_searched(browser: &Client, hub: &Hub
     let found = list_matches(browser, hub, "labelSelector=%21fleet&condition=Degraded").await;
     assert_eq!(found, ["unreachable"]);
 
+    // The unreachable clusters, from the search form.
+    js(browser, "document.querySelector('#cluster-search [name=labelSelector]').value = ''; return true").await;
+    js(browser, "document.querySelector('#cluster-search [name=condition]').value = ''; return true").await;
+    js(browser, "document.querySelector('#cluster-search [name=reachability]').value = 'Unreachable'; return true")
+        .await;
+    click(browser, "#cluster-search button[type=submit]").await;
+    let found = list_matches(browser, hub, "reachability=Unreachable").await;
+    assert_eq!(found, ["unreachable"]);
+
     // A counter of the fleet page: every degraded cluster.
     browser.goto(&hub.url("/#/")).await.expect("back to the fleet");
     click(browser, "a[data-condition-card='Degraded']").await;

@@ -714,8 +714,8 @@ class FleetView {
   }
 }
 
-// The clusters found by name, label selector, condition and staleness, sorted, a page
-// at a time; the search is the URL's (#/clusters?name=&labelSelector=&condition=&stale=&sort=),
+// The clusters found by name, label selector, condition, staleness and reachability,
+// sorted, a page at a time; the search is the URL's (#/clusters?name=&labelSelector=&condition=&stale=&reachability=&sort=),
 // so every counter of the fleet page links to its clusters.
 class ClustersView {
   constructor(params) {
@@ -738,6 +738,7 @@ class ClustersView {
     el('label', {}, 'Labels ', field('labelSelector', { size: 24, placeholder: 'region=eu,tier!=canary' })),
     el('label', {}, 'Condition ', choice('condition', [['', 'any'], ...CONDITIONS.map((c) => [c, c])])),
     el('label', {}, 'Stale ', choice('stale', [['', 'either'], ['true', 'stale'], ['false', 'not stale']])),
+    el('label', {}, 'Reachability ', choice('reachability', [['', 'either'], ['Unreachable', 'unreachable'], ['Reachable', 'reachable']])),
     el('label', {}, 'Sort by ', choice('sort', [['', 'name'], ['condition', 'condition'], ['failing', 'failing keys'], ['seen', 'last seen']])),
     el('button', { type: 'submit', text: 'Search' }));
     this.root = el('div', {}, el('h1', { text: 'Clusters' }), this.form, this.body);
