@@ -18,8 +18,8 @@ pub fn list(words: &[String], prefix: &str) -> Vec<String> {
     let Ok(cli) = Cli::try_parse_from(words) else {
         return Vec::new();
     };
-    let (kinds, tenant, conn): (&[Kind], Option<String>, ConnArgs) = match cli.command {
-        Command::Get(a) => (a.resource.kinds(), a.tenant, a.conn),
+    let (kinds, tenant, conn): (Vec<Kind>, Option<String>, ConnArgs) = match cli.command {
+        Command::Get(a) => (a.resource.kinds().to_vec(), a.tenant, a.conn),
         Command::Delete(a) => (kind_of(a.kind.as_deref()), a.tenant, a.conn),
         Command::Describe(a) => (kind_of(Some(&a.kind)), a.at.tenant, a.at.conn),
         _ => return Vec::new(),
@@ -36,7 +36,7 @@ pub fn list(words: &[String], prefix: &str) -> Vec<String> {
             let tenant = conn.tenant_or(&tenant);
             let mut names = Vec::new();
             for kind in kinds {
-                let listed = tokio::time::timeout(PATIENCE, names_of(&conn.client, *kind, &tenant, prefix)).await;
+                let listed = tokio::time::timeout(PATIENCE, names_of(&conn.client, kind, &tenant, prefix)).await;
                 names.extend(listed.ok()?.ok()?);
             }
             names.sort();
@@ -46,19 +46,11 @@ pub fn list(words: &[String], prefix: &str) -> Vec<String> {
 }
 
 /// `describe`'s and `delete`'s kind word (`source` stands for both kinds of source).
-fn kind_of(word: Option<&str>) -> &'static [Kind] {
+fn kind_of(word: Option<&str>) -> Vec<Kind> {
     match word {
-        Some("source" | "sources" | "src") => &[Kind::GitRepository, Kind::OCIRepository],
-        Some(w) => match Kind::parse(w) {
-            Some(Kind::Cluster) => &[Kind::Cluster],
-            Some(Kind::SyncSet) => &[Kind::SyncSet],
-            Some(Kind::Secret) => &[Kind::Secret],
-            Some(Kind::GitRepository) => &[Kind::GitRepository],
-            Some(Kind::OCIRepository) => &[Kind::OCIRepository],
-            Some(Kind::Notifier) => &[Kind::Notifier],
-            None => &[],
-        },
-        None => &[],
+        Some("source" | "sources" | "src") => vec![Kind::GitRepository, Kind::OCIRepository],
+        Some(w) => Kind::parse(w).into_iter().collect(),
+        None => Vec::new(),
     }
 }
 

@@ -64,6 +64,11 @@ fn replace_word(text: &str, name: &str, placeholder: &str) -> String {
     out
 }
 
+/// The cause of a failing `key`: [`cause`] of its last error ([`NO_ERROR`] without one).
+pub fn cause_of(key: &KeyStatus) -> String {
+    cause(key.last_error.as_deref().unwrap_or(NO_ERROR), &key.key.cluster, &key.key.syncset)
+}
+
 /// A word that is an id or digest: 8 or more hexadecimal characters, a digit among them
 /// (after an optional `sha256:`-style prefix).
 fn is_hex_id(word: &str) -> bool {
@@ -133,7 +138,7 @@ pub fn group<'a>(keys: impl IntoIterator<Item = &'a KeyStatus>) -> Vec<FailureGr
     let mut by_cause: HashMap<String, Acc> = HashMap::new();
     for key in keys.into_iter().filter(|k| matches!(k.phase, Phase::Failed | Phase::Parked)) {
         let error = key.last_error.as_deref().unwrap_or(NO_ERROR);
-        let acc = by_cause.entry(cause(error, &key.key.cluster, &key.key.syncset)).or_insert_with(|| Acc {
+        let acc = by_cause.entry(cause_of(key)).or_insert_with(|| Acc {
             keys: 0,
             phases: BTreeMap::new(),
             syncsets: BTreeSet::new(),

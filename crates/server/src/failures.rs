@@ -97,10 +97,7 @@ pub async fn retry_cause(
         }
     };
     let (keys, truncated) = failing(state.store.as_ref(), q.filter(state.store.as_ref()).await?).await?;
-    let of_cause = keys.iter().filter(|k| {
-        let error = k.last_error.as_deref().unwrap_or(failure::NO_ERROR);
-        failure::cause(error, &k.key.cluster, &k.key.syncset) == cause
-    });
+    let of_cause = keys.iter().filter(|k| failure::cause_of(k) == cause);
     let retried = retry_each(state.store.as_ref(), of_cause.map(|k| &k.key), &caller).await?;
     Ok((StatusCode::ACCEPTED, Json(RetriedKeys { retried, truncated })))
 }
