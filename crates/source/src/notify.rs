@@ -11,9 +11,9 @@
 //! for up to [`WATCH`] and sends those (it ends early once the Notifier is changed or
 //! deleted), and the key runs again after [`AGAIN`]. A send
 //! that fails fails the run, the cursor left before the event: the key retries with
-//! backoff (parked after too many attempts, until the Notifier changes or a retry),
-//! and the event is sent again — at least once, in order, never skipped. A target the
-//! hub's egress policy denies parks the key at once.
+//! backoff, never parked by failed sends (the backoff holds at its cap, so a receiver
+//! down for an hour catches up), and the event is sent again — at least once, in
+//! order, never skipped. A target the hub's egress policy denies parks the key at once.
 //!
 //! A notifier's first run starts its cursor at its own `Created` event (or, once that
 //! has been trimmed, at the log's head): it sends what happens from its creation on,
