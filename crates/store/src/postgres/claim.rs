@@ -231,7 +231,11 @@ const LIMITED: &str = "ranked AS MATERIALIZED (
 ///   passed, and the next ones taken). Found by id, through an array: a plan the
 ///   planner cannot turn into a scan of `work`.
 /// - `claimed`: leased, found by id (through the index: a key whose lock `took` had
-///   to follow to a newer version is updated there, not passed by).
+///   to follow to a newer version is updated there, not passed by). Whether a key's
+///   lease had expired is looked up in an array of the expired ones (one, usually
+///   empty, array per claim), not by a subquery per key (a scan of `took` for each: a
+///   claim's cost grew with the square of its batch), nor by a join (which may reorder
+///   the keys).
 /// - `left`: the window's keys not claimed, with their `work` rows as this statement's
 ///   snapshot has them, for the cursor (`Seen`): usually none.
 ///
@@ -273,7 +277,7 @@ fn claim_sql(ranked: &str) -> String {
                  SELECT w.id, w.phase, w.run_at, w.lease_expires_at FROM work w WHERE w.id = ANY(ARRAY(SELECT id FROM left_keys)))
              SELECT 0, c.tenant, c.cluster, c.syncset, c.run_at, c.desired, c.generation, c.apply_mode, c.inventory, c.attempts,
                  c.fence, COALESCE(g.generation, 0), NULL::bigint, c.id, NULL::text, NULL::bigint, NULL::bigint, NULL::bool,
-                 (SELECT t.expired FROM took t WHERE t.id = c.id), c.running_since
+                 c.id = ANY(ARRAY(SELECT id FROM took WHERE expired)), c.running_since
              FROM claimed c JOIN gens g ON g.tenant = c.tenant AND g.cluster = c.cluster
              UNION ALL
              SELECT 1, l.tenant, l.cluster, l.syncset, l.due_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
