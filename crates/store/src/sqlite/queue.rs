@@ -53,13 +53,17 @@ pub(super) fn enqueue(tx: &Connection, now: Timestamp, key: &WorkKey, e: Enqueue
     Ok(())
 }
 
-/// Claims the row `?5` as [`CLAIM`] says; the row was chosen by [`EXPIRED_IDS`] or
-/// [`DUE_IDS`] in the same transaction.
-static CLAIM_ONE: LazyLock<String> = LazyLock::new(|| {
-    let args = [("row", ""), ("fence", "?1"), ("owner", "?2"), ("expires", "?3"), ("now", "?4")];
+/// Claims the rows whose ids are in the JSON array `?5` as [`CLAIM`] says, in one
+/// statement, each with the fence `?1` plus its place in the array; the rows were
+/// chosen by [`EXPIRED_IDS`] or [`DUE_IDS`] in the same transaction. One statement, not
+/// one per key: SQLite copies every page a statement changes into its statement
+/// journal once per statement (a claim fires the key counts' triggers), and runs it
+/// once.
+static CLAIM_ALL: LazyLock<String> = LazyLock::new(|| {
+    let args = [("row", "work."), ("fence", "?1 + j.key"), ("owner", "?2"), ("expires", "?3"), ("now", "?4")];
     format!(
-        "UPDATE work SET {} WHERE id = ?5
-         RETURNING tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts, running_since",
+        "UPDATE work SET {} FROM json_each(?5) AS j WHERE work.id = j.value
+         RETURNING id, tenant, cluster, syncset, desired, generation, apply_mode, inventory, attempts, running_since, fence",
         CLAIM.sql(&args)
     )
 });
@@ -104,41 +108,51 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut fence: i64 = tx.query_row("SELECT v FROM meta WHERE k = 'fence'", [], |r| r.get(0))?;
+    let fence: i64 = tx.query_row("SELECT v FROM meta WHERE k = 'fence'", [], |r| r.get(0))?;
     let expires = now.millis().saturating_add(ms(p.lease_ttl));
-    let mut update = tx.prepare_cached(&CLAIM_ONE)?;
-    let mut cluster_gen = tx.prepare_cached("SELECT generation FROM clusters WHERE tenant = ?1 AND name = ?2")?;
-    let mut items = Vec::with_capacity(ids.len());
-    for (n, id) in ids.into_iter().enumerate() {
-        fence += 1;
-        let row = update.query_row(params![fence, p.owner, expires, now.millis(), id], |r| {
-            Ok((
-                WorkKey::new(r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?),
-                r.get::<_, bool>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, u32>(7)?,
-                r.get::<_, Option<i64>>(8)?,
-            ))
-        })?;
-        let (key, desired, generation, mode, inventory, attempt, changed_at) = row;
-        let cluster_generation =
-            cluster_gen.query_row(params![key.tenant, key.cluster], |r| r.get(0)).optional()?.unwrap_or(0);
-        items.push(ClaimedItem {
-            key,
-            fence: Fence::new(fence),
-            desired,
-            generation,
-            cluster_generation,
+    let ids_json = json("work", &ids)?;
+    let mut claimed: HashMap<i64, ClaimedItem> = HashMap::with_capacity(ids.len());
+    let mut update = tx.prepare_cached(&CLAIM_ALL)?;
+    let mut rows = update.query(params![fence + 1, p.owner, expires, now.millis(), ids_json])?;
+    while let Some(r) = rows.next()? {
+        let mode: String = r.get(6)?;
+        let inventory: String = r.get(7)?;
+        let item = ClaimedItem {
+            key: WorkKey::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?),
+            fence: Fence::new(r.get(10)?),
+            desired: r.get(4)?,
+            generation: r.get(5)?,
+            cluster_generation: 0,
             apply_mode: ApplyMode::parse(&mode).ok_or_else(|| corrupt("work", format!("apply mode {mode:?}")))?,
             inventory: decode("work", &inventory)?,
-            attempt,
-            taken_over: n < expired,
-            changed_at: changed_at.map(Timestamp),
-        });
+            attempt: r.get(8)?,
+            taken_over: false,
+            changed_at: r.get::<_, Option<i64>>(9)?.map(Timestamp),
+        };
+        claimed.insert(r.get(0)?, item);
     }
-    tx.execute("UPDATE meta SET v = ?1 WHERE k = 'fence'", params![fence])?;
+    drop(rows);
+    // Each cluster's generation, looked up once per cluster (a claim takes a cluster's
+    // keys together); the keys in the order they were chosen.
+    let mut cluster_gen = tx.prepare_cached("SELECT generation FROM clusters WHERE tenant = ?1 AND name = ?2")?;
+    let mut generations: HashMap<(String, String), i64> = HashMap::new();
+    let mut items = Vec::with_capacity(ids.len());
+    for (n, id) in ids.iter().enumerate() {
+        let mut item = claimed.remove(id).ok_or_else(|| corrupt("work", format!("claimed row {id} not updated")))?;
+        let at = (item.key.tenant.clone(), item.key.cluster.clone());
+        item.cluster_generation = match generations.get(&at) {
+            Some(g) => *g,
+            None => {
+                let g = cluster_gen.query_row(params![at.0, at.1], |r| r.get(0)).optional()?.unwrap_or(0);
+                generations.insert(at, g);
+                g
+            }
+        };
+        item.taken_over = n < expired;
+        items.push(item);
+    }
+    let last = fence + i64::try_from(ids.len()).unwrap_or(i64::MAX);
+    tx.execute("UPDATE meta SET v = ?1 WHERE k = 'fence'", params![last])?;
     Ok(items)
 }
 
