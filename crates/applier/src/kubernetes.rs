@@ -287,15 +287,28 @@ fn collection(ar: &ApiResource, namespaced: bool, r: &ResourceRef) -> kube::core
     kube::core::Request::new(DynamicObject::url_path(ar, ns))
 }
 
-/// The manifest with the key's fencing annotations added.
-fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<DynamicObject, ApplyError> {
-    let mut obj: DynamicObject = serde_json::from_value(manifest.0.clone())
-        .map_err(|e| ApplyError::Invalid(format!("manifest is not an object: {e}")))?;
-    let annotations = obj.metadata.annotations.get_or_insert_with(Default::default);
-    annotations.insert(KEY_ANNOTATION.into(), ctx.key.to_string());
-    annotations.insert(FENCE_ANNOTATION.into(), ctx.fence.to_string());
-    annotations.insert(GENERATION_ANNOTATION.into(), ctx.generation.to_string());
-    annotations.insert(INDEX_ANNOTATION.into(), ctx.index.to_string());
+/// The manifest with the key's fencing annotations added, as the JSON sent. Edited
+/// as JSON: a typed object would parse the manifest and write it back out on every
+/// apply, for four annotations.
+fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<serde_json::Value, ApplyError> {
+    use serde_json::{Map, Value};
+    let invalid = |what: &str| ApplyError::Invalid(format!("manifest is not an object: {what}"));
+    let mut obj = manifest.0.clone();
+    let root = obj.as_object_mut().ok_or_else(|| invalid("not a JSON object"))?;
+    let metadata = root.entry("metadata").or_insert(Value::Null);
+    if metadata.is_null() {
+        *metadata = Value::Object(Map::new());
+    }
+    let metadata = metadata.as_object_mut().ok_or_else(|| invalid("metadata is not an object"))?;
+    let annotations = metadata.entry("annotations").or_insert(Value::Null);
+    if annotations.is_null() {
+        *annotations = Value::Object(Map::new());
+    }
+    let annotations = annotations.as_object_mut().ok_or_else(|| invalid("metadata.annotations is not an object"))?;
+    annotations.insert(KEY_ANNOTATION.into(), ctx.key.to_string().into());
+    annotations.insert(FENCE_ANNOTATION.into(), ctx.fence.to_string().into());
+    annotations.insert(GENERATION_ANNOTATION.into(), ctx.generation.to_string().into());
+    annotations.insert(INDEX_ANNOTATION.into(), ctx.index.to_string().into());
     Ok(obj)
 }
 
@@ -313,7 +326,9 @@ impl Applier for KubeApplier {
             .map_err(|e| ApplyError::Invalid(format!("building the apply of {r}: {e}")))?;
         req.extensions_mut().insert(ctx.deadline.clone());
         let target = target_of(&c, &req);
-        match self.timed(c.client.request::<DynamicObject>(req)).await.map_err(|e| classify(e, &target)) {
+        // The answer's body is not parsed: an error status is classified all the same
+        // (`request_text` reads a `Status` out of it), and the object sent back is not used.
+        match self.timed(c.client.request_text(req)).await.map_err(|e| classify(e, &target)) {
             Ok(_) => Ok(()),
             Err(e @ ApplyError::NotFound(_)) => {
                 // The kind may have gone away: look it up afresh next time.
@@ -391,10 +406,18 @@ mod tests {
         );
         let ctx = ApplyContext::new(WorkKey::new("t", "c", "s"), Fence::new(42), 3, 1);
         let obj = fenced(&m, &ctx).expect("object");
-        let a = obj.metadata.annotations.expect("annotations");
+        let a = &obj["metadata"]["annotations"];
         assert_eq!(a[FENCE_ANNOTATION], "42");
         assert_eq!(a[KEY_ANNOTATION], "t/c/s");
+        assert_eq!(a[GENERATION_ANNOTATION], "3");
+        assert_eq!(a[INDEX_ANNOTATION], "1");
         assert_eq!(a["keep"], "me");
+        let bare =
+            Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "annotations": null}}));
+        assert_eq!(fenced(&bare, &ctx).expect("object")["metadata"]["annotations"][FENCE_ANNOTATION], "42");
+        let odd =
+            Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": []}}));
+        assert!(matches!(fenced(&odd, &ctx), Err(ApplyError::Invalid(m)) if m.contains("metadata.annotations")));
     }
 
     /// These tests' targets listen on loopback, which the built-in policy refuses.
