@@ -304,7 +304,7 @@ mod tests {
 
     /// Runs `run` of a key: applies indices `0..n` at `generation`, each over what
     /// `held` says the object had before; returns the owners it leaves.
-    fn apply_run(r: &mut Record, c: &Counters, id: RunId, generation: i64, held: &mut Vec<Option<Owner>>, n: usize) {
+    fn apply_run(r: &mut Record, c: &Counters, id: RunId, generation: i64, held: &mut [Option<Owner>], n: usize) {
         let now = Instant::now();
         for (index, slot) in held.iter_mut().enumerate().take(n) {
             let claim =
