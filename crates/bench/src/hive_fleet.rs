@@ -527,14 +527,14 @@ fn rabbit_rows(rows: &mut Vec<(&str, String)>, b: &crate::rabbit::RabbitReport, 
     rows.push(("  converged", if r.converged { "yes".to_string() } else { "NO (timed out)".to_string() }));
     rows.push(("  applies", format!("{} in {:.1} s: {:.0} applies/s", r.applies, r.seconds, r.applies_per_sec)));
     rows.push((
-        "  CPU (consumers + publisher)",
+        "  CPU",
         format!(
-            "{:.1} s ({:.1} + {:.1}), {:.1} µs per apply",
+            "{:.1} s (consumers {:.1} + publisher {:.1}), {:.1} µs per apply",
             b.cpu_seconds, b.consumer_cpu_seconds, b.publisher_cpu_seconds, b.cpu_us_per_apply
         ),
     ));
     let broker = b.broker_cpu_seconds.map_or("not found".to_string(), |s| format!("{s:.1} s"));
-    rows.push(("  broker CPU (apart)", format!("{broker} (PostgreSQL's is not counted for the hub either)")));
+    rows.push(("  broker CPU", format!("{broker}, not counted above (nor is PostgreSQL's for the hub)")));
     let c = &b.counts;
     rows.push((
         "  messages",

@@ -34,7 +34,9 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const POLL: Duration = Duration::from_millis(500);
+/// How often the simulator is asked how far the baseline got (each answer walks every
+/// object it holds, so not too often: it shares the machine with both sides).
+const POLL: Duration = Duration::from_secs(1);
 /// How long a stopped process may take to print its counts and exit.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How long Kubernetes takes to start the killed pod again, here.

@@ -6,8 +6,8 @@
 //! newest generation its cache knows (never older than the message's), apply its
 //! resources in order through the Kubernetes applier, stopping at the first failure;
 //! then write the cluster's ClusterSync status on the hub's API (read, change its
-//! entry, write with the version read as a precondition, again on a conflict), and
-//! ack. A failed message is republished with its attempt count incremented (or, with
+//! entry, write with the version read as a precondition, again after a short random
+//! pause on a conflict), and ack. A failed message is republished with its attempt count incremented (or, with
 //! `--dlq-after K`, to the dead-letter queue at K) and its original acked once the
 //! broker confirmed the copy.
 
@@ -33,8 +33,14 @@ use std::io::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Tries of one status write (each a read and a conditional write).
-const STATUS_TRIES: u32 = 10;
+/// Tries of one status write (each a read and a conditional write) before the
+/// message counts as failed. The SyncSets of one cluster finish close together and
+/// all write its one ClusterSync (the collisions the proposal foresees), so a write
+/// is tried again at once after a short random pause, rather than failing the
+/// message and applying the SyncSet again.
+const STATUS_TRIES: u32 = 100;
+/// The longest pause between two tries of a status write.
+const STATUS_JITTER_US: u32 = 20_000;
 
 #[derive(Debug, clap::Args)]
 pub struct ConsumerArgs {
@@ -218,6 +224,7 @@ impl Consumer {
                 }
                 Err(_) => bump(&self.counts.status_conflicts),
             }
+            tokio::time::sleep(jitter()).await;
         }
         false
     }
@@ -273,6 +280,12 @@ async fn follow_edits(channel: &Channel, names: &Names, me: Arc<Consumer>) -> Re
         }
     });
     Ok(())
+}
+
+/// A pause of up to [`STATUS_JITTER_US`], from the clock's low bits.
+fn jitter() -> std::time::Duration {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    std::time::Duration::from_micros(u64::from(nanos / 1000 % STATUS_JITTER_US))
 }
 
 /// A ClusterSync as the hub keeps it here: a ConfigMap of SyncSet → generation.
