@@ -138,6 +138,11 @@ pub struct HiveFleetArgs {
     pub baseline_dlq_after: u32,
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub baseline_dlq_scan: Duration,
+    /// `--baseline hive-rabbitmq` writes each ClusterSync status entry with one JSON
+    /// merge patch (no read, no conflict) instead of as the controller does today:
+    /// read, change, write conditioned on the version read, again on a conflict.
+    #[arg(long)]
+    pub baseline_status_patch: bool,
     /// RabbitMQ for `--baseline hive-rabbitmq` (queues of the run's own, deleted
     /// afterwards).
     #[arg(long, env = "FLEETSYNC_BENCH_AMQP_URL", default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]

@@ -205,6 +205,7 @@ fn rabbit_options(a: &HiveFleetArgs) -> Result<Option<crate::rabbit::RabbitOptio
         dlq_after: a.baseline_dlq.then_some(a.baseline_dlq_after),
         dlq_scan: a.baseline_dlq_scan,
         churn: a.churn,
+        status_patch: a.baseline_status_patch,
         timeout: a.timeout,
         quiet: a.json,
     }))
@@ -522,7 +523,11 @@ fn verdict_text(v: &Verdict) -> String {
 
 fn rabbit_rows(rows: &mut Vec<(&str, String)>, b: &crate::rabbit::RabbitReport, speedup: f64) {
     let r = &b.report;
-    let variant = if b.dlq { "hive-rabbitmq, dead-letter queue" } else { "hive-rabbitmq" };
+    let variant = format!(
+        "hive-rabbitmq{}, ClusterSync by {}",
+        if b.dlq { ", dead-letter queue" } else { "" },
+        if b.status_write == "patch" { "merge patch" } else { "read and conditional write" }
+    );
     rows.push(("baseline", format!("{variant}: {} consumers, prefetch {} each", b.consumers, b.prefetch)));
     rows.push(("  converged", if r.converged { "yes".to_string() } else { "NO (timed out)".to_string() }));
     rows.push(("  applies", format!("{} in {:.1} s: {:.0} applies/s", r.applies, r.seconds, r.applies_per_sec)));

@@ -51,6 +51,8 @@ pub struct RabbitOptions {
     pub dlq_after: Option<u32>,
     pub dlq_scan: Duration,
     pub churn: bool,
+    /// ClusterSync status by merge patch instead of read and conditional write.
+    pub status_patch: bool,
     pub timeout: Duration,
     pub quiet: bool,
 }
@@ -60,6 +62,9 @@ pub struct RabbitOptions {
 pub struct RabbitReport {
     pub design: &'static str,
     pub dlq: bool,
+    /// How the ClusterSync status is written: `update` (read, change, conditional
+    /// write, as the controller does today) or `patch` (one merge patch).
+    pub status_write: &'static str,
     #[serde(flatten)]
     pub report: Report,
     /// The consumers' and the publisher's CPU.
@@ -118,7 +123,7 @@ async fn run_in(
     sim: &str,
     http: &reqwest::Client,
 ) -> Result<RabbitReport> {
-    prepare_hub(shape, sim, http).await?;
+    prepare_hub(shape, sim, http, o.status_patch).await?;
     let before = read_sim_report(http, sim).await?;
     let consumer_args = |edited: bool| {
         let mut args = vec![
@@ -140,6 +145,9 @@ async fn run_in(
         }
         if edited {
             args.push("--edited".into());
+        }
+        if o.status_patch {
+            args.push("--status-patch".into());
         }
         args
     };
@@ -243,6 +251,7 @@ async fn run_in(
     Ok(RabbitReport {
         design: "hive-rabbitmq",
         dlq: o.dlq_after.is_some(),
+        status_write: if o.status_patch { "patch" } else { "update" },
         report,
         cpu_seconds: cpu.as_secs_f64(),
         cpu_us_per_apply: cpu.as_secs_f64() * 1e6 / (applies.max(1) as f64),
@@ -276,7 +285,7 @@ fn fleet_applies(r: &SimReport) -> u64 {
 
 /// The hub's API answers in [`HUB_LATENCY_MS`], and holds an empty ClusterSync per
 /// cluster.
-async fn prepare_hub(shape: FleetShape, sim: &str, http: &reqwest::Client) -> Result<()> {
+async fn prepare_hub(shape: FleetShape, sim: &str, http: &reqwest::Client, patch: bool) -> Result<()> {
     let faults = serde_json::json!({ "latency_ms": HUB_LATENCY_MS });
     let resp = http.put(format!("{sim}/_sim/clusters/{HUB}/faults")).json(&faults).send().await?;
     if !resp.status().is_success() {
@@ -293,7 +302,7 @@ async fn prepare_hub(shape: FleetShape, sim: &str, http: &reqwest::Client) -> Re
             let ctx = ApplyContext::new(key, Fence::new(0), 0, 0);
             // The simulator fails writes at the fleet's rate, the hub's too: try again.
             for _ in 0..20 {
-                if applier.apply(&hub, &empty_clustersync(&name), &ctx).await.is_ok() {
+                if applier.apply(&hub, &empty_clustersync(&name, patch), &ctx).await.is_ok() {
                     return Ok(());
                 }
             }
