@@ -544,8 +544,8 @@ fn rabbit_rows(rows: &mut Vec<(&str, String)>, b: &crate::rabbit::RabbitReport, 
     rows.push((
         "  messages",
         format!(
-            "{} published, {} taken, {} failed runs, {} republished, {} dead-lettered",
-            b.published, c.messages, c.failed_runs, c.republished, c.dead_lettered
+            "{} published, {} taken ({} superseded), {} failed runs, {} republished, {} dead-lettered",
+            b.published, c.messages, c.superseded, c.failed_runs, c.republished, c.dead_lettered
         ),
     ));
     rows.push(("  ClusterSync writes", format!("{} ({} conflicts or failures)", c.status_writes, c.status_conflicts)));

@@ -87,6 +87,7 @@ pub struct RabbitReport {
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Counts {
     pub messages: u64,
+    pub superseded: u64,
     pub failed_runs: u64,
     pub republished: u64,
     pub dead_lettered: u64,
@@ -226,6 +227,7 @@ async fn run_in(
     for c in &mut consumers {
         if let Some(each) = c.stop().and_then(|l| serde_json::from_str::<Counts>(&l).ok()) {
             counts.messages += each.messages;
+            counts.superseded += each.superseded;
             counts.failed_runs += each.failed_runs;
             counts.republished += each.republished;
             counts.dead_lettered += each.dead_lettered;

@@ -3,7 +3,9 @@
 //! prints its counts as one line of JSON.
 //!
 //! Per message, up to `--prefetch` at once: read the SyncSet from memory at the
-//! newest generation its cache knows (never older than the message's), apply its
+//! newest generation its cache knows (never older than the message's; a message older
+//! than the cache is acked at once, since the newer change has a message of its own),
+//! apply its
 //! resources in order through the Kubernetes applier, stopping at the first failure;
 //! then write the cluster's ClusterSync status on the hub's API (read, change its
 //! entry, write with the version read as a precondition, again after a short random
@@ -73,6 +75,8 @@ pub struct ConsumerArgs {
 #[derive(Debug, Default, Serialize)]
 struct Counts {
     messages: AtomicU64,
+    /// Messages of a generation older than the cache's: acked without work.
+    superseded: AtomicU64,
     failed_runs: AtomicU64,
     republished: AtomicU64,
     dead_lettered: AtomicU64,
@@ -169,6 +173,12 @@ impl Consumer {
         }
         // The cache is never older than the change that sent the message.
         let generation = self.generations[s].fetch_max(work.generation, Ordering::Relaxed).max(work.generation);
+        if work.generation < generation {
+            // A newer change was published after this one: its message applies it.
+            bump(&self.counts.superseded);
+            let _ = d.ack(BasicAckOptions::default()).await;
+            return;
+        }
         let run = self.next_run.fetch_add(1, Ordering::Relaxed);
         let done = self.apply(&work, s, generation, run).await && self.write_status(&work, generation, run).await;
         let settled = if done { Ok(()) } else { self.retry(&d).await };
