@@ -36,6 +36,12 @@ pub enum BenchCommand {
     /// Serve simulated Kubernetes clusters over HTTP (for tests and benchmarks; also
     /// `fleetsync sim`).
     Sim(SimArgs),
+    /// One consumer process of `hive-fleet --baseline hive-rabbitmq` (started by it).
+    #[command(hide = true)]
+    RabbitConsumer(crate::rabbit::consumer::ConsumerArgs),
+    /// The publisher process of `hive-fleet --baseline hive-rabbitmq` (started by it).
+    #[command(hide = true)]
+    RabbitPublisher(crate::rabbit::publisher::PublisherArgs),
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +69,10 @@ pub enum Baseline {
     /// Today's controllers: a fixed pool of workers, each applying a whole cluster's
     /// SyncSets one resource after another.
     Hive,
+    /// The Hive proposal's design: a RabbitMQ work queue with one message per changed
+    /// (cluster, SyncSet), consumer processes that apply and then ack, republish on
+    /// failure, and a per-cluster ClusterSync status on the hub's API.
+    HiveRabbitmq,
 }
 
 #[derive(Debug, Args)]
@@ -110,9 +120,39 @@ pub struct HiveFleetArgs {
     /// Workers of the baseline pool.
     #[arg(long, default_value_t = 20)]
     pub baseline_workers: usize,
-    /// How long the baseline runs; its rate is measured over this window.
+    /// How long the baseline runs; its rate is measured over this window
+    /// (`--baseline hive`; hive-rabbitmq runs until converged or --timeout).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub baseline_window: Duration,
+    /// Consumer processes of `--baseline hive-rabbitmq` (default: --processes). Each
+    /// gets a prefetch of its share of fleetsync's applies in flight in all
+    /// (--max-in-flight × --processes), so both sides have the same in-flight limit.
+    #[arg(long)]
+    pub baseline_consumers: Option<usize>,
+    /// `--baseline hive-rabbitmq` with the proposal's dead-letter queue: a message that
+    /// failed --baseline-dlq-after times goes there, and a scanner moves it back to the
+    /// work queue every --baseline-dlq-scan.
+    #[arg(long)]
+    pub baseline_dlq: bool,
+    #[arg(long, default_value_t = 5)]
+    pub baseline_dlq_after: u32,
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub baseline_dlq_scan: Duration,
+    /// `--baseline hive-rabbitmq` writes each ClusterSync status entry with one JSON
+    /// merge patch (no read, no conflict) instead of as the controller does today:
+    /// read, change, write conditioned on the version read, again on a conflict.
+    #[arg(long)]
+    pub baseline_status_patch: bool,
+    /// RabbitMQ for `--baseline hive-rabbitmq` (queues of the run's own, deleted
+    /// afterwards).
+    #[arg(long, env = "FLEETSYNC_BENCH_AMQP_URL", default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    pub amqp_url: String,
+    /// Disturb the run, on both sides: one worker process (and one baseline consumer)
+    /// killed with SIGKILL at 30% of the applies and started again, and every fifth
+    /// SyncSet edited (revision r2, generation 2) at 50%. Needs --database-url and
+    /// --processes 2 or more (the hub's worker processes are what is killed).
+    #[arg(long)]
+    pub churn: bool,
     /// Use a running `fleetsync sim` at this URL instead of starting one.
     #[arg(long)]
     pub sim: Option<String>,

@@ -1,11 +1,12 @@
 //! `fleetsync bench hive-fleet`: the fleet workload through the Kubernetes applier
 //! over loopback HTTP, against the simulator (`sim`) in its own process (so the CPU and
 //! memory figures are the hub's alone). With `--baseline hive`, the same workload the
-//! way today's controllers run it, in the same run, for a ratio. With `--database-url`
-//! the hub is `--processes` worker processes on PostgreSQL instead
-//! ([`crate::processes`]).
+//! way today's controllers run it, in the same run, for a ratio; with `--baseline
+//! hive-rabbitmq`, the Hive proposal's RabbitMQ design ([`crate::rabbit`]) after the
+//! hub, on the same simulator, judged the same way. With `--database-url` the hub is
+//! `--processes` worker processes on PostgreSQL instead ([`crate::processes`]).
 
-use crate::args::HiveFleetArgs;
+use crate::args::{Baseline, HiveFleetArgs};
 use crate::processes::{self, ProcessUsage};
 use anyhow::{anyhow, bail, Context, Result};
 use fleetsync::engine::{check_fail_rate, runtime_config, store_config};
@@ -14,7 +15,7 @@ use fleetsync::report::{fleet_shape, print_rows, progress_bar, quantiles, wait_s
 use fleetsync_applier::egress::EgressPolicy;
 use fleetsync_applier::kubernetes::{KubeApplier, KubeConfig};
 use fleetsync_applier::{Applier, ApplyContext, ByEndpoint};
-use fleetsync_k8s_sim::Report as SimReport;
+use fleetsync_k8s_sim::{Report as SimReport, Totals};
 use fleetsync_model::{Document, Endpoint, WorkKey};
 use fleetsync_runtime::metrics::OutcomeLabel;
 use fleetsync_runtime::{Runtime, RuntimeMetrics};
@@ -38,6 +39,8 @@ struct BenchReport {
     /// How long loading the fleet (its Clusters and SyncSets, one apply) took.
     load_seconds: f64,
     cpu_seconds: f64,
+    /// `cpu_seconds` per apply, in microseconds.
+    cpu_us_per_apply: f64,
     verdict: Verdict,
     /// Worker processes (with `--database-url` only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -46,7 +49,7 @@ struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     per_process: Option<Vec<ProcessUsage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    baseline: Option<BaselineReport>,
+    baseline: Option<BaselineOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     speedup: Option<f64>,
 }
@@ -58,11 +61,46 @@ struct BaselineReport {
     cpu_seconds: f64,
 }
 
-#[derive(Debug, Serialize, PartialEq, Eq)]
-struct Verdict {
-    latest_generation: bool,
-    order_kept: bool,
-    overlaps: u64,
+/// The baseline run: today's controllers, or the proposal's RabbitMQ design.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum BaselineOut {
+    Hive(BaselineReport),
+    Rabbit(Box<crate::rabbit::RabbitReport>),
+}
+
+impl BaselineOut {
+    fn report(&self) -> &Report {
+        match self {
+            BaselineOut::Hive(b) => &b.report,
+            BaselineOut::Rabbit(b) => &b.report,
+        }
+    }
+}
+
+/// What the simulator saw one side do (one tenant's keys, over its run).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// Every key holds every resource at its latest generation.
+    pub latest_generation: bool,
+    /// Keys that do not.
+    pub keys_not_latest: u64,
+    pub order_kept: bool,
+    /// Times a key had two calls in flight at once.
+    pub overlaps: u64,
+    /// Applies of an older generation over a newer one of the same key.
+    pub stale_writes: u64,
+    /// Work done twice: applies of a (key, resource, generation) the cluster already
+    /// held from a completed run.
+    pub repeated_applies: u64,
+}
+
+impl Verdict {
+    /// Nothing wrong with the end state or the order of writes (work done twice is
+    /// waste, reported, but not wrong).
+    fn clean(&self) -> bool {
+        self.latest_generation && self.order_kept && self.overlaps == 0 && self.stale_writes == 0
+    }
 }
 
 /// How the hub ran: its report, CPU time, store size, the simulator's report read
@@ -82,6 +120,10 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         bail!("--baseline-workers must be at least 1");
     }
     processes::check(&a)?;
+    if a.churn && (a.database_url.is_none() || a.processes < 2) {
+        bail!("--churn kills a worker process: it needs --database-url and --processes 2 or more");
+    }
+    let rabbit = rabbit_options(&a)?;
     let fail_rate = check_fail_rate(a.fail_rate)?;
     let _sim_process;
     let sim_url = match &a.sim {
@@ -99,15 +141,23 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         Some(url) => processes::run(&a, url, shape, &sim_url, &http).await?,
     };
     let HubRun { report, load_seconds, cpu, store_bytes, sim: sim_report, per_process } = hub;
-    let verdict = verdict(&http, &sim_url, shape, &sim_report).await?;
-    let clean = report.converged && verdict == Verdict { latest_generation: true, order_kept: true, overlaps: 0 };
-    let baseline = match a.baseline {
-        Some(_) => Some(run_baseline(shape, &sim_url, a.baseline_workers, a.baseline_window).await),
-        None => None,
+    let expected = |s: usize| if a.churn && crate::rabbit::edited(s) { 2 } else { 1 };
+    let verdict =
+        sim_verdict(&http, &sim_url, "default", shape, expected, &Totals::default(), &sim_report.totals).await?;
+    let clean = report.converged && verdict.clean();
+    let baseline = match (a.baseline, rabbit) {
+        (Some(Baseline::Hive), _) => {
+            Some(BaselineOut::Hive(run_baseline(shape, &sim_url, a.baseline_workers, a.baseline_window).await))
+        }
+        (Some(Baseline::HiveRabbitmq), Some(o)) => {
+            Some(BaselineOut::Rabbit(Box::new(crate::rabbit::run(&o, shape, &sim_url, &http).await?)))
+        }
+        _ => None,
     };
-    let speedup = baseline.as_ref().map(|b| report.applies_per_sec / b.report.applies_per_sec.max(1e-9));
+    let speedup = baseline.as_ref().map(|b| report.applies_per_sec / b.report().applies_per_sec.max(1e-9));
     let processes = a.database_url.is_some().then_some(a.processes);
     let out = BenchReport {
+        cpu_us_per_apply: cpu.as_secs_f64() * 1e6 / report.applies.max(1) as f64,
         report,
         load_seconds,
         cpu_seconds: cpu.as_secs_f64(),
@@ -123,6 +173,42 @@ pub async fn run(a: HiveFleetArgs) -> Result<bool> {
         print_summary(&out, shape, store_bytes, a.baseline_workers);
     }
     Ok(clean)
+}
+
+/// `--baseline hive-rabbitmq`'s options: as many consumers as worker processes unless
+/// told, each with a prefetch of its share of fleetsync's applies in flight in all.
+fn rabbit_options(a: &HiveFleetArgs) -> Result<Option<crate::rabbit::RabbitOptions>> {
+    if !matches!(a.baseline, Some(Baseline::HiveRabbitmq)) {
+        return Ok(None);
+    }
+    let consumers = a.baseline_consumers.unwrap_or(a.processes);
+    if consumers == 0 {
+        bail!("--baseline-consumers must be at least 1");
+    }
+    let total = a.engine.max_in_flight * a.processes;
+    if !total.is_multiple_of(consumers) {
+        bail!(
+            "--baseline-consumers {consumers} cannot share fleetsync's {total} applies in flight              (--max-in-flight × --processes) evenly: pick a divisor"
+        );
+    }
+    let prefetch = u16::try_from(total / consumers)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| anyhow!("a prefetch of {} per consumer is beyond RabbitMQ's 1 to 65535", total / consumers))?;
+    if a.baseline_dlq && a.baseline_dlq_after == 0 {
+        bail!("--baseline-dlq-after must be at least 1");
+    }
+    Ok(Some(crate::rabbit::RabbitOptions {
+        amqp_url: a.amqp_url.clone(),
+        consumers,
+        prefetch,
+        dlq_after: a.baseline_dlq.then_some(a.baseline_dlq_after),
+        dlq_scan: a.baseline_dlq_scan,
+        churn: a.churn,
+        status_patch: a.baseline_status_patch,
+        timeout: a.timeout,
+        quiet: a.json,
+    }))
 }
 
 /// `--templated`: every resource of a SyncSet rendered per cluster — its revision from
@@ -201,7 +287,7 @@ pub(crate) fn hub_report(sim: &SimReport, seconds: f64, settled: bool, parked: u
 
 /// The Kubernetes applier against the simulator, which listens on loopback: the egress
 /// policy allows loopback explicitly (it refuses it by default).
-fn kube() -> KubeApplier {
+pub(crate) fn kube() -> KubeApplier {
     let egress = EgressPolicy::parse(&LOOPBACK, &[]).unwrap_or_default();
     KubeApplier::new(KubeConfig { egress, ..KubeConfig::default() })
 }
@@ -214,24 +300,39 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value> {
     resp.json().await.with_context(|| format!("the simulator's answer at {url} is not JSON"))
 }
 
-/// The sim's verdict: every key's resources at the latest generation (1), order kept
-/// within every run, and no two requests of one key in flight together.
-async fn verdict(http: &reqwest::Client, sim: &str, shape: FleetShape, report: &SimReport) -> Result<Verdict> {
+/// The sim's verdict on `tenant`'s keys over a run (its counters from `before` to
+/// `after`): every key's resources at the latest generation (`expected` of its
+/// SyncSet's index), order kept within every run, no two requests of one key in
+/// flight together, no older generation over a newer one, and the work done twice.
+pub(crate) async fn sim_verdict(
+    http: &reqwest::Client,
+    sim: &str,
+    tenant: &str,
+    shape: FleetShape,
+    expected: impl Fn(usize) -> i64,
+    before: &Totals,
+    after: &Totals,
+) -> Result<Verdict> {
     let keys = get_json(http, &format!("{sim}/_sim/keys")).await?;
-    let mut latest = true;
+    let mut not_latest = 0;
     for c in 0..shape.clusters {
         for s in 0..shape.syncsets {
-            let key = WorkKey::new("default", cluster_name(c), syncset_name(s)).to_string();
+            let key = WorkKey::new(tenant, cluster_name(c), syncset_name(s)).to_string();
             let resources = keys.get(&key).and_then(Value::as_object);
+            let want = expected(s);
             let all =
-                resources.is_some_and(|r| r.len() == shape.resources && r.values().all(|g| g.as_i64() == Some(1)));
-            latest &= all;
+                resources.is_some_and(|r| r.len() == shape.resources && r.values().all(|g| g.as_i64() == Some(want)));
+            not_latest += u64::from(!all);
         }
     }
+    let delta = |f: fn(&Totals) -> u64| f(after).saturating_sub(f(before));
     Ok(Verdict {
-        latest_generation: latest,
-        order_kept: report.totals.order_violations == 0,
-        overlaps: report.totals.overlaps,
+        latest_generation: not_latest == 0,
+        keys_not_latest: not_latest,
+        order_kept: delta(|t| t.order_violations) == 0,
+        overlaps: delta(|t| t.overlaps),
+        stale_writes: delta(|t| t.stale_writes),
+        repeated_applies: delta(|t| t.repeated_applies),
     })
 }
 
@@ -381,6 +482,7 @@ fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usiz
             "hub CPU seconds",
             format!("{:.1} ({:.0}% of one core)", b.cpu_seconds, 100.0 * b.cpu_seconds / r.seconds.max(1e-9)),
         ),
+        ("hub CPU per apply", format!("{:.1} µs", b.cpu_us_per_apply)),
         ("hub peak RSS", format!("{:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0))),
         ("store size", format!("{:.1} MiB", store_bytes as f64 / (1024.0 * 1024.0))),
     ];
@@ -393,20 +495,60 @@ fn print_summary(b: &BenchReport, s: FleetShape, store_bytes: u64, workers: usiz
         rows.push(("worker processes", format!("{n} on PostgreSQL (CPU and RSS are their sums)")));
         rows.push(("per process", shares.join("; ")));
     }
-    let v = &b.verdict;
-    rows.push((
-        "sim verdict",
-        format!("latest generation {}, order kept {}, overlaps {}", v.latest_generation, v.order_kept, v.overlaps),
-    ));
-    if let (Some(base), Some(x)) = (&b.baseline, b.speedup) {
-        rows.push((
-            "baseline (hive)",
-            format!(
-                "{workers} workers, {:.0} applies/s over {:.0} s",
-                base.report.applies_per_sec, base.report.seconds
-            ),
-        ));
-        rows.push(("speed-up", format!("{x:.0}×")));
+    rows.push(("sim verdict", verdict_text(&b.verdict)));
+    match (&b.baseline, b.speedup) {
+        (Some(BaselineOut::Hive(base)), Some(x)) => {
+            rows.push((
+                "baseline (hive)",
+                format!(
+                    "{workers} workers, {:.0} applies/s over {:.0} s",
+                    base.report.applies_per_sec, base.report.seconds
+                ),
+            ));
+            rows.push(("speed-up", format!("{x:.0}×")));
+        }
+        (Some(BaselineOut::Rabbit(base)), Some(x)) => rabbit_rows(&mut rows, base, x),
+        _ => {}
     }
     print_rows(&rows);
+}
+
+fn verdict_text(v: &Verdict) -> String {
+    format!(
+        "keys not at their latest generation {}, order kept {}, overlaps {}, older generation after newer {}, \
+         work done twice {} applies",
+        v.keys_not_latest, v.order_kept, v.overlaps, v.stale_writes, v.repeated_applies
+    )
+}
+
+fn rabbit_rows(rows: &mut Vec<(&str, String)>, b: &crate::rabbit::RabbitReport, speedup: f64) {
+    let r = &b.report;
+    let variant = format!(
+        "hive-rabbitmq{}, ClusterSync by {}",
+        if b.dlq { ", dead-letter queue" } else { "" },
+        if b.status_write == "patch" { "merge patch" } else { "read and conditional write" }
+    );
+    rows.push(("baseline", format!("{variant}: {} consumers, prefetch {} each", b.consumers, b.prefetch)));
+    rows.push(("  converged", if r.converged { "yes".to_string() } else { "NO (timed out)".to_string() }));
+    rows.push(("  applies", format!("{} in {:.1} s: {:.0} applies/s", r.applies, r.seconds, r.applies_per_sec)));
+    rows.push((
+        "  CPU",
+        format!(
+            "{:.1} s (consumers {:.1} + publisher {:.1}), {:.1} µs per apply",
+            b.cpu_seconds, b.consumer_cpu_seconds, b.publisher_cpu_seconds, b.cpu_us_per_apply
+        ),
+    ));
+    let broker = b.broker_cpu_seconds.map_or("not found".to_string(), |s| format!("{s:.1} s"));
+    rows.push(("  broker CPU", format!("{broker}, not counted above (nor is PostgreSQL's for the hub)")));
+    let c = &b.counts;
+    rows.push((
+        "  messages",
+        format!(
+            "{} published, {} taken ({} superseded), {} failed runs, {} republished, {} dead-lettered",
+            b.published, c.messages, c.superseded, c.failed_runs, c.republished, c.dead_lettered
+        ),
+    ));
+    rows.push(("  ClusterSync writes", format!("{} ({} conflicts or failures)", c.status_writes, c.status_conflicts)));
+    rows.push(("  sim verdict", verdict_text(&b.verdict)));
+    rows.push(("speed-up", format!("{speedup:.2}× the baseline's applies/s")));
 }

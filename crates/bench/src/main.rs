@@ -9,6 +9,7 @@ mod events_page;
 mod fleetsync_exe;
 mod hive_fleet;
 mod processes;
+mod rabbit;
 mod sim;
 mod sources;
 
@@ -33,6 +34,8 @@ fn main() -> ExitCode {
             BenchCommand::EventsPage(a) => events_page::run(a).await,
             BenchCommand::Sim(a) => sim::run(a).await.map(|()| true),
             BenchCommand::Sources(a) => sources::run(a).await,
+            BenchCommand::RabbitConsumer(a) => rabbit::consumer::run(a).await.map(|()| true),
+            BenchCommand::RabbitPublisher(a) => rabbit::publisher::run(a).await.map(|()| true),
         }
     })
 }

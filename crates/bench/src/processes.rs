@@ -16,6 +16,11 @@
 //! worker is stopped. `cpu_seconds` sums the workers; `peak_rss_bytes` sums their
 //! peaks (an upper bound of their peak together).
 //!
+//! With `--churn`, worker 0 is killed with SIGKILL once 30% of the keys are Applied
+//! and started again (with a new id, as a new pod) a second later, and every fifth
+//! SyncSet is edited to revision r2 (generation 2) through the store at 50%; a
+//! killed worker's CPU counts up to its death.
+//!
 //! Each worker's `clusters` is its share of the fleet by rendezvous hashing. A worker
 //! only runs keys of its own shards, so with a per-process limit the run lasts as long
 //! as the largest share takes: an uneven split shows up as less than linear scaling.
@@ -32,7 +37,7 @@ use fleetsync_model::{Endpoint, Phase};
 use fleetsync_store::postgres::{PgOptions, PgStore};
 use fleetsync_store::Objects;
 use fleetsync_store::Store;
-use fleetsync_testkit::{cluster_name, hive_fleet, FleetShape};
+use fleetsync_testkit::{cluster_name, hive_fleet, hive_syncset, FleetShape};
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::process::{Child, Command, Stdio};
@@ -45,6 +50,8 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_GRACE: Duration = Duration::from_secs(15);
 /// How often the queue is looked at while the fleet converges.
 const POLL: Duration = Duration::from_millis(200);
+/// How long a killed worker stays down before it is started again (`--churn`).
+const RESTART_AFTER: Duration = Duration::from_secs(1);
 
 /// One worker process's share of the run.
 #[derive(Debug, Clone, Serialize)]
@@ -106,10 +113,11 @@ async fn run_in(
         .context("cannot open the PostgreSQL store (check --database-url)")?;
     let mut workers = Workers::start(a, url, schema)?;
     workers.wait_joined(&store).await?;
+    let churn = a.churn.then_some(Churn { a, url, schema });
 
     let endpoint = |i: usize| Endpoint::Http { url: format!("{sim}/clusters/{}", cluster_name(i)) };
     let docs = hive_fleet(shape, endpoint, "r1");
-    let cpu0 = workers.cpu();
+    workers.mark_cpu();
     let loading = Instant::now();
     store.objects_apply(docs).await.context("loading the fleet")?;
     let load_seconds = loading.elapsed().as_secs_f64();
@@ -117,9 +125,9 @@ async fn run_in(
     // Fresh planner statistics for the freshly filled tables (see `Admin::analyze`).
     admin.analyze(schema).await?;
     let progress = progress_bar(shape.applies() as u64, a.json);
-    let (settled, parked) = workers.wait_settled(&store, &progress, shape.resources, a.timeout).await?;
+    let (settled, parked) = workers.wait_settled(&store, &progress, shape, churn, a.timeout).await?;
     let seconds = start.elapsed().as_secs_f64();
-    let usage = workers.usage(&cpu0, shape);
+    let usage = workers.usage(shape);
     progress.finish_and_clear();
     workers.stop().await;
 
@@ -142,33 +150,67 @@ async fn run_in(
     })
 }
 
+/// What `--churn` needs to start a worker again.
+#[derive(Clone, Copy)]
+struct Churn<'a> {
+    a: &'a HiveFleetArgs,
+    url: &'a str,
+    schema: &'a str,
+}
+
 /// The worker child processes, killed on drop (a failed run leaves none behind).
 struct Workers {
     children: Vec<(String, Child)>,
+    /// Each slot's CPU time when the run started (0 for a worker started since).
+    cpu0: Vec<Duration>,
+    /// Each slot's CPU time of workers killed since the run started.
+    retired: Vec<Duration>,
 }
 
 impl Workers {
     fn start(a: &HiveFleetArgs, url: &str, schema: &str) -> Result<Workers> {
-        let exe = crate::fleetsync_exe::find()?;
-        let mut workers = Workers { children: Vec::with_capacity(a.processes) };
+        let mut workers = Workers {
+            children: Vec::with_capacity(a.processes),
+            cpu0: vec![Duration::ZERO; a.processes],
+            retired: vec![Duration::ZERO; a.processes],
+        };
         for i in 0..a.processes {
             let id = format!("bench-{}-{i}", std::process::id());
-            let mut cmd = Command::new(&exe);
-            cmd.args(["worker", "--database-url", url, "--schema", schema, "--no-migrate"])
-                .args(["--pool-size", &a.pool_size.to_string(), "--worker-id", &id])
-                .args(a.engine.to_args())
-                .args(["--egress-allow", &crate::hive_fleet::LOOPBACK.join(",")])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit());
-            if std::env::var_os("RUST_LOG").is_none() {
-                // Workers log at info; a benchmark's stderr shows only what went wrong.
-                cmd.env("RUST_LOG", "warn");
-            }
-            let child = cmd.spawn().context("cannot start a `fleetsync worker` process")?;
-            workers.children.push((id, child));
+            workers.children.push((id.clone(), Self::spawn(a, url, schema, &id)?));
         }
         Ok(workers)
+    }
+
+    fn spawn(a: &HiveFleetArgs, url: &str, schema: &str, id: &str) -> Result<Child> {
+        let exe = crate::fleetsync_exe::find()?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(["worker", "--database-url", url, "--schema", schema, "--no-migrate"])
+            .args(["--pool-size", &a.pool_size.to_string(), "--worker-id", id])
+            .args(a.engine.to_args())
+            .args(["--egress-allow", &crate::hive_fleet::LOOPBACK.join(",")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if std::env::var_os("RUST_LOG").is_none() {
+            // Workers log at info; a benchmark's stderr shows only what went wrong.
+            cmd.env("RUST_LOG", "warn");
+        }
+        cmd.spawn().context("cannot start a `fleetsync worker` process")
+    }
+
+    /// Kills worker `i` with SIGKILL (its CPU so far kept) and starts a new one in its
+    /// place, with a new id, after [`RESTART_AFTER`].
+    async fn kill_and_restart(&mut self, i: usize, churn: Churn<'_>) -> Result<()> {
+        let (_, child) = &mut self.children[i];
+        self.retired[i] += Proc::Pid(child.id()).cpu_time().saturating_sub(self.cpu0[i]);
+        self.cpu0[i] = Duration::ZERO;
+        let _ = child.kill();
+        let _ = child.wait();
+        tokio::time::sleep(RESTART_AFTER).await;
+        let id = format!("bench-{}-{i}-restarted", std::process::id());
+        let child = Self::spawn(churn.a, churn.url, churn.schema, &id)?;
+        self.children[i] = (id, child);
+        Ok(())
     }
 
     /// Fails if a worker has exited (it should run until stopped).
@@ -212,21 +254,41 @@ impl Workers {
     }
 
     /// Waits until no key is unsettled or the timeout; returns (settled, parked keys).
+    /// With `churn`, kills and restarts worker 0 at 30% of the keys Applied and edits
+    /// every fifth SyncSet at 50%; the fleet is settled only after the edit.
     async fn wait_settled(
         &mut self,
         store: &dyn Store,
         progress: &ProgressBar,
-        resources: usize,
+        shape: FleetShape,
+        churn: Option<Churn<'_>>,
         timeout: Duration,
     ) -> Result<(bool, u64)> {
         let deadline = Instant::now() + timeout;
+        let (mut killed, mut edited) = (false, false);
         loop {
             self.check_running()?;
             let stats = store.queue_stats().await.context("reading queue stats")?;
             let count = |p: Phase| stats.by_phase.get(&p).copied().unwrap_or(0);
-            progress.set_position(count(Phase::Applied) * resources as u64);
+            progress.set_position(count(Phase::Applied) * shape.resources as u64);
             progress.set_message(format!("{} keys to go", stats.unsettled()));
-            if stats.unsettled() == 0 {
+            let done = count(Phase::Applied) as f64 / shape.keys() as f64;
+            if let Some(churn) = churn {
+                if !killed && done >= 0.3 {
+                    self.kill_and_restart(0, churn).await?;
+                    killed = true;
+                }
+                if !edited && done >= 0.5 {
+                    let docs = (0..shape.syncsets)
+                        .filter(|s| crate::rabbit::edited(*s))
+                        .map(|s| hive_syncset(s, shape.resources, &crate::rabbit::revision(2)))
+                        .collect();
+                    store.objects_apply(docs).await.context("editing SyncSets mid-run")?;
+                    edited = true;
+                    continue;
+                }
+            }
+            if stats.unsettled() == 0 && (churn.is_none() || edited) {
                 return Ok((true, count(Phase::Parked)));
             }
             if Instant::now() >= deadline {
@@ -236,26 +298,26 @@ impl Workers {
         }
     }
 
-    /// Each worker's CPU time so far.
-    fn cpu(&self) -> Vec<Duration> {
-        self.children.iter().map(|(_, c)| Proc::Pid(c.id()).cpu_time()).collect()
+    /// Takes each worker's CPU time so far as the run's start.
+    fn mark_cpu(&mut self) {
+        self.cpu0 = self.children.iter().map(|(_, c)| Proc::Pid(c.id()).cpu_time()).collect();
     }
 
-    /// Each worker's share of the fleet, CPU time since `cpu0` and peak RSS (read
-    /// while it runs).
-    fn usage(&self, cpu0: &[Duration], shape: FleetShape) -> Vec<ProcessUsage> {
+    /// Each worker's share of the fleet, CPU time since the run started (with the
+    /// workers killed in its slot) and peak RSS (read while it runs).
+    fn usage(&self, shape: FleetShape) -> Vec<ProcessUsage> {
         let ids: Vec<String> = self.children.iter().map(|(id, _)| id.clone()).collect();
         let owners: Vec<Option<&str>> =
             (0..shape.clusters).map(|c| owner_of(shard_of("default", &cluster_name(c)), &ids)).collect();
         self.children
             .iter()
-            .zip(cpu0)
-            .map(|((id, c), before)| {
+            .zip(self.cpu0.iter().zip(&self.retired))
+            .map(|((id, c), (before, retired))| {
                 let p = Proc::Pid(c.id());
                 ProcessUsage {
                     id: id.clone(),
                     clusters: owners.iter().filter(|o| **o == Some(id.as_str())).count(),
-                    cpu_seconds: p.cpu_time().saturating_sub(*before).as_secs_f64(),
+                    cpu_seconds: (p.cpu_time().saturating_sub(*before) + *retired).as_secs_f64(),
                     peak_rss_bytes: p.peak_rss_bytes(),
                 }
             })

@@ -36,7 +36,7 @@ fn bench_hive_fleet_small_has_a_clean_verdict() {
     let out = run(&args);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
-    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
+    assert_eq!(v["verdict"], clean_verdict());
     assert_eq!(
         (v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()),
         (Some(true), Some(2500), Some(0))
@@ -62,6 +62,14 @@ fn bench_hive_fleet_small_has_a_clean_verdict() {
     );
 }
 
+/// What the simulator says of a side that did everything right, once each.
+fn clean_verdict() -> serde_json::Value {
+    serde_json::json!({
+        "latest_generation": true, "keys_not_latest": 0, "order_kept": true, "overlaps": 0,
+        "stale_writes": 0, "repeated_applies": 0
+    })
+}
+
 #[test]
 fn bench_rejects_bad_flags() {
     let out = run(&["hive-fleet", "--resources", "0"]);
@@ -70,6 +78,112 @@ fn bench_rejects_bad_flags() {
     assert!(!out.status.success() && stderr(&out).contains("--processes 2 needs --database-url"), "{}", stderr(&out));
     let out = run(&["hive-fleet", "--processes", "0", "--database-url", "postgres://postgres@127.0.0.1:1/test"]);
     assert!(!out.status.success() && stderr(&out).contains("--processes must be at least 1"), "{}", stderr(&out));
+    let out = run(&["hive-fleet", "--churn"]);
+    assert!(!out.status.success() && stderr(&out).contains("--churn kills a worker process"), "{}", stderr(&out));
+    let uneven = ["hive-fleet", "--baseline", "hive-rabbitmq", "--max-in-flight", "8", "--baseline-consumers", "3"];
+    let out = run(&uneven);
+    assert!(!out.status.success() && stderr(&out).contains("evenly"), "{}", stderr(&out));
+}
+
+/// Runs `hive-fleet … --baseline hive-rabbitmq --json` on 5 clusters × 3 SyncSets ×
+/// 2 resources and checks what both sides report. Needs RabbitMQ on 127.0.0.1:5672
+/// (or FLEETSYNC_BENCH_AMQP_URL).
+fn rabbit_run(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "hive-fleet",
+        "--clusters",
+        "5",
+        "--syncsets",
+        "3",
+        "--resources",
+        "2",
+        "--latency-scale",
+        "0.05",
+        "--baseline",
+        "hive-rabbitmq",
+        "--max-in-flight",
+        "4",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    let b = &v["baseline"];
+    assert_eq!((b["design"].as_str(), b["converged"].as_bool()), (Some("hive-rabbitmq"), Some(true)), "{b}");
+    assert!(b["applies"].as_u64() >= Some(30), "every resource applied at least once: {b}");
+    for figure in ["applies_per_sec", "cpu_seconds", "cpu_us_per_apply", "consumer_cpu_seconds"] {
+        assert!(b[figure].as_f64().is_some_and(|x| x > 0.0), "{figure}: {b}");
+    }
+    assert!(b["broker_cpu_seconds"].as_f64().is_some(), "the broker's CPU is read (beam.smp): {b}");
+    assert!(b["counts"]["status_writes"].as_u64() > Some(0), "ClusterSync statuses written: {b}");
+    assert_eq!(
+        (b["verdict"]["latest_generation"].as_bool(), b["verdict"]["keys_not_latest"].as_u64()),
+        (Some(true), Some(0)),
+        "{b}"
+    );
+    assert!(v["speedup"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    v
+}
+
+/// The proposal's design on RabbitMQ after the hub, on the same simulator: every
+/// (cluster, SyncSet) published once, applied, at its generation in the end.
+#[test]
+fn bench_hive_fleet_with_the_rabbitmq_baseline() {
+    let v = rabbit_run(&["--baseline-consumers", "2"]);
+    let b = &v["baseline"];
+    assert_eq!(
+        (b["published"].as_u64(), b["consumers"].as_u64(), b["prefetch"].as_u64()),
+        (Some(15), Some(2), Some(2)),
+        "{b}"
+    );
+    assert_eq!(b["verdict"], clean_verdict(), "no failures, no kills: nothing to get wrong: {b}");
+    assert_eq!(v["verdict"], clean_verdict());
+}
+
+/// With churn, 5% failures and the dead-letter queue: a worker and a consumer killed
+/// and restarted, SyncSet 0 edited to generation 2 on both sides mid-run; both end
+/// with every key at its latest generation, and the baseline published the edited
+/// pairs again.
+#[test]
+fn bench_hive_fleet_with_the_rabbitmq_baseline_under_churn() {
+    let url = database_url();
+    let v = rabbit_run(&[
+        "--database-url",
+        &url,
+        "--processes",
+        "2",
+        "--churn",
+        "--fail-rate",
+        "0.05",
+        "--baseline-dlq",
+        "--baseline-dlq-after",
+        "2",
+        "--baseline-dlq-scan",
+        "1s",
+        "--member-ttl",
+        "1s",
+        "--lease-ttl",
+        "3s",
+        "--renew-every",
+        "1s",
+        "--backoff-base",
+        "100ms",
+        "--max-attempts",
+        "50",
+    ]);
+    let b = &v["baseline"];
+    assert_eq!(
+        (b["published"].as_u64(), b["consumers"].as_u64(), b["dlq"].as_bool()),
+        (Some(20), Some(2), Some(true)),
+        "{b}"
+    );
+    assert_eq!(
+        (v["verdict"]["latest_generation"].as_bool(), v["converged"].as_bool()),
+        (Some(true), Some(true)),
+        "{v}"
+    );
+    assert_eq!(v["applies"].as_u64().map(|n| n >= 40), Some(true), "30 applies and 10 of the edit: {v}");
 }
 
 /// `hive-fleet --database-url … --processes N --json` as scripts run it: the
@@ -104,7 +218,7 @@ fn bench_hive_fleet_with_worker_processes() {
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
     assert_eq!(v["processes"], 2, "{v}");
-    assert_eq!(v["verdict"], serde_json::json!({"latest_generation": true, "order_kept": true, "overlaps": 0}));
+    assert_eq!(v["verdict"], clean_verdict());
     assert_eq!(
         (v["converged"].as_bool(), v["applies"].as_u64(), v["failed_keys"].as_u64()),
         (Some(true), Some(300), Some(0))

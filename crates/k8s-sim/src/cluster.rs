@@ -7,7 +7,7 @@
 
 use crate::faults::Faults;
 use crate::objects::ObjectStore;
-use crate::record::Record;
+use crate::record::{Record, RunId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
@@ -76,14 +76,14 @@ pub fn valid_name(name: &str) -> bool {
 pub struct Flight {
     cluster: Arc<Cluster>,
     key: String,
-    fence: i64,
+    run: RunId,
     latency: Duration,
     open: bool,
 }
 
 impl Flight {
-    pub fn new(cluster: Arc<Cluster>, key: String, fence: i64, latency: Duration) -> Self {
-        Self { cluster, key, fence, latency, open: true }
+    pub fn new(cluster: Arc<Cluster>, key: String, run: RunId, latency: Duration) -> Self {
+        Self { cluster, key, run, latency, open: true }
     }
 
     pub fn key(&self) -> &str {
@@ -91,14 +91,14 @@ impl Flight {
     }
 
     pub fn fence(&self) -> i64 {
-        self.fence
+        self.run.fence
     }
 
     /// Records the end in `state` (the caller holds the cluster's lock); returns
     /// the newest token seen for the key.
     pub fn close(mut self, state: &mut ClusterState) -> i64 {
         self.open = false;
-        state.record.end(&self.key, self.fence, self.latency, Instant::now())
+        state.record.end(&self.key, self.run, self.latency, Instant::now())
     }
 }
 
@@ -106,7 +106,7 @@ impl Drop for Flight {
     fn drop(&mut self) {
         if self.open {
             let now = Instant::now();
-            self.cluster.lock().record.end(&self.key, self.fence, self.latency, now);
+            self.cluster.lock().record.end(&self.key, self.run, self.latency, now);
         }
     }
 }

@@ -14,6 +14,10 @@ pub struct Faults {
     pub status: Option<u16>,
     /// Delay every object request by this much on top of the latency model.
     pub delay_ms: Option<u64>,
+    /// Every object request takes this long instead of a sample of the latency model:
+    /// a cluster faster (or slower) than the fleet, such as a hub's own API server.
+    #[serde(default, alias = "latencyMs", skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
     /// Deliver every watch event this much after its write (order kept): a watcher
     /// then sees a stale view for a while, as behind a slow API server.
     #[serde(default, alias = "watchDelayMs")]
@@ -37,6 +41,12 @@ impl Faults {
 
     pub fn delay(&self) -> Duration {
         Duration::from_millis(self.delay_ms.unwrap_or(0))
+    }
+
+    /// How long an object request waits: the cluster's own latency if it has one,
+    /// else `sampled` (from the latency model), plus the delay.
+    pub fn wait(&self, sampled: impl FnOnce() -> Duration) -> Duration {
+        self.latency_ms.map_or_else(sampled, Duration::from_millis) + self.delay()
     }
 
     pub fn watch_delay(&self) -> Duration {
@@ -71,6 +81,17 @@ mod tests {
         assert_eq!(failure(&Faults::default(), true, 1.0, 503, 0.99), Some(503));
         assert_eq!(failure(&Faults::default(), false, 1.0, 503, 0.0), None);
         assert_eq!(failure(&Faults::default(), true, 0.0, 503, 0.0), None);
+    }
+
+    #[test]
+    fn a_cluster_latency_replaces_the_model_and_the_delay_adds() {
+        let ms = Duration::from_millis;
+        assert_eq!(Faults::default().wait(|| ms(250)), ms(250));
+        let hub = Faults { latency_ms: Some(10), ..Faults::default() };
+        assert_eq!(hub.wait(|| ms(250)), ms(10));
+        assert_eq!(Faults { delay_ms: Some(5), ..hub }.wait(|| ms(250)), ms(15));
+        let parsed: Faults = serde_json::from_str(r#"{"latencyMs": 10}"#).expect("json");
+        assert_eq!(parsed.latency_ms, Some(10));
     }
 
     #[test]

@@ -82,6 +82,16 @@ pub struct Totals {
     pub overlaps: u64,
     /// Applies that came out of order within a run.
     pub order_violations: u64,
+    /// Applies of a resource at an older SyncSet generation than the one its key had
+    /// already put there (a stale writer overtaking a newer one). Counted by the HTTP
+    /// simulator ([`crate::SimServer`]); always 0 here, where fencing refuses them.
+    #[serde(default)]
+    pub stale_writes: u64,
+    /// Work done twice: applies of a (key, resource, generation) the cluster already
+    /// held from an earlier run of the key that completed (applied every resource of
+    /// the SyncSet). Counted by the HTTP simulator ([`crate::SimServer`]); 0 here.
+    #[serde(default)]
+    pub repeated_applies: u64,
 }
 
 /// One cluster's timing: make-span (first apply start to last apply end) and critical

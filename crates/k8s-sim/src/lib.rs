@@ -10,8 +10,10 @@
 //! status) or per cluster (a status, a delay) through `PUT
 //! /_sim/clusters/{cluster}/faults`. Stale fencing tokens are refused, and every
 //! request is recorded so that a run can be judged: every key at its latest
-//! generation (`/_sim/keys`), order kept within a SyncSet and no two requests of
-//! one key in flight together (`/_sim/report`), make-span against critical path.
+//! generation (`/_sim/keys`, or counts by generation at `/_sim/keys/summary`), order
+//! kept within a SyncSet, no two requests of one key in flight together, no older
+//! generation written over a newer one and no work done twice (`/_sim/report`),
+//! make-span against critical path.
 //!
 //! Every write moves the cluster's `resourceVersion`; `GET <collection>?watch=true`
 //! streams changes as kube-rs's `watcher` expects (resume, `410 Expired` past a
@@ -41,9 +43,9 @@ pub use faults::Faults;
 pub use latency::LatencyModel;
 pub use record::{
     ClusterTiming, Totals, FENCE_ANNOTATION, FENCE_HEADER, GENERATION_ANNOTATION, INDEX_ANNOTATION, KEY_ANNOTATION,
-    KEY_HEADER,
+    KEY_HEADER, RUN_ANNOTATION,
 };
-pub use report::{ClusterReport, KeyGenerations, Report};
+pub use report::{ClusterReport, KeyGenerations, KeySummary, Report};
 pub use status::ApiError;
 
 use cluster::Clusters;
@@ -146,14 +148,23 @@ impl SimServer {
         axum::serve(listener, self.router()).with_graceful_shutdown(shutdown).await
     }
 
-    /// The counters over every cluster.
+    /// The counters over every cluster (work done twice is counted by walking every
+    /// key's runs: O(keys)).
     pub fn totals(&self) -> Totals {
-        self.shared.counters.snapshot()
+        let repeated_applies = self.shared.clusters.all().iter().map(|(_, c)| c.lock().record.repeated_applies()).sum();
+        Totals { repeated_applies, ..self.shared.counters.snapshot() }
     }
 
     /// What every key left on its cluster: key → resource → SyncSet generation.
     pub fn key_generations(&self) -> KeyGenerations {
         report::key_generations(&self.shared.clusters)
+    }
+
+    /// How many keys starting with `prefix` hold resources, and how many resources
+    /// they hold at each generation (as served at `/_sim/keys/summary?prefix=`): a
+    /// cheap answer to "has every key reached its generation yet?".
+    pub fn key_summary(&self, prefix: &str) -> KeySummary {
+        report::key_summary(&self.shared.clusters, prefix)
     }
 
     /// Each cluster's make-span and critical path (clusters that saw fenced requests).

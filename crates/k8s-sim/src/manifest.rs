@@ -7,7 +7,9 @@
 //! so answering a request splices strings instead of re-serializing a tree.
 
 use crate::discovery::ResourceType;
-use crate::record::{FenceClaim, FENCE_ANNOTATION, GENERATION_ANNOTATION, INDEX_ANNOTATION, KEY_ANNOTATION};
+use crate::record::{
+    FenceClaim, FENCE_ANNOTATION, GENERATION_ANNOTATION, INDEX_ANNOTATION, KEY_ANNOTATION, RUN_ANNOTATION,
+};
 use crate::status::{ApiError, Result};
 use serde_json::{Map, Value};
 
@@ -26,6 +28,8 @@ pub struct Incoming {
     /// Other members (`"data":{...}`), without braces; empty if there are none.
     pub body: String,
     pub claim: Option<FenceClaim>,
+    /// The `metadata.resourceVersion` sent, if any: a precondition of the apply.
+    pub precondition: Option<u64>,
 }
 
 /// Refuses any content type but server-side apply (415).
@@ -56,6 +60,15 @@ pub fn parse(raw: &[u8], kind: &ResourceType, namespace: Option<&str>, name: &st
         None => Map::new(),
         Some(_) => return Err(invalid("metadata: must be an object".into())),
     };
+    let precondition = match meta.get("resourceVersion") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(rv)) if rv.is_empty() => None,
+        Some(Value::String(rv)) => Some(
+            rv.parse()
+                .map_err(|_| ApiError::BadRequest(format!("metadata.resourceVersion {rv:?} is not a version")))?,
+        ),
+        Some(other) => return Err(invalid(format!("metadata.resourceVersion: {other} is not a string"))),
+    };
     for field in SERVER_FIELDS {
         meta.remove(*field);
     }
@@ -85,7 +98,7 @@ pub fn parse(raw: &[u8], kind: &ResourceType, namespace: Option<&str>, name: &st
     // Status is not applied through the main resource.
     obj.remove("status");
     let claim = claim(&meta).map_err(invalid)?;
-    Ok(Incoming { meta: members(meta), body: members(obj), claim })
+    Ok(Incoming { meta: members(meta), body: members(obj), claim, precondition })
 }
 
 /// JSON first (what kube-rs sends, and much faster to parse), YAML otherwise.
@@ -123,7 +136,8 @@ fn claim(meta: &Map<String, Value>) -> std::result::Result<Option<FenceClaim>, S
         Some(i) => Some(usize::try_from(i).map_err(|_| format!("metadata.annotations[{INDEX_ANNOTATION}]: negative"))?),
         None => None,
     };
-    Ok(Some(FenceClaim { key: key.to_string(), fence, generation, index }))
+    let run = number(RUN_ANNOTATION)?.unwrap_or(0);
+    Ok(Some(FenceClaim { key: key.to_string(), fence, generation, index, run }))
 }
 
 /// A map's JSON members without the enclosing braces.
@@ -156,14 +170,15 @@ mod tests {
 
     #[test]
     fn splits_yaml_and_drops_server_fields() {
-        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  uid: forged\n  annotations:\n    fleetsync.io/key: t/c1/s1\n    fleetsync.io/fence: '7'\n    fleetsync.io/generation: '3'\n    fleetsync.io/index: '2'\ndata: {k: v}\nstatus: {x: 1}\n";
+        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  uid: forged\n  resourceVersion: '12'\n  annotations:\n    fleetsync.io/key: t/c1/s1\n    fleetsync.io/fence: '7'\n    fleetsync.io/generation: '3'\n    fleetsync.io/index: '2'\n    fleetsync.io/run: '5'\ndata: {k: v}\nstatus: {x: 1}\n";
         let inc = parse(yaml, configmaps(), Some("app"), "a").expect("valid");
         let meta: Value = serde_json::from_str(&format!("{{{}}}", inc.meta)).expect("json");
         assert_eq!(meta["namespace"], "app");
         assert!(meta.get("uid").is_none());
         assert_eq!(inc.body, r#""data":{"k":"v"}"#);
-        let claim = FenceClaim { key: "t/c1/s1".into(), fence: 7, generation: 3, index: Some(2) };
-        assert_eq!(inc.claim, Some(claim));
+        let claim = FenceClaim { key: "t/c1/s1".into(), fence: 7, generation: 3, index: Some(2), run: 5 };
+        assert_eq!((inc.claim, inc.precondition), (Some(claim), Some(12)));
+        assert!(meta.get("resourceVersion").is_none(), "the server's field, not kept");
     }
 
     #[test]

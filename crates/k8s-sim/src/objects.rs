@@ -12,6 +12,7 @@
 use crate::discovery::{by_id, ResourceType};
 use crate::feed::{Change, EventType, Feed};
 use crate::manifest::Incoming;
+use crate::record::RunId;
 use crate::selector::Filter;
 use crate::status::{ApiError, Result};
 use serde_json::json;
@@ -29,11 +30,13 @@ pub struct ObjectId {
     pub name: Box<str>,
 }
 
-/// Which key an object was last applied for, and at which SyncSet generation.
-#[derive(Debug, Clone)]
+/// Which key an object was last applied for, at which SyncSet generation, by which
+/// run.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
     pub key: Arc<str>,
     pub generation: i64,
+    pub run: RunId,
 }
 
 /// A stored object, kept as JSON members ready to splice into answers.
@@ -65,11 +68,13 @@ pub struct Apply<'a> {
     pub now_secs: u64,
 }
 
-/// What an apply did: whether it created the object, and the object as JSON.
+/// What an apply did: whether it created the object, the object as JSON, and who
+/// had put it there before.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Applied {
     pub created: bool,
     pub json: String,
+    pub previous: Option<Owner>,
 }
 
 /// A write to the `status` subresource.
@@ -95,6 +100,16 @@ impl ObjectStore {
     /// Creates or replaces the object `id`.
     pub fn apply(&mut self, id: ObjectId, a: Apply<'_>) -> Result<Applied> {
         let kind = kind_of(&id)?;
+        // A `metadata.resourceVersion` in the applied object is a precondition, as on
+        // an API server: the object must exist at that version.
+        if let Some(rv) = a.incoming.precondition {
+            if self.objects.get(&id).is_none_or(|old| old.resource_version != rv) {
+                return Err(ApiError::Modified {
+                    plural: format!("{}.{}", kind.plural, kind.group),
+                    name: id.name.to_string(),
+                });
+            }
+        }
         if let Some(old) = self.objects.get_mut(&id) {
             if !a.force && *old.manager != *a.manager {
                 return Err(ApiError::Conflict(format!(
@@ -113,12 +128,12 @@ impl ObjectStore {
                 old.body = a.body;
                 old.manager = a.manager.into();
             }
-            old.owner = a.owner;
+            let previous = std::mem::replace(&mut old.owner, a.owner);
             let json = render(kind, old);
             if changed {
                 publish(&mut self.feed, &id, EventType::Modified, self.resource_version, &json);
             }
-            return Ok(Applied { created: false, json });
+            return Ok(Applied { created: false, json, previous });
         }
         self.resource_version += 1;
         let stored = Stored {
@@ -135,7 +150,7 @@ impl ObjectStore {
         let json = render(kind, &stored);
         publish(&mut self.feed, &id, EventType::Added, self.resource_version, &json);
         self.objects.insert(id, stored);
-        Ok(Applied { created: true, json })
+        Ok(Applied { created: true, json, previous: None })
     }
 
     /// The object as JSON.
@@ -232,6 +247,11 @@ impl ObjectStore {
 
     /// Every object applied for a key: (key, `apiVersion/Kind/namespace/name`,
     /// SyncSet generation).
+    /// Who put each object there (objects applied without a key left out).
+    pub fn owners(&self) -> impl Iterator<Item = &Owner> + '_ {
+        self.objects.values().filter_map(|s| s.owner.as_ref())
+    }
+
     pub fn owned(&self) -> impl Iterator<Item = (&Arc<str>, String, i64)> + '_ {
         self.objects.iter().filter_map(|(id, s)| {
             let owner = s.owner.as_ref()?;
@@ -382,6 +402,24 @@ mod tests {
         let err = apply(&mut s, &incoming("a", "1", "x"), "two", false).expect_err("conflict");
         assert_eq!(err.code(), 409);
         apply(&mut s, &incoming("a", "1", "x"), "two", true).expect("forced");
+    }
+
+    #[test]
+    fn a_resource_version_in_the_applied_object_is_a_precondition() {
+        let mut s = ObjectStore::default();
+        let with_rv = |rv: &str| {
+            let (_, kind) = lookup("v1", "configmaps").expect("configmaps");
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a","resourceVersion":"{rv}"}},"data":{{"k":"{rv}"}}}}"#
+            );
+            parse(body.as_bytes(), kind, Some("app"), "a").expect("valid")
+        };
+        assert_eq!(apply(&mut s, &with_rv("1"), "m", false).map_err(|e| e.code()).err(), Some(409), "none yet");
+        let v1 = apply(&mut s, &incoming("a", "1", "x"), "m", false).expect("create");
+        assert_eq!(v1["metadata"]["resourceVersion"], "1");
+        let v2 = apply(&mut s, &with_rv("1"), "m", false).expect("at the version read");
+        assert_eq!(v2["metadata"]["resourceVersion"], "2");
+        assert_eq!(apply(&mut s, &with_rv("1"), "m", false).map_err(|e| e.code()).err(), Some(409), "moved since");
     }
 
     #[test]

@@ -9,8 +9,15 @@
 //!   share of the cluster's critical path);
 //! * two requests of one key in flight at once are an overlap;
 //! * a cluster's make-span runs from its first fenced request's start to its last
-//!   one's end.
+//!   one's end;
+//! * a caller that holds no lease (a queue consumer) sends one token for every run
+//!   (so it is never refused) and tells its runs apart by [`RUN_ANNOTATION`];
+//! * an apply at an older generation than the one its key already put on the
+//!   resource is a stale write; an apply of a (resource, generation) the key already
+//!   put there in another run that *completed* (applied every index the key has been
+//!   sent, from 0) is work done twice.
 
+use crate::objects::Owner;
 use crate::status::ApiError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +33,8 @@ pub const FENCE_ANNOTATION: &str = "fleetsync.io/fence";
 pub const GENERATION_ANNOTATION: &str = "fleetsync.io/generation";
 /// The annotation carrying the resource's position in its SyncSet.
 pub const INDEX_ANNOTATION: &str = "fleetsync.io/index";
+/// The annotation telling runs apart that share a token (see the module docs).
+pub const RUN_ANNOTATION: &str = "fleetsync.io/run";
 /// Deletes have no object to annotate: they carry the key and token as headers.
 pub const KEY_HEADER: &str = "x-fleetsync-key";
 pub const FENCE_HEADER: &str = "x-fleetsync-fence";
@@ -39,6 +48,21 @@ pub struct FenceClaim {
     pub generation: i64,
     /// Position in the SyncSet (applies only); no order check without it.
     pub index: Option<usize>,
+    /// The run under the token ([`RUN_ANNOTATION`]; 0 when absent).
+    pub run: i64,
+}
+
+impl FenceClaim {
+    pub fn run_id(&self) -> RunId {
+        RunId { fence: self.fence, run: self.run }
+    }
+}
+
+/// One run of a key: its token and, for callers that share a token, its run id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunId {
+    pub fence: i64,
+    pub run: i64,
 }
 
 /// The same counters as the in-process simulator's, so both simulators report one
@@ -54,6 +78,7 @@ pub struct Counters {
     pub fenced: AtomicU64,
     pub overlaps: AtomicU64,
     pub order_violations: AtomicU64,
+    pub stale_writes: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -71,6 +96,9 @@ impl Counters {
             fenced: get(&self.fenced),
             overlaps: get(&self.overlaps),
             order_violations: get(&self.order_violations),
+            stale_writes: get(&self.stale_writes),
+            // Known only by walking every key's runs: see `Record::repeated_applies`.
+            repeated_applies: 0,
         }
     }
 }
@@ -81,6 +109,8 @@ impl Counters {
 pub struct ClusterTiming {
     pub makespan: Duration,
     pub critical_path: Duration,
+    /// Fenced applies that took effect on the cluster.
+    pub applies: u64,
 }
 
 /// Whether a request applies (order is checked) or deletes.
@@ -90,14 +120,29 @@ pub enum Verb {
     Delete,
 }
 
-/// One key's fencing state and its latest run.
+/// One key's fencing state, its latest run, and what its runs applied.
 #[derive(Debug, Default)]
 struct KeyRecord {
     newest_fence: i64,
-    run_fence: i64,
+    run: RunId,
     next_index: usize,
     in_flight: u32,
     run_latency: Duration,
+    /// One more than the highest index the key has been sent: its SyncSet's length
+    /// as far as the target can tell.
+    width: usize,
+    /// Every run that applied something, in the order each began to.
+    runs: Vec<RunLog>,
+    /// For each apply that found its (resource, generation) already put there by
+    /// another run: that run (work done twice if it completed).
+    repeats: Vec<RunId>,
+}
+
+/// What one run applied: indices 0..`committed` took effect, in order.
+#[derive(Debug, Clone, Copy)]
+struct RunLog {
+    id: RunId,
+    committed: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +156,7 @@ struct Span {
 pub struct Record {
     keys: HashMap<Arc<str>, KeyRecord>,
     span: Option<Span>,
+    applies: u64,
 }
 
 impl Record {
@@ -122,8 +168,8 @@ impl Record {
             return Err(ApiError::Fenced { key: claim.key.clone(), fence: claim.fence, newest: k.newest_fence });
         }
         k.newest_fence = claim.fence;
-        if k.run_fence != claim.fence {
-            k.run_fence = claim.fence;
+        if k.run != claim.run_id() {
+            k.run = claim.run_id();
             k.next_index = 0;
             k.run_latency = Duration::ZERO;
         }
@@ -132,6 +178,7 @@ impl Record {
                 bump(&counters.order_violations);
             }
             k.next_index = index + 1;
+            k.width = k.width.max(index + 1);
         }
         k.in_flight += 1;
         if k.in_flight > 1 {
@@ -144,16 +191,52 @@ impl Record {
 
     /// Closes a request opened by [`Record::begin`]; returns the newest token seen
     /// for the key, so the caller can refuse a request overtaken while in flight.
-    pub fn end(&mut self, key: &str, fence: i64, latency: Duration, now: Instant) -> i64 {
+    pub fn end(&mut self, key: &str, run: RunId, latency: Duration, now: Instant) -> i64 {
         if let Some(span) = &mut self.span {
             span.last_end = span.last_end.max(now);
         }
-        let Some(k) = self.keys.get_mut(key) else { return fence };
+        let Some(k) = self.keys.get_mut(key) else { return run.fence };
         k.in_flight = k.in_flight.saturating_sub(1);
-        if k.run_fence == fence {
+        if k.run == run {
             k.run_latency += latency;
         }
         k.newest_fence
+    }
+
+    /// Records an apply of `claim` that took effect; `previous` is who had put the
+    /// object there before (its key, generation and run), if anyone had.
+    pub fn applied(&mut self, claim: &FenceClaim, previous: Option<&Owner>, counters: &Counters) {
+        self.applies += 1;
+        let k = self.keys.entry(Arc::from(claim.key.as_str())).or_default();
+        let id = claim.run_id();
+        let log = match k.runs.iter().rposition(|r| r.id == id) {
+            Some(i) => &mut k.runs[i],
+            None => {
+                k.runs.push(RunLog { id, committed: 0 });
+                let last = k.runs.len() - 1;
+                &mut k.runs[last]
+            }
+        };
+        if claim.index == Some(log.committed) {
+            log.committed += 1;
+        }
+        let Some(prev) = previous.filter(|p| *p.key == *claim.key) else { return };
+        if prev.generation > claim.generation {
+            bump(&counters.stale_writes);
+        } else if prev.generation == claim.generation && prev.run != id {
+            k.repeats.push(prev.run);
+        }
+    }
+
+    /// Work done twice on this cluster: applies that found their (resource,
+    /// generation) put there by another run of the key that completed (applied every
+    /// index from 0 to the highest the key has been sent).
+    pub fn repeated_applies(&self) -> u64 {
+        let repeated = |k: &KeyRecord| {
+            let complete = |id: &RunId| k.runs.iter().any(|r| r.id == *id && r.committed >= k.width.max(1));
+            k.repeats.iter().filter(|id| complete(id)).count() as u64
+        };
+        self.keys.values().map(repeated).sum()
     }
 
     /// The shared copy of `key`, if the key has a record (objects point to it).
@@ -164,7 +247,7 @@ impl Record {
     pub fn timing(&self) -> ClusterTiming {
         let critical_path = self.keys.values().map(|k| k.run_latency).max().unwrap_or_default();
         let makespan = self.span.map(|s| s.last_end - s.first_start).unwrap_or_default();
-        ClusterTiming { makespan, critical_path }
+        ClusterTiming { makespan, critical_path, applies: self.applies }
     }
 
     /// Whether any fenced request reached this cluster.
@@ -178,14 +261,18 @@ mod tests {
     use super::*;
 
     fn claim(fence: i64, index: usize) -> FenceClaim {
-        FenceClaim { key: "t/c1/s1".into(), fence, generation: 1, index: Some(index) }
+        FenceClaim { key: "t/c1/s1".into(), fence, generation: 1, index: Some(index), run: 0 }
+    }
+
+    fn run(fence: i64) -> RunId {
+        RunId { fence, run: 0 }
     }
 
     #[tokio::test(start_paused = true)]
     async fn stale_tokens_are_refused_and_runs_restart_at_a_new_token() {
         let (mut r, c, now) = (Record::default(), Counters::default(), Instant::now());
         r.begin(&claim(2, 0), Verb::Apply, now, &c).expect("first");
-        assert_eq!(r.end("t/c1/s1", 2, Duration::from_millis(300), now), 2);
+        assert_eq!(r.end("t/c1/s1", run(2), Duration::from_millis(300), now), 2);
         let err = r.begin(&claim(1, 1), Verb::Apply, now, &c).expect_err("stale");
         assert!(matches!(err, ApiError::Fenced { fence: 1, newest: 2, .. }));
         r.begin(&claim(3, 0), Verb::Apply, now, &c).expect("new run starts at 0");
@@ -201,14 +288,72 @@ mod tests {
         assert_eq!((c.snapshot().overlaps, c.snapshot().order_violations), (1, 1));
         tokio::time::advance(Duration::from_millis(500)).await;
         let t1 = Instant::now();
-        r.end("t/c1/s1", 1, Duration::from_millis(250), t1);
-        r.end("t/c1/s1", 1, Duration::from_millis(250), t1);
+        r.end("t/c1/s1", run(1), Duration::from_millis(250), t1);
+        r.end("t/c1/s1", run(1), Duration::from_millis(250), t1);
         r.begin(&claim(1, 3), Verb::Delete, t1, &c).expect("deletes keep no order");
         assert_eq!(c.snapshot().order_violations, 1);
         assert_eq!(
             r.timing(),
-            ClusterTiming { makespan: Duration::from_millis(500), critical_path: Duration::from_millis(500) }
+            ClusterTiming {
+                makespan: Duration::from_millis(500),
+                critical_path: Duration::from_millis(500),
+                applies: 0
+            }
         );
+    }
+
+    /// Runs `run` of a key: applies indices `0..n` at `generation`, each over what
+    /// `held` says the object had before; returns the owners it leaves.
+    fn apply_run(r: &mut Record, c: &Counters, id: RunId, generation: i64, held: &mut [Option<Owner>], n: usize) {
+        let now = Instant::now();
+        for (index, slot) in held.iter_mut().enumerate().take(n) {
+            let claim =
+                FenceClaim { key: "t/c1/s1".into(), fence: id.fence, generation, index: Some(index), run: id.run };
+            r.begin(&claim, Verb::Apply, now, c).expect("not fenced");
+            r.end("t/c1/s1", id, Duration::ZERO, now);
+            r.applied(&claim, slot.as_ref(), c);
+            *slot = Some(Owner { key: Arc::from("t/c1/s1"), generation, run: id });
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_done_twice_counts_only_repeats_of_a_completed_run() {
+        let (mut r, c) = (Record::default(), Counters::default());
+        let mut held = vec![None; 3];
+        let unfenced = |run| RunId { fence: 0, run };
+        // A run that fails after index 1 (index 2 was sent, never took effect)…
+        apply_run(&mut r, &c, unfenced(1), 1, &mut held, 2);
+        r.begin(
+            &FenceClaim { key: "t/c1/s1".into(), fence: 0, generation: 1, index: Some(2), run: 1 },
+            Verb::Apply,
+            Instant::now(),
+            &c,
+        )
+        .expect("sent");
+        r.end("t/c1/s1", unfenced(1), Duration::ZERO, Instant::now());
+        // …so its retry repeats nothing that completed.
+        apply_run(&mut r, &c, unfenced(2), 1, &mut held, 3);
+        assert_eq!(r.repeated_applies(), 0);
+        // A redelivery of the same generation after the retry completed: all 3 again.
+        apply_run(&mut r, &c, unfenced(3), 1, &mut held, 3);
+        assert_eq!(r.repeated_applies(), 3);
+        let t = c.snapshot();
+        assert_eq!((t.order_violations, t.fenced, t.stale_writes), (0, 0, 0), "one token, runs told apart");
+        assert_eq!(r.timing().applies, 8);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_older_generation_over_a_newer_one_is_a_stale_write() {
+        let (mut r, c) = (Record::default(), Counters::default());
+        let mut held = vec![None; 2];
+        apply_run(&mut r, &c, RunId { fence: 0, run: 1 }, 2, &mut held, 2);
+        apply_run(&mut r, &c, RunId { fence: 0, run: 2 }, 1, &mut held, 1);
+        assert_eq!((c.snapshot().stale_writes, r.repeated_applies()), (1, 0));
+        // Another key's object is not this key's history.
+        let other = Owner { key: Arc::from("u/c1/s1"), generation: 9, run: RunId::default() };
+        let claim = FenceClaim { key: "t/c1/s1".into(), fence: 0, generation: 1, index: Some(1), run: 2 };
+        r.applied(&claim, Some(&other), &c);
+        assert_eq!(c.snapshot().stale_writes, 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -216,7 +361,7 @@ mod tests {
         let (mut r, c, now) = (Record::default(), Counters::default(), Instant::now());
         r.begin(&claim(1, 0), Verb::Apply, now, &c).expect("old");
         r.begin(&claim(2, 0), Verb::Apply, now, &c).expect("new");
-        assert_eq!(r.end("t/c1/s1", 1, Duration::ZERO, now), 2, "overtaken");
-        assert_eq!(r.end("t/c1/s1", 2, Duration::ZERO, now), 2);
+        assert_eq!(r.end("t/c1/s1", run(1), Duration::ZERO, now), 2, "overtaken");
+        assert_eq!(r.end("t/c1/s1", run(2), Duration::ZERO, now), 2);
     }
 }

@@ -19,17 +19,47 @@ pub struct Report {
     pub clusters: BTreeMap<String, ClusterReport>,
 }
 
-/// One cluster's timing in milliseconds.
+/// One cluster's timing in milliseconds, and its applies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterReport {
     pub makespan_ms: f64,
     pub critical_path_ms: f64,
+    /// Fenced applies that took effect on the cluster.
+    #[serde(default)]
+    pub applies: u64,
 }
 
 impl From<ClusterTiming> for ClusterReport {
     fn from(t: ClusterTiming) -> Self {
-        Self { makespan_ms: t.makespan.as_secs_f64() * 1e3, critical_path_ms: t.critical_path.as_secs_f64() * 1e3 }
+        Self {
+            makespan_ms: t.makespan.as_secs_f64() * 1e3,
+            critical_path_ms: t.critical_path.as_secs_f64() * 1e3,
+            applies: t.applies,
+        }
     }
+}
+
+/// The body of `GET /_sim/keys/summary?prefix=`: keys with that prefix that hold
+/// resources, and their resources counted by generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySummary {
+    pub keys: u64,
+    pub by_generation: BTreeMap<i64, u64>,
+}
+
+/// [`KeySummary`] of the keys starting with `prefix`.
+pub fn key_summary(clusters: &Clusters, prefix: &str) -> KeySummary {
+    let mut out = KeySummary::default();
+    for (_, c) in clusters.all() {
+        let st = c.lock();
+        let mut keys = std::collections::HashSet::new();
+        for owner in st.objects.owners().filter(|o| o.key.starts_with(prefix)) {
+            keys.insert(owner.key.clone());
+            *out.by_generation.entry(owner.generation).or_default() += 1;
+        }
+        out.keys += keys.len() as u64;
+    }
+    out
 }
 
 /// Every cluster that saw a fenced request, with its timing.
@@ -63,7 +93,11 @@ mod tests {
 
     #[test]
     fn timings_in_milliseconds() {
-        let t = ClusterTiming { makespan: Duration::from_millis(1500), critical_path: Duration::from_micros(250_500) };
-        assert_eq!(ClusterReport::from(t), ClusterReport { makespan_ms: 1500.0, critical_path_ms: 250.5 });
+        let t = ClusterTiming {
+            makespan: Duration::from_millis(1500),
+            critical_path: Duration::from_micros(250_500),
+            applies: 3,
+        };
+        assert_eq!(ClusterReport::from(t), ClusterReport { makespan_ms: 1500.0, critical_path_ms: 250.5, applies: 3 });
     }
 }

@@ -89,7 +89,7 @@ pub async fn serve(sim: &Shared, req: ObjectRequest<'_>) -> Result<Response> {
     };
     let cluster = sim.clusters.get_or_create(req.cluster);
     let faults = cluster.lock().faults.clone();
-    let wait = sim.config.latency.sample(&mut rand::rng()) + faults.delay();
+    let wait = faults.wait(|| sim.config.latency.sample(&mut rand::rng()));
     let id = |name: &str| ObjectId { kind: kind_id, namespace: path.namespace.unwrap_or("").into(), name: name.into() };
     match op {
         Op::Get(name) => {
@@ -192,7 +192,7 @@ fn claim_from_headers(headers: &HeaderMap) -> Result<Option<FenceClaim>> {
         .map_err(ApiError::BadRequest)?
         .and_then(|f| f.trim().parse::<i64>().ok())
         .ok_or_else(|| ApiError::BadRequest(format!("header {FENCE_HEADER} must be an integer with {KEY_HEADER}")))?;
-    Ok(Some(FenceClaim { key: key.to_string(), fence, generation: 0, index: None }))
+    Ok(Some(FenceClaim { key: key.to_string(), fence, generation: 0, index: None, run: 0 }))
 }
 
 /// Opens a fenced request (none for an unfenced one); refuses a stale token.
@@ -206,7 +206,7 @@ fn begin(
     let Some(claim) = claim else { return Ok(None) };
     let now = tokio::time::Instant::now();
     cluster.lock().record.begin(claim, verb, now, &sim.counters)?;
-    Ok(Some(Flight::new(cluster.clone(), claim.key.clone(), claim.fence, wait)))
+    Ok(Some(Flight::new(cluster.clone(), claim.key.clone(), claim.run_id(), wait)))
 }
 
 /// Waits the simulated latency. A fault delay (possibly a simulated hang) is cut
@@ -267,6 +267,7 @@ fn commit_apply(
     let owner = apply.incoming.claim.as_ref().map(|c| Owner {
         key: state.record.shared_key(&c.key).unwrap_or_else(|| Arc::from(c.key.as_str())),
         generation: c.generation,
+        run: c.run_id(),
     });
     let a = Apply {
         incoming: &apply.incoming,
@@ -277,9 +278,13 @@ fn commit_apply(
         new_uid: sim.next_uid.fetch_add(1, Ordering::Relaxed),
         now_secs,
     };
+    let state = &mut *state;
     match state.objects.apply(id, a) {
         Ok(applied) => {
             bump(&sim.counters.applies);
+            if let Some(claim) = &apply.incoming.claim {
+                state.record.applied(claim, applied.previous.as_ref(), &sim.counters);
+            }
             let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
             Ok(json(code, applied.json))
         }

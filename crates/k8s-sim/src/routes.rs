@@ -10,7 +10,7 @@ use crate::requests::{self, ObjectRequest};
 use crate::status::ApiError;
 use crate::{Faults, SimServer};
 use axum::body::{to_bytes, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, put};
@@ -21,6 +21,7 @@ pub fn router(sim: SimServer) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/_sim/report", get(report))
         .route("/_sim/keys", get(keys))
+        .route("/_sim/keys/summary", get(key_summary))
         .route("/_sim/clusters/{cluster}/faults", put(set_faults).get(get_faults))
         .route("/clusters/{cluster}/{*rest}", any(cluster_request))
         .fallback(|uri: Uri| async move { ApiError::no_such_path(uri.path()) })
@@ -33,6 +34,17 @@ async fn report(State(sim): State<SimServer>) -> Response {
 
 async fn keys(State(sim): State<SimServer>) -> Response {
     Json(sim.key_generations()).into_response()
+}
+
+/// The query of `/_sim/keys/summary`.
+#[derive(Debug, serde::Deserialize)]
+struct SummaryQuery {
+    #[serde(default)]
+    prefix: String,
+}
+
+async fn key_summary(State(sim): State<SimServer>, Query(q): Query<SummaryQuery>) -> Response {
+    Json(sim.key_summary(&q.prefix)).into_response()
 }
 
 async fn set_faults(State(sim): State<SimServer>, Path(cluster): Path<String>, body: Bytes) -> Response {

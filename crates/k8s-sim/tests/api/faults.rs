@@ -66,3 +66,17 @@ async fn requests_wait_the_latency_model() {
     let took = start.elapsed();
     assert!((Duration::from_millis(2)..=Duration::from_millis(16)).contains(&took), "{took:?}");
 }
+
+/// A cluster of its own speed (a hub's API server beside the fleet's).
+#[tokio::test(start_paused = true)]
+async fn a_cluster_latency_replaces_the_model() {
+    let sim = Sim::new(SimConfig::default());
+    let set = sim.call(Method::PUT, "/_sim/clusters/hub/faults", &[], r#"{"latency_ms": 10}"#).await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    let t0 = Instant::now();
+    assert_eq!(sim.apply("hub", &cm("a", "1")).await.status, 201);
+    assert_eq!(t0.elapsed(), Duration::from_millis(10));
+    let t1 = Instant::now();
+    sim.apply("c1", &cm("a", "1")).await;
+    assert!(t1.elapsed() >= Duration::from_millis(200), "the model's latency elsewhere");
+}

@@ -84,9 +84,13 @@ async fn keys_generations_and_timings_are_reported() {
     let report = sim.get("/_sim/report").await.body;
     assert_eq!(
         report["totals"],
-        serde_json::json!({"applies": 3, "failures": 0, "deletes": 1, "fenced": 0, "overlaps": 0, "order_violations": 0})
+        serde_json::json!({
+            "applies": 3, "failures": 0, "deletes": 1, "fenced": 0, "overlaps": 0, "order_violations": 0,
+            "stale_writes": 0, "repeated_applies": 0
+        })
     );
     let c1 = &report["clusters"]["c1"];
+    assert_eq!(c1["applies"], 3);
     let (makespan, path) = (c1["makespan_ms"].as_f64().expect("ms"), c1["critical_path_ms"].as_f64().expect("ms"));
     assert!(path >= 4.0 * 200.0, "four requests of at least 200 ms: {path}");
     // Timers tick in whole milliseconds: each of the four sleeps may end up to 1 ms late.
@@ -94,4 +98,39 @@ async fn keys_generations_and_timings_are_reported() {
     let t = sim.server.cluster_timings()["c1"];
     // The report went through JSON: equal up to float formatting.
     assert!((t.critical_path.as_secs_f64() * 1e3 - path).abs() < 1e-6, "{t:?} vs {path}");
+}
+
+/// `obj` applied by a caller with no lease: one token (0) for every run, runs told
+/// apart by `fleetsync.io/run`.
+fn unfenced(obj: serde_json::Value, generation: i64, index: usize, run: i64) -> serde_json::Value {
+    let mut obj = fenced(obj, KEY, 0, generation, index);
+    obj["metadata"]["annotations"]["fleetsync.io/run"] = run.to_string().into();
+    obj
+}
+
+/// A queue consumer's runs: never refused, each a run of its own; a redelivery of a
+/// completed run is work done twice, an older generation over a newer one a stale
+/// write, and the summary counts keys' resources by generation.
+#[tokio::test]
+async fn runs_without_a_lease_are_judged_too() {
+    let sim = Sim::instant();
+    let run = |generation: i64, run: i64| {
+        let sim = &sim;
+        async move {
+            for (index, name) in ["a", "b"].into_iter().enumerate() {
+                let obj = unfenced(cm(name, &generation.to_string()), generation, index, run);
+                assert_eq!(sim.apply("c1", &obj).await.status.as_u16() / 100, 2);
+            }
+        }
+    };
+    run(1, 1).await;
+    run(1, 2).await; // redelivered after it completed: done twice
+    run(2, 3).await;
+    run(1, 4).await; // a stale retry lands after the newer generation
+    let t = sim.server.totals();
+    assert_eq!((t.applies, t.fenced, t.order_violations, t.repeated_applies, t.stale_writes), (8, 0, 0, 2, 2), "{t:?}");
+    let summary = sim.get("/_sim/keys/summary?prefix=t1/").await.body;
+    assert_eq!(summary, serde_json::json!({"keys": 1, "by_generation": {"1": 2}}));
+    let none = sim.get("/_sim/keys/summary?prefix=t2/").await.body;
+    assert_eq!(none, serde_json::json!({"keys": 0, "by_generation": {}}));
 }
