@@ -91,8 +91,7 @@ impl std::fmt::Debug for SqliteStore {
 /// `temp_store = MEMORY` keeps the statement journals in memory, which SQLite writes
 /// for every statement of a transaction that changes several rows or fires a trigger
 /// (a completion batch does both); in a file they cost a quarter of a drain's CPU in
-/// `pwrite` calls. A 64 MiB page cache (the default is 2 MiB) keeps a large
-/// transaction from spilling pages into the WAL before it commits.
+/// `pwrite` calls.
 const WRITER_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 10000;
     PRAGMA temp_store = MEMORY;";
 

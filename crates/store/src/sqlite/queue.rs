@@ -135,16 +135,16 @@ pub(super) fn claim(tx: &Transaction<'_>, now: Timestamp, p: &ClaimParams) -> Re
     // Each cluster's generation, looked up once per cluster (a claim takes a cluster's
     // keys together); the keys in the order they were chosen.
     let mut cluster_gen = tx.prepare_cached("SELECT generation FROM clusters WHERE tenant = ?1 AND name = ?2")?;
-    let mut generations: HashMap<(String, String), i64> = HashMap::new();
+    let mut generations: HashMap<String, HashMap<String, i64>> = HashMap::new();
     let mut items = Vec::with_capacity(ids.len());
     for (n, id) in ids.iter().enumerate() {
         let mut item = claimed.remove(id).ok_or_else(|| corrupt("work", format!("claimed row {id} not updated")))?;
-        let at = (item.key.tenant.clone(), item.key.cluster.clone());
-        item.cluster_generation = match generations.get(&at) {
+        let k = &item.key;
+        item.cluster_generation = match generations.get(&k.tenant).and_then(|c| c.get(&k.cluster)) {
             Some(g) => *g,
             None => {
-                let g = cluster_gen.query_row(params![at.0, at.1], |r| r.get(0)).optional()?.unwrap_or(0);
-                generations.insert(at, g);
+                let g = cluster_gen.query_row(params![k.tenant, k.cluster], |r| r.get(0)).optional()?.unwrap_or(0);
+                generations.entry(k.tenant.clone()).or_default().insert(k.cluster.clone(), g);
                 g
             }
         };
