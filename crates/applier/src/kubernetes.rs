@@ -291,25 +291,33 @@ fn collection(ar: &ApiResource, namespaced: bool, r: &ResourceRef) -> kube::core
 /// as JSON: a typed object would parse the manifest and write it back out on every
 /// apply, for four annotations.
 fn fenced(manifest: &Manifest, ctx: &ApplyContext) -> Result<serde_json::Value, ApplyError> {
-    use serde_json::{Map, Value};
-    let invalid = |what: &str| ApplyError::Invalid(format!("manifest is not an object: {what}"));
     let mut obj = manifest.0.clone();
-    let root = obj.as_object_mut().ok_or_else(|| invalid("not a JSON object"))?;
-    let metadata = root.entry("metadata").or_insert(Value::Null);
-    if metadata.is_null() {
-        *metadata = Value::Object(Map::new());
-    }
-    let metadata = metadata.as_object_mut().ok_or_else(|| invalid("metadata is not an object"))?;
-    let annotations = metadata.entry("annotations").or_insert(Value::Null);
-    if annotations.is_null() {
-        *annotations = Value::Object(Map::new());
-    }
-    let annotations = annotations.as_object_mut().ok_or_else(|| invalid("metadata.annotations is not an object"))?;
+    let root = obj.as_object_mut().ok_or_else(|| not_an_object("the manifest"))?;
+    let metadata = object_field(root, "metadata", "metadata")?;
+    let annotations = object_field(metadata, "annotations", "metadata.annotations")?;
     annotations.insert(KEY_ANNOTATION.into(), ctx.key.to_string().into());
     annotations.insert(FENCE_ANNOTATION.into(), ctx.fence.to_string().into());
     annotations.insert(GENERATION_ANNOTATION.into(), ctx.generation.to_string().into());
     annotations.insert(INDEX_ANNOTATION.into(), ctx.index.to_string().into());
     Ok(obj)
+}
+
+/// The object at `map[field]`, made an empty one if absent or null; an error naming
+/// `path` if it is something else.
+fn object_field<'a>(
+    map: &'a mut serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    path: &str,
+) -> Result<&'a mut serde_json::Map<String, serde_json::Value>, ApplyError> {
+    let value = map.entry(field).or_insert(serde_json::Value::Null);
+    if value.is_null() {
+        *value = serde_json::Value::Object(serde_json::Map::new());
+    }
+    value.as_object_mut().ok_or_else(|| not_an_object(path))
+}
+
+fn not_an_object(what: &str) -> ApplyError {
+    ApplyError::Invalid(format!("manifest is not an object: {what} is not a JSON object"))
 }
 
 #[async_trait]
